@@ -1,0 +1,33 @@
+# Everything runs from .venv, which `make setup` creates with the package, an MPI runtime
+# (the mpich wheel: mpiexec lands in .venv/bin) and the test tools. Idempotent.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[mpich,test]'
+	touch $(STAMP)
+
+demo: setup
+	mkdir -p results
+	$(VENV)/bin/omtl-mpi data synth -o results/demo-data.h5 --tasks 5 --samples 10000 --seed 0
+	$(VENV)/bin/omtl-mpi run --np 6 --data results/demo-data.h5 --out results/demo.h5
+	$(PY) scripts/plot_curve.py results/demo.h5 -o results/demo.png
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) scripts/bench_round.py
+
+clean:
+	rm -rf $(VENV) results build *.egg-info .pytest_cache

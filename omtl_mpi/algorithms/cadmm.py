@@ -1,0 +1,81 @@
+"""C-ADMM (paper Algorithm 1): rank 0 is the server, workers hold contiguous blocks of tasks.
+
+Messages are flat float64 arrays: a worker sends its block's C rows (kb*d numbers) and gets
+back ``[u, V rows of its block]`` ((kb+1)*d numbers), i.e. only c_k up and (u, v_k) down.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .admm import AdmmParams, Consensus, TaskBlock
+
+
+class CAdmmWorker:
+    """Worker role for tasks ``start..stop-1``: predict, w-step, send C; receive (u, V); z-step."""
+
+    def __init__(self, params: AdmmParams, start: int, stop: int, dim: int):
+        self.start, self.stop, self.dim = start, stop, dim
+        self.block = TaskBlock(params, stop - start, dim)
+
+    @staticmethod
+    def up_size(n_tasks: int, dim: int) -> int:
+        return n_tasks * dim
+
+    @staticmethod
+    def down_size(n_tasks: int, dim: int) -> int:
+        return (n_tasks + 1) * dim
+
+    def up(self, X, y, inv_count):
+        """One round's predictions (B, kb) and the flat message C to the server."""
+        yhat, C = self.block.predict_and_step(X, y, inv_count)
+        return yhat, C.reshape(-1)
+
+    def down(self, msg: np.ndarray) -> None:
+        d = self.dim
+        self.block.dual_step(msg[:d], msg[d:].reshape(-1, d))
+
+    def state(self) -> dict:
+        return self.block.state()
+
+    def load_state(self, state: dict) -> None:
+        self.block.load_state(state)
+
+    def task_rows(self) -> dict:
+        """Final per-task arrays of this block (one row per task) for the results file."""
+        return {"W": self.block.W, "Z": self.block.Z}
+
+
+class CAdmmServer:
+    """Server role: (u, V) for all K tasks from the gathered C, Omega every m rounds."""
+
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks):
+        self.K, self.dim = n_tasks, dim
+        self.consensus = Consensus(params, n_tasks, dim)
+        # Row indices into [u; V] laying out each worker's reply [u, V[start:stop]] in rank
+        # order, so packing every reply is one take() instead of a loop over workers.
+        rows = []
+        for start, stop in blocks:
+            rows.append(0)
+            rows.extend(range(1 + start, 1 + stop))
+        self._rows = np.asarray(rows, dtype=np.intp)
+        self._stacked = np.empty((n_tasks + 1, dim))
+        self._down = np.empty((len(rows), dim))
+
+    def step(self, up_all: np.ndarray) -> np.ndarray:
+        """Gathered C (flat, task order) in; every worker's reply (flat, rank order) out."""
+        u, V = self.consensus.step(up_all.reshape(self.K, self.dim))
+        self._stacked[0] = u
+        self._stacked[1:] = V
+        np.take(self._stacked, self._rows, axis=0, out=self._down)
+        return self._down.reshape(-1)
+
+    def state(self) -> dict:
+        return self.consensus.state()
+
+    def load_state(self, state: dict) -> None:
+        self.consensus.load_state(state)
+
+    def global_arrays(self) -> dict:
+        """Final shared arrays for the results file."""
+        c = self.consensus
+        return {"u": c.u, "V": c.V, "omega": c.omega}

@@ -1,0 +1,47 @@
+"""Loss (sub)gradients of the online linear learners (spec section 1).
+
+Every loss here has a gradient of the form ``g = coef * x``; the functions return ``coef``
+for a whole array of instances at once.  Padding instances (label 0, features 0) used to
+vectorise streams of unequal length get ``coef = 0`` from every formula, so an inactive
+task contributes a zero gradient without a mask.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+LOSSES = ("hinge", "perceptron", "logistic")
+
+
+def predict(margins: np.ndarray) -> np.ndarray:
+    """Labels predicted from margins ``w . x``: ``sign`` with ``sign(0) = +1`` (int8)."""
+    return np.where(margins >= 0.0, 1, -1).astype(np.int8)
+
+
+def gradient_coef(loss: str, y: np.ndarray, margins: np.ndarray,
+                  yhat: np.ndarray) -> np.ndarray:
+    """Scalar factor of each instance's loss (sub)gradient, ``g = coef * x``.
+
+    Parameters
+    ----------
+    loss : {"hinge", "perceptron", "logistic"}
+    y : ndarray of int8
+        True labels in {-1, +1}, or 0 for padding.
+    margins : ndarray of float
+        ``w_k . x`` for each instance, same shape as ``y``.
+    yhat : ndarray of int8
+        Predictions, ``predict(margins)``.
+
+    Returns
+    -------
+    ndarray of float64, same shape as ``y``.
+    """
+    yf = y.astype(np.float64)
+    if loss == "hinge":
+        return np.where(yf * margins < 1.0, -yf, 0.0)
+    if loss == "perceptron":
+        return np.where(yhat != y, -yf, 0.0)
+    if loss == "logistic":
+        # -y / (1 + exp(y m)) == -y * expit(-y m); expit does not overflow.
+        return -yf * expit(-yf * margins)
+    raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")

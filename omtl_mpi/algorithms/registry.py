@@ -1,0 +1,79 @@
+"""The learner registry: one entry per algorithm, the single place the runtime and CLI look.
+
+Adding an algorithm is one module plus one entry here; the generic checks in
+``tests/test_algorithm_checks.py`` iterate over this registry, so no algorithm can skip them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .admm import AdmmParams
+from .cadmm import CAdmmServer, CAdmmWorker
+
+PATTERNS = ("none", "server", "neighbours")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """What the runtime needs to know about a learner.
+
+    Attributes
+    ----------
+    name : str
+        The ``--algo`` value.
+    summary, citation : str
+        One line each, shown by ``omtl-mpi algos``.
+    pattern : {"none", "server", "neighbours"}
+        Communication pattern: no communication, star around a server on rank 0, or
+        neighbourhood exchange over a topology.
+    reconstruction : bool
+        True when the original equations are unpublished and the spec's reconstruction is used.
+    params : type
+        Frozen dataclass of hyper-parameters (validated in ``__post_init__``).
+    worker, server : type
+        Role classes for the ``server`` pattern.
+    """
+
+    name: str
+    summary: str
+    citation: str
+    pattern: str
+    reconstruction: bool
+    params: type
+    worker: type | None = None
+    server: type | None = None
+
+    def defaults(self) -> dict:
+        return {f.name: f.default for f in fields(self.params)}
+
+
+REGISTRY: dict[str, Algorithm] = {}
+
+
+def register(algo: Algorithm) -> Algorithm:
+    if algo.pattern not in PATTERNS:
+        raise ValueError(f"unknown communication pattern {algo.pattern!r}")
+    REGISTRY[algo.name] = algo
+    return algo
+
+
+register(Algorithm(
+    name="c-admm",
+    summary="Centralised online multi-task relationship learning by ADMM (server + task workers).",
+    citation="Li et al., Online Parallel Multi-Task Relationship Learning via ADMM, "
+             "Neurocomputing 611 (2025), Algorithm 1",
+    pattern="server",
+    reconstruction=False,
+    params=AdmmParams,
+    worker=CAdmmWorker,
+    server=CAdmmServer,
+))
+
+
+def get(name: str) -> Algorithm:
+    from ..errors import ConfigError
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown algorithm {name!r}; choose one of {', '.join(sorted(REGISTRY))} "
+                          "(see 'omtl-mpi algos')") from None

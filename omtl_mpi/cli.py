@@ -1,0 +1,262 @@
+"""The ``omtl-mpi`` command line."""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+import click
+
+from . import __version__
+from .errors import UserError
+
+EPILOG_RUN = """\b
+Examples:
+  omtl-mpi run                                  # C-ADMM on built-in synthetic data, one process
+  omtl-mpi run --np 6 --out results/run.h5      # same, server + 5 workers under mpiexec
+  mpiexec -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5 --json
+  srun -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5   # on a Slurm cluster
+"""
+
+
+def _mpi_rank_size():
+    """(rank, size) if this process is part of an initialised MPI job, else (0, 1)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return 0, 1
+    return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.Get_size()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="omtl-mpi")
+def cli():
+    """Online multi-task relationship learning on MPI (Li et al., Neurocomputing 2025).
+
+    \b
+    Typical session:
+      omtl-mpi data synth -o tasks.h5               # the paper's synthetic family, 5 x 10000
+      omtl-mpi data info tasks.h5                   # tasks, dims, samples, positive ratio
+      omtl-mpi run --data tasks.h5 --np 6 --out run.h5
+      python -c "import h5py; print(h5py.File('run.h5')['metrics/mean_curve'][-1])"
+
+    Every run writes its configuration, error curves, final model, learned task relationship
+    matrix (Omega) and per-rank timings to one HDF5 file (--out). Under mpiexec, rank 0 is
+    the C-ADMM server and ranks 1..P-1 hold contiguous blocks of tasks.
+    """
+
+
+# --------------------------------------------------------------------------- run
+@cli.command(epilog=EPILOG_RUN)
+@click.option("--algo", default="c-admm", show_default=True, help="Learner (see 'omtl-mpi algos').")
+@click.option("--data", default="synthetic", show_default=True, metavar="PATH|synthetic",
+              help="Task-stream HDF5 file, or 'synthetic' for the paper's generated family.")
+@click.option("--synth-tasks", default=5, show_default=True, help="Synthetic data: number of tasks K.")
+@click.option("--synth-samples", default=10000, show_default=True, help="Synthetic data: instances per task.")
+@click.option("--synth-seed", default=0, show_default=True, help="Synthetic data: generator seed.")
+@click.option("--synth-normalize", is_flag=True, help="Synthetic data: L2-normalise every feature vector.")
+@click.option("--variant", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
+              help="(u, V) step: the exact joint minimiser, or the paper's printed closed forms.")
+@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic"]), default="hinge",
+              show_default=True, help="Loss whose (sub)gradient drives the w-step.")
+@click.option("--rho", type=float, default=0.1, show_default=True, help="ADMM penalty (> 0).")
+@click.option("--eta", type=float, default=None,
+              help="Step control (>= 0); default sqrt(T), T = rounds of the longest stream.")
+@click.option("--lambda1", type=float, default=0.01, show_default=True, help="Weight of |V|^2 (> 0).")
+@click.option("--lambda2", type=float, default=0.1, show_default=True, help="Weight of |u|^2 (> 0).")
+@click.option("--lambda3", type=float, default=0.01, show_default=True, help="Second weight of |V|^2 (>= 0).")
+@click.option("--lambda4", type=float, default=0.01, show_default=True,
+              help="Weight of the relationship term tr(V Omega^-1 V^T) (>= 0).")
+@click.option("--no-relationship", is_flag=True,
+              help="Ablation 'W/O RL': keep Omega = I/K for the whole run.")
+@click.option("--omega-every", type=int, default=1, show_default=True, metavar="ROUNDS",
+              help="Update Omega every m rounds.")
+@click.option("--omega-eps", type=float, default=1e-8, show_default=True,
+              help="Ridge eps added to (V^T V)^(1/2) before normalising Omega.")
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="Mini-batch: instances per task per round.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the learner's randomness.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Results file (HDF5).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
+@click.option("--np", "n_ranks", type=int, default=None, metavar="P",
+              help="Launch mpiexec with P ranks (rank 0 server, P-1 workers; at most K+1).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal).")
+def run(n_ranks, as_json, out, progress, **opts):
+    """Run a learner over multi-task streams and report its online (cumulative) error.
+
+    Without --np and outside mpiexec, the server and all workers run in this one process
+    through the same code as under MPI. Defaults are the paper's (rho = lambda2 = 0.1,
+    lambda1 = lambda3 = lambda4 = 0.01, eta = sqrt(T)).
+    """
+    if progress is None:
+        progress = sys.stderr.isatty() and not as_json
+    if n_ranks is not None:
+        from .runtime.launch import launch
+        if n_ranks < 1:
+            raise UserError(f"--np must be >= 1, got {n_ranks}")
+        args = _strip_option(sys.argv[1:], "--np")
+        if progress and "--progress" not in args:
+            args.append("--progress")
+        return launch(n_ranks, args)
+
+    from .algorithms.admm import AdmmParams
+    from .config import RunConfig
+    from .runtime.run import run as run_learner
+    from .runtime.summary import format_summary
+
+    params = AdmmParams(
+        rho=opts["rho"], eta=opts["eta"], lambda1=opts["lambda1"], lambda2=opts["lambda2"],
+        lambda3=opts["lambda3"], lambda4=opts["lambda4"], variant=opts["variant"],
+        loss=opts["loss"], relationship=not opts["no_relationship"],
+        omega_every=opts["omega_every"], omega_eps=opts["omega_eps"])
+    cfg = RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
+                    synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
+                    synth_normalize=opts["synth_normalize"], batch=opts["batch"],
+                    seed=opts["seed"], params=params)
+    report = run_learner(cfg, out=out, progress=progress,
+                         notice=lambda line: click.echo(f"notice: {line}", err=True))
+    if report is None:          # not rank 0
+        return 0
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}))
+    else:
+        click.echo(format_summary(report))
+    return 0
+
+
+def _strip_option(args: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
+
+
+# --------------------------------------------------------------------------- data
+@cli.group()
+def data():
+    """Create, import and inspect task-stream files (HDF5: one group per task with X and y)."""
+
+
+@data.command("synth")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--tasks", default=5, show_default=True, help="Number of tasks K.")
+@click.option("--samples", default=10000, show_default=True, help="Instances per task.")
+@click.option("--seed", default=0, show_default=True, help="Generator seed.")
+@click.option("--normalize", is_flag=True, help="L2-normalise every feature vector.")
+def data_synth(out, tasks, samples, seed, normalize):
+    """The paper's synthetic family: 9 monomial features of p in [-3,3]^2, rotated sine boundaries.
+
+    Task parameters follow a random walk from a = (0,1,1,1,1), theta = 0, so neighbouring
+    tasks are related.
+    """
+    from .data import generate, write_tasks
+    names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
+    write_tasks(out, names, X, y, source="omtl-mpi synthetic (Li et al. 2025)",
+                description=f"synthetic tasks={tasks} samples={samples} seed={seed} normalize={normalize}")
+    click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d=9")
+
+
+@data.group("import")
+def data_import():
+    """Convert a data set from another format into a task-stream file."""
+
+
+@data_import.command("npz")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+def import_npz_cmd(src, out):
+    """NumPy .npz: 'xs' (K, n, d) + 'ys' (K, n) as in the paper's public code, or per-task
+    arrays X_0, y_0, X_1, y_1, ... Labels in {-1,+1} or {0,1}. Pickled objects are refused."""
+    from .data import import_npz
+    meta = import_npz(src, out)
+    click.echo(f"wrote {out}: {meta.n_tasks} tasks, d={meta.dim}, {int(meta.lengths.sum())} instances")
+
+
+@data.command("info")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def data_info(path, as_json):
+    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1)."""
+    from .data import info
+    facts = info(path)
+    if as_json:
+        click.echo(json.dumps(facts))
+        return
+    click.echo(f"{facts['path']}: {facts.get('description') or ''}")
+    click.echo(f"{'tasks':>6} {'dims':>6} {'total':>9} {'max':>7} {'min':>7} {'pos ratio':>10}")
+    click.echo(f"{facts['tasks']:>6} {facts['dims']:>6} {facts['total']:>9} {facts['max']:>7} "
+               f"{facts['min']:>7} {facts['positive_ratio']:>10.3f}")
+    click.echo("")
+    for t in facts["per_task"]:
+        click.echo(f"  {t['index']:>4}  {t['name'][:30]:<30} {t['samples']:>8} {t['positive_ratio']:>8.3f}")
+
+
+# --------------------------------------------------------------------------- algos
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def algos(as_json):
+    """List the learners, their communication pattern and hyper-parameter defaults."""
+    from .algorithms.registry import REGISTRY
+    rows = [{"name": a.name, "summary": a.summary, "citation": a.citation, "pattern": a.pattern,
+             "reconstruction": a.reconstruction, "defaults": a.defaults()}
+            for a in REGISTRY.values()]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for r in rows:
+        tag = " [reconstruction]" if r["reconstruction"] else ""
+        click.echo(f"{r['name']}{tag}  ({r['pattern']})\n  {r['summary']}\n  {r['citation']}")
+        click.echo("  defaults: " + ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) + "\n")
+
+
+# --------------------------------------------------------------------------- entry point
+def main(argv=None) -> None:
+    """Console entry point: user errors as one line per problem and exit 2, never a hang.
+
+    Under MPI, an error found on every rank (SetupFailed) is printed once by rank 0 and every
+    rank exits 2; an error or crash on a single rank aborts the whole job at once.
+    """
+    from .runtime.world import SetupFailed
+    try:
+        code = cli.main(args=argv, prog_name="omtl-mpi", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        code = 130
+    except SetupFailed as exc:
+        rank, _ = _mpi_rank_size()
+        if rank == 0:
+            for line in exc.lines:
+                click.echo(f"error: {line}", err=True)
+        code = exc.exit_code
+    except UserError as exc:
+        rank, size = _mpi_rank_size()
+        prefix = f"[rank {rank}] " if size > 1 else ""
+        for line in exc.lines:
+            click.echo(f"error: {prefix}{line}", err=True)
+        _abort_if_parallel(size, exc.exit_code)
+        code = exc.exit_code
+    except Exception:
+        rank, size = _mpi_rank_size()
+        if size == 1:
+            raise
+        sys.stderr.write(f"[rank {rank}] fatal error, aborting the job:\n{traceback.format_exc()}")
+        _abort_if_parallel(size, 1)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _abort_if_parallel(size: int, code: int) -> None:
+    if size > 1:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)

@@ -1,0 +1,37 @@
+"""Per-round seconds spent computing, communicating and waiting, for one rank."""
+from __future__ import annotations
+
+from time import perf_counter
+
+import numpy as np
+
+PHASES = ("compute", "communicate", "wait")
+
+
+class PhaseClock:
+    """Accumulates the current round's phase seconds and stores one row per round.
+
+    *communicate* is time inside MPI calls that move data (posting, copying); *wait* is time
+    blocked until peers have sent (another rank still computing, or the scheduler running
+    someone else); *compute* is everything else in the round.
+    """
+
+    __slots__ = ("rows", "comm", "wait", "_t0")
+
+    def __init__(self, rounds: int):
+        self.rows = np.zeros((rounds, 3))
+        self.comm = 0.0
+        self.wait = 0.0
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self.comm = 0.0
+        self.wait = 0.0
+        self._t0 = perf_counter()
+
+    def stop(self, t: int) -> None:
+        total = perf_counter() - self._t0
+        row = self.rows[t]
+        row[0] = total - self.comm - self.wait
+        row[1] = self.comm
+        row[2] = self.wait

@@ -1,0 +1,47 @@
+"""In-process implementations: every role lives in this one process (world size 1)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class LocalWorld:
+    """The one-process world: rank 0 of 1; collective helpers are identities."""
+
+    rank = 0
+    size = 1
+
+    def agree(self, value):
+        """All ranks' values, in rank order (here: just ours)."""
+        return [value]
+
+    def gather_rows(self, rows: np.ndarray, counts=None) -> np.ndarray:
+        return rows
+
+    def abort(self, code: int) -> None:
+        raise SystemExit(code)
+
+    def barrier(self) -> None:
+        pass
+
+
+class LocalStar:
+    """Server and workers in one process: ``up``/``gather`` and ``scatter``/``down`` hand over arrays."""
+
+    is_server = True
+    is_worker = True
+
+    def __init__(self):
+        self._up = None
+        self._down = None
+
+    def up(self, msg: np.ndarray, clock) -> None:
+        self._up = msg
+
+    def gather(self, clock) -> np.ndarray:
+        return self._up
+
+    def scatter(self, msg: np.ndarray, clock) -> None:
+        self._down = msg
+
+    def down(self, clock) -> np.ndarray:
+        return self._down

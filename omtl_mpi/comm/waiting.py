@@ -1,0 +1,55 @@
+"""Waiting for MPI requests without burning a core.
+
+A rank blocked in an MPI wait spins at 100% CPU (both PyPI MPI wheels; see the project's MPI
+field notes), and with more ranks than cores that steals the core from the rank everyone is
+waiting for.  So a waiting rank first tests and yields the CPU (``sched_yield``: the scheduler
+runs whoever has work, and a reply arriving within the round is seen within microseconds),
+and once the wait has lasted longer than a round normally does, it sleeps with a growing
+delay, so an idle rank costs next to nothing.
+
+Measured on the 2-core development machines (scripts/bench_round.py, docs/PERFORMANCE.md):
+sleeping from the first test made C-ADMM rounds 30x slower, because the smallest sleep there
+lasts about 90 us, whereas yielding costs under 1 us.
+"""
+from __future__ import annotations
+
+import os
+import time
+from time import perf_counter
+
+# Tunables, overridable from the environment for benchmarking.
+SPIN_SECONDS = float(os.environ.get("OMTL_MPI_WAIT_SPIN", "0.05"))
+FIRST_SLEEP = float(os.environ.get("OMTL_MPI_WAIT_FIRST_SLEEP", "1e-4"))
+MAX_SLEEP = float(os.environ.get("OMTL_MPI_WAIT_MAX_SLEEP", "5e-3"))
+MODE = os.environ.get("OMTL_MPI_WAIT", "polite")     # "polite" or "busy" (MPI's own Wait)
+
+
+def wait(request, clock) -> None:
+    """Complete ``request`` (an mpi4py Request), adding the time spent to ``clock.wait``."""
+    if request.Test():
+        return
+    t0 = perf_counter()
+    if MODE == "busy":
+        request.Wait()
+    else:
+        test, yield_cpu = request.Test, os.sched_yield
+        deadline = t0 + SPIN_SECONDS
+        while True:
+            yield_cpu()
+            if test():
+                break
+            if perf_counter() > deadline:
+                delay = FIRST_SLEEP
+                while not test():
+                    time.sleep(delay)
+                    delay = min(delay * 2.0, MAX_SLEEP)
+                break
+    clock.wait += perf_counter() - t0
+
+
+def idle_until(request) -> None:
+    """Complete a request that may take long (end of run, failure watch): sleep between tests."""
+    delay = FIRST_SLEEP
+    while not request.Test():
+        time.sleep(delay)
+        delay = min(delay * 2.0, MAX_SLEEP)

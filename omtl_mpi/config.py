@@ -1,0 +1,51 @@
+"""One frozen, validated description of a run, stored in every results file."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from .algorithms.admm import AdmmParams
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's results (not where they go or how they are shown).
+
+    ``data`` is a task-stream HDF5 path or ``"synthetic"`` (then the ``synth_*`` fields apply).
+    """
+
+    algo: str = "c-admm"
+    data: str = "synthetic"
+    synth_tasks: int = 5
+    synth_samples: int = 10000
+    synth_seed: int = 0
+    synth_normalize: bool = False
+    batch: int = 1
+    seed: int = 0
+    params: AdmmParams = field(default_factory=AdmmParams)
+
+    def __post_init__(self):
+        problems = []
+        if not isinstance(self.batch, int) or self.batch < 1:
+            problems.append(f"--batch must be an integer >= 1 (instances per task per round), got {self.batch!r}")
+        if self.data == "synthetic":
+            if self.synth_tasks < 1:
+                problems.append(f"--synth-tasks must be >= 1, got {self.synth_tasks}")
+            if self.synth_samples < 1:
+                problems.append(f"--synth-samples must be >= 1, got {self.synth_samples}")
+        if problems:
+            raise ConfigError("\n".join(problems))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["params"] = asdict(self.params)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def fingerprint(self) -> str:
+        """Short hash of the configuration, compared across ranks before learning starts."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]

@@ -1,0 +1,37 @@
+"""A one-line progress bar, shown by one rank only, at most a few times a second."""
+from __future__ import annotations
+
+import sys
+from time import perf_counter
+
+
+class Progress:
+    """Progress of a run of ``total`` rounds on stderr; a no-op when disabled."""
+
+    def __init__(self, total: int, enabled: bool, label: str = "rounds", stream=None):
+        self.total = max(total, 1)
+        self.enabled = enabled
+        self.label = label
+        self.stream = stream or sys.stderr
+        self._t0 = perf_counter()
+        self._next = 0.0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = perf_counter() - self._t0
+        if now < self._next and done < self.total:
+            return
+        self._next = now + 0.25
+        frac = done / self.total
+        bar = "#" * int(30 * frac)
+        eta = now / frac - now if frac > 0 else 0.0
+        self.stream.write(f"\r[{bar:<30}] {done}/{self.total} {self.label}  "
+                          f"{now:6.1f}s elapsed, ~{eta:5.1f}s left ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.update(self.total)
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,97 @@
+"""The results file: one HDF5 file written by rank 0, atomically (temporary name, then rename).
+
+Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame(f[...][()])``)::
+
+    /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error,
+                                 balanced_error, f1, seconds, ms_per_round, config (JSON), ...
+    /config               attrs: every configuration field (flattened, "params." prefix)
+    /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths
+    /metrics/mistakes     (K, T) mistakes per task per round
+    /metrics/cumulative_error (K, T)   /metrics/mean_curve (T,)
+    /metrics/per_task_error, per_task_balanced_error, per_task_f1 (K,)
+    /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
+    /model/...            final variables (W, Z, u, V, omega for ADMM learners)
+    /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in stream order
+    /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
+    /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime, timezone
+
+import h5py
+import numpy as np
+
+from .. import __version__
+from ..comm.clock import PHASES
+from ..errors import UserError
+
+FORMAT = "omtl-mpi-results"
+
+
+def check_writable(path: str) -> None:
+    """Fail before learning starts if the results file could not be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"cannot write results to {path}: folder {folder} does not exist "
+                        "(create it first, or choose another --out)")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"cannot write results to {path}: folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise UserError(f"cannot write results to {path}: it is a folder; give a file name such as {path}/run.h5")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = "none" if value is None else value
+    return out
+
+
+def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
+                  model: dict, predictions: np.ndarray, timing: np.ndarray, roles) -> None:
+    """Write a results file atomically; on failure nothing is left under ``path``."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["format_version"] = 1
+            f.attrs["omtl_mpi_version"] = __version__
+            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            f.attrs["host"] = socket.gethostname()
+            f.attrs["config"] = json.dumps(config, sort_keys=True)
+            for key, value in attrs.items():
+                f.attrs[key] = "none" if value is None else value
+            g = f.create_group("config")
+            for key, value in _flatten(config).items():
+                g.attrs[key] = value
+            t = f.create_group("tasks")
+            t.create_dataset("names", data=np.array(list(names), dtype=h5py.string_dtype()))
+            t.create_dataset("samples", data=np.asarray(lengths, dtype=np.int64))
+            m = f.create_group("metrics")
+            for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
+                        "per_task_balanced_error", "per_task_f1", "confusion"):
+                m.create_dataset(key, data=metrics[key])
+            m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
+            mo = f.create_group("model")
+            for key, value in model.items():
+                mo.create_dataset(key, data=value)
+            p = f.create_group("predictions")
+            for k, n in enumerate(lengths):
+                p.create_dataset(f"{k:04d}", data=predictions[k, : int(n)])
+            tg = f.create_group("timing")
+            ds = tg.create_dataset("seconds", data=timing)
+            ds.attrs["phases"] = list(PHASES)
+            ds.attrs["dims"] = ["rank", "round", "phase"]
+            tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

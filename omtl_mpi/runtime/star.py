@@ -1,0 +1,43 @@
+"""The round loop of server-pattern learners (C-ADMM and friends).
+
+One loop serves every layout: in one process the rank is both server and worker (with
+:class:`~omtl_mpi.comm.LocalStar`); under MPI rank 0 is only the server and the others only
+workers (with :class:`~omtl_mpi.comm.mpi.MpiStar`).  The math objects are the same.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0):
+    """Run rounds ``first_round..T-1``; return the worker's predictions (T, B, kb) or None.
+
+    Parameters
+    ----------
+    comm : LocalStar or MpiStar
+    worker, server : role objects or None
+        This rank's roles (both in one process).
+    stream : RoundBatches or None
+        The worker's tasks, round-major.
+    clock : PhaseClock
+    progress : Progress
+    """
+    rounds = clock.rows.shape[0]
+    preds = None
+    if worker is not None:
+        preds = np.zeros((rounds,) + stream.y.shape[1:], dtype=np.int8)
+    for t in range(first_round, rounds):
+        clock.start()
+        if worker is not None:
+            X, y, inv_count = stream[t]
+            yhat, msg = worker.up(X, y, inv_count)
+            preds[t] = yhat
+            comm.up(msg, clock)
+        if server is not None:
+            comm.scatter(server.step(comm.gather(clock)), clock)
+        if worker is not None:
+            worker.down(comm.down(clock))
+        clock.stop(t)
+        progress.update(t + 1)
+    progress.close()
+    return preds

@@ -1,0 +1,46 @@
+"""Human-readable run summary: per-task errors and per-rank phase timings."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..comm.clock import PHASES
+
+
+def timing_table(timing: np.ndarray, roles) -> list[str]:
+    """Per rank and phase: mean, p50 and p99 milliseconds per round."""
+    lines = [f"{'rank':>4}  {'role':<22}" + "".join(f"{p + ' mean/p50/p99 ms':>34}" for p in PHASES)]
+    for r in range(timing.shape[0]):
+        cells = []
+        for j in range(len(PHASES)):
+            ms = timing[r, :, j] * 1000.0
+            if ms.size:
+                cells.append(f"{ms.mean():10.4f} {np.percentile(ms, 50):10.4f} {np.percentile(ms, 99):10.4f}")
+            else:
+                cells.append(" " * 32)
+        lines.append(f"{r:>4}  {roles[r]:<22}" + "".join(f"{c:>34}" for c in cells))
+    return lines
+
+
+def format_summary(report: dict) -> str:
+    """The readable end-of-run summary printed by ``omtl-mpi run`` (without ``--json``)."""
+    lines = [
+        f"{report['algo']} ({report['variant']}, {report['loss']} loss"
+        f"{', no relationship learning' if not report['relationship'] else ''}) on {report['data']}",
+        f"{report['tasks']} tasks, d={report['dim']}, {report['rounds']} rounds of batch "
+        f"{report['batch']}, {report['ranks']} rank(s), eta={report['eta']:.4g}",
+        "",
+        f"{'task':<24}{'cumulative error':>18}",
+    ]
+    for name, err in zip(report["task_names"], report["per_task_error"]):
+        lines.append(f"{name[:23]:<24}{err:>18.4f}")
+    lines += [
+        f"{'mean':<24}{report['mean_error']:>18.4f}",
+        f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
+        f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round",
+        "",
+        "per-rank time per round:",
+    ]
+    lines += timing_table(report["_timing"], report["_roles"])
+    if report.get("results"):
+        lines += ["", f"results: {report['results']}"]
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Which world this process is in (one process, or a rank of an MPI job), and collective checks."""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..comm.local import LocalWorld
+from ..errors import UserError
+
+# Variables that MPI launchers set in every rank's environment (MPICH/Hydra and Intel MPI,
+# Open MPI, PMIx, MVAPICH, Slurm's srun with a PMI plugin).
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                  "MV2_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def launched_by_mpi() -> bool:
+    """True under mpiexec/srun, or when mpi4py.MPI was already imported (``python -m mpi4py``)."""
+    return "mpi4py.MPI" in sys.modules or any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+def default_world():
+    """An :class:`~omtl_mpi.comm.mpi.MpiWorld` on COMM_WORLD under MPI with more than one rank,
+    else the one-process :class:`~omtl_mpi.comm.local.LocalWorld` (no MPI initialised)."""
+    if launched_by_mpi():
+        from ..comm.mpi import MpiWorld
+        world = MpiWorld()
+        if world.size > 1:
+            return world
+    return LocalWorld()
+
+
+class SetupFailed(UserError):
+    """A user error found on one or more ranks before learning started, known to every rank."""
+
+
+def collective(world, fn):
+    """Run ``fn()`` on every rank; if it raised a UserError on any rank, raise SetupFailed on all.
+
+    The messages of all ranks are merged (duplicates removed, rank order kept), so rank 0 can
+    print them once and every rank can exit cleanly with the same code: no hang, no Abort.
+    """
+    result, message = None, None
+    try:
+        result = fn()
+    except UserError as exc:
+        message = str(exc)
+    messages = world.agree(message)
+    lines: list[str] = []
+    for msg in messages:
+        for line in (msg or "").splitlines():
+            if line not in lines:
+                lines.append(line)
+    if lines:
+        raise SetupFailed("\n".join(lines))
+    return result

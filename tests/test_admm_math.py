@@ -1,0 +1,159 @@
+"""Pure-math tests of the ADMM pieces against spec sections 2 and 4 (no MPI, no files)."""
+import numpy as np
+import pytest
+
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
+from omtl_mpi.algorithms.relationship import (Relationship, exact_operator, pseudo_inverse,
+                                              update_omega)
+from omtl_mpi.errors import ConfigError
+
+
+def random_omega(rng, K):
+    A = rng.normal(size=(K, K))
+    S = A @ A.T + 0.1 * np.eye(K)
+    return S / np.trace(S)
+
+
+def brute_force_minimiser(C, omega, p):
+    """Solve the stationarity equations of the (u, V) block directly (needs Omega^-1)."""
+    K, d = C.shape
+    om_inv = np.linalg.inv(omega)
+    n = (K + 1) * d
+    A = np.zeros((n, n))
+    b = np.zeros(n)
+    I = np.eye(d)
+    # u rows: (l2 + rho K) u + rho sum_k v_k = sum_k c_k
+    A[:d, :d] = (p.lambda2 + p.rho * K) * I
+    for k in range(K):
+        A[:d, d * (k + 1): d * (k + 2)] = p.rho * I
+    b[:d] = C.sum(axis=0)
+    # v_k rows: rho u + (a + rho) v_k + l4 sum_j Om^-1_kj v_j = c_k
+    for k in range(K):
+        r = slice(d * (k + 1), d * (k + 2))
+        A[r, :d] = p.rho * I
+        for j in range(K):
+            A[r, d * (j + 1): d * (j + 2)] += p.lambda4 * om_inv[k, j] * I
+        A[r, r] += (p.a + p.rho) * I
+        b[r] = C[k]
+    x = np.linalg.solve(A, b)
+    return x[:d], x[d:].reshape(K, d)
+
+
+@pytest.mark.parametrize("lambda4", [0.01, 0.5, 3.0])
+def test_exact_variant_is_the_joint_minimiser(lambda4):
+    rng = np.random.default_rng(1)
+    K, d = 4, 6
+    p = AdmmParams(eta=10.0, lambda4=lambda4, relationship=False)
+    cons = Consensus(p, K, d)
+    omega = random_omega(rng, K)
+    evals, evecs = np.linalg.eigh(omega)
+    cons.rel = Relationship(omega, evals, evecs)
+    C = rng.normal(size=(K, d))
+    u, V = cons.step(C)
+    u_ref, V_ref = brute_force_minimiser(C, omega, p)
+    np.testing.assert_allclose(u, u_ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(V, V_ref, rtol=0, atol=1e-12)
+
+
+def test_exact_with_lambda4_zero_equals_paper_u():
+    """Spec equivalence 3: u of eq. solution1-2 and v_k = (c_k - rho u) / (a + rho)."""
+    rng = np.random.default_rng(2)
+    K, d = 5, 9
+    exact = Consensus(AdmmParams(eta=1.0, lambda4=0.0), K, d)
+    paper = Consensus(AdmmParams(eta=1.0, lambda4=0.0, variant="paper"), K, d)
+    for _ in range(5):
+        C = rng.normal(size=(K, d))
+        u_e, V_e = exact.step(C)
+        u_p, _ = paper.step(C)
+        np.testing.assert_allclose(u_e, u_p, rtol=0, atol=1e-12)
+        p = exact.p
+        np.testing.assert_allclose(V_e, (C - p.rho * u_e) / (p.a + p.rho), rtol=0, atol=1e-12)
+
+
+def test_paper_variant_is_the_printed_formula():
+    rng = np.random.default_rng(3)
+    K, d = 3, 4
+    p = AdmmParams(eta=1.0, variant="paper", relationship=False)
+    cons = Consensus(p, K, d)
+    V_old = rng.normal(size=(K, d))
+    cons.V = V_old.copy()
+    C = rng.normal(size=(K, d))
+    u, V = cons.step(C)
+    a = p.a
+    u_ref = a * C.sum(axis=0) / (a * (p.lambda2 + p.rho * K) + p.lambda2 * p.rho)
+    om_pinv = np.linalg.pinv(np.eye(K) / K)
+    Vcols = V_old.T                                            # d x K, the paper's layout
+    extra = (p.lambda4 / 2) * (Vcols @ om_pinv + Vcols @ om_pinv.T)
+    V_ref = (p.lambda2 * C.T / (p.lambda2 * (a + p.rho) + p.rho * K * a) + extra).T
+    np.testing.assert_allclose(u, u_ref, atol=1e-13)
+    np.testing.assert_allclose(V, V_ref, atol=1e-13)
+
+
+def test_exact_operator_handles_singular_omega():
+    K = 3
+    Q = np.linalg.qr(np.random.default_rng(4).normal(size=(K, K)))[0]
+    rel = Relationship(Q @ np.diag([0.5, 0.5, 0.0]) @ Q.T, np.array([0.5, 0.5, 0.0]), Q)
+    P = exact_operator(rel, a=0.02, rho=0.1, lambda4=0.01)
+    assert np.all(np.isfinite(P))
+    np.testing.assert_allclose(P @ Q[:, 2], 0.0, atol=1e-14)   # null direction gets v = 0
+    np.testing.assert_allclose(pseudo_inverse(rel), np.linalg.pinv(rel.omega), atol=1e-10)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150, 0.0])
+def test_omega_update_is_psd_trace_one_at_any_scale(scale):
+    rng = np.random.default_rng(5)
+    K, d = 5, 7
+    V = rng.normal(size=(K, d)) * scale
+    V[3] = V[1]                                 # duplicate task: V^T V rank-deficient
+    prev = Relationship.identity(K)
+    rel = update_omega(V, 1e-8, prev)
+    om = rel.omega
+    assert np.all(np.isfinite(om))
+    np.testing.assert_allclose(om, om.T, atol=0)
+    assert abs(np.trace(om) - 1.0) < 1e-12
+    assert np.linalg.eigvalsh(om).min() > -1e-14
+    np.testing.assert_allclose((rel.evecs * rel.evals) @ rel.evecs.T, om, atol=1e-14)
+    if scale == 1.0:
+        # matches the textbook formula (V^T V)^{1/2} + eps I, normalised
+        lam, Q = np.linalg.eigh(V @ V.T)
+        S = Q @ np.diag(np.sqrt(np.clip(lam, 0, None))) @ Q.T + 1e-8 * np.eye(K)
+        np.testing.assert_allclose(om, S / np.trace(S), atol=1e-12)
+
+
+def test_omega_update_keeps_previous_when_undefined():
+    prev = Relationship.identity(3)
+    assert update_omega(np.zeros((3, 4)), 0.0, prev) is prev
+    assert update_omega(np.full((3, 4), np.inf), 1e-8, prev) is prev
+
+
+def test_w_step_matches_equation():
+    rng = np.random.default_rng(6)
+    kb, d = 3, 4
+    p = AdmmParams(eta=7.0)
+    blk = TaskBlock(p, kb, d)
+    blk.W = rng.normal(size=(kb, d))
+    blk.Z = rng.normal(size=(kb, d))
+    blk.u = rng.normal(size=d)
+    blk.V = rng.normal(size=(kb, d))
+    W0, Z0, u0, V0 = blk.W.copy(), blk.Z.copy(), blk.u.copy(), blk.V.copy()
+    X = rng.normal(size=(1, kb, d))
+    y = np.array([[1, -1, 0]], dtype=np.int8)      # last task inactive (padding)
+    yhat, C = blk.predict_and_step(X, y, np.ones(kb))
+    m = np.einsum("kd,kd->k", W0, X[0])
+    g = np.where(y[0] * m < 1, -y[0], 0.0)[:, None] * X[0]
+    W_ref = (p.eta * W0 + p.rho * (u0 + V0) - g - Z0) / (p.rho + p.eta)
+    np.testing.assert_allclose(blk.W, W_ref, atol=1e-14)
+    np.testing.assert_allclose(C, Z0 + p.rho * W_ref, atol=1e-14)
+    np.testing.assert_array_equal(yhat[0], np.where(m >= 0, 1, -1))
+    u1, V1 = rng.normal(size=d), rng.normal(size=(kb, d))
+    blk.dual_step(u1, V1)
+    np.testing.assert_allclose(blk.Z, Z0 + p.rho * (W_ref - u1 - V1), atol=1e-14)
+
+
+@pytest.mark.parametrize("bad", [dict(rho=0), dict(lambda1=-1), dict(lambda2=0), dict(lambda4=-0.1),
+                                 dict(eta=-1.0), dict(omega_every=0), dict(rho=float("nan")),
+                                 dict(variant="nope"), dict(loss="squared"), dict(omega_eps=-1)])
+def test_invalid_hyper_parameters_are_refused(bad):
+    with pytest.raises(ConfigError) as err:
+        AdmmParams(**bad)
+    assert "--" in str(err.value)
