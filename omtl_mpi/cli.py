@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import traceback
 
 import click
 
 from . import __version__
-from .errors import UserError
+from .errors import ConfigError, UserError
 
 EPILOG_RUN = """\b
 Examples:
@@ -20,9 +22,12 @@ Examples:
 
 
 def _mpi_rank_size():
-    """(rank, size) if this process is part of an initialised MPI job, else (0, 1)."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+    """(rank, size) if this process is a rank of an MPI job, else (0, 1)."""
+    from .runtime.world import launched_by_mpi
+    if not launched_by_mpi():
+        return 0, 1
+    from mpi4py import MPI as mpi
+    if not mpi.Is_initialized() or mpi.Is_finalized():
         return 0, 1
     return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.Get_size()
 
@@ -90,15 +95,6 @@ def run(n_ranks, as_json, out, progress, **opts):
     """
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    if n_ranks is not None:
-        from .runtime.launch import launch
-        if n_ranks < 1:
-            raise UserError(f"--np must be >= 1, got {n_ranks}")
-        args = _strip_option(sys.argv[1:], "--np")
-        if progress and "--progress" not in args:
-            args.append("--progress")
-        return launch(n_ranks, args)
-
     from .algorithms.admm import AdmmParams
     from .config import RunConfig
     from .runtime.run import run as run_learner
@@ -113,6 +109,17 @@ def run(n_ranks, as_json, out, progress, **opts):
                     synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
                     synth_normalize=opts["synth_normalize"], batch=opts["batch"],
                     seed=opts["seed"], params=params)
+    if n_ranks is not None:
+        from .runtime.launch import launch
+        from .runtime.run import preflight
+        if n_ranks < 1:
+            raise ConfigError(f"--np must be >= 1, got {n_ranks}")
+        # Check what can be checked here, so a bad option or file is one message, not P.
+        preflight(cfg, n_ranks, out)
+        args = _strip_option(sys.argv[1:], "--np")
+        if progress and "--progress" not in args:
+            args.append("--progress")
+        return launch(n_ranks, args)
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True))
     if report is None:          # not rank 0
@@ -232,11 +239,14 @@ def main(argv=None) -> None:
     except click.Abort:
         click.echo("aborted", err=True)
         code = 130
-    except SetupFailed as exc:
-        rank, _ = _mpi_rank_size()
+    except (SetupFailed, ConfigError) as exc:
+        # The same error on every rank (options are the same everywhere; SetupFailed was
+        # agreed on): rank 0 prints it once and every rank leaves cleanly with the same code.
+        rank, size = _mpi_rank_size()
         if rank == 0:
             for line in exc.lines:
                 click.echo(f"error: {line}", err=True)
+        _exit_all(size, exc.exit_code)
         code = exc.exit_code
     except UserError as exc:
         rank, size = _mpi_rank_size()
@@ -253,6 +263,23 @@ def main(argv=None) -> None:
         _abort_if_parallel(size, 1)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_all(size: int, code: int) -> None:
+    """End an MPI job whose every rank knows the error: rank 0 (which printed it) aborts the
+    job with ``code``; the other ranks just wait to be stopped.
+
+    An orderly exit with a non-zero code races with the launcher, which kills the ranks still
+    finalising and prints a "BAD TERMINATION" banner; one MPI_Abort from rank 0 is reliable.
+    """
+    if size > 1:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        mpi = sys.modules["mpi4py.MPI"]
+        if mpi.COMM_WORLD.Get_rank() == 0:
+            mpi.COMM_WORLD.Abort(code)
+        time.sleep(60)          # rank 0's abort ends us long before this
+        os._exit(code)
 
 
 def _abort_if_parallel(size: int, code: int) -> None:

@@ -27,6 +27,22 @@ def make_source(cfg: RunConfig):
     return FileSource(cfg.data)
 
 
+def _check(cfg: RunConfig, source, size: int, out: str | None):
+    """Everything checkable before any task data is read: algorithm, data structure, world size,
+    results folder. Raises UserError."""
+    algo = registry.get(cfg.algo)
+    meta = source.meta()
+    check_star_world(size, meta.n_tasks, algo.name)
+    if out:
+        check_writable(out)
+    return algo, meta
+
+
+def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
+    """The checks of a run on ``n_ranks`` ranks, made before mpiexec is started (``--np``)."""
+    _check(cfg, make_source(cfg), n_ranks, out)
+
+
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
@@ -51,16 +67,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     world = world if world is not None else default_world()
     rank, size = world.rank, world.size
     source = make_source(cfg)
-
-    def setup():
-        algo = registry.get(cfg.algo)
-        meta = source.meta()
-        check_star_world(size, meta.n_tasks, algo.name)
-        if rank == 0 and out:
-            check_writable(out)
-        return algo, meta
-
-    algo, meta = collective(world, setup)
+    algo, meta = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     # Every rank must run the same configuration on the same data: compare before learning.
     signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim)
     if len(set(world.agree(signature))) > 1:
