@@ -1,0 +1,231 @@
+"""Task-stream format, loader validation, synthetic family, npz import, data info."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from omtl_mpi.data import (FileSource, SyntheticSource, generate, import_npz, info, load_tasks,
+                           read_meta, write_tasks)
+from omtl_mpi.data.synthetic import task_parameters
+from omtl_mpi.errors import DataError
+
+
+def tasks(K=3, n=(5, 7, 6), d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(n[k], d)) for k in range(K)]
+    y = [np.where(rng.normal(size=n[k]) > 0, 1, -1).astype(np.int8) for k in range(K)]
+    return [f"t{k}" for k in range(K)], X, y
+
+
+def test_round_trip_unequal_lengths(tmp_path):
+    names, X, y = tasks()
+    path = tmp_path / "t.h5"
+    write_tasks(path, names, X, y, source="unit", description="three tasks")
+    meta = read_meta(path)
+    assert meta.names == tuple(names) and meta.dim == 4 and list(meta.lengths) == [5, 7, 6]
+    assert meta.source == "unit"
+    got = load_tasks(meta, [0, 1, 2])
+    for k in range(3):
+        np.testing.assert_array_equal(got.X[k], X[k])
+        np.testing.assert_array_equal(got.y[k], y[k])
+    assert not os.listdir(tmp_path) == [] and sorted(os.listdir(tmp_path)) == ["t.h5"]
+
+
+def test_load_reads_only_the_asked_tasks(tmp_path, monkeypatch):
+    names, X, y = tasks()
+    path = tmp_path / "t.h5"
+    write_tasks(path, names, X, y)
+    read = []
+    original = h5py.Dataset.__getitem__
+
+    def spy(self, key):
+        read.append(self.name)
+        return original(self, key)
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", spy)
+    got = load_tasks(read_meta(path), [1])
+    assert got.names == ("t1",) and got.X[0].shape == (7, 4)
+    assert read and all(name.startswith("/tasks/0001/") for name in read)
+
+
+def write_raw(path, task_arrays, names=None):
+    with h5py.File(path, "w") as f:
+        g = f.create_group("tasks")
+        for k, (X, y) in task_arrays.items():
+            t = g.create_group(f"{k:04d}")
+            t.attrs["name"] = (names or {}).get(k, f"t{k}")
+            t.create_dataset("X", data=X)
+            t.create_dataset("y", data=y)
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("nan", "task 1 ('t1'): non-finite feature values (NaN or inf) in 2 row(s), first at row 3"),
+    ("labels", "task 0 ('t0'): labels must be -1/+1 (or 0/1), found 2 at row 1"),
+    ("dims", "task 2 ('t2') has d=5 features but task 0 ('t0') has d=4"),
+    ("empty", "task 1 ('t1'): the task is empty"),
+    ("missing", "task group /tasks/0001 is missing"),
+    ("rows", "task 0 ('t0'): 6 feature rows but 5 labels"),
+])
+def test_loader_reports_each_problem_with_task_and_row(tmp_path, case, expected):
+    rng = np.random.default_rng(0)
+    arrays = {k: (rng.normal(size=(6, 4)), np.ones(6, dtype=np.int8)) for k in range(3)}
+    if case == "nan":
+        arrays[1][0][3, 2] = np.nan
+        arrays[1][0][5, 0] = np.inf
+    elif case == "labels":
+        arrays[0] = (arrays[0][0], np.array([1, 2, -1, 1, 1, 1]))
+    elif case == "dims":
+        arrays[2] = (rng.normal(size=(6, 5)), np.ones(6))
+    elif case == "empty":
+        arrays[1] = (np.zeros((0, 4)), np.zeros(0))
+    elif case == "missing":
+        del arrays[1]
+    elif case == "rows":
+        arrays[0] = (arrays[0][0], np.ones(5))
+    path = tmp_path / "bad.h5"
+    write_raw(path, arrays)
+    with pytest.raises(DataError) as err:
+        load_tasks(read_meta(path), [0, 1, 2])
+    assert expected in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_all_problems_are_listed_one_per_line(tmp_path):
+    rng = np.random.default_rng(0)
+    X0, X1 = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    X0[0, 0] = np.nan
+    write_raw(tmp_path / "b.h5", {0: (X0, np.ones(4)), 1: (X1, np.full(4, 3))})
+    with pytest.raises(DataError) as err:
+        load_tasks(read_meta(tmp_path / "b.h5"), [0, 1])
+    assert len(err.value.lines) == 2
+
+
+def test_zero_one_labels_are_mapped_with_a_notice(tmp_path):
+    write_raw(tmp_path / "z.h5", {0: (np.ones((3, 2)), np.array([0, 1, 0]))})
+    got = load_tasks(read_meta(tmp_path / "z.h5"), [0])
+    np.testing.assert_array_equal(got.y[0], [-1, 1, -1])
+    assert "mapped 0 -> -1" in got.notices[0]
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"this is not hdf5", "not a readable HDF5 file"),
+    (None, "no such file"),
+])
+def test_not_a_task_file(tmp_path, content, expected):
+    path = tmp_path / "x.h5"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(DataError, match=expected):
+        read_meta(path)
+
+
+def test_truncated_hdf5_and_wrong_layout(tmp_path):
+    names, X, y = tasks()
+    good = tmp_path / "g.h5"
+    write_tasks(good, names, X, y)
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(good.read_bytes()[:1000])
+    with pytest.raises(DataError):
+        read_meta(cut)
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f["data"] = np.zeros(3)
+    with pytest.raises(DataError, match="no /tasks group"):
+        read_meta(tmp_path / "other.h5")
+
+
+def test_write_refuses_bad_input_and_leaves_nothing(tmp_path):
+    names, X, y = tasks()
+    X[2][1, 1] = np.inf
+    with pytest.raises(DataError, match="task 2"):
+        write_tasks(tmp_path / "t.h5", names, X, y)
+    with pytest.raises(DataError, match="used twice"):
+        write_tasks(tmp_path / "t.h5", ["a", "a", "b"], *tasks()[1:])
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------- synthetic
+def test_synthetic_is_the_papers_family():
+    a, theta = task_parameters(5, seed=0)
+    np.testing.assert_array_equal(a[0], [0, 1, 1, 1, 1])
+    assert theta[0] == 0.0
+    steps = np.diff(a, axis=0)
+    assert 0.02 < steps.std() < 0.3                            # N(0, 0.1^2) walk
+    names, X, y = generate(tasks=5, samples=2000, seed=0)
+    p1, p2 = X[0][:, 0], X[0][:, 1]
+    np.testing.assert_allclose(X[0][:, 2:], np.stack([p1 * p2, p1 ** 2, p2 ** 2, p1 ** 3, p2 ** 3,
+                                                     p1 * p2 ** 2, p1 ** 2 * p2], axis=1))
+    assert np.abs(X[0][:, :2]).max() <= 3.0
+    # task 0: theta = 0, a0 = 0: label = sign(p2 - h(p1))
+    h = np.sin(p1) + np.sin(2 * p1) + np.cos(p1) + np.cos(2 * p1)
+    np.testing.assert_array_equal(y[0], np.where(p2 - h >= 0, 1, -1))
+    for yk in y:
+        assert 0.4 < np.mean(yk == 1) < 0.6
+
+
+def test_synthetic_reproducible_and_sliceable():
+    full = generate(tasks=4, samples=300, seed=7)
+    again = generate(tasks=4, samples=300, seed=7)
+    part = generate(tasks=4, samples=300, seed=7, only=[2, 3])
+    for k in range(4):
+        assert full[1][k].tobytes() == again[1][k].tobytes()
+    assert part[0] == ["task2", "task3"]
+    assert part[1][0].tobytes() == full[1][2].tobytes() and part[2][1].tobytes() == full[2][3].tobytes()
+    other = generate(tasks=4, samples=300, seed=8)
+    assert other[1][0].tobytes() != full[1][0].tobytes()
+
+
+def test_synthetic_normalize():
+    _, X, _ = generate(tasks=2, samples=50, seed=0, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(X[1], axis=1), 1.0)
+
+
+def test_sources_agree(tmp_path):
+    names, X, y = generate(tasks=3, samples=40, seed=1)
+    write_tasks(tmp_path / "s.h5", names, X, y)
+    a = FileSource(tmp_path / "s.h5").load([1, 2])
+    b = SyntheticSource(tasks=3, samples=40, seed=1).load([1, 2])
+    for k in range(2):
+        np.testing.assert_array_equal(a.X[k], b.X[k])
+        np.testing.assert_array_equal(a.y[k], b.y[k])
+
+
+# ---------------------------------------------------------------- npz and info
+def test_import_npz_paper_layout(tmp_path):
+    rng = np.random.default_rng(0)
+    xs, ys = rng.normal(size=(3, 20, 4)), rng.integers(0, 2, size=(3, 20, 1))
+    np.savez(tmp_path / "p.npz", xs=xs, ys=ys)
+    meta = import_npz(tmp_path / "p.npz", tmp_path / "p.h5")
+    assert meta.n_tasks == 3 and meta.dim == 4
+    got = load_tasks(meta, [2])
+    np.testing.assert_array_equal(got.y[0], np.where(ys[2, :, 0] == 1, 1, -1))
+
+
+def test_import_npz_per_task_layout(tmp_path):
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "q.npz", X_0=rng.normal(size=(5, 2)), y_0=np.ones(5),
+             X_1=rng.normal(size=(8, 2)), y_1=-np.ones(8))
+    meta = import_npz(tmp_path / "q.npz", tmp_path / "q.h5")
+    assert list(meta.lengths) == [5, 8]
+
+
+def test_import_npz_refuses_pickles_and_garbage(tmp_path):
+    np.savez(tmp_path / "obj.npz", xs=np.array([{"a": 1}], dtype=object), ys=np.ones(1))
+    with pytest.raises(DataError, match="pickled"):
+        import_npz(tmp_path / "obj.npz", tmp_path / "o.h5")
+    np.savez(tmp_path / "ok.npz", xs=np.ones((2, 3, 2)), ys=np.ones((2, 3)))
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "ok.npz").read_bytes()[:100])
+    with pytest.raises(DataError, match="npz"):
+        import_npz(tmp_path / "cut.npz", tmp_path / "c.h5")
+    np.savez(tmp_path / "nolabels.npz", foo=np.ones(3))
+    with pytest.raises(DataError, match="no task arrays"):
+        import_npz(tmp_path / "nolabels.npz", tmp_path / "n.h5")
+    assert not any(p.suffix == ".h5" for p in tmp_path.iterdir())
+
+
+def test_info_is_table_one(tmp_path):
+    write_tasks(tmp_path / "i.h5", ["a", "b"], [np.ones((4, 3)), np.ones((2, 3))],
+                [np.array([1, 1, -1, -1]), np.array([1, 1])])
+    facts = info(tmp_path / "i.h5")
+    assert (facts["tasks"], facts["dims"], facts["total"], facts["max"], facts["min"]) == (2, 3, 6, 4, 2)
+    assert facts["positive_ratio"] == pytest.approx((0.5 + 1.0) / 2)

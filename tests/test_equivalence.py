@@ -1,0 +1,57 @@
+"""Spec equivalences 1 and 4: in-process == mpiexec (2, 3, K+1 ranks) to 1e-10; same seed, same bits."""
+import numpy as np
+import pytest
+
+from conftest import omtl, read_results
+
+
+def assert_same_run(a, b, atol=1e-10):
+    assert a.keys() == b.keys()
+    for key in a:
+        if key == "attrs":
+            continue
+        if key.startswith("predictions/") or key in ("metrics/mistakes", "metrics/confusion"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        else:
+            np.testing.assert_allclose(a[key], b[key], rtol=0, atol=atol, err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def in_process(small_tasks, tmp_path_factory):
+    out = {}
+    folder = tmp_path_factory.mktemp("inproc")
+    for variant in ("exact", "paper"):
+        path = folder / f"{variant}.h5"
+        r = omtl("run", "--data", small_tasks, "--variant", variant, "--out", path)
+        assert r.returncode == 0, r.stderr
+        out[variant] = read_results(path)
+    return out
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 6])
+@pytest.mark.parametrize("variant", ["exact", "paper"])
+def test_mpi_equals_in_process(mpiexec, small_tasks, tmp_path, in_process, ranks, variant):
+    path = tmp_path / "mpi.h5"
+    r = omtl("run", "--data", small_tasks, "--variant", variant, "--out", path, np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    mpi = read_results(path)
+    assert mpi["attrs"]["ranks"] == ranks
+    assert_same_run(in_process[variant], mpi)
+
+
+def test_minibatch_and_other_losses_match_under_mpi(mpiexec, small_tasks, tmp_path):
+    args = ["--data", small_tasks, "--batch", "4", "--loss", "logistic", "--omega-every", "3"]
+    assert omtl("run", *args, "--out", tmp_path / "a.h5").returncode == 0
+    r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=4)
+    assert r.returncode == 0, r.stderr
+    assert_same_run(read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5"))
+
+
+def test_same_seed_same_bits(small_tasks, tmp_path):
+    for name in ("a", "b"):
+        r = omtl("run", "--data", small_tasks, "--loss", "perceptron", "--out", tmp_path / f"{name}.h5")
+        assert r.returncode == 0, r.stderr
+    a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
+    for key in a:
+        if key != "attrs":
+            assert a[key].tobytes() == b[key].tobytes(), key
