@@ -1,0 +1,131 @@
+"""The command line end to end: outputs, JSON, and every bad input's one clear error."""
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import omtl
+
+
+def test_help_teaches():
+    r = omtl("--help")
+    assert r.returncode == 0 and "omtl-mpi data synth" in r.stdout
+    r = omtl("run", "--help")
+    assert r.returncode == 0 and "--no-relationship" in r.stdout and "mpiexec" in r.stdout
+
+
+def test_run_writes_results_and_json(small_tasks, tmp_path):
+    out = tmp_path / "r.h5"
+    r = omtl("run", "--data", small_tasks, "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    for key in ("algo", "variant", "loss", "tasks", "ranks", "rounds", "mean_error",
+                "per_task_error", "balanced_error", "f1", "seconds", "ms_per_round"):
+        assert key in report
+    assert report["tasks"] == 5 and report["rounds"] == 1000 and report["ranks"] == 1
+    with h5py.File(out) as f:
+        assert f.attrs["format"] == "omtl-mpi-results"
+        K, T = 5, 1000
+        assert f["metrics/mistakes"].shape == (K, T)
+        assert f["metrics/mean_curve"].shape == (T,)
+        assert f["model/omega"].shape == (K, K)
+        assert abs(np.trace(f["model/omega"][()]) - 1) < 1e-12
+        assert f["timing/seconds"].shape == (1, T, 3)
+        assert list(f["timing/seconds"].attrs["phases"]) == ["compute", "communicate", "wait"]
+        assert [len(f[f"predictions/{k:04d}"]) for k in range(K)] == [1000, 700, 900, 1000, 800]
+        assert f["tasks/names"].asstr()[()].tolist() == [f"task{k}" for k in range(K)]
+        assert json.loads(f.attrs["config"])["params"]["rho"] == 0.1
+        assert f["metrics/mean_curve"][-1] == pytest.approx(report["mean_error"])
+        # the curve is the mean over tasks of cumulative mistakes / instances seen
+        mistakes = f["metrics/mistakes"][()]
+        np.testing.assert_allclose(f["metrics/per_task_error"][()],
+                                   mistakes.sum(axis=1) / np.array([1000, 700, 900, 1000, 800]))
+    assert sorted(os.listdir(tmp_path)) == ["r.h5"]
+
+
+def test_summary_shows_tasks_and_rank_timing(small_tasks):
+    r = omtl("run", "--data", small_tasks, "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "task4" in r.stdout and "mean" in r.stdout and "per-rank time per round" in r.stdout
+
+
+def test_np_launches_mpiexec(mpiexec, small_tasks, tmp_path):
+    r = omtl("run", "--data", small_tasks, "--np", "3", "--json", "--out", tmp_path / "r.h5")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["ranks"] == 3
+    with h5py.File(tmp_path / "r.h5") as f:
+        assert f["timing/seconds"].shape[0] == 3
+        assert f["timing/roles"].asstr()[()].tolist() == ["server", "worker tasks 0-2", "worker tasks 3-4"]
+
+
+def test_data_commands(tmp_path):
+    out = tmp_path / "s.h5"
+    assert omtl("data", "synth", "-o", out, "--tasks", "3", "--samples", "200").returncode == 0
+    r = omtl("data", "info", out, "--json")
+    facts = json.loads(r.stdout)
+    assert (facts["tasks"], facts["dims"], facts["total"]) == (3, 9, 600)
+    np.savez(tmp_path / "p.npz", xs=np.ones((2, 4, 3)), ys=np.ones((2, 4)))
+    r = omtl("data", "import", "npz", tmp_path / "p.npz", "-o", tmp_path / "p.h5")
+    assert r.returncode == 0, r.stderr
+
+
+def bad_file(tmp_path):
+    with h5py.File(tmp_path / "bad.h5", "w") as f:
+        g = f.create_group("tasks")
+        for k in range(3):
+            t = g.create_group(f"{k:04d}")
+            t.attrs["name"] = f"t{k}"
+            X = np.ones((10, 2))
+            if k == 2:
+                X[4, 1] = np.nan
+            t["X"] = X
+            t["y"] = np.ones(10)
+    return tmp_path / "bad.h5"
+
+
+@pytest.mark.parametrize("ranks", [None, 3])
+def test_bad_file_stops_every_rank_with_one_message(mpiexec, tmp_path, ranks):
+    path = bad_file(tmp_path)
+    out = tmp_path / "r.h5"
+    r = omtl("run", "--data", path, "--out", out, np_ranks=ranks, timeout=60)
+    assert r.returncode == 2
+    lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert lines == [f"error: {path}: task 2 ('t2'): non-finite feature values (NaN or inf) in 1 row(s), "
+                     "first at row 4; clean or drop those rows"]
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rho", "0"], "--rho must be > 0"),
+    (["--lambda4", "-1"], "--lambda4 must be >= 0"),
+    (["--eta", "nan"], "--eta must be a finite number"),
+    (["--omega-every", "0"], "--omega-every must be an integer >= 1"),
+    (["--batch", "0"], "--batch must be an integer >= 1"),
+    (["--algo", "nope"], "unknown algorithm 'nope'"),
+    (["--data", "/nonexistent/x.h5"], "/nonexistent/x.h5: no such file"),
+    (["--out", "/nonexistent/dir/r.h5"], "folder /nonexistent/dir does not exist"),
+    (["--variant", "both"], "Invalid value for '--variant'"),
+])
+def test_bad_options_give_one_clear_line(args, message):
+    r = omtl("run", "--synth-samples", "50", *args)
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_too_many_ranks_says_what_to_use(mpiexec):
+    r = omtl("run", "--synth-tasks", "2", "--synth-samples", "50", np_ranks=4, timeout=60)
+    assert r.returncode == 2
+    assert "uses at most 3 ranks" in r.stderr and "-n 3" in r.stderr
+    r = omtl("run", "--synth-tasks", "2", "--synth-samples", "50", "--np", "4", timeout=60)
+    assert r.returncode == 2 and "uses at most 3 ranks" in r.stderr
+
+
+def test_bad_option_under_mpi_is_printed_once(mpiexec):
+    r = omtl("run", "--rho", "-1", np_ranks=3, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("--rho must be > 0") == 1

@@ -1,0 +1,44 @@
+"""Does it learn? C-ADMM against each task learned alone, on the paper's synthetic data (5 x 10000)."""
+import numpy as np
+import pytest
+
+from omtl_mpi.algorithms.admm import AdmmParams
+from omtl_mpi.config import RunConfig
+from omtl_mpi.data import generate, write_tasks
+from omtl_mpi.runtime.run import run
+
+
+@pytest.fixture(scope="module")
+def single_task_error(tmp_path_factory):
+    """Mean over tasks of each task learned alone: the C-ADMM math with K = 1, no lambda4 term."""
+    folder = tmp_path_factory.mktemp("single")
+    names, X, y = generate(tasks=5, samples=10000, seed=0)
+    errors = []
+    for k in range(5):
+        path = folder / f"task{k}.h5"
+        write_tasks(path, [names[k]], [X[k]], [y[k]])
+        report = run(RunConfig(data=str(path), params=AdmmParams(lambda4=0.0, relationship=False)))
+        errors.append(report["mean_error"])
+    return float(np.mean(errors))
+
+
+def test_relationship_learning_beats_learning_alone(single_task_error):
+    multi = run(RunConfig())["mean_error"]           # exact, hinge, the paper's defaults
+    # Measured: 0.0947 against 0.0965 (docs/RESULTS.md). The gap is small but deterministic.
+    assert multi < single_task_error - 0.001, (multi, single_task_error)
+
+
+def test_without_relationship_learning_is_no_better(single_task_error):
+    ablation = run(RunConfig(params=AdmmParams(relationship=False)))["mean_error"]
+    multi = run(RunConfig())["mean_error"]
+    assert multi < ablation
+
+
+def test_easy_separable_problem_is_learned(tmp_path):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=6)
+    X = [rng.normal(size=(3000, 6)) for _ in range(3)]
+    y = [np.where(x @ w >= 0, 1, -1) for x in X]
+    write_tasks(tmp_path / "easy.h5", ["a", "b", "c"], X, y)
+    report = run(RunConfig(data=str(tmp_path / "easy.h5")))
+    assert report["mean_error"] < 0.05
