@@ -277,6 +277,8 @@ def _exit_all(size: int, code: int) -> None:
         sys.stdout.flush()
         mpi = sys.modules["mpi4py.MPI"]
         if mpi.COMM_WORLD.Get_rank() == 0:
+            # let the launcher forward what we printed before the abort kills the pipes
+            time.sleep(0.2)
             mpi.COMM_WORLD.Abort(code)
         time.sleep(60)          # rank 0's abort ends us long before this
         os._exit(code)
@@ -286,4 +288,5 @@ def _abort_if_parallel(size: int, code: int) -> None:
     if size > 1:
         sys.stderr.flush()
         sys.stdout.flush()
+        time.sleep(0.2)         # as in _exit_all: the message must get out before the abort
         sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)

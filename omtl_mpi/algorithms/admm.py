@@ -178,7 +178,7 @@ class Consensus:
         return self._operator
 
     def step(self, C: np.ndarray):
-        """New (u, V) from C, then the Omega update if this is an m-th round.
+        """New (u, V) from C (call :meth:`update_relationship` after it, every round).
 
         Returns
         -------
@@ -200,10 +200,18 @@ class Consensus:
             V = (p.lambda2 / (p.lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
         self.u, self.V = u, V
         self.rounds += 1
-        if p.relationship and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(V, p.omega_eps, self.rel)
-            self._operator = None
         return u, V
+
+    def update_relationship(self) -> None:
+        """The Omega update from the V of the step just taken, on every m-th round.
+
+        Separate from :meth:`step` so that a server can send (u, V) first and update Omega
+        while the workers compute: the numbers are the same, the critical path is shorter.
+        """
+        p = self.p
+        if p.relationship and self.rounds % p.omega_every == 0:
+            self.rel = update_omega(self.V, p.omega_eps, self.rel)
+            self._operator = None
 
     @property
     def omega(self) -> np.ndarray:
@@ -211,13 +219,12 @@ class Consensus:
 
     def state(self) -> dict:
         # the eigendecomposition is stored too: recomputing it would change the last bits
-        return {"omega": self.rel.omega.copy(), "omega_evals": self.rel.evals.copy(),
-                "omega_evecs": self.rel.evecs.copy(), "V": self.V.copy(), "u": self.u.copy(),
+        return {"omega_evals": self.rel.evals.copy(), "omega_evecs": self.rel.evecs.copy(),
+                "V": self.V.copy(), "u": self.u.copy(),
                 "rounds": np.int64(self.rounds)}
 
     def load_state(self, state: dict) -> None:
-        self.rel = Relationship(np.array(state["omega"], dtype=np.float64),
-                                np.array(state["omega_evals"], dtype=np.float64),
+        self.rel = Relationship(np.array(state["omega_evals"], dtype=np.float64),
                                 np.array(state["omega_evecs"], dtype=np.float64))
         self.V = np.array(state["V"], dtype=np.float64)
         self.u = np.array(state["u"], dtype=np.float64)

@@ -69,6 +69,10 @@ class CAdmmServer:
         np.take(self._stacked, self._rows, axis=0, out=self._down)
         return self._down.reshape(-1)
 
+    def after_reply(self) -> None:
+        """Work that the replies need not wait for: the Omega update."""
+        self.consensus.update_relationship()
+
     def state(self) -> dict:
         return self.consensus.state()
 

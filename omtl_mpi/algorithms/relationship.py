@@ -14,17 +14,25 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Relationship:
-    """Omega (K x K, symmetric PSD, trace 1) with ``Omega = evecs @ diag(evals) @ evecs.T``."""
+    """Omega (K x K, symmetric PSD, trace 1), held as ``evecs @ diag(evals) @ evecs.T``.
 
-    omega: np.ndarray
+    The per-round math only needs the decomposition; the matrix itself is formed on demand
+    (results, checkpoints), which keeps a K x K product and a symmetrisation off the hot path.
+    """
+
     evals: np.ndarray
     evecs: np.ndarray
 
     @classmethod
     def identity(cls, n_tasks: int) -> "Relationship":
         """Omega = I / K, the initial value and the no-relationship ablation's fixed value."""
-        eye = np.eye(n_tasks)
-        return cls(eye / n_tasks, np.full(n_tasks, 1.0 / n_tasks), eye.copy())
+        return cls(np.full(n_tasks, 1.0 / n_tasks), np.eye(n_tasks))
+
+    @property
+    def omega(self) -> np.ndarray:
+        """The matrix Omega, exactly symmetric."""
+        omega = (self.evecs * self.evals) @ self.evecs.T
+        return (omega + omega.T) / 2.0
 
 
 
@@ -46,23 +54,22 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     """
     # (V^T V)^{1/2} is homogeneous of degree 1 in V: factor out the largest entry so that
     # the Gram matrix can neither overflow (|V| ~ 1e150) nor underflow (|V| ~ 1e-150).
-    scale = float(np.max(np.abs(V))) if V.size else 0.0
+    scale = float(np.abs(V).max()) if V.size else 0.0
     if not np.isfinite(scale):
         return previous
     if scale > 0.0:
         Vs = V / scale
-        gram = Vs @ Vs.T
-        lam, Q = np.linalg.eigh((gram + gram.T) / 2.0)
-        s = scale * np.sqrt(np.clip(lam, 0.0, None)) + eps
+        # eigh reads one triangle only, so the Gram matrix needs no explicit symmetrisation
+        lam, Q = np.linalg.eigh(Vs @ Vs.T)
+        np.maximum(lam, 0.0, out=lam)
+        s = scale * np.sqrt(lam) + eps
     else:
         Q = np.eye(V.shape[0])
         s = np.full(V.shape[0], float(eps))
     trace = float(s.sum())
     if not (np.isfinite(trace) and trace > 0.0):
         return previous
-    evals = s / trace
-    omega = (Q * evals) @ Q.T
-    return Relationship((omega + omega.T) / 2.0, evals, Q)
+    return Relationship(s / trace, Q)
 
 
 def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float) -> np.ndarray:

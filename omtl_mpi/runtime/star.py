@@ -35,6 +35,7 @@ def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0
             comm.up(msg, clock)
         if server is not None:
             comm.scatter(server.step(comm.gather(clock)), clock)
+            server.after_reply()
         if worker is not None:
             worker.down(comm.down(clock))
         clock.stop(t)
