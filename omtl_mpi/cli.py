@@ -1,6 +1,7 @@
 """The ``omtl-mpi`` command line."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -77,6 +78,15 @@ def cli():
               help="Update Omega every m rounds.")
 @click.option("--omega-eps", type=float, default=1e-8, show_default=True,
               help="Ridge eps added to (V^T V)^(1/2) before normalising Omega.")
+@click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
+              help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
+                   "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")
+@click.option("--nodes", type=int, default=None,
+              help="d-admm/d-psgd in one process: nodes to simulate (default: one per task). "
+                   "Under MPI every rank is a node.")
+@click.option("--gamma0", type=float, default=0.1, show_default=True, help="d-psgd: initial step size.")
+@click.option("--decay", type=click.Choice(["sqrt", "linear"]), default="sqrt", show_default=True,
+              help="d-psgd: step gamma0/sqrt(t) or gamma0/t.")
 @click.option("--batch", type=int, default=1, show_default=True,
               help="Mini-batch: instances per task per round.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the learner's randomness.")
@@ -95,20 +105,19 @@ def run(n_ranks, as_json, out, progress, **opts):
     """
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    from .algorithms.admm import AdmmParams
     from .config import RunConfig
     from .runtime.run import run as run_learner
     from .runtime.summary import format_summary
 
-    params = AdmmParams(
-        rho=opts["rho"], eta=opts["eta"], lambda1=opts["lambda1"], lambda2=opts["lambda2"],
-        lambda3=opts["lambda3"], lambda4=opts["lambda4"], variant=opts["variant"],
-        loss=opts["loss"], relationship=not opts["no_relationship"],
-        omega_every=opts["omega_every"], omega_eps=opts["omega_eps"])
+    from .algorithms.registry import get as get_algo
+    opts["relationship"] = not opts.pop("no_relationship")
+    param_cls = get_algo(opts["algo"]).params
+    params = param_cls(**{f.name: opts[f.name] for f in dataclasses.fields(param_cls)})
     cfg = RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
                     synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
                     synth_normalize=opts["synth_normalize"], batch=opts["batch"],
-                    seed=opts["seed"], params=params)
+                    seed=opts["seed"], params=params, topology=opts["topology"],
+                    nodes=opts["nodes"])
     if n_ranks is not None:
         from .runtime.launch import launch
         from .runtime.run import preflight
@@ -201,6 +210,37 @@ def data_info(path, as_json):
     click.echo("")
     for t in facts["per_task"]:
         click.echo(f"  {t['index']:>4}  {t['name'][:30]:<30} {t['samples']:>8} {t['positive_ratio']:>8.3f}")
+
+
+# --------------------------------------------------------------------------- topologies
+@cli.group()
+def topo():
+    """Inspect the neighbour graphs of the decentralised learners."""
+
+
+@topo.command("show")
+@click.argument("spec", metavar="NAME|PATH")
+@click.option("--nodes", type=int, required=True, help="Number of nodes (ranks) to size it for.")
+@click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw it to a PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def topo_show(spec, nodes, png, as_json):
+    """Nodes, edges, degrees, diameter and the SLEM of the Metropolis-Hastings mixing matrix
+    (the closer to 1, the slower gossip spreads)."""
+    from .topology import describe, draw_png, load_topology
+    topology = load_topology(spec, nodes)
+    facts = describe(topology)
+    if png:
+        draw_png(topology, png)
+    if as_json:
+        click.echo(json.dumps(facts))
+        return
+    click.echo(f"{facts['name']}: {facts['nodes']} nodes, {facts['edges']} edges, degree "
+               f"{facts['min_degree']}..{facts['max_degree']}, diameter {facts['diameter']}, "
+               f"SLEM {facts['slem']:.4f}")
+    for i in range(topology.n_nodes):
+        click.echo(f"  {i:>4}: {' '.join(map(str, topology.neighbours(i)))}")
+    if png:
+        click.echo(f"wrote {png}")
 
 
 # --------------------------------------------------------------------------- algos

@@ -4,9 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .algorithms.admm import AdmmParams
 from .errors import ConfigError
+
+Params = Any
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,9 @@ class RunConfig:
     """Everything that determines a run's results (not where they go or how they are shown).
 
     ``data`` is a task-stream HDF5 path or ``"synthetic"`` (then the ``synth_*`` fields apply).
+    ``params`` is the algorithm's own hyper-parameter dataclass. ``topology`` and ``nodes``
+    apply to the neighbour-pattern learners (``nodes=None``: one node per task in one process,
+    one node per rank under MPI).
     """
 
     algo: str = "c-admm"
@@ -24,7 +30,9 @@ class RunConfig:
     synth_normalize: bool = False
     batch: int = 1
     seed: int = 0
-    params: AdmmParams = field(default_factory=AdmmParams)
+    params: Params = field(default_factory=AdmmParams)
+    topology: str = "ring"
+    nodes: int | None = None
 
     def __post_init__(self):
         problems = []
@@ -35,6 +43,8 @@ class RunConfig:
                 problems.append(f"--synth-tasks must be >= 1, got {self.synth_tasks}")
             if self.synth_samples < 1:
                 problems.append(f"--synth-samples must be >= 1, got {self.synth_samples}")
+        if self.nodes is not None and (not isinstance(self.nodes, int) or self.nodes < 1):
+            problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
         if problems:
             raise ConfigError("\n".join(problems))
 

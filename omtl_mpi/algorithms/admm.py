@@ -202,15 +202,16 @@ class Consensus:
         self.rounds += 1
         return u, V
 
-    def update_relationship(self) -> None:
-        """The Omega update from the V of the step just taken, on every m-th round.
+    def update_relationship(self, V: np.ndarray | None = None) -> None:
+        """The Omega update from V (default: the V of the step just taken), every m-th step.
 
         Separate from :meth:`step` so that a server can send (u, V) first and update Omega
         while the workers compute: the numbers are the same, the critical path is shorter.
+        A D-ADMM node calls it before its step, with the V it gossiped (spec section 3).
         """
         p = self.p
-        if p.relationship and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(self.V, p.omega_eps, self.rel)
+        if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
+            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self.rel)
             self._operator = None
 
     @property

@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 
 from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
+from .dadmm import DAdmmNode
+from .dpsgd import DpsgdParams, DPsgdNode
 
 PATTERNS = ("none", "server", "neighbours")
 
@@ -32,6 +34,11 @@ class Algorithm:
         Frozen dataclass of hyper-parameters (validated in ``__post_init__``).
     worker, server : type
         Role classes for the ``server`` pattern.
+    node : type
+        Role class for the ``neighbours`` pattern (``build(params, K, d, start, stop,
+        topology, node)``, ``message``, ``local_step``, ``merge``, ``finish_round``).
+    one_task_per_node : bool
+        The neighbour-pattern learner needs exactly as many nodes as tasks.
     """
 
     name: str
@@ -42,6 +49,8 @@ class Algorithm:
     params: type
     worker: type | None = None
     server: type | None = None
+    node: type | None = None
+    one_task_per_node: bool = False
 
     def defaults(self) -> dict:
         return {f.name: f.default for f in fields(self.params)}
@@ -67,6 +76,30 @@ register(Algorithm(
     params=AdmmParams,
     worker=CAdmmWorker,
     server=CAdmmServer,
+))
+
+
+register(Algorithm(
+    name="d-admm",
+    summary="Decentralised ADMM: nodes gossip (c, v, stamp) tables with their neighbours, no server.",
+    citation="Li et al., Online Parallel Multi-Task Relationship Learning via ADMM, "
+             "Neurocomputing 611 (2025), Algorithm 2",
+    pattern="neighbours",
+    reconstruction=False,
+    params=AdmmParams,
+    node=DAdmmNode,
+))
+
+register(Algorithm(
+    name="d-psgd",
+    summary="Decentralised parallel SGD, one model per task, Metropolis-Hastings mixing (baseline).",
+    citation="Lian et al., Can Decentralized Algorithms Outperform Centralized Algorithms?, "
+             "NeurIPS 2017",
+    pattern="neighbours",
+    reconstruction=False,
+    params=DpsgdParams,
+    node=DPsgdNode,
+    one_task_per_node=True,
 ))
 
 

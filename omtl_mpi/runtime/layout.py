@@ -1,4 +1,4 @@
-"""Who holds which tasks: contiguous task blocks per rank, and world-size validation."""
+"""Who holds which tasks: contiguous task blocks, and world-size validation per pattern."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,3 +26,22 @@ def check_star_world(size: int, n_tasks: int, algo: str) -> None:
             f"{algo} with {n_tasks} tasks uses at most {n_tasks + 1} ranks (rank 0 is the server, "
             f"each worker holds at least one task), but {size} were started: "
             f"run with -n {n_tasks + 1} (one task per worker) or fewer")
+
+
+def graph_nodes(size: int, n_tasks: int, algo, requested: int | None) -> int:
+    """Number of nodes of a neighbour-pattern run: one per rank under MPI; in one process
+    ``--nodes`` (default: one per task, the paper's layout) simulated nodes."""
+    if size > 1:
+        if requested is not None and requested != size:
+            raise UserError(f"--nodes {requested} does not match the {size} MPI ranks started; "
+                            f"under MPI every rank is one node: drop --nodes or start {requested} ranks")
+        nodes = size
+    else:
+        nodes = n_tasks if requested is None else requested
+    if nodes > n_tasks:
+        raise UserError(f"{algo.name} with {n_tasks} tasks uses at most {n_tasks} nodes (each node "
+                        f"holds at least one task), but {nodes} were asked for: use {n_tasks} or fewer")
+    if algo.one_task_per_node and nodes != n_tasks:
+        raise UserError(f"{algo.name} runs one task per node: use {n_tasks} nodes (ranks) for "
+                        f"{n_tasks} tasks, not {nodes}")
+    return nodes

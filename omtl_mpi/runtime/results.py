@@ -14,6 +14,7 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in stream order
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
+    /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
-                  model: dict, predictions: np.ndarray, timing: np.ndarray, roles) -> None:
+                  model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
+                  staleness: np.ndarray | None = None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
@@ -90,6 +92,10 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
             ds.attrs["phases"] = list(PHASES)
             ds.attrs["dims"] = ["rank", "round", "phase"]
             tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
+            if staleness is not None:
+                st = tg.create_dataset("staleness", data=staleness)
+                st.attrs["dims"] = ["node", "round"]
+                st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -11,7 +11,8 @@ from ..comm.clock import PhaseClock
 from ..comm.local import LocalStar
 from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
-from .layout import check_star_world, task_blocks
+from .graph import run_graph
+from .layout import check_star_world, graph_nodes, task_blocks
 from .progress import Progress
 from .results import check_writable, write_results
 from .star import run_star
@@ -29,13 +30,20 @@ def make_source(cfg: RunConfig):
 
 def _check(cfg: RunConfig, source, size: int, out: str | None):
     """Everything checkable before any task data is read: algorithm, data structure, world size,
-    results folder. Raises UserError."""
+    topology, results folder. Raises UserError."""
     algo = registry.get(cfg.algo)
+    if not isinstance(cfg.params, algo.params):
+        raise SetupFailed(f"{algo.name} takes {algo.params.__name__} hyper-parameters")
     meta = source.meta()
-    check_star_world(size, meta.n_tasks, algo.name)
+    topology = None
+    if algo.pattern == "server":
+        check_star_world(size, meta.n_tasks, algo.name)
+    else:
+        from ..topology import load_topology
+        topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
     if out:
         check_writable(out)
-    return algo, meta
+    return algo, meta, topology
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
@@ -67,7 +75,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     world = world if world is not None else default_world()
     rank, size = world.rank, world.size
     source = make_source(cfg)
-    algo, meta = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
+    algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     # Every rank must run the same configuration on the same data: compare before learning.
     signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim)
     if len(set(world.agree(signature))) > 1:
@@ -78,99 +86,143 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     K, d, B = meta.n_tasks, meta.dim, cfg.batch
     T = rounds_needed(meta.lengths, B)
     params = cfg.params.resolved(T)
-    if size == 1:
-        blocks = [(0, K)]
-        my_block = blocks[0]
-    else:
-        blocks = task_blocks(K, size - 1)
-        my_block = blocks[rank - 1] if rank > 0 else None
-    is_server, is_worker = rank == 0, my_block is not None
 
-    streams = collective(world, lambda: source.load(np.arange(*my_block)) if is_worker else None)
+    # -- who holds what: blocks of tasks, and which of them live on this rank -----------------
+    if algo.pattern == "server":
+        blocks = task_blocks(K, max(size - 1, 1))
+        local = blocks if size == 1 else ([] if rank == 0 else [blocks[rank - 1]])
+    else:
+        blocks = task_blocks(K, topology.n_nodes)
+        local = blocks if size == 1 else [blocks[rank]]
+    mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
+    streams = collective(world, lambda: source.load(mine) if len(mine) else None)
     notices = world.agree(list(streams.notices) if streams is not None else [])
     if rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
             notice(line)
-
-    worker = server = stream = None
-    if is_worker:
-        stream = RoundBatches(streams.X, streams.y, B, T, d)
-        worker = algo.worker(params, my_block[0], my_block[1], d)
-        del streams
-    if is_server:
-        server = algo.server(params, K, d, blocks)
-    if size == 1:
-        comm = LocalStar()
-    else:
-        from ..comm.mpi import MpiStar
-        up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
-        down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
-        comm = MpiStar(world.comm, up, down)
+    batches = []
+    for a, b in local:
+        i, j = a - local[0][0], b - local[0][0]
+        batches.append(RoundBatches(streams.X[i:j], streams.y[i:j], B, T, d))
+    del streams
 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
-    world.barrier()
-    t0 = perf_counter()
-    preds = run_star(comm, worker, server, stream, clock, bar)
-    seconds = perf_counter() - t0
-
-    # -- collect on rank 0 (server rank contributes zero rows) ------------------------------
-    kb = my_block[1] - my_block[0] if is_worker else 0
-    if is_worker:
-        y = stream.y
-        mistakes = ((preds != y) & (y != 0)).sum(axis=1, dtype=np.int32).T   # (kb, T)
-        yhat_rows = preds.transpose(2, 0, 1).reshape(kb, -1)
-        y_rows = y.transpose(2, 0, 1).reshape(kb, -1)
-        conf = metrics.confusion(yhat_rows, y_rows)
-        rows = worker.task_rows()
+    extras = {}
+    if algo.pattern == "server":
+        worker = algo.worker(params, *local[0], d) if local else None
+        server = algo.server(params, K, d, blocks) if rank == 0 else None
+        if size == 1:
+            comm = LocalStar()
+        else:
+            from ..comm.mpi import MpiStar
+            up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
+            down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
+            comm = MpiStar(world.comm, up, down)
+        world.barrier()
+        t0 = perf_counter()
+        preds = run_star(comm, worker, server, batches[0] if batches else None, clock, bar)
+        seconds = perf_counter() - t0
+        holders, preds = ([worker], [preds]) if worker is not None else ([], [])
     else:
-        mistakes = np.zeros((0, T), dtype=np.int32)
-        yhat_rows = np.zeros((0, T * B), dtype=np.int8)
-        conf = np.zeros((0, 4), dtype=np.int64)
-        rows = {name: np.zeros((0, d)) for name in ("W", "Z")}
-    counts = [b - a for a, b in blocks] if size == 1 else [0] + [b - a for a, b in blocks]
-    g_mistakes = world.gather_rows(mistakes, counts)
-    g_preds = world.gather_rows(yhat_rows, counts)
-    g_conf = world.gather_rows(conf, counts)
-    g_rows = {name: world.gather_rows(np.ascontiguousarray(arr), counts)
-              for name, arr in sorted(rows.items())}
+        first = 0 if size == 1 else rank
+        holders = [algo.node.build(params, K, d, a, b, topology, first + i)
+                   for i, (a, b) in enumerate(local)]
+        if size == 1:
+            from ..comm.graph import LocalGraph
+            comm = LocalGraph(topology)
+        else:
+            from ..comm.graph import MpiGraph
+            comm = MpiGraph(world.comm, topology, holders[0].message.shape)
+        world.barrier()
+        t0 = perf_counter()
+        preds, staleness = run_graph(comm, holders, batches, clock, bar)
+        seconds = perf_counter() - t0
+        extras["staleness"] = staleness
+        node_arrays = [h.node_arrays() for h in holders]
+        for key in node_arrays[0]:
+            extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
+
+    # -- collect on rank 0, in task order (ranks hold contiguous blocks in rank order) -------
+    gathered = _gather(world, holders, preds, batches, extras, T, B, d)
     timing = world.gather_rows(clock.rows[None], [1] * size)
-    roles = world.agree(_role(rank, size, my_block))
+    roles = world.agree(_role(rank, size, algo.pattern, local))
     if rank != 0:
         return None
 
-    summary = metrics.summarise(g_mistakes, meta.lengths, B, g_conf)
+    summary = metrics.summarise(gathered["mistakes"], meta.lengths, B, gathered["confusion"])
     report = {
-        "algo": algo.name, "variant": params.variant, "loss": params.loss,
-        "relationship": params.relationship,
+        "algo": algo.name, "variant": getattr(params, "variant", "-"),
+        "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
         "data": source.describe(), "tasks": K, "dim": d, "ranks": size, "rounds": T, "batch": B,
         "mean_error": summary["mean_error"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T, 1),
-        "task_names": list(meta.names), "eta": params.eta,
+        "task_names": list(meta.names), "eta": getattr(params, "eta", None),
     }
+    if topology is not None:
+        report["topology"] = topology.name
+        report["nodes"] = topology.n_nodes
+        report["mean_staleness"] = float(gathered["staleness"].mean()) if T else 0.0
     if out:
-        model = dict(g_rows)
-        model.update(server.global_arrays())
-        summary["mistakes"] = g_mistakes
-        summary["confusion"] = g_conf
+        model = {k: gathered[k] for k in ("W", "Z", "V") if k in gathered}
+        if algo.pattern == "server":
+            model.update(server.global_arrays())
+        for key in gathered:
+            if key.startswith("node_"):
+                model[key] = gathered[key]
+        if "node_omega" in gathered:        # every node has its own Omega; node 0's is "the" Omega
+            model["omega"] = gathered["node_omega"][0]
+            model["u"] = gathered["node_u"][0]
+        summary["mistakes"] = gathered["mistakes"]
+        summary["confusion"] = gathered["confusion"]
         write_results(out, attrs={k: v for k, v in report.items()
                                   if isinstance(v, (int, float, str, bool))},
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
-                      metrics=summary, model=model, predictions=g_preds, timing=timing,
-                      roles=roles)
+                      metrics=summary, model=model, predictions=gathered["predictions"],
+                      timing=timing, roles=roles, staleness=gathered.get("staleness"))
         report["results"] = out
     report["_timing"] = timing
     report["_roles"] = roles
     return report
 
 
-def _role(rank: int, size: int, block) -> str:
+def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
+    """Per-task arrays of every holder on every rank, concatenated in task order on rank 0."""
+    parts = {"mistakes": [], "predictions": [], "confusion": []}
+    rows: dict = {}
+    for holder, p, batch in zip(holders, preds, batches):
+        y = batch.y
+        kb = y.shape[2]
+        parts["mistakes"].append(((p != y) & (y != 0)).sum(axis=1, dtype=np.int32).T)
+        yhat_rows = p.transpose(2, 0, 1).reshape(kb, -1)
+        parts["predictions"].append(yhat_rows)
+        parts["confusion"].append(metrics.confusion(yhat_rows, y.transpose(2, 0, 1).reshape(kb, -1)))
+        for key, value in holder.task_rows().items():
+            rows.setdefault(key, []).append(np.asarray(value))
+    empty = {"mistakes": np.zeros((0, T), np.int32), "predictions": np.zeros((0, T * B), np.int8),
+             "confusion": np.zeros((0, 4), np.int64)}
+    local = {k: (np.concatenate(v) if v else empty[k]) for k, v in parts.items()}
+    # the row arrays every algorithm of this run has (the server rank holds none)
+    names = sorted(world.agree(sorted(rows)), key=len)[-1]
+    for key in names:
+        local[key] = np.concatenate(rows[key]) if key in rows else np.zeros((0, d))
+    counts = world.agree(local["mistakes"].shape[0])
+    out = {key: world.gather_rows(np.ascontiguousarray(value), counts) for key, value in local.items()}
+    node_counts = world.agree(len(holders))
+    for key, value in extras.items():
+        out[key] = world.gather_rows(np.ascontiguousarray(value), node_counts)
+    return out
+
+
+def _role(rank: int, size: int, pattern: str, local) -> str:
     parts = []
-    if rank == 0:
+    if pattern == "server" and rank == 0:
         parts.append("server")
-    if block is not None:
-        a, b = block
-        parts.append(f"worker tasks {a}-{b - 1}" if b - a > 1 else f"worker task {a}")
+    for a, b in local:
+        kind = "worker" if pattern == "server" else "node"
+        parts.append(f"{kind} tasks {a}-{b - 1}" if b - a > 1 else f"{kind} task {a}")
+    if len(parts) > 3:
+        parts = [parts[0], "...", parts[-1]]
     return " + ".join(parts)

@@ -1,0 +1,90 @@
+"""D-PSGD (Lian et al. 2017; spec section 5): decentralised SGD with Metropolis-Hastings mixing.
+
+One task per node. Per round t every node computes the hinge subgradient g_k at its current
+(pre-mixing) w_k, sends w_k to its neighbours, and takes
+``w_k <- sum_j M_kj w_j - gamma_t g_k`` with ``gamma_t = gamma0 / sqrt(t)`` (or ``gamma0 / t``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .losses import gradient_coef, predict
+
+
+@dataclass(frozen=True)
+class DpsgdParams:
+    """Hyper-parameters of D-PSGD. ``gamma0`` is ours to choose (the paper gives none)."""
+
+    gamma0: float = 0.1
+    decay: str = "sqrt"
+
+    def __post_init__(self):
+        if not (isinstance(self.gamma0, (int, float)) and math.isfinite(self.gamma0) and self.gamma0 > 0):
+            raise ConfigError(f"--gamma0 must be a finite number > 0, got {self.gamma0!r}")
+        if self.decay not in ("sqrt", "linear"):
+            raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
+
+    def resolved(self, rounds: int) -> "DpsgdParams":
+        return self
+
+
+class DPsgdNode:
+    """Node ``node`` of the topology, holding exactly one task."""
+
+    def __init__(self, params: DpsgdParams, dim: int, self_weight: float, weights):
+        self.p = params
+        self.w = np.zeros((1, dim))
+        self.self_weight = float(self_weight)
+        self.weights = np.asarray(weights, dtype=np.float64)   # M_kj, ascending neighbour order
+        self.g = np.zeros((1, dim))
+        self.round = 0
+
+    @classmethod
+    def build(cls, params, n_tasks, dim, start, stop, topology, node):
+        if stop - start != 1:
+            raise ConfigError("d-psgd runs one task per node: use as many nodes (ranks) as tasks")
+        M = topology.mixing_matrix()
+        nb = list(topology.neighbours(node))
+        return cls(params, dim, M[node, node], M[node, nb])
+
+    @property
+    def message(self) -> np.ndarray:
+        return self.w
+
+    def local_step(self, X, y, inv_count) -> np.ndarray:
+        self.round += 1
+        margins = np.einsum("kd,bkd->bk", self.w, X)
+        yhat = predict(margins)
+        coef = gradient_coef("hinge", y, margins, yhat)
+        self.g = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
+        return yhat
+
+    def merge(self, received: np.ndarray) -> float:
+        """Mix with the neighbours' pre-mixing models (received: (n_neighbours, 1, d)) and step."""
+        t = self.round
+        gamma = self.p.gamma0 / (math.sqrt(t) if self.p.decay == "sqrt" else t)
+        mixed = self.self_weight * self.w
+        if received.shape[0]:
+            mixed = mixed + np.tensordot(self.weights, received, axes=1)
+        self.w = mixed - gamma * self.g
+        return 0.0
+
+    def finish_round(self) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {"w": self.w.copy(), "round": np.int64(self.round)}
+
+    def load_state(self, state: dict) -> None:
+        self.w = np.array(state["w"], dtype=np.float64)
+        self.round = int(state["round"])
+
+    def task_rows(self) -> dict:
+        return {"W": self.w}
+
+    def node_arrays(self) -> dict:
+        return {}

@@ -1,0 +1,211 @@
+"""Graphs for the decentralised learners: the Topology type, generators, validation, mixing.
+
+Pure data (numpy only): the MPI side builds one distributed-graph communicator from a Topology.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Topology:
+    """An undirected graph on nodes 0..n-1; every edge stored once as (i, j) with i < j, sorted."""
+
+    name: str
+    n_nodes: int
+    edges: tuple
+
+    @classmethod
+    def from_edges(cls, name: str, n_nodes: int, edges) -> "Topology":
+        """Build and validate: no self loops, nodes in range, connected; duplicates merged."""
+        clean = set()
+        for e in edges:
+            i, j = int(e[0]), int(e[1])
+            if i == j:
+                raise ConfigError(f"topology {name!r}: self loop on node {i}; remove edge [{i}, {j}]")
+            for v in (i, j):
+                if not 0 <= v < n_nodes:
+                    raise ConfigError(f"topology {name!r}: edge [{e[0]}, {e[1]}] names node {v}, but the "
+                                      f"nodes are 0..{n_nodes - 1} ({n_nodes} nodes)")
+            clean.add((min(i, j), max(i, j)))
+        topo = cls(name, int(n_nodes), tuple(sorted(clean)))
+        comps = topo.components()
+        if len(comps) > 1:
+            shown = " and ".join("{" + ",".join(map(str, c)) + "}" for c in comps[:4])
+            raise ConfigError(f"topology {name!r} on {n_nodes} nodes is disconnected: components {shown}"
+                              f"{' ...' if len(comps) > 4 else ''}; add edges between them")
+        return topo
+
+    def neighbours(self, i: int) -> tuple:
+        """Neighbours of node i, ascending (the order rows arrive in a neighbourhood exchange)."""
+        return tuple(sorted([b for a, b in self.edges if a == i] + [a for a, b in self.edges if b == i]))
+
+    @property
+    def adjacency(self) -> np.ndarray:
+        A = np.zeros((self.n_nodes, self.n_nodes), dtype=bool)
+        for a, b in self.edges:
+            A[a, b] = A[b, a] = True
+        return A
+
+    @property
+    def degrees(self) -> np.ndarray:
+        return self.adjacency.sum(axis=1)
+
+    def components(self) -> list:
+        A, seen, comps = self.adjacency, set(), []
+        for s in range(self.n_nodes):
+            if s in seen:
+                continue
+            comp, queue = [], deque([s])
+            seen.add(s)
+            while queue:
+                v = queue.popleft()
+                comp.append(v)
+                for w in np.nonzero(A[v])[0]:
+                    if int(w) not in seen:
+                        seen.add(int(w))
+                        queue.append(int(w))
+            comps.append(sorted(comp))
+        return comps
+
+    @property
+    def diameter(self) -> int:
+        A, best = self.adjacency, 0
+        for s in range(self.n_nodes):
+            dist = {s: 0}
+            queue = deque([s])
+            while queue:
+                v = queue.popleft()
+                for w in np.nonzero(A[v])[0]:
+                    if int(w) not in dist:
+                        dist[int(w)] = dist[v] + 1
+                        queue.append(int(w))
+            best = max(best, max(dist.values()))
+        return best
+
+    def mixing_matrix(self) -> np.ndarray:
+        """Metropolis-Hastings weights: M_kj = 1/(1 + max(deg_k, deg_j)) on edges, M_kk = 1 - rest."""
+        deg = self.degrees
+        M = np.zeros((self.n_nodes, self.n_nodes))
+        for a, b in self.edges:
+            M[a, b] = M[b, a] = 1.0 / (1.0 + max(deg[a], deg[b]))
+        M[np.diag_indices(self.n_nodes)] = 1.0 - M.sum(axis=1)
+        return M
+
+    def slem(self) -> float:
+        """Second-largest eigenvalue modulus of the mixing matrix: how slowly gossip mixes."""
+        if self.n_nodes == 1:
+            return 0.0
+        ev = np.sort(np.abs(np.linalg.eigvalsh(self.mixing_matrix())))
+        return float(ev[-2])
+
+
+# ----------------------------------------------------------------------------- generators
+def ring(n):
+    return [(i, (i + 1) % n) for i in range(n)] if n > 2 else ([(0, 1)] if n == 2 else [])
+
+
+def full(n):
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def star(n):
+    return [(0, i) for i in range(1, n)]
+
+
+def torus(n, rows=None):
+    if rows is None:
+        rows = max(r for r in range(1, int(np.sqrt(n)) + 1) if n % r == 0)
+    if rows < 1 or n % rows:
+        raise ConfigError(f"torus: rows={rows} does not divide the {n} nodes; choose a divisor of {n}")
+    cols = n // rows
+    edges = []
+    for r in range(rows):
+        for c in range(cols):
+            v = r * cols + c
+            edges.append((v, r * cols + (c + 1) % cols))
+            edges.append((v, ((r + 1) % rows) * cols + c))
+    return [e for e in edges if e[0] != e[1]]
+
+
+def random_regular(n, degree=3, seed=0, tries=1000):
+    if degree >= n or degree < 1 or (n * degree) % 2:
+        raise ConfigError(f"random-regular: degree {degree} impossible on {n} nodes "
+                          "(need 1 <= degree < nodes and nodes x degree even)")
+    rng = np.random.default_rng(seed)
+    for _ in range(tries):
+        stubs = rng.permutation(np.repeat(np.arange(n), degree)).reshape(-1, 2)
+        edges = {(min(a, b), max(a, b)) for a, b in stubs.tolist()}
+        if all(a != b for a, b in stubs.tolist()) and len(edges) == len(stubs):
+            if _connected(n, edges):
+                return sorted(edges)
+    raise ConfigError(f"random-regular: no simple connected {degree}-regular graph on {n} nodes found "
+                      f"in {tries} tries with seed {seed}; try another seed or degree")
+
+
+def erdos_renyi(n, p=0.5, seed=0, retries=100):
+    if not 0.0 < p <= 1.0:
+        raise ConfigError(f"erdos-renyi: p must be in (0, 1], got {p}")
+    for attempt in range(retries):
+        rng = np.random.default_rng([seed, attempt])
+        edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < p]
+        if _connected(n, edges):
+            return edges
+    raise ConfigError(f"erdos-renyi: no connected graph on {n} nodes with p={p} in {retries} draws; "
+                      "raise p")
+
+
+def watts_strogatz(n, k=2, beta=0.3, seed=0, retries=100):
+    if k % 2 or k < 2 or k >= n:
+        raise ConfigError(f"watts-strogatz: k must be even with 2 <= k < nodes, got k={k} on {n} nodes")
+    for attempt in range(retries):
+        rng = np.random.default_rng([seed, attempt])
+        edges = {(i, (i + j) % n) for i in range(n) for j in range(1, k // 2 + 1)}
+        edges = {(min(a, b), max(a, b)) for a, b in edges}
+        for a, b in sorted(edges):
+            if rng.random() < beta:
+                choices = [c for c in range(n) if c != a and (min(a, c), max(a, c)) not in edges]
+                if choices:
+                    c = int(rng.choice(choices))
+                    edges.discard((a, b))
+                    edges.add((min(a, c), max(a, c)))
+        if _connected(n, edges):
+            return sorted(edges)
+    raise ConfigError(f"watts-strogatz: no connected graph on {n} nodes in {retries} draws; lower beta")
+
+
+def _connected(n, edges) -> bool:
+    return len(Topology("_", n, tuple(edges)).components()) == 1
+
+
+GENERATORS = {
+    "ring": (ring, {}),
+    "full": (full, {}),
+    "star": (star, {}),
+    "torus": (torus, {"rows": None}),
+    "random-regular": (random_regular, {"degree": 3, "seed": 0}),
+    "erdos-renyi": (erdos_renyi, {"p": 0.5, "seed": 0}),
+    "watts-strogatz": (watts_strogatz, {"k": 2, "beta": 0.3, "seed": 0}),
+}
+ALIASES = {"fully-connected": "full", "complete": "full"}
+
+
+def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topology:
+    """A generated topology sized to ``n_nodes``; unknown kinds and parameters are refused."""
+    kind = ALIASES.get(kind, kind)
+    if kind not in GENERATORS:
+        raise ConfigError(f"unknown topology kind {kind!r}; known kinds: {', '.join(GENERATORS)} "
+                          "(or a path to a TOML file)")
+    fn, defaults = GENERATORS[kind]
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ConfigError(f"topology kind {kind!r} has no parameter {unknown[0]!r}; "
+                          f"its parameters: {', '.join(defaults) or 'none'}")
+    if n_nodes < 1:
+        raise ConfigError(f"a topology needs at least 1 node, got {n_nodes}")
+    return Topology.from_edges(name or kind, n_nodes, fn(n_nodes, **{**defaults, **params}))
