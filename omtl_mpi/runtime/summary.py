@@ -23,11 +23,13 @@ def timing_table(timing: np.ndarray, roles) -> list[str]:
 
 def format_summary(report: dict) -> str:
     """The readable end-of-run summary printed by ``omtl-mpi run`` (without ``--json``)."""
+    eta = f", eta={report['eta']:.4g}" if report.get("eta") is not None else ""
+    where = f", topology {report['topology']} on {report['nodes']} nodes" if "topology" in report else ""
     lines = [
         f"{report['algo']} ({report['variant']}, {report['loss']} loss"
         f"{', no relationship learning' if not report['relationship'] else ''}) on {report['data']}",
         f"{report['tasks']} tasks, d={report['dim']}, {report['rounds']} rounds of batch "
-        f"{report['batch']}, {report['ranks']} rank(s), eta={report['eta']:.4g}",
+        f"{report['batch']}, {report['ranks']} rank(s){where}{eta}",
         "",
         f"{'task':<24}{'cumulative error':>18}",
     ]
@@ -41,6 +43,8 @@ def format_summary(report: dict) -> str:
         "per-rank time per round:",
     ]
     lines += timing_table(report["_timing"], report["_roles"])
+    if "mean_staleness" in report:
+        lines.append(f"mean staleness of the gossiped rows: {report['mean_staleness']:.3f} rounds")
     if report.get("results"):
         lines += ["", f"results: {report['results']}"]
     return "\n".join(lines)

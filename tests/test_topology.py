@@ -1,0 +1,96 @@
+"""Topology library: generators, validation, files, mixing weights."""
+import numpy as np
+import pytest
+
+from omtl_mpi.errors import ConfigError
+from omtl_mpi.topology import describe, draw_png, generate, load_topology
+
+
+@pytest.mark.parametrize("n, edges", [(1, 0), (2, 1), (3, 3), (8, 8)])
+def test_ring(n, edges):
+    t = generate("ring", n)
+    assert len(t.edges) == edges
+    if n > 2:
+        assert set(t.degrees.tolist()) == {2}
+
+
+def test_full_star_torus():
+    assert len(generate("full", 6).edges) == 15
+    s = generate("star", 6)
+    assert s.degrees.tolist() == [5, 1, 1, 1, 1, 1]
+    assert set(generate("torus", 9).degrees.tolist()) == {4}
+    assert set(generate("torus", 16).degrees.tolist()) == {4}
+    assert len(generate("torus", 6).components()) == 1
+
+
+def test_random_graphs_are_seeded_and_connected():
+    rr = generate("random-regular", 10, degree=3, seed=1)
+    assert set(rr.degrees.tolist()) == {3} and len(rr.components()) == 1
+    assert rr == generate("random-regular", 10, degree=3, seed=1, name="random-regular")
+    er = generate("erdos-renyi", 12, p=0.3, seed=2)
+    assert len(er.components()) == 1
+    ws = generate("watts-strogatz", 12, k=4, beta=0.3, seed=0)
+    assert len(ws.components()) == 1 and len(ws.edges) == 24
+    assert ws.edges == generate("watts-strogatz", 12, k=4, beta=0.3, seed=0).edges
+
+
+def test_mixing_matrix_and_slem():
+    for t in (generate("ring", 7), generate("star", 5), generate("random-regular", 8, degree=3)):
+        M = t.mixing_matrix()
+        np.testing.assert_allclose(M, M.T)
+        np.testing.assert_allclose(M.sum(axis=1), 1.0)
+        assert (M >= 0).all()
+    assert generate("full", 6).slem() < 1e-12
+    n = 8
+    expected = sorted(abs(1 / 3 + 2 / 3 * np.cos(2 * np.pi * j / n)) for j in range(n))[-2]
+    assert generate("ring", n).slem() == pytest.approx(expected)
+    assert generate("ring", 8).diameter == 4
+
+
+def test_shipped_files_and_toml_forms(tmp_path):
+    for name in ("ring", "full", "star", "torus", "random-regular", "erdos-renyi", "small-world"):
+        assert len(load_topology(name, 6).components()) == 1
+    assert load_topology("small-world", 10).name == "small-world"
+    assert len(load_topology("small-world", 10).edges) == 20          # k = 4 from the file
+    assert len(load_topology("example-5", 5).edges) == 6
+    f = tmp_path / "g.toml"
+    f.write_text('kind = "random-regular"\ndegree = 4\nseed = 3\n')
+    assert set(load_topology(str(f), 10).degrees.tolist()) == {4}
+    f.write_text("nodes = 3\nedges = [[0, 1], [1, 2], [1, 0]]\n")
+    t = load_topology(str(f), 3)
+    assert t.edges == ((0, 1), (1, 2))
+
+
+@pytest.mark.parametrize("text, nodes, message", [
+    ('kind = "hexagon"', 4, "unknown topology kind 'hexagon'"),
+    ('kind = "ring"\ndegree = 3', 4, "has no parameter 'degree'"),
+    ("nodes = 3\nedges = [[0, 3]]", 3, "names node 3, but the nodes are 0..2"),
+    ("nodes = 3\nedges = [[1, 1], [0, 1]]", 3, "self loop on node 1"),
+    ("nodes = 4\nedges = [[0, 1], [2, 3]]", 4, "disconnected: components {0,1} and {2,3}"),
+    ("nodes = 5\nedges = [[0, 1]]", 4, "has 5 nodes but the run has 4 nodes"),
+    ('kind = "ring"\nnodes = 3\nedges = []', 3, "not both"),
+    ("name = 'x'", 3, "needs 'kind"),
+    ("nodes = 2\nedges = [[0, 'a']]", 2, "list of [i, j] pairs of integers"),
+    ("kind = ", 3, "invalid TOML"),
+])
+def test_bad_topology_files(tmp_path, text, nodes, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_topology(str(f), nodes)
+    assert message in str(err.value)
+    assert str(f) in str(err.value)
+
+
+def test_unknown_name_and_impossible_parameters():
+    with pytest.raises(ConfigError, match="unknown topology 'hexagon'"):
+        load_topology("hexagon", 4)
+    with pytest.raises(ConfigError, match="degree 3 impossible on 5 nodes"):
+        generate("random-regular", 5, degree=3)
+
+
+def test_describe_and_draw(tmp_path):
+    facts = describe(generate("ring", 6))
+    assert (facts["nodes"], facts["edges"], facts["diameter"]) == (6, 6, 3)
+    draw_png(generate("ring", 6), tmp_path / "r.png")
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
