@@ -25,8 +25,8 @@ def gradient_coef(loss: str, y: np.ndarray, margins: np.ndarray,
     Parameters
     ----------
     loss : {"hinge", "perceptron", "logistic"}
-    y : ndarray of int8
-        True labels in {-1, +1}, or 0 for padding.
+    y : ndarray
+        True labels in {-1, +1}, or 0 for padding (float64 avoids a conversion per round).
     margins : ndarray of float
         ``w_k . x`` for each instance, same shape as ``y``.
     yhat : ndarray of int8
@@ -36,7 +36,7 @@ def gradient_coef(loss: str, y: np.ndarray, margins: np.ndarray,
     -------
     ndarray of float64, same shape as ``y``.
     """
-    yf = y.astype(np.float64)
+    yf = np.asarray(y, dtype=np.float64)     # no copy when the stream already holds floats
     if loss == "hinge":
         return np.where(yf * margins < 1.0, -yf, 0.0)
     if loss == "perceptron":

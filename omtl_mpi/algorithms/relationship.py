@@ -10,6 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import lapack
+
+
+def symmetric_eig(A: np.ndarray):
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (LAPACK dsyevd).
+
+    Called once per round on K x K matrices: LAPACK directly costs half of numpy.linalg.eigh,
+    whose Python-side checks dominate at this size. Raises LinAlgError if it fails to converge.
+    """
+    w, v, info = lapack.dsyevd(A)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"symmetric eigendecomposition failed (dsyevd info={info})")
+    return w, v
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,10 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     if scale > 0.0:
         Vs = V / scale
         # eigh reads one triangle only, so the Gram matrix needs no explicit symmetrisation
-        lam, Q = np.linalg.eigh(Vs @ Vs.T)
+        try:
+            lam, Q = symmetric_eig(Vs @ Vs.T)
+        except np.linalg.LinAlgError:
+            return previous
         np.maximum(lam, 0.0, out=lam)
         s = scale * np.sqrt(lam) + eps
     else:

@@ -40,6 +40,8 @@ class RoundBatches:
         for k, (Xk, yk) in enumerate(zip(X_list, y_list)):
             flat_X[: len(yk), k, :] = Xk
             flat_y[: len(yk), k] = yk
+        # the learners take labels as floats (no int-to-float conversion on every round)
+        self.y_float = self.y.astype(np.float64)
         count = (self.y != 0).sum(axis=1)                       # (T, kb) real instances
         self.count = count.astype(np.int64)
         self.inv_count = 1.0 / np.maximum(count, 1)
@@ -48,4 +50,4 @@ class RoundBatches:
         return self.rounds
 
     def __getitem__(self, t: int):
-        return self.X[t], self.y[t], self.inv_count[t]
+        return self.X[t], self.y_float[t], self.inv_count[t]

@@ -1,0 +1,21 @@
+"""Replace one generated section of a Markdown file, leaving the rest as it is."""
+import os
+
+
+def replace_section(path: str, name: str, text: str) -> None:
+    """Put ``text`` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` (appended if absent).
+
+    The file is written to a temporary name and renamed, so a crash never leaves half a document.
+    """
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    old = open(path).read() if os.path.exists(path) else "# Performance\n"
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + block + rest.split(end, 1)[1]
+    else:
+        new = old.rstrip() + "\n\n" + block + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
