@@ -28,6 +28,7 @@ test: setup
 
 bench: setup
 	$(PY) scripts/bench_round.py
+	$(PY) scripts/bench_decentralised.py
 
 clean:
 	rm -rf $(VENV) results build *.egg-info .pytest_cache
