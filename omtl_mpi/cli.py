@@ -60,33 +60,40 @@ def cli():
 @click.option("--synth-samples", default=10000, show_default=True, help="Synthetic data: instances per task.")
 @click.option("--synth-seed", default=0, show_default=True, help="Synthetic data: generator seed.")
 @click.option("--synth-normalize", is_flag=True, help="Synthetic data: L2-normalise every feature vector.")
-@click.option("--variant", type=click.Choice(["exact", "paper"]), default="exact", show_default=True,
-              help="(u, V) step: the exact joint minimiser, or the paper's printed closed forms.")
-@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic"]), default="hinge",
-              show_default=True, help="Loss whose (sub)gradient drives the w-step.")
-@click.option("--rho", type=float, default=0.1, show_default=True, help="ADMM penalty (> 0).")
+@click.option("--variant", type=click.Choice(["exact", "paper"]), default=None,
+              help="(u, V) step: the exact joint minimiser (default), or the paper's printed closed forms.")
+@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic"]), default=None,
+              help="Loss whose (sub)gradient drives the w-step (default hinge).")
+@click.option("--rho", type=float, default=None, help="ADMM penalty (> 0; default 0.1).")
 @click.option("--eta", type=float, default=None,
               help="Step control (>= 0); default sqrt(T), T = rounds of the longest stream.")
-@click.option("--lambda1", type=float, default=0.01, show_default=True, help="Weight of |V|^2 (> 0).")
-@click.option("--lambda2", type=float, default=0.1, show_default=True, help="Weight of |u|^2 (> 0).")
-@click.option("--lambda3", type=float, default=0.01, show_default=True, help="Second weight of |V|^2 (>= 0).")
-@click.option("--lambda4", type=float, default=0.01, show_default=True,
-              help="Weight of the relationship term tr(V Omega^-1 V^T) (>= 0).")
+@click.option("--lambda1", type=float, default=None, help="Weight of |V|^2 (> 0; default 0.01).")
+@click.option("--lambda2", type=float, default=None, help="Weight of |u|^2 (> 0; default 0.1).")
+@click.option("--lambda3", type=float, default=None, help="Second weight of |V|^2 (>= 0; default 0.01).")
+@click.option("--lambda4", type=float, default=None,
+              help="Weight of the relationship term tr(V Omega^-1 V^T) (>= 0; default 0.01).")
 @click.option("--no-relationship", is_flag=True,
               help="Ablation 'W/O RL': keep Omega = I/K for the whole run.")
-@click.option("--omega-every", type=int, default=1, show_default=True, metavar="ROUNDS",
-              help="Update Omega every m rounds.")
-@click.option("--omega-eps", type=float, default=1e-8, show_default=True,
-              help="Ridge eps added to (V^T V)^(1/2) before normalising Omega.")
+@click.option("--omega-every", type=int, default=None, metavar="ROUNDS",
+              help="Update Omega every m rounds (default 1).")
+@click.option("--omega-eps", type=float, default=None,
+              help="Ridge eps added to (V^T V)^(1/2) before normalising Omega (default 1e-8; "
+                   "drom: added to Omega before inverting, default 0.01).")
 @click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
               help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
                    "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")
 @click.option("--nodes", type=int, default=None,
               help="d-admm/d-psgd in one process: nodes to simulate (default: one per task). "
                    "Under MPI every rank is a node.")
-@click.option("--gamma0", type=float, default=0.1, show_default=True, help="d-psgd: initial step size.")
-@click.option("--decay", type=click.Choice(["sqrt", "linear"]), default="sqrt", show_default=True,
-              help="d-psgd: step gamma0/sqrt(t) or gamma0/t.")
+@click.option("--gamma0", type=float, default=None,
+              help="d-psgd, drom, pooled: initial step size (default 0.1).")
+@click.option("--decay", type=click.Choice(["sqrt", "linear"]), default=None,
+              help="d-psgd: step gamma0/sqrt(t) (default) or gamma0/t.")
+@click.option("--mu", type=float, default=None, help="drom: weight of the relationship term (default 0.01).")
+@click.option("--cap", type=float, default=None, help="drom: cap of the capped hinge loss (default 2).")
+@click.option("--tau", type=int, default=None, metavar="ROUNDS",
+              help="drom: rounds between synchronisations with the server (default 1).")
+@click.option("--C", "C", type=float, default=None, help="pa: aggressiveness C of PA-I (default 1).")
 @click.option("--batch", type=int, default=1, show_default=True,
               help="Mini-batch: instances per task per round.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the learner's randomness.")
@@ -109,10 +116,7 @@ def run(n_ranks, as_json, out, progress, **opts):
     from .runtime.run import run as run_learner
     from .runtime.summary import format_summary
 
-    from .algorithms.registry import get as get_algo
-    opts["relationship"] = not opts.pop("no_relationship")
-    param_cls = get_algo(opts["algo"]).params
-    params = param_cls(**{f.name: opts[f.name] for f in dataclasses.fields(param_cls)})
+    params = _algorithm_params(opts)
     cfg = RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
                     synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
                     synth_normalize=opts["synth_normalize"], batch=opts["batch"],
@@ -138,6 +142,29 @@ def run(n_ranks, as_json, out, progress, **opts):
     else:
         click.echo(format_summary(report))
     return 0
+
+
+# hyper-parameter options, and the field of the algorithm's parameter class each one sets
+_PARAM_OPTIONS = ("variant", "loss", "rho", "eta", "lambda1", "lambda2", "lambda3", "lambda4",
+                  "relationship", "omega_every", "omega_eps", "gamma0", "decay", "mu", "cap", "tau", "C")
+
+
+def _algorithm_params(opts: dict):
+    """The chosen algorithm's hyper-parameters from the options the user gave; an option that
+    the algorithm does not have is an error rather than silently ignored."""
+    from .algorithms.registry import get as get_algo
+    algo = get_algo(opts["algo"])
+    given = {name: opts.pop(name) for name in _PARAM_OPTIONS if name in opts}
+    given["relationship"] = False if opts.pop("no_relationship") else None
+    given = {k: v for k, v in given.items() if v is not None}
+    fields = {f.name for f in dataclasses.fields(algo.params)}
+    foreign = sorted(set(given) - fields)
+    if foreign:
+        flag = "--no-relationship" if foreign[0] == "relationship" else "--" + foreign[0].replace("_", "-")
+        raise ConfigError(f"{flag} does not apply to {algo.name}; its hyper-parameters: "
+                          + ", ".join("--" + f.replace("_", "-") for f in sorted(fields)
+                                      if f != "relationship") + " (see 'omtl-mpi algos')")
+    return algo.params(**given)
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:

@@ -92,13 +92,14 @@ class TaskBlock:
     from the consensus step.  All steps are vectorised over the block and the mini-batch.
     """
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, shared_u: bool = True):
         if params.eta is None:
             raise ValueError("resolve eta (AdmmParams.resolved) before building a TaskBlock")
         self.p = params
         self.W = np.zeros((n_tasks, dim))
         self.Z = np.zeros((n_tasks, dim))
-        self.u = np.zeros(dim)
+        # one shared u for the block (multi-task), or one per task (tasks learned alone)
+        self.u = np.zeros(dim) if shared_u else np.zeros((n_tasks, dim))
         self.V = np.zeros((n_tasks, dim))
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):

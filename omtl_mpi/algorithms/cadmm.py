@@ -13,7 +13,7 @@ from .admm import AdmmParams, Consensus, TaskBlock
 class CAdmmWorker:
     """Worker role for tasks ``start..stop-1``: predict, w-step, send C; receive (u, V); z-step."""
 
-    def __init__(self, params: AdmmParams, start: int, stop: int, dim: int):
+    def __init__(self, params: AdmmParams, start: int, stop: int, dim: int, n_tasks: int):
         self.start, self.stop, self.dim = start, stop, dim
         self.block = TaskBlock(params, stop - start, dim)
 

@@ -11,6 +11,10 @@ from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
 from .dadmm import DAdmmNode
 from .dpsgd import DpsgdParams, DPsgdNode
+from .independent import AdmmSingleNode, PaNode, PaParams, SingleParams
+from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronServer,
+                               MtPerceptronWorker, NoParams, PmscLogParams, PooledParams,
+                               PooledServer, PooledWorker)
 
 PATTERNS = ("none", "server", "neighbours")
 
@@ -33,9 +37,11 @@ class Algorithm:
     params : type
         Frozen dataclass of hyper-parameters (validated in ``__post_init__``).
     worker, server : type
-        Role classes for the ``server`` pattern.
+        Role classes for the ``server`` pattern: ``worker(params, start, stop, d, K)`` with
+        ``up``/``down``/``up_size``/``down_size``; ``server(params, K, d, blocks)`` with
+        ``step``/``after_reply``; an optional ``sync_every`` (rounds) on both.
     node : type
-        Role class for the ``neighbours`` pattern (``build(params, K, d, start, stop,
+        Role class for the ``neighbours`` and ``none`` patterns (``build(params, K, d, start, stop,
         topology, node)``, ``message``, ``local_step``, ``merge``, ``finish_round``).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks.
@@ -100,6 +106,75 @@ register(Algorithm(
     params=DpsgdParams,
     node=DPsgdNode,
     one_task_per_node=True,
+))
+
+
+register(Algorithm(
+    name="admm-single",
+    summary="Every task alone: the C-ADMM math with K = 1, no Omega (the ablation's 'Indpt').",
+    citation="Li et al. 2025, baseline ADMM-Single (spec section 5)",
+    pattern="none",
+    reconstruction=False,
+    params=SingleParams,
+    node=AdmmSingleNode,
+))
+
+register(Algorithm(
+    name="pmsc-log",
+    summary="PMSC-Log: C-ADMM with logistic loss, shared + task-specific model, no relationship "
+            "learning (reconstruction: the original equations are unpublished).",
+    citation="Wu & Huang 2016, as reconstructed in spec section 5",
+    pattern="server",
+    reconstruction=True,
+    params=PmscLogParams,
+    worker=CAdmmWorker,
+    server=CAdmmServer,
+))
+
+register(Algorithm(
+    name="drom",
+    summary="DROM: capped hinge, Frank-Wolfe task-relatedness step from the leading eigenvector, "
+            "parameter server synchronised every tau rounds (reconstruction).",
+    citation="Yang & Li, Distributed Primal-Dual Optimization for Online Multi-Task Learning, "
+             "AAAI 2020, as reconstructed in spec section 5",
+    pattern="server",
+    reconstruction=True,
+    params=DromParams,
+    worker=DromWorker,
+    server=DromServer,
+))
+
+register(Algorithm(
+    name="pa",
+    summary="Independent Passive-Aggressive PA-I per task, no communication.",
+    citation="Crammer et al., Online Passive-Aggressive Algorithms, JMLR 2006",
+    pattern="none",
+    reconstruction=False,
+    params=PaParams,
+    node=PaNode,
+))
+
+register(Algorithm(
+    name="mt-perceptron",
+    summary="Multitask perceptron, fully connected interaction: every mistake updates all tasks.",
+    citation="Cavallanti, Cesa-Bianchi & Gentile, Linear Algorithms for Online Multitask "
+             "Classification, JMLR 2010",
+    pattern="server",
+    reconstruction=False,
+    params=NoParams,
+    worker=MtPerceptronWorker,
+    server=MtPerceptronServer,
+))
+
+register(Algorithm(
+    name="pooled",
+    summary="One model for all tasks (hinge OGD, step gamma0/sqrt(t)): no task-specific part.",
+    citation="the usual single-model baseline",
+    pattern="server",
+    reconstruction=False,
+    params=PooledParams,
+    worker=PooledWorker,
+    server=PooledServer,
 ))
 
 

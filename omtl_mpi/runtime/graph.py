@@ -8,6 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 
+class NoExchange:
+    """The exchange of learners that never communicate (pattern ``none``)."""
+
+    def exchange(self, messages: list, clock) -> list:
+        return [np.empty((0,) + m.shape) for m in messages]
+
+
 def run_graph(comm, nodes, streams, clock, progress):
     """Run every round; return per local node its predictions (T, B, kb) and staleness (N_local, T)."""
     rounds = clock.rows.shape[0]

@@ -45,3 +45,10 @@ def graph_nodes(size: int, n_tasks: int, algo, requested: int | None) -> int:
         raise UserError(f"{algo.name} runs one task per node: use {n_tasks} nodes (ranks) for "
                         f"{n_tasks} tasks, not {nodes}")
     return nodes
+
+
+def check_none_world(size: int, n_tasks: int, algo: str) -> None:
+    """Learners without communication: every rank holds at least one task."""
+    if size > n_tasks:
+        raise UserError(f"{algo} with {n_tasks} tasks uses at most {n_tasks} ranks (each rank holds "
+                        f"at least one task), but {size} were started: run with -n {n_tasks} or fewer")

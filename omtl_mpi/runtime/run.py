@@ -12,7 +12,7 @@ from ..comm.local import LocalStar
 from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
 from .graph import run_graph
-from .layout import check_star_world, graph_nodes, task_blocks
+from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
 from .results import check_writable, write_results
 from .star import run_star
@@ -38,6 +38,8 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     topology = None
     if algo.pattern == "server":
         check_star_world(size, meta.n_tasks, algo.name)
+    elif algo.pattern == "none":
+        check_none_world(size, meta.n_tasks, algo.name)
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
@@ -92,7 +94,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         blocks = task_blocks(K, max(size - 1, 1))
         local = blocks if size == 1 else ([] if rank == 0 else [blocks[rank - 1]])
     else:
-        blocks = task_blocks(K, topology.n_nodes)
+        blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
         local = blocks if size == 1 else [blocks[rank]]
     mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
     streams = collective(world, lambda: source.load(mine) if len(mine) else None)
@@ -110,7 +112,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     bar = Progress(T, enabled=progress and rank == 0)
     extras = {}
     if algo.pattern == "server":
-        worker = algo.worker(params, *local[0], d) if local else None
+        worker = algo.worker(params, *local[0], d, K) if local else None
         server = algo.server(params, K, d, blocks) if rank == 0 else None
         if size == 1:
             comm = LocalStar()
@@ -128,7 +130,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         first = 0 if size == 1 else rank
         holders = [algo.node.build(params, K, d, a, b, topology, first + i)
                    for i, (a, b) in enumerate(local)]
-        if size == 1:
+        if topology is None:
+            from .graph import NoExchange
+            comm = NoExchange()
+        elif size == 1:
             from ..comm.graph import LocalGraph
             comm = LocalGraph(topology)
         else:
@@ -138,9 +143,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         t0 = perf_counter()
         preds, staleness = run_graph(comm, holders, batches, clock, bar)
         seconds = perf_counter() - t0
-        extras["staleness"] = staleness
+        if topology is not None:
+            extras["staleness"] = staleness
         node_arrays = [h.node_arrays() for h in holders]
-        for key in node_arrays[0]:
+        for key in (node_arrays[0] if node_arrays else {}):
             extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
 
     # -- collect on rank 0, in task order (ranks hold contiguous blocks in rank order) -------

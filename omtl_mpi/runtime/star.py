@@ -23,20 +23,23 @@ def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0
     progress : Progress
     """
     rounds = clock.rows.shape[0]
+    every = getattr(worker if worker is not None else server, "sync_every", 1)
     preds = None
     if worker is not None:
         preds = np.zeros((rounds,) + stream.y.shape[1:], dtype=np.int8)
     for t in range(first_round, rounds):
         clock.start()
+        sync = (t + 1) % every == 0      # the same on every rank: talk on every m-th round only
         if worker is not None:
             X, y, inv_count = stream[t]
             yhat, msg = worker.up(X, y, inv_count)
             preds[t] = yhat
-            comm.up(msg, clock)
-        if server is not None:
+            if sync:
+                comm.up(msg, clock)
+        if server is not None and sync:
             comm.scatter(server.step(comm.gather(clock)), clock)
             server.after_reply()
-        if worker is not None:
+        if worker is not None and sync:
             worker.down(comm.down(clock))
         clock.stop(t)
         progress.update(t + 1)

@@ -1,0 +1,288 @@
+"""Server-pattern baselines (spec section 5): PMSC-Log, DROM, the multitask perceptron, pooled.
+
+Each has the C-ADMM role layout: workers hold contiguous task blocks and exchange flat float64
+messages with a server on rank 0.  DROM talks only every ``tau`` rounds (``sync_every``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .admm import AdmmParams
+from .losses import gradient_coef, predict
+
+
+def _positive(name, value, allow_zero=False):
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise ConfigError(f"--{name.replace('_', '-')} must be a finite number {'>=' if allow_zero else '>'} 0, "
+                          f"got {value!r}")
+
+
+# ----------------------------------------------------------------------------- PMSC-Log
+@dataclass(frozen=True)
+class PmscLogParams(AdmmParams):
+    """PMSC-Log (Wu & Huang 2016) as reconstructed in spec section 5: C-ADMM, variant exact,
+    logistic loss, Omega fixed at I/K, lambda4 = 0. Only rho, eta, lambda1-3 are free."""
+
+    loss: str = "logistic"
+    lambda4: float = 0.0
+    relationship: bool = False
+
+    def resolved(self, rounds: int) -> AdmmParams:
+        fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False}
+        return AdmmParams(**{**asdict(super().resolved(rounds)), **fixed})
+
+
+# ----------------------------------------------------------------------------- DROM
+@dataclass(frozen=True)
+class DromParams:
+    """DROM (Yang & Li, AAAI 2020), the spec's reconstruction. Defaults are ours:
+    gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
+    Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
+
+    gamma0: float = 0.1
+    mu: float = 0.01
+    cap: float = 2.0
+    tau: int = 1
+    omega_eps: float = 1e-2
+
+    def __post_init__(self):
+        _positive("gamma0", self.gamma0)
+        _positive("mu", self.mu, allow_zero=True)
+        _positive("cap", self.cap)
+        _positive("omega_eps", self.omega_eps)
+        if not isinstance(self.tau, int) or self.tau < 1:
+            raise ConfigError(f"--tau must be an integer >= 1 (rounds between synchronisations), got {self.tau!r}")
+
+    def resolved(self, rounds: int) -> "DromParams":
+        return self
+
+
+class DromWorker:
+    """Capped-hinge subgradient steps with the relationship term from the last synchronisation:
+    ``w_k <- w_k - gamma_t (g_k + mu [W Omega^-1]_{:,k})``."""
+
+    def __init__(self, params: DromParams, start: int, stop: int, dim: int, n_tasks: int):
+        self.p, self.dim = params, dim
+        self.sync_every = params.tau
+        self.W = np.zeros((stop - start, dim))
+        self.R = np.zeros((stop - start, dim))       # rows of (W Omega^-1)^T for our tasks
+        self.round = 0
+
+    @staticmethod
+    def up_size(n_tasks, dim):
+        return n_tasks * dim
+
+    @staticmethod
+    def down_size(n_tasks, dim):
+        return n_tasks * dim
+
+    def up(self, X, y, inv_count):
+        self.round += 1
+        margins = np.einsum("kd,bkd->bk", self.W, X)
+        yhat = predict(margins)
+        slack = 1.0 - y * margins
+        coef = np.where((slack > 0) & (slack < self.p.cap), -y, 0.0)     # capped hinge
+        G = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
+        self.W = self.W - (self.p.gamma0 / math.sqrt(self.round)) * (G + self.p.mu * self.R)
+        return yhat, self.W.reshape(-1)
+
+    def down(self, msg):
+        self.R[...] = msg.reshape(-1, self.dim)
+
+    def state(self):
+        return {"W": self.W.copy(), "R": self.R.copy(), "round": np.int64(self.round)}
+
+    def load_state(self, state):
+        self.W = np.array(state["W"], dtype=np.float64)
+        self.R = np.array(state["R"], dtype=np.float64)
+        self.round = int(state["round"])
+
+    def task_rows(self):
+        return {"W": self.W}
+
+
+class DromServer:
+    """Every tau rounds: one Frank-Wolfe step on Omega, then [W Omega^-1]_{:,k} to each worker."""
+
+    def __init__(self, params: DromParams, n_tasks: int, dim: int, blocks):
+        self.p, self.K, self.dim = params, n_tasks, dim
+        self.sync_every = params.tau
+        self.omega = np.eye(n_tasks) / n_tasks
+        self.steps = 0
+
+    def step(self, up_all):
+        W = up_all.reshape(self.K, self.dim)          # rows = tasks (W^T in the paper's layout)
+        inv = np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
+        grad = inv @ (W @ W.T) @ inv                   # Omega^-1 W^T W Omega^-1 (K x K)
+        _, vecs = np.linalg.eigh((grad + grad.T) / 2.0)
+        q = vecs[:, -1]
+        beta = 2.0 / (self.steps + 2.0)
+        self.omega = (1.0 - beta) * self.omega + beta * np.outer(q, q)
+        self.steps += 1
+        inv = np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
+        return (inv @ W).reshape(-1)                   # row k = [W Omega^-1]_{:,k}
+
+    def after_reply(self):
+        pass
+
+    def state(self):
+        return {"omega": self.omega.copy(), "steps": np.int64(self.steps)}
+
+    def load_state(self, state):
+        self.omega = np.array(state["omega"], dtype=np.float64)
+        self.steps = int(state["steps"])
+
+    def global_arrays(self):
+        return {"omega": self.omega}
+
+
+# ----------------------------------------------------------------------------- multitask perceptron
+@dataclass(frozen=True)
+class NoParams:
+    """This learner has no hyper-parameters."""
+
+    def resolved(self, rounds: int) -> "NoParams":
+        return self
+
+
+class MtPerceptronWorker:
+    """Cavallanti, Cesa-Bianchi & Gentile 2010, fully connected interaction: a mistake of task i
+    on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. Workers send their tasks'
+    mistake updates; the server returns their sum over all tasks."""
+
+    def __init__(self, params, start, stop, dim, n_tasks):
+        self.dim = dim
+        self.W = np.zeros((stop - start, dim))
+        self.delta = np.zeros((stop - start, dim))
+        self.K = n_tasks
+
+    @staticmethod
+    def up_size(n_tasks, dim):
+        return n_tasks * dim
+
+    @staticmethod
+    def down_size(n_tasks, dim):
+        return dim
+
+    def up(self, X, y, inv_count):
+        margins = np.einsum("kd,bkd->bk", self.W, X)
+        yhat = predict(margins)
+        coef = gradient_coef("perceptron", y, margins, yhat)      # -y on a mistake
+        self.delta = -np.einsum("bk,bkd->kd", coef, X)
+        return yhat, self.delta.reshape(-1)
+
+    def down(self, msg):
+        self.W += (msg[None, :] + self.delta) / (self.K + 1)
+
+    def state(self):
+        return {"W": self.W.copy()}
+
+    def load_state(self, state):
+        self.W = np.array(state["W"], dtype=np.float64)
+
+    def task_rows(self):
+        return {"W": self.W}
+
+
+class MtPerceptronServer:
+    def __init__(self, params, n_tasks, dim, blocks):
+        self.K, self.dim = n_tasks, dim
+        self.n_workers = len(blocks)
+
+    def step(self, up_all):
+        total = up_all.reshape(self.K, self.dim).sum(axis=0)       # task order, sequential
+        return np.tile(total, self.n_workers)
+
+    def after_reply(self):
+        pass
+
+    def state(self):
+        return {}
+
+    def load_state(self, state):
+        pass
+
+    def global_arrays(self):
+        return {}
+
+
+# ----------------------------------------------------------------------------- pooled
+@dataclass(frozen=True)
+class PooledParams:
+    """One model for all tasks, hinge OGD with step gamma0 / sqrt(t). Default gamma0 = 0.1."""
+
+    gamma0: float = 0.1
+
+    def __post_init__(self):
+        _positive("gamma0", self.gamma0)
+
+    def resolved(self, rounds: int) -> "PooledParams":
+        return self
+
+
+class PooledWorker:
+    """Predicts every task with the one shared w; sends its tasks' gradient sums and counts."""
+
+    def __init__(self, params: PooledParams, start, stop, dim, n_tasks):
+        self.p, self.dim = params, dim
+        self.w = np.zeros(dim)
+        self.round = 0
+        self._msg = np.zeros((stop - start, dim + 1))
+
+    @staticmethod
+    def up_size(n_tasks, dim):
+        return n_tasks * (dim + 1)
+
+    @staticmethod
+    def down_size(n_tasks, dim):
+        return dim + 1
+
+    def up(self, X, y, inv_count):
+        self.round += 1
+        margins = X @ self.w
+        yhat = predict(margins)
+        coef = gradient_coef("hinge", y, margins, yhat)
+        self._msg[:, :-1] = np.einsum("bk,bkd->kd", coef, X)
+        self._msg[:, -1] = (y != 0).sum(axis=0)
+        return yhat, self._msg.reshape(-1)
+
+    def down(self, msg):
+        n = max(msg[-1], 1.0)
+        self.w = self.w - (self.p.gamma0 / math.sqrt(self.round)) * msg[:-1] / n
+
+    def state(self):
+        return {"w": self.w.copy(), "round": np.int64(self.round)}
+
+    def load_state(self, state):
+        self.w = np.array(state["w"], dtype=np.float64)
+        self.round = int(state["round"])
+
+    def task_rows(self):
+        return {"W": np.tile(self.w, (self._msg.shape[0], 1))}
+
+
+class PooledServer:
+    def __init__(self, params, n_tasks, dim, blocks):
+        self.K, self.dim = n_tasks, dim
+        self.n_workers = len(blocks)
+
+    def step(self, up_all):
+        total = up_all.reshape(self.K, self.dim + 1).sum(axis=0)     # task order, sequential
+        return np.tile(total, self.n_workers)
+
+    def after_reply(self):
+        pass
+
+    def state(self):
+        return {}
+
+    def load_state(self, state):
+        pass
+
+    def global_arrays(self):
+        return {}
