@@ -110,49 +110,25 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
+    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
+    world.barrier()
+    t0 = perf_counter()
+    preds, staleness = roles.run(batches, clock, bar)
+    seconds = perf_counter() - t0
+    holders = roles.holders
     extras = {}
-    if algo.pattern == "server":
-        worker = algo.worker(params, *local[0], d, K) if local else None
-        server = algo.server(params, K, d, blocks) if rank == 0 else None
-        if size == 1:
-            comm = LocalStar()
-        else:
-            from ..comm.mpi import MpiStar
-            up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
-            down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
-            comm = MpiStar(world.comm, up, down)
-        world.barrier()
-        t0 = perf_counter()
-        preds = run_star(comm, worker, server, batches[0] if batches else None, clock, bar)
-        seconds = perf_counter() - t0
-        holders, preds = ([worker], [preds]) if worker is not None else ([], [])
-    else:
-        first = 0 if size == 1 else rank
-        holders = [algo.node.build(params, K, d, a, b, topology, first + i)
-                   for i, (a, b) in enumerate(local)]
-        if topology is None:
-            from .graph import NoExchange
-            comm = NoExchange()
-        elif size == 1:
-            from ..comm.graph import LocalGraph
-            comm = LocalGraph(topology)
-        else:
-            from ..comm.graph import MpiGraph
-            comm = MpiGraph(world.comm, topology, holders[0].message.shape)
-        world.barrier()
-        t0 = perf_counter()
-        preds, staleness = run_graph(comm, holders, batches, clock, bar)
-        seconds = perf_counter() - t0
+    if algo.pattern != "server":
         if topology is not None:
             extras["staleness"] = staleness
         node_arrays = [h.node_arrays() for h in holders]
         for key in (node_arrays[0] if node_arrays else {}):
             extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
+    server = roles.server
 
     # -- collect on rank 0, in task order (ranks hold contiguous blocks in rank order) -------
     gathered = _gather(world, holders, preds, batches, extras, T, B, d)
     timing = world.gather_rows(clock.rows[None], [1] * size)
-    roles = world.agree(_role(rank, size, algo.pattern, local))
+    role_names = world.agree(_role(rank, size, algo.pattern, local))
     if rank != 0:
         return None
 
@@ -187,11 +163,73 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                                   if isinstance(v, (int, float, str, bool))},
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
                       metrics=summary, model=model, predictions=gathered["predictions"],
-                      timing=timing, roles=roles, staleness=gathered.get("staleness"))
+                      timing=timing, roles=role_names, staleness=gathered.get("staleness"))
         report["results"] = out
     report["_timing"] = timing
-    report["_roles"] = roles
+    report["_roles"] = role_names
     return report
+
+
+class Roles:
+    """This rank's learner objects and the communicator that joins them, for any pattern.
+
+    Parameters
+    ----------
+    blocks : list of (start, stop)
+        Every task holder's block (workers of a star, or nodes).
+    local : list of (start, stop)
+        The blocks held by this rank (all of them in one process).
+    """
+
+    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
+        self.algo, self.server, self.holders = algo, None, []
+        if algo.pattern == "server":
+            if local:
+                self.holders = [algo.worker(params, *local[0], d, K)]
+            if rank == 0:
+                self.server = algo.server(params, K, d, blocks)
+            if size == 1:
+                self.comm = LocalStar()
+            else:
+                from ..comm.mpi import MpiStar
+                up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
+                down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
+                self.comm = MpiStar(world.comm, up, down)
+            return
+        first = 0 if size == 1 else rank
+        self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
+                        for i, (a, b) in enumerate(local)]
+        if topology is None:
+            from .graph import NoExchange
+            self.comm = NoExchange()
+        elif size == 1:
+            from ..comm.graph import LocalGraph
+            self.comm = LocalGraph(topology)
+        else:
+            from ..comm.graph import MpiGraph
+            self.comm = MpiGraph(world.comm, topology, self.holders[0].message.shape)
+
+    def run(self, batches, clock, progress, first_round: int = 0):
+        """Rounds ``first_round..T-1``: predictions per holder, staleness (holders x T) or None."""
+        if self.algo.pattern == "server":
+            worker = self.holders[0] if self.holders else None
+            preds = run_star(self.comm, worker, self.server, batches[0] if batches else None,
+                             clock, progress, first_round)
+            return ([preds] if worker is not None else []), None
+        return run_graph(self.comm, self.holders, batches, clock, progress, first_round)
+
+    def state(self) -> dict:
+        """Every variable of this rank's learner objects (checkpoints, generic checks)."""
+        out = {f"holder{i}": h.state() for i, h in enumerate(self.holders)}
+        if self.server is not None:
+            out["server"] = self.server.state()
+        return out
+
+    def load_state(self, state: dict) -> None:
+        for i, h in enumerate(self.holders):
+            h.load_state(state[f"holder{i}"])
+        if self.server is not None:
+            self.server.load_state(state["server"])
 
 
 def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:

@@ -1,0 +1,81 @@
+"""The generic checks, run for every learner in the registry (a new learner cannot skip them)."""
+import numpy as np
+import pytest
+
+from conftest import omtl, read_results
+from omtl_mpi.algorithms import REGISTRY
+from omtl_mpi.data import generate
+from omtl_mpi.runtime.checks import check_algorithm, simulate
+
+ALL = sorted(REGISTRY)
+
+
+@pytest.fixture(scope="module")
+def unequal_streams():
+    _, X, y = generate(tasks=5, samples=300, seed=1)
+    lengths = [300, 200, 250, 300, 220]
+    return [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_generic_checks(name, unequal_streams):
+    check_algorithm(name, *unequal_streams)
+
+
+def test_state_round_trip_check_can_fail(unequal_streams, monkeypatch):
+    """The checkpoint check must catch a learner that forgets part of its state."""
+    from omtl_mpi.algorithms.cadmm import CAdmmServer
+    monkeypatch.setattr(CAdmmServer, "load_state", lambda self, state: None)
+    with pytest.raises(AssertionError, match="state round trip"):
+        check_algorithm("c-admm", *unequal_streams)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_easy_separable_problem_is_learned(name):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=6)
+    X = [rng.normal(size=(3000, 6)) for _ in range(5)]
+    y = [np.where(x @ w >= 0, 1, -1).astype(np.int8) for x in X]
+    preds, _ = simulate(name, X, y)
+    assert np.mean([np.mean(p != t) for p, t in zip(preds, y)]) < 0.05
+    assert np.mean([np.mean(p[-1000:] != t[-1000:]) for p, t in zip(preds, y)]) < 0.03
+
+
+def ranks_for(name):
+    algo = REGISTRY[name]
+    if algo.one_task_per_node:
+        return 5, ["--nodes", "5"]
+    if algo.pattern == "neighbours":
+        return 3, ["--nodes", "3"]
+    return 3, []
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_in_process_equals_mpiexec(name, mpiexec, small_tasks, tmp_path):
+    """Unequal streams and mini-batches, in one process and under mpiexec: same predictions."""
+    ranks, local_args = ranks_for(name)
+    args = ["run", "--algo", name, "--data", small_tasks, "--batch", "2"]
+    r = omtl(*args, *local_args, "--out", tmp_path / "a.h5")
+    assert r.returncode == 0, r.stderr
+    r = omtl(*args, "--out", tmp_path / "b.h5", np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
+    for key in a:
+        if key.startswith("predictions/") or key == "metrics/mistakes":
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    np.testing.assert_allclose(a["model/W"], b["model/W"], rtol=0, atol=1e-10)
+
+
+def test_algos_lists_every_learner():
+    import json
+    r = omtl("algos", "--json")
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert set(rows) == set(REGISTRY)
+    assert rows["drom"]["reconstruction"] and rows["pmsc-log"]["reconstruction"]
+    assert rows["d-admm"]["pattern"] == "neighbours" and rows["pa"]["pattern"] == "none"
+    assert rows["pa"]["defaults"] == {"C": 1.0}
+
+
+def test_option_of_another_learner_is_refused():
+    r = omtl("run", "--algo", "pa", "--rho", "0.5", "--synth-samples", "50")
+    assert r.returncode == 2 and "--rho does not apply to pa" in r.stderr
