@@ -126,7 +126,8 @@ class TaskBlock:
         yhat = predict(margins)
         coef = gradient_coef(p.loss, y, margins, yhat)
         G = np.einsum("bk,bkd->kd", coef, X)
-        G *= inv_count[:, None]
+        if X.shape[0] > 1:          # with B = 1 every count is 1 (padding has a zero gradient)
+            G *= inv_count[:, None]
         # eq. solution1-1: the Bregman-proximal (Euclidean) linearised w-step
         W = p.eta * self.W
         W += p.rho * (self.u + self.V)

@@ -71,14 +71,16 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     if not np.isfinite(scale):
         return previous
     if scale > 0.0:
-        Vs = V / scale
+        # rescale only where V V^T could leave the floating-point range
+        Vs = V if 1e-100 < scale < 1e100 else V / scale
+        unit = 1.0 if Vs is V else scale
         # eigh reads one triangle only, so the Gram matrix needs no explicit symmetrisation
         try:
             lam, Q = symmetric_eig(Vs @ Vs.T)
         except np.linalg.LinAlgError:
             return previous
         np.maximum(lam, 0.0, out=lam)
-        s = scale * np.sqrt(lam) + eps
+        s = unit * np.sqrt(lam) + eps
     else:
         Q = np.eye(V.shape[0])
         s = np.full(V.shape[0], float(eps))
