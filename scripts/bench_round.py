@@ -32,19 +32,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from omtl_mpi.data import write_tasks  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchdata import make_random_tasks  # noqa: E402
 from docsection import replace_section  # noqa: E402
 
 K = 5
 
 
 def make_data(folder, d, samples):
-    rng = np.random.default_rng(0)
-    w = rng.normal(size=d)
-    X = [rng.normal(size=(samples, d)) for _ in range(K)]
-    y = [np.where(x @ (w + 0.3 * rng.normal(size=d)) >= 0, 1, -1) for x in X]
-    path = os.path.join(folder, f"random-d{d}.h5")
-    write_tasks(path, [f"t{k}" for k in range(K)], X, y)
-    return path, X, y
+    return make_random_tasks(folder, K, d, samples, write_tasks)
 
 
 def naive_round_ms(X, y, rounds):

@@ -12,9 +12,8 @@ from .cadmm import CAdmmServer, CAdmmWorker
 from .dadmm import DAdmmNode
 from .dpsgd import DpsgdParams, DPsgdNode
 from .independent import AdmmSingleNode, PaNode, PaParams, SingleParams
-from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronServer,
-                               MtPerceptronWorker, NoParams, PmscLogParams, PooledParams,
-                               PooledServer, PooledWorker)
+from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronWorker,
+                               NoParams, PmscLogParams, PooledParams, PooledWorker, SumServer)
 
 PATTERNS = ("none", "server", "neighbours")
 
@@ -163,7 +162,7 @@ register(Algorithm(
     reconstruction=False,
     params=NoParams,
     worker=MtPerceptronWorker,
-    server=MtPerceptronServer,
+    server=SumServer,
 ))
 
 register(Algorithm(
@@ -174,7 +173,7 @@ register(Algorithm(
     reconstruction=False,
     params=PooledParams,
     worker=PooledWorker,
-    server=PooledServer,
+    server=SumServer,
 ))
 
 

@@ -189,13 +189,16 @@ class MtPerceptronWorker:
         return {"W": self.W}
 
 
-class MtPerceptronServer:
+class SumServer:
+    """Sums the workers' per-task rows over all tasks (in task order) and sends the sum back to
+    every worker: the server of the multitask perceptron and of the pooled model."""
+
     def __init__(self, params, n_tasks, dim, blocks):
-        self.K, self.dim = n_tasks, dim
+        self.K = n_tasks
         self.n_workers = len(blocks)
 
     def step(self, up_all):
-        total = up_all.reshape(self.K, self.dim).sum(axis=0)       # task order, sequential
+        total = up_all.reshape(self.K, -1).sum(axis=0)          # task order, sequential
         return np.tile(total, self.n_workers)
 
     def after_reply(self):
@@ -264,25 +267,3 @@ class PooledWorker:
 
     def task_rows(self):
         return {"W": np.tile(self.w, (self._msg.shape[0], 1))}
-
-
-class PooledServer:
-    def __init__(self, params, n_tasks, dim, blocks):
-        self.K, self.dim = n_tasks, dim
-        self.n_workers = len(blocks)
-
-    def step(self, up_all):
-        total = up_all.reshape(self.K, self.dim + 1).sum(axis=0)     # task order, sequential
-        return np.tile(total, self.n_workers)
-
-    def after_reply(self):
-        pass
-
-    def state(self):
-        return {}
-
-    def load_state(self, state):
-        pass
-
-    def global_arrays(self):
-        return {}

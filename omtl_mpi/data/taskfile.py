@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from ..atomic import atomic_path
 from ..errors import DataError
 
 FORMAT = "omtl-mpi-tasks"
@@ -123,24 +124,17 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
                         "every task must have the same d")
     if problems:
         raise DataError("\n".join(problems))
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["format_version"] = 1
-            f.attrs["source"] = source
-            f.attrs["description"] = description
-            g = f.create_group("tasks")
-            for k, (name, X, y) in enumerate(zip(names, X_list, labels)):
-                t = g.create_group(f"{k:04d}")
-                t.attrs["name"] = name
-                t.create_dataset("X", data=np.ascontiguousarray(X, dtype=np.float64))
-                t.create_dataset("y", data=np.asarray(y, dtype=np.int8))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = 1
+        f.attrs["source"] = source
+        f.attrs["description"] = description
+        g = f.create_group("tasks")
+        for k, (name, X, y) in enumerate(zip(names, X_list, labels)):
+            t = g.create_group(f"{k:04d}")
+            t.attrs["name"] = name
+            t.create_dataset("X", data=np.ascontiguousarray(X, dtype=np.float64))
+            t.create_dataset("y", data=np.asarray(y, dtype=np.int8))
 
 
 def _open(path: str) -> h5py.File:

@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 
 from .. import __version__
+from ..atomic import atomic_path
 from ..comm.clock import PHASES
 from ..errors import UserError
 
@@ -59,45 +60,38 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
                   staleness: np.ndarray | None = None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["format_version"] = 1
-            f.attrs["omtl_mpi_version"] = __version__
-            f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            f.attrs["host"] = socket.gethostname()
-            f.attrs["config"] = json.dumps(config, sort_keys=True)
-            for key, value in attrs.items():
-                f.attrs[key] = "none" if value is None else value
-            g = f.create_group("config")
-            for key, value in _flatten(config).items():
-                g.attrs[key] = value
-            t = f.create_group("tasks")
-            t.create_dataset("names", data=np.array(list(names), dtype=h5py.string_dtype()))
-            t.create_dataset("samples", data=np.asarray(lengths, dtype=np.int64))
-            m = f.create_group("metrics")
-            for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
-                        "per_task_balanced_error", "per_task_f1", "confusion"):
-                m.create_dataset(key, data=metrics[key])
-            m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
-            mo = f.create_group("model")
-            for key, value in model.items():
-                mo.create_dataset(key, data=value)
-            p = f.create_group("predictions")
-            for k, n in enumerate(lengths):
-                p.create_dataset(f"{k:04d}", data=predictions[k, : int(n)])
-            tg = f.create_group("timing")
-            ds = tg.create_dataset("seconds", data=timing)
-            ds.attrs["phases"] = list(PHASES)
-            ds.attrs["dims"] = ["rank", "round", "phase"]
-            tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
-            if staleness is not None:
-                st = tg.create_dataset("staleness", data=staleness)
-                st.attrs["dims"] = ["node", "round"]
-                st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = 1
+        f.attrs["omtl_mpi_version"] = __version__
+        f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        f.attrs["host"] = socket.gethostname()
+        f.attrs["config"] = json.dumps(config, sort_keys=True)
+        for key, value in attrs.items():
+            f.attrs[key] = "none" if value is None else value
+        g = f.create_group("config")
+        for key, value in _flatten(config).items():
+            g.attrs[key] = value
+        t = f.create_group("tasks")
+        t.create_dataset("names", data=np.array(list(names), dtype=h5py.string_dtype()))
+        t.create_dataset("samples", data=np.asarray(lengths, dtype=np.int64))
+        m = f.create_group("metrics")
+        for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
+                    "per_task_balanced_error", "per_task_f1", "confusion"):
+            m.create_dataset(key, data=metrics[key])
+        m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
+        mo = f.create_group("model")
+        for key, value in model.items():
+            mo.create_dataset(key, data=value)
+        p = f.create_group("predictions")
+        for k, n in enumerate(lengths):
+            p.create_dataset(f"{k:04d}", data=predictions[k, : int(n)])
+        tg = f.create_group("timing")
+        ds = tg.create_dataset("seconds", data=timing)
+        ds.attrs["phases"] = list(PHASES)
+        ds.attrs["dims"] = ["rank", "round", "phase"]
+        tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
+        if staleness is not None:
+            st = tg.create_dataset("staleness", data=staleness)
+            st.attrs["dims"] = ["node", "round"]
+            st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
