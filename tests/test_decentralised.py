@@ -31,11 +31,12 @@ def assert_same_predictions(a, b, models=("W", "Z", "V", "u"), atol=1e-10):
         np.testing.assert_allclose(a[f"model/{name}"], b[f"model/{name}"], rtol=0, atol=atol, err_msg=name)
 
 
-@pytest.mark.parametrize("variant", ["exact", "paper"])
-def test_dadmm_full_equals_cadmm_in_process(small_tasks, tmp_path, variant):
-    c = run_file(tmp_path, "c", "--data", small_tasks, "--variant", variant)
-    d = run_file(tmp_path, "d", "--data", small_tasks, "--variant", variant, "--algo", "d-admm",
-                 "--topology", "full")
+@pytest.mark.parametrize("extra", [["--variant", "exact"], ["--variant", "paper"],
+                                   ["--loss", "logistic", "--no-relationship"],
+                                   ["--loss", "perceptron", "--batch", "3", "--omega-every", "4"]])
+def test_dadmm_full_equals_cadmm_in_process(small_tasks, tmp_path, extra):
+    c = run_file(tmp_path, "c", "--data", small_tasks, *extra)
+    d = run_file(tmp_path, "d", "--data", small_tasks, *extra, "--algo", "d-admm", "--topology", "full")
     assert_same_predictions(c, d)
 
 
@@ -139,3 +140,22 @@ def test_bad_topology_stops_every_rank(mpiexec, tmp_path, args, message):
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_topo_show_cli(tmp_path):
+    import json
+    r = omtl("topo", "show", "ring", "--nodes", "6", "--json", "--png", tmp_path / "ring.png")
+    assert r.returncode == 0, r.stderr
+    facts = json.loads(r.stdout)
+    assert (facts["nodes"], facts["edges"], facts["diameter"]) == (6, 6, 3)
+    assert facts["slem"] == pytest.approx(2 / 3)
+    assert (tmp_path / "ring.png").read_bytes()[:4] == b"\x89PNG"
+    r = omtl("topo", "show", "hexagon", "--nodes", "6")
+    assert r.returncode == 2 and "unknown topology 'hexagon'" in r.stderr
+
+
+def test_summary_reports_topology_and_staleness():
+    r = omtl("run", "--algo", "d-admm", "--topology", "ring", "--synth-samples", "200", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "topology ring on 5 nodes" in r.stdout
+    assert "mean staleness of the gossiped rows: 0.400 rounds" in r.stdout
