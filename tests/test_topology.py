@@ -94,3 +94,46 @@ def test_describe_and_draw(tmp_path):
     assert (facts["nodes"], facts["edges"], facts["diameter"]) == (6, 6, 3)
     draw_png(generate("ring", 6), tmp_path / "r.png")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("kind, n, edges", [("full", 1, 0), ("full", 2, 1), ("full", 5, 10),
+                                            ("star", 1, 0), ("star", 2, 1), ("star", 7, 6),
+                                            ("fully-connected", 4, 6)])
+def test_small_sizes(kind, n, edges):
+    assert len(generate(kind, n).edges) == edges
+
+
+def test_torus_shapes():
+    assert generate("torus", 6, rows=2).degrees.tolist() == [3] * 6      # 2 rows: up == down, merged
+    assert set(generate("torus", 12, rows=3).degrees.tolist()) == {4}
+    assert generate("torus", 3).edges == generate("ring", 3).edges         # 1 x 3: no self loops
+    with pytest.raises(ConfigError, match="rows=5 does not divide the 12 nodes"):
+        generate("torus", 12, rows=5)
+
+
+def test_spectra():
+    for n in (2, 3, 7):
+        assert generate("full", n).slem() < 1e-12
+    for n in (3, 5, 10):
+        ev = np.linalg.eigvalsh(generate("ring", n).mixing_matrix())
+        expected = np.sort(np.abs(1 / 3 + 2 / 3 * np.cos(2 * np.pi * np.arange(n) / n)))
+        np.testing.assert_allclose(np.sort(np.abs(ev)), expected, atol=1e-12)
+    assert generate("ring", 1).slem() == 0.0
+
+
+def test_generator_refusals():
+    with pytest.raises(ConfigError, match="nodes x degree even"):
+        generate("random-regular", 7, degree=3)
+    with pytest.raises(ConfigError, match="no connected graph on 12 nodes with p=0.01 in 100 draws"):
+        generate("erdos-renyi", 12, p=0.01)
+    with pytest.raises(ConfigError, match="k must be even"):
+        generate("watts-strogatz", 12, k=3)
+    with pytest.raises(ConfigError, match="no such file"):
+        load_topology("/no/such/topology.toml", 4)
+
+
+def test_describe_fields():
+    facts = describe(load_topology("star", 5))
+    assert facts["degrees"] == [4, 1, 1, 1, 1]
+    assert (facts["min_degree"], facts["max_degree"], facts["connected"]) == (1, 4, True)
+    assert 0.0 <= facts["slem"] < 1.0

@@ -46,10 +46,3 @@ def wait(request, clock) -> None:
                 break
     clock.wait += perf_counter() - t0
 
-
-def idle_until(request) -> None:
-    """Complete a request that may take long (end of run, failure watch): sleep between tests."""
-    delay = FIRST_SLEEP
-    while not request.Test():
-        time.sleep(delay)
-        delay = min(delay * 2.0, MAX_SLEEP)

@@ -1,0 +1,43 @@
+"""Metrics of spec section 6 on hand-made mistakes and predictions."""
+import numpy as np
+import pytest
+
+from omtl_mpi import metrics
+
+
+def test_cumulative_error_and_curve_with_unequal_streams():
+    mistakes = np.array([[1, 0, 1, 0], [0, 1, 0, 0]])
+    seen = metrics.seen_per_round([4, 2], batch=1, rounds=4)
+    np.testing.assert_array_equal(seen, [[1, 1, 1, 1], [1, 1, 0, 0]])
+    cum = metrics.cumulative_error(mistakes, seen)
+    np.testing.assert_allclose(cum[0], [1, 1 / 2, 2 / 3, 2 / 4])
+    np.testing.assert_allclose(cum[1], [0, 1 / 2, 1 / 2, 1 / 2])      # ended: stays at its final rate
+    np.testing.assert_allclose(metrics.mean_curve(cum), (cum[0] + cum[1]) / 2)
+
+
+def test_minibatch_seen_counts():
+    np.testing.assert_array_equal(metrics.seen_per_round([5], batch=2, rounds=3), [[2, 2, 1]])
+
+
+def test_rounds_to_accuracy():
+    curve = np.array([0.5] * 9 + [0.3, 0.2, 0.05, 0.04])
+    assert metrics.rounds_to_accuracy(curve, 0.8) == 11
+    assert metrics.rounds_to_accuracy(curve, 0.95) == 12
+    assert metrics.rounds_to_accuracy(curve, 0.99) is None
+    assert metrics.rounds_to_accuracy(np.array([0.0] * 12), 0.9) == 10   # never before round 10
+
+
+def test_balanced_error_f1_and_padding():
+    y = np.array([[1, 1, -1, -1, 0], [-1, -1, -1, -1, -1]], dtype=np.int8)
+    yhat = np.array([[1, -1, -1, 1, 1], [-1, -1, 1, -1, -1]], dtype=np.int8)
+    conf = metrics.confusion(yhat, y)
+    np.testing.assert_array_equal(conf, [[1, 1, 1, 1], [0, 1, 0, 4]])     # padding not counted
+    np.testing.assert_allclose(metrics.balanced_error(conf), [0.5, 0.2])  # no positives: FPR only
+    np.testing.assert_allclose(metrics.f1_positive(conf), [0.5, 0.0])
+
+
+def test_always_negative_on_imbalanced_data():
+    y = np.array([[1] * 6 + [-1] * 94], dtype=np.int8)
+    conf = metrics.confusion(-np.ones_like(y), y)
+    assert metrics.balanced_error(conf)[0] == pytest.approx(0.5)
+    assert metrics.f1_positive(conf)[0] == 0.0
