@@ -10,7 +10,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /metrics/cumulative_error (K, T)   /metrics/mean_curve (T,)
     /metrics/per_task_error, per_task_balanced_error, per_task_f1 (K,)
     /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
-    /model/...            final variables (W, Z, u, V, omega for ADMM learners)
+    /model/...            final variables (W, Z, u, V, omega for ADMM learners; U: per-task u
+                          of admm-single; node_u, node_omega: every D-ADMM node's own copy)
     /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in stream order
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)

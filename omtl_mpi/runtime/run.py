@@ -148,7 +148,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         report["nodes"] = topology.n_nodes
         report["mean_staleness"] = float(gathered["staleness"].mean()) if T else 0.0
     if out:
-        model = {k: gathered[k] for k in ("W", "Z", "V") if k in gathered}
+        model = {k: gathered[k] for k in ("W", "Z", "V", "U") if k in gathered}
         if algo.pattern == "server":
             model.update(server.global_arrays())
         for key in gathered:
