@@ -220,6 +220,99 @@ def import_npz_cmd(src, out):
     click.echo(f"wrote {out}: {meta.n_tasks} tasks, d={meta.dim}, {int(meta.lengths.sum())} instances")
 
 
+def _imported(out, meta):
+    click.echo(f"wrote {out}: {meta.n_tasks} tasks, d={meta.dim}, {int(meta.lengths.sum())} instances")
+
+
+@data_import.command("landmine")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+def import_landmine_cmd(src, out):
+    """Landmine's LandmineData.mat: cells 'feature' (29 x n_k x 9) and 'label' (0/1)."""
+    from .data import import_landmine
+    _imported(out, import_landmine(src, out))
+
+
+@data_import.command("mnist")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--dims", type=int, default=None,
+              help="Reduce the 784 pixels to N dims by a seeded random projection (the paper used "
+                   "512-d network features, whose weights cannot be downloaded here).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the projection.")
+def import_mnist_cmd(src, out, dims, seed):
+    """MNIST (a folder with the train idx files, or an npz with x_train/y_train) into the paper's
+    tasks 0v5, 1v6, 2v7, 3v8, 4v9; pixels scaled to [0, 1]."""
+    from .data import import_mnist
+    _imported(out, import_mnist(src, out, dims=dims, seed=seed))
+
+
+@data_import.command("tweeteval")
+@click.argument("src", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
+@click.option("--dims", type=int, default=512, show_default=True, help="Hashed text feature dimension.")
+def import_tweeteval_cmd(src, out, tasks, dims):
+    """TweetEval's <task>/{train,val,test}_{text,labels}.txt, in the order train, val, test;
+    text featurised by signed hashing of word 1-2-grams and character 3-4-grams."""
+    from .data import import_tweeteval
+    _imported(out, import_tweeteval(src, out, tasks=tuple(t for t in tasks.split(",") if t), dims=dims))
+
+
+@data_import.command("text-csv")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--text-col", default="text", show_default=True)
+@click.option("--label-col", default="label", show_default=True)
+@click.option("--task-col", default=None, help="Task column (default: one CSV file per task).")
+@click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
+              help="Label mapping (default positive=1,negative=-1,neutral=drop).")
+@click.option("--dims", type=int, default=512, show_default=True, help="Hashed text feature dimension.")
+def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims):
+    """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
+    a label column: multilingual review corpora come in this way."""
+    from .data import import_text_csv
+    from .data.importers.text import parse_mapping
+    _imported(out, import_text_csv(src, out, text_col=text_col, label_col=label_col, task_col=task_col,
+                                   mapping=parse_mapping(label_map), dims=dims))
+
+
+@data_import.command("tudataset")
+@click.argument("src", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--sets", default="MUTAG,NCI1,AIDS,BZR,COX2,PTC_MR", show_default=True,
+              help="Data set folders under SRC, one task each.")
+@click.option("--dims", type=int, default=64, show_default=True, help="Hashed WL feature dimension.")
+@click.option("--iterations", type=int, default=3, show_default=True, help="WL refinement rounds.")
+def import_tudataset_cmd(src, out, sets, dims, iterations):
+    """TU graph text format (<DS>_A.txt, _graph_indicator.txt, _graph_labels.txt, _node_labels.txt),
+    one task per data set, as Weisfeiler-Lehman subtree label histograms hashed to --dims."""
+    from .data import import_tudataset
+    _imported(out, import_tudataset(src, out, sets=tuple(s for s in sets.split(",") if s), dims=dims,
+                                    iterations=iterations))
+
+
+@data_import.command("csv")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--label-col", default="label", show_default=True)
+@click.option("--task-col", default="task", show_default=True)
+def import_csv_cmd(src, out, label_col, task_col):
+    """One CSV with a header: numeric feature columns, a label column and a task column."""
+    from .data import import_csv
+    _imported(out, import_csv(src, out, label_col=label_col, task_col=task_col))
+
+
+@data_import.command("libsvm")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--task-field", default=None, help="With one file: the 'NAME:' token giving each line's task (e.g. qid).")
+def import_libsvm_cmd(src, out, task_field):
+    """LIBSVM text: a folder with one file per task, or one file with a task field per line."""
+    from .data import import_libsvm
+    _imported(out, import_libsvm(src, out, task_field=task_field))
+
+
 @data.command("info")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -1,8 +1,11 @@
 """Task streams: the HDF5 format, validation, the synthetic generator and importers."""
-from .importers import import_npz, info
+from .importers import (import_csv, import_landmine, import_libsvm, import_mnist, import_npz,
+                        import_text_csv, import_tudataset, import_tweeteval, info)
 from .source import FileSource, SyntheticSource
 from .synthetic import generate
 from .taskfile import TaskMeta, TaskStreams, load_tasks, read_meta, write_tasks
 
 __all__ = ["write_tasks", "read_meta", "load_tasks", "TaskMeta", "TaskStreams", "FileSource",
-           "SyntheticSource", "generate", "import_npz", "info"]
+           "SyntheticSource", "generate", "import_npz", "import_landmine", "import_mnist",
+           "import_tweeteval", "import_text_csv", "import_tudataset", "import_csv", "import_libsvm",
+           "info"]

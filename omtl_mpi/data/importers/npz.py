@@ -8,8 +8,8 @@ import zipfile
 import h5py
 import numpy as np
 
-from ..errors import DataError
-from .taskfile import TaskMeta, _open, read_meta, write_tasks
+from ...errors import DataError
+from ..taskfile import TaskMeta, _open, read_meta, write_tasks
 
 
 def _load_npz(src: str):

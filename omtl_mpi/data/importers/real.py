@@ -1,0 +1,107 @@
+"""Landmine (MATLAB cells) and MNIST (idx files or npz) into task-stream files."""
+from __future__ import annotations
+
+import gzip
+import os
+
+import numpy as np
+
+from ...errors import DataError
+from ..taskfile import TaskMeta, read_meta, write_tasks
+from .common import binary_labels, require_file
+
+MNIST_PAIRS = ((0, 5), (1, 6), (2, 7), (3, 8), (4, 9))
+
+
+def import_landmine(src, out) -> TaskMeta:
+    """``LandmineData.mat``: cells ``feature`` (1 x K of n_k x d) and ``label`` (1 x K of n_k x 1, 0/1)."""
+    from scipy.io import loadmat
+    src, out = str(src), str(out)
+    require_file(src, "Landmine MAT file")
+    try:
+        mat = loadmat(src)
+    except Exception as exc:                  # scipy raises several types for damaged files
+        raise DataError(f"{src}: not a readable MATLAB file ({type(exc).__name__}: {exc})") from None
+    for key in ("feature", "label"):
+        if key not in mat:
+            raise DataError(f"{src}: no '{key}' cell array; expected Landmine's 'feature' and 'label'")
+    feats, labels = mat["feature"].ravel(), mat["label"].ravel()
+    if len(feats) != len(labels) or len(feats) == 0:
+        raise DataError(f"{src}: {len(feats)} feature cells but {len(labels)} label cells")
+    X_list, y_list, notices = [], [], []
+    for k, (X, y) in enumerate(zip(feats, labels)):
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y).ravel()
+        if X.ndim != 2 or X.shape[0] != len(y):
+            raise DataError(f"{src}: task {k} has features of shape {X.shape} but {len(y)} labels")
+        X_list.append(X)
+        y_list.append(binary_labels(y, f"{src}: task {k}", notices))
+    write_tasks(out, [f"field{k + 1:02d}" for k in range(len(X_list))], X_list, y_list,
+                source="Landmine (Xue et al. 2007)", description=f"imported from {os.path.basename(src)}")
+    return read_meta(out)
+
+
+def _read_idx(path: str) -> np.ndarray:
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: unreadable idx file ({exc})") from None
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise DataError(f"{path}: not an idx file of unsigned bytes (bad magic number)")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(shape)):
+        raise DataError(f"{path}: truncated idx file ({body.size} bytes of data, header says {int(np.prod(shape))})")
+    return body.reshape(shape)
+
+
+def _load_mnist(src: str):
+    if os.path.isdir(src):
+        found = {}
+        for name in os.listdir(src):
+            for key in ("train-images", "train-labels"):
+                if name.startswith(key):
+                    found[key] = os.path.join(src, name)
+        if len(found) < 2:
+            raise DataError(f"{src}: expected train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")
+        return _read_idx(found["train-images"]), _read_idx(found["train-labels"])
+    require_file(src, "MNIST file")
+    try:
+        npz = np.load(src, allow_pickle=False)
+        return npz["x_train"], npz["y_train"]
+    except KeyError as exc:
+        raise DataError(f"{src}: no array {exc}; expected x_train and y_train") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"{src}: not a readable npz with x_train/y_train ({exc})") from None
+
+
+def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMeta:
+    """The paper's five tasks 0v5, 1v6, 2v7, 3v8, 4v9 on the training images.
+
+    Features are pixels scaled to [0, 1], optionally reduced to ``dims`` by a seeded Gaussian
+    random projection (the paper used 512-d ResNet18 features, whose weights cannot be
+    downloaded here). The first digit of each pair is the positive class.
+    """
+    src, out = str(src), str(out)
+    images, labels = _load_mnist(src)
+    if images.ndim != 3 or len(images) != len(labels):
+        raise DataError(f"{src}: {images.shape} images but {len(labels)} labels")
+    X = images.reshape(len(images), -1).astype(np.float64) / 255.0
+    if dims is not None:
+        if dims < 1:
+            raise DataError(f"--dims must be >= 1, got {dims}")
+        R = np.random.default_rng(seed).normal(size=(X.shape[1], dims)) / np.sqrt(dims)
+        X = X @ R
+    names, X_list, y_list = [], [], []
+    for a, b in MNIST_PAIRS:
+        mask = (labels == a) | (labels == b)
+        names.append(f"{a}v{b}")
+        X_list.append(X[mask])
+        y_list.append(np.where(labels[mask] == a, 1, -1).astype(np.int8))
+    proj = f", random projection to {dims} dims (seed {seed})" if dims else ", raw pixels"
+    write_tasks(out, names, X_list, y_list, source="MNIST (LeCun et al.)",
+                description=f"tasks 0v5..4v9 on the training images{proj}")
+    return read_meta(out)

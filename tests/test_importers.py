@@ -1,0 +1,227 @@
+"""Every importer on small files of the real formats made here, and on ../shared/data when present."""
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import omtl
+from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
+                           import_tudataset, import_tweeteval, info, load_tasks, read_meta)
+from omtl_mpi.data.featurise import hash_texts
+from omtl_mpi.errors import DataError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def no_output(tmp_path):
+    return not any(p.suffix == ".h5" or ".tmp-" in p.name for p in tmp_path.rglob("*"))
+
+
+# ---------------------------------------------------------------- landmine
+def write_landmine(path, feats, labels):
+    from scipy.io import savemat
+    fc = np.empty((1, len(feats)), dtype=object)
+    lc = np.empty((1, len(labels)), dtype=object)
+    for k, (f, l) in enumerate(zip(feats, labels)):
+        fc[0, k], lc[0, k] = f, l
+    savemat(path, {"feature": fc, "label": lc})
+
+
+def test_landmine(tmp_path):
+    rng = np.random.default_rng(0)
+    write_landmine(tmp_path / "l.mat", [rng.normal(size=(6, 9)), rng.normal(size=(4, 9))],
+                   [np.array([[0], [1], [0], [0], [0], [1]]), np.array([[0], [0], [1], [0]])])
+    meta = import_landmine(tmp_path / "l.mat", tmp_path / "l.h5")
+    assert meta.n_tasks == 2 and list(meta.lengths) == [6, 4] and meta.dim == 9
+    np.testing.assert_array_equal(load_tasks(meta, [1]).y[0], [-1, -1, 1, -1])
+
+
+def test_landmine_bad_inputs(tmp_path):
+    (tmp_path / "x.mat").write_bytes(b"MATLAB 5.0 MAT-file garbage" * 3)
+    with pytest.raises(DataError, match="not a readable MATLAB file"):
+        import_landmine(tmp_path / "x.mat", tmp_path / "o.h5")
+    write_landmine(tmp_path / "m.mat", [np.ones((3, 9))], [np.array([[0], [1]])])
+    with pytest.raises(DataError, match="task 0 has features of shape"):
+        import_landmine(tmp_path / "m.mat", tmp_path / "o.h5")
+    nan = np.ones((3, 9))
+    nan[2, 4] = np.nan
+    write_landmine(tmp_path / "n.mat", [nan], [np.array([[0], [1], [1]])])
+    with pytest.raises(DataError, match="first at row 2"):
+        import_landmine(tmp_path / "n.mat", tmp_path / "o.h5")
+    write_landmine(tmp_path / "b.mat", [np.ones((3, 9))], [np.array([[0], [1], [2]])])
+    with pytest.raises(DataError, match="labels must take two values"):
+        import_landmine(tmp_path / "b.mat", tmp_path / "o.h5")
+    assert no_output(tmp_path)
+
+
+# ---------------------------------------------------------------- mnist
+def write_idx(path, array):
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def test_mnist_idx_and_npz(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(40, 28, 28))
+    labels = np.arange(40) % 10
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    write_idx(folder / "train-images-idx3-ubyte.gz", images)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", labels)
+    meta = import_mnist(folder, tmp_path / "a.h5")
+    assert meta.names == ("0v5", "1v6", "2v7", "3v8", "4v9") and meta.dim == 784
+    t = load_tasks(meta, [0])
+    assert t.X[0].max() <= 1.0 and list(t.y[0][:2]) == [1, -1]          # 0 is positive, 5 negative
+    np.savez(tmp_path / "m.npz", x_train=images.astype(np.uint8), y_train=labels)
+    meta2 = import_mnist(tmp_path / "m.npz", tmp_path / "b.h5", dims=16, seed=1)
+    assert meta2.dim == 16
+    again = import_mnist(tmp_path / "m.npz", tmp_path / "c.h5", dims=16, seed=1)
+    np.testing.assert_array_equal(load_tasks(meta2, [2]).X[0], load_tasks(again, [2]).X[0])
+
+
+def test_mnist_truncated_idx(tmp_path):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    write_idx(folder / "train-images-idx3-ubyte.gz", np.zeros((4, 28, 28)))
+    data = gzip.open(folder / "train-images-idx3-ubyte.gz").read()[:500]
+    with gzip.open(folder / "train-images-idx3-ubyte.gz", "wb") as f:
+        f.write(data)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", np.zeros(4))
+    with pytest.raises(DataError, match="truncated idx file"):
+        import_mnist(folder, tmp_path / "o.h5")
+    assert no_output(tmp_path)
+
+
+# ---------------------------------------------------------------- text
+def write_tweeteval(root, tasks):
+    for task, splits in tasks.items():
+        (root / task).mkdir(parents=True)
+        for split, (texts, labels) in splits.items():
+            (root / task / f"{split}_text.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+            (root / task / f"{split}_labels.txt").write_text("\n".join(map(str, labels)) + "\n")
+
+
+def test_tweeteval(tmp_path):
+    split = (["I love this", "so bad 😡", "meh"], [1, 0, 0])
+    write_tweeteval(tmp_path / "te", {"irony": {"train": split, "val": split, "test": split}})
+    meta = import_tweeteval(tmp_path / "te", tmp_path / "t.h5", tasks=("irony",), dims=32)
+    assert meta.n_tasks == 1 and list(meta.lengths) == [9] and meta.dim == 32
+    np.testing.assert_allclose(np.linalg.norm(load_tasks(meta, [0]).X[0], axis=1), 1.0)
+
+
+def test_tweeteval_mismatched_lines(tmp_path):
+    write_tweeteval(tmp_path / "te", {"hate": {"train": (["a", "b"], [1]), "val": (["a"], [1]),
+                                               "test": (["a"], [0])}})
+    with pytest.raises(DataError, match="2 lines but .* has 1 labels"):
+        import_tweeteval(tmp_path / "te", tmp_path / "t.h5", tasks=("hate",))
+    assert no_output(tmp_path)
+
+
+def test_hashing_is_stable_and_signed():
+    a = hash_texts(["the cat sat", "the cat sat", ""], dims=64)
+    np.testing.assert_array_equal(a[0], a[1])
+    assert (a[0] < 0).any() and (a[0] > 0).any() and not a[2].any()
+
+
+def test_text_csv_folder_and_task_column(tmp_path):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    (folder / "de.csv").write_text("text,label\ngut,positive\nschlecht,negative\nok,neutral\n", encoding="utf-8")
+    (folder / "fr.csv").write_text("text,label\nbien,positive\nmal,negative\n", encoding="utf-8")
+    meta = import_text_csv(folder, tmp_path / "r.h5", dims=16)
+    assert meta.names == ("de", "fr") and list(meta.lengths) == [2, 2]
+    (tmp_path / "one.csv").write_text("lang,body,stars\nen,great,good\nen,awful,bad\nes,bueno,good\n")
+    from omtl_mpi.data.importers.text import parse_mapping
+    meta = import_text_csv(tmp_path / "one.csv", tmp_path / "o.h5", text_col="body", label_col="stars",
+                           task_col="lang", mapping=parse_mapping("good=1,bad=-1"), dims=16)
+    assert meta.names == ("en", "es")
+
+
+def test_text_csv_unmapped_label(tmp_path):
+    (tmp_path / "a.csv").write_text("text,label\nx,positive\ny,meh\n")
+    with pytest.raises(DataError, match="line 3: label 'meh' is not in the label map"):
+        import_text_csv(tmp_path / "a.csv", tmp_path / "o.h5")
+    assert no_output(tmp_path)
+
+
+# ---------------------------------------------------------------- graphs
+def write_tu(root, name, edges, indicator, glabels, nlabels):
+    d = root / name
+    d.mkdir(parents=True)
+    (d / f"{name}_A.txt").write_text("".join(f"{a}, {b}\n" for a, b in edges))
+    (d / f"{name}_graph_indicator.txt").write_text("".join(f"{g}\n" for g in indicator))
+    (d / f"{name}_graph_labels.txt").write_text("".join(f"{g}\n" for g in glabels))
+    (d / f"{name}_node_labels.txt").write_text("".join(f"{g}\n" for g in nlabels))
+
+
+def triangle_and_path(root, name="TOY"):
+    # graph 1: triangle (nodes 1-3), graph 2: path of 3 (nodes 4-6); edges both directions
+    edges = [(1, 2), (2, 1), (2, 3), (3, 2), (1, 3), (3, 1), (4, 5), (5, 4), (5, 6), (6, 5)]
+    write_tu(root, name, edges, [1, 1, 1, 2, 2, 2], [1, -1], [0, 0, 0, 0, 0, 0])
+
+
+def test_tudataset_wl_features(tmp_path):
+    triangle_and_path(tmp_path)
+    meta = import_tudataset(tmp_path, tmp_path / "g.h5", sets=("TOY",), dims=32, iterations=2)
+    X = load_tasks(meta, [0]).X[0]
+    assert X.shape == (2, 32)
+    assert not np.allclose(X[0], X[1])      # WL tells a triangle from a path after one refinement
+
+
+def test_tudataset_edge_outside_graph(tmp_path):
+    write_tu(tmp_path, "BAD", [(1, 2), (2, 9)], [1, 1, 1], [1], [0, 0, 0])
+    with pytest.raises(DataError, match="BAD_A.txt: line 2: edge names node 9 but there are 3 nodes"):
+        import_tudataset(tmp_path, tmp_path / "g.h5", sets=("BAD",))
+    assert no_output(tmp_path)
+
+
+# ---------------------------------------------------------------- users' own data
+def test_csv_and_libsvm(tmp_path):
+    (tmp_path / "d.csv").write_text("f1,f2,label,task\n1,2,1,a\n3,4,0,a\n5,6,1,b\n")
+    meta = import_csv(tmp_path / "d.csv", tmp_path / "c.h5")
+    assert meta.names == ("a", "b") and meta.dim == 2
+    (tmp_path / "bad.csv").write_text("f1,label,task\n1,x,a\n")
+    with pytest.raises(DataError, match="line 2"):
+        import_csv(tmp_path / "bad.csv", tmp_path / "x.h5")
+    (tmp_path / "s.txt").write_text("+1 qid:a 1:0.5 3:1\n-1 qid:b 2:2\n+1 qid:a 1:1\n")
+    meta = import_libsvm(tmp_path / "s.txt", tmp_path / "l.h5", task_field="qid")
+    assert meta.names == ("a", "b") and meta.dim == 3 and list(meta.lengths) == [2, 1]
+    (tmp_path / "t.txt").write_text("+1 1:0.5 x\n")
+    with pytest.raises(DataError, match="t.txt: line 1"):
+        import_libsvm(tmp_path / "t.txt", tmp_path / "m.h5", task_field="qid")
+
+
+def test_cli_import_error_is_one_line(tmp_path):
+    (tmp_path / "x.mat").write_bytes(b"nope")
+    r = omtl("data", "import", "landmine", tmp_path / "x.mat", "-o", tmp_path / "o.h5")
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
+    assert not (tmp_path / "o.h5").exists()
+
+
+# ---------------------------------------------------------------- the real files, where present
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (real data sets)")
+
+
+@needs_shared
+def test_real_landmine(tmp_path):
+    facts = info(import_landmine(SHARED / "landmine" / "LandmineData.mat", tmp_path / "l.h5").path)
+    assert (facts["tasks"], facts["dims"], facts["total"], facts["max"], facts["min"]) == (29, 9, 14820, 690, 445)
+    assert round(facts["positive_ratio"], 2) == 0.06
+
+
+@needs_shared
+def test_real_tweeteval_and_chem(tmp_path):
+    facts = info(import_tweeteval(SHARED / "tweeteval", tmp_path / "t.h5", dims=64).path)
+    assert (facts["tasks"], facts["total"]) == (3, 31671)
+    facts = info(import_tudataset(SHARED / "chem" / "tudataset", tmp_path / "c.h5").path)
+    assert (facts["tasks"], facts["dims"], facts["total"]) == (6, 64, 7514)
+
+
+@needs_shared
+def test_real_mnist(tmp_path):
+    facts = info(import_mnist(SHARED / "mnist" / "mnist_restored.npz", tmp_path / "m.h5", dims=32).path)
+    assert (facts["tasks"], facts["dims"], facts["total"]) == (5, 32, 60000)
+    assert round(facts["positive_ratio"], 2) == 0.51
