@@ -378,7 +378,8 @@ def algos(as_json):
     for r in rows:
         tag = " [reconstruction]" if r["reconstruction"] else ""
         click.echo(f"{r['name']}{tag}  ({r['pattern']})\n  {r['summary']}\n  {r['citation']}")
-        click.echo("  defaults: " + ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) + "\n")
+        shown = {k: ("sqrt(T)" if k == "eta" and v is None else v) for k, v in r["defaults"].items()}
+        click.echo("  defaults: " + (", ".join(f"{k}={v}" for k, v in shown.items()) or "none") + "\n")
 
 
 # --------------------------------------------------------------------------- entry point
