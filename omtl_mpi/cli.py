@@ -101,9 +101,14 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--np", "n_ranks", type=int, default=None, metavar="P",
               help="Launch mpiexec with P ranks (rank 0 server, P-1 workers; at most K+1).")
+@click.option("--fail-at", type=int, default=None, metavar="ROUND",
+              help="Fault injection for testing deployments: make --fail-rank fail at this round.")
+@click.option("--fail-rank", type=int, default=0, show_default=True, help="Rank that --fail-at fails.")
+@click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default="raise", show_default=True,
+              help="Raise an exception, or die by SIGKILL.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
-def run(n_ranks, as_json, out, progress, **opts):
+def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, **opts):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
@@ -133,8 +138,11 @@ def run(n_ranks, as_json, out, progress, **opts):
         if progress and "--progress" not in args:
             args.append("--progress")
         return launch(n_ranks, args)
+    from .runtime.faults import Fault
+    Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     report = run_learner(cfg, out=out, progress=progress,
-                         notice=lambda line: click.echo(f"notice: {line}", err=True))
+                         notice=lambda line: click.echo(f"notice: {line}", err=True),
+                         fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank))
     if report is None:          # not rank 0
         return 0
     if as_json:
@@ -416,13 +424,19 @@ def main(argv=None) -> None:
             click.echo(f"error: {prefix}{line}", err=True)
         _abort_if_parallel(size, exc.exit_code)
         code = exc.exit_code
-    except Exception:
+    except Exception as exc:
+        # A crash (or --fail-at) on one rank: one line naming the rank and the cause, then the
+        # whole job ends at once instead of leaving the other ranks waiting for this one.
+        from .runtime.faults import InjectedFailure
         rank, size = _mpi_rank_size()
-        if size == 1:
+        if size == 1 and not isinstance(exc, InjectedFailure):
             raise
-        sys.stderr.write(f"[rank {rank}] fatal error, aborting the job:\n{traceback.format_exc()}")
+        where = f"[rank {rank}] " if size > 1 else ""
+        click.echo(f"error: {where}{type(exc).__name__}: {exc}; ending the job", err=True)
+        if os.environ.get("OMTL_MPI_TRACEBACK"):
+            sys.stderr.write(traceback.format_exc())
         _abort_if_parallel(size, 1)
-        raise
+        code = 1
     sys.exit(code if isinstance(code, int) else 0)
 
 

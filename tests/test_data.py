@@ -229,3 +229,25 @@ def test_info_is_table_one(tmp_path):
     facts = info(tmp_path / "i.h5")
     assert (facts["tasks"], facts["dims"], facts["total"], facts["max"], facts["min"]) == (2, 3, 6, 4, 2)
     assert facts["positive_ratio"] == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_non_numeric_features_and_bad_indices_are_clear_errors(tmp_path):
+    path = tmp_path / "t.h5"
+    with pytest.raises(DataError, match=r"task 0 \('a'\): features must be numbers, got dtype object"):
+        write_tasks(path, ["a"], [np.array([[1.0, None]], dtype=object)], [np.array([1])])
+    assert list(tmp_path.iterdir()) == []
+    write_tasks(path, ["a", "b"], [np.ones((2, 3)), np.ones((3, 3))], [np.ones(2), -np.ones(3)])
+    meta = read_meta(path)
+    for bad in (2, -1):
+        with pytest.raises(DataError, match=rf"task index {bad} out of range; the file has 2 task\(s\)"):
+            load_tasks(meta, [0, bad])
+
+
+def test_scalar_features_dataset_is_reported_not_crashed(tmp_path):
+    path = tmp_path / "scalar.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("tasks/0000")
+        g.create_dataset("X", data=1.0)
+        g.create_dataset("y", data=np.array([1]))
+    with pytest.raises(DataError, match=r"task 0 \('task0'\): X must be 2-D .* got shape \(\)"):
+        read_meta(path)

@@ -62,6 +62,9 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
     problems, notices = [], []
     if X.ndim != 2:
         return y, [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"], []
+    # Strings or Python objects would make np.isfinite raise a bare TypeError below.
+    if X.dtype.kind not in "fiub":
+        return y, [f"{where}: features must be numbers, got dtype {X.dtype}; convert them to floats"], []
     if len(y) != X.shape[0]:
         problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
     if X.shape[0] == 0:
@@ -200,11 +203,13 @@ def read_meta(path) -> TaskMeta:
                     problems.append(f"{where}: {label} must be numeric, got dtype {ds.dtype}")
             if X.ndim == 2 and y.ndim == 1 and X.shape[0] != y.shape[0]:
                 problems.append(f"{where}: {X.shape[0]} feature rows but {y.shape[0]} labels")
-            if X.shape[0] == 0:
+            # A scalar X has no rows; its shape problem is already reported above.
+            rows = int(X.shape[0]) if X.ndim else 0
+            if X.ndim and rows == 0:
                 problems.append(f"{where}: the task is empty (no samples)")
             if X.ndim == 2:
                 dims[k] = X.shape[1]
-            lengths.append(int(X.shape[0]))
+            lengths.append(rows)
         if dims:
             first_k = min(dims)
             for k, dk in dims.items():
@@ -228,7 +233,12 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
     DataError
         Naming the task and the first bad row of every problem found.
     """
-    indices = np.asarray(indices, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    # A wrong index is a caller's (or a world-size) mistake; say so rather than an h5py KeyError.
+    outside = [int(k) for k in indices if not 0 <= k < meta.n_tasks]
+    if outside:
+        raise DataError(f"{meta.path}: task index {outside[0]} out of range; the file has "
+                        f"{meta.n_tasks} task(s), numbered 0..{meta.n_tasks - 1}")
     X_list, y_list, problems, notices = [], [], [], []
     with _open(meta.path) as f:
         for k in indices:

@@ -54,7 +54,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
-        notice=None) -> dict | None:
+        notice=None, fault=None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -68,6 +68,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Show a progress bar on rank 0's stderr.
     notice : callable, optional
         Called on rank 0 with each notice about the data (e.g. labels mapped from {0, 1}).
+    fault : callable, optional
+        ``fault(rank)`` gives this rank's :class:`~omtl_mpi.runtime.faults.Fault` (--fail-at).
 
     Raises
     ------
@@ -113,7 +115,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
     world.barrier()
     t0 = perf_counter()
-    preds, staleness = roles.run(batches, clock, bar)
+    preds, staleness = roles.run(batches, clock, bar, fault=fault(rank) if fault else None)
     seconds = perf_counter() - t0
     holders = roles.holders
     extras = {}
@@ -209,14 +211,14 @@ class Roles:
             from ..comm.graph import MpiGraph
             self.comm = MpiGraph(world.comm, topology, self.holders[0].message.shape)
 
-    def run(self, batches, clock, progress, first_round: int = 0):
+    def run(self, batches, clock, progress, first_round: int = 0, fault=None):
         """Rounds ``first_round..T-1``: predictions per holder, staleness (holders x T) or None."""
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
             preds = run_star(self.comm, worker, self.server, batches[0] if batches else None,
-                             clock, progress, first_round)
+                             clock, progress, first_round, fault)
             return ([preds] if worker is not None else []), None
-        return run_graph(self.comm, self.holders, batches, clock, progress, first_round)
+        return run_graph(self.comm, self.holders, batches, clock, progress, first_round, fault)
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0):
+def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0, fault=None):
     """Run rounds ``first_round..T-1``; return the worker's predictions (T, B, kb) or None.
 
     Parameters
@@ -27,7 +27,10 @@ def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0
     preds = None
     if worker is not None:
         preds = np.zeros((rounds,) + stream.y.shape[1:], dtype=np.int8)
+    fail_at = fault.at if fault is not None else -1
     for t in range(first_round, rounds):
+        if t == fail_at:
+            fault.trigger(t)
         clock.start()
         sync = (t + 1) % every == 0      # the same on every rank: talk on every m-th round only
         if worker is not None:

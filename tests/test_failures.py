@@ -1,0 +1,46 @@
+"""A rank that raises or dies ends the whole job, with its message, never a hang (--fail-at)."""
+import subprocess
+
+import pytest
+
+from conftest import omtl
+
+
+def leftover(marker):
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+@pytest.mark.parametrize("algo, ranks, fail_rank", [("c-admm", 4, 0), ("c-admm", 4, 2),
+                                                      ("d-admm", 3, 1), ("pa", 3, 2)])
+def test_exception_on_one_rank_ends_the_job(mpiexec, tmp_path, algo, ranks, fail_rank):
+    out = tmp_path / "never.h5"
+    r = omtl("run", "--algo", algo, "--synth-samples", "5000", "--fail-at", "300",
+             "--fail-rank", fail_rank, "--out", out, np_ranks=ranks, timeout=60)
+    assert r.returncode == 1
+    lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert lines == [f"error: [rank {fail_rank}] InjectedFailure: injected failure at round 300 "
+                     "(--fail-at); ending the job"]
+    assert not out.exists()
+    assert not leftover(str(out))
+
+
+def test_killed_rank_ends_the_job(mpiexec, tmp_path):
+    out = tmp_path / "killed.h5"
+    r = omtl("run", "--synth-samples", "5000", "--fail-at", "300", "--fail-rank", "2",
+             "--fail-mode", "kill", "--out", out, np_ranks=4, timeout=60)
+    assert r.returncode != 0
+    assert not out.exists()
+    assert not leftover(str(out))
+
+
+def test_in_process_failure_is_one_line(tmp_path):
+    r = omtl("run", "--synth-samples", "500", "--fail-at", "5")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "injected failure at round 5" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [(["--fail-at", "0"], "--fail-at must be a round number >= 1")])
+def test_bad_fault_options(args, message):
+    r = omtl("run", "--synth-samples", "50", *args)
+    assert r.returncode == 2 and message in r.stderr
