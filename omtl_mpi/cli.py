@@ -101,6 +101,13 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--np", "n_ranks", type=int, default=None, metavar="P",
               help="Launch mpiexec with P ranks (rank 0 server, P-1 workers; at most K+1).")
+@click.option("--checkpoint-every", type=int, default=None, metavar="ROUNDS",
+              help="Write the full learning state every N rounds (atomically: a crash while "
+                   "writing keeps the previous checkpoint).")
+@click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False), default=None,
+              help="Checkpoint file (default: next to --out, run.h5 -> run.ckpt.h5).")
+@click.option("--resume", type=click.Path(dir_okay=False), default=None, metavar="CHECKPOINT",
+              help="Continue a run from its checkpoint: same options, data and number of ranks.")
 @click.option("--fail-at", type=int, default=None, metavar="ROUND",
               help="Fault injection for testing deployments: make --fail-rank fail at this round.")
 @click.option("--fail-rank", type=int, default=0, show_default=True, help="Rank that --fail-at fails.")
@@ -108,7 +115,8 @@ def cli():
               help="Raise an exception, or die by SIGKILL.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
-def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, **opts):
+def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
+        checkpoint_path, resume, **opts):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
@@ -138,11 +146,23 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, **opts):
         if progress and "--progress" not in args:
             args.append("--progress")
         return launch(n_ranks, args)
+    from .runtime.checkpoint import default_path
     from .runtime.faults import Fault
+    from .runtime.results import check_writable
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
+    if checkpoint_every is not None:
+        if checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every must be >= 1 (rounds), got {checkpoint_every}")
+        checkpoint_path = checkpoint_path or default_path(out)
+        if not checkpoint_path:
+            raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
+                              "then goes next to the results file)")
+        check_writable(checkpoint_path)
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
-                         fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank))
+                         fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
+                         checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
+                         resume=resume)
     if report is None:          # not rank 0
         return 0
     if as_json:

@@ -30,6 +30,15 @@ class MpiWorld:
         """Every rank's ``value`` in rank order, on every rank (a rare, small control message)."""
         return self.comm.allgather(value)
 
+    def gather_objects(self, value):
+        """Every rank's ``value`` on rank 0 (None elsewhere): checkpoints only, rare, and only
+        the job's own arrays (never data read from outside the job)."""
+        return self.comm.gather(value, root=0)
+
+    def scatter_objects(self, values):
+        """Rank r gets ``values[r]`` from rank 0 (restoring a checkpoint)."""
+        return self.comm.scatter(values, root=0)
+
     def gather_rows(self, rows: np.ndarray, counts=None, root: int = 0):
         """Concatenate every rank's ``rows`` (n_i, ...) on ``root`` in rank order (Gatherv).
 

@@ -17,6 +17,10 @@ from .layout import task_blocks
 from .progress import Progress
 
 
+class _Stop(Exception):
+    """Ends a simulated run at a checkpoint, as a killed job would."""
+
+
 def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: int | None = None,
              topology: str = "ring", restart_at: int | None = None):
     """Run learner ``name`` in one process on the given streams.
@@ -56,12 +60,21 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     if restart_at is None:
         preds, _ = roles.run(batches, clock, quiet)
     else:
-        first, _ = roles.run(batches, PhaseClock(restart_at), quiet)
-        saved = copy.deepcopy(roles.state())
+        saved = {}
+
+        def stop(t):
+            saved.update(copy.deepcopy(roles.state()))
+            raise _Stop
+        try:
+            roles.run(batches, clock, quiet, checkpoint=(restart_at, stop))
+        except _Stop:
+            pass
+        first = [p.copy() for p in roles.preds]
         roles = build()
         roles.load_state(saved)
-        second, _ = roles.run(batches, clock, quiet, first_round=restart_at)
-        preds = [np.concatenate((a[:restart_at], b[restart_at:])) for a, b in zip(first, second)]
+        roles.preds = first
+        roles.staleness = np.zeros((len(roles.holders), T))
+        preds, _ = roles.run(batches, clock, quiet, first_round=restart_at)
     flat = []
     for p, (a, b) in zip(preds, blocks):
         per_task = p.transpose(2, 0, 1).reshape(b - a, -1)

@@ -15,12 +15,12 @@ class NoExchange:
         return [np.empty((0,) + m.shape) for m in messages]
 
 
-def run_graph(comm, nodes, streams, clock, progress, first_round: int = 0, fault=None):
-    """Run rounds ``first_round..T-1``; return per local node its predictions (T, B, kb) and
-    the staleness (N_local, T)."""
+def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_round: int = 0,
+              fault=None, checkpoint=None):
+    """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``
+    (T, B, kb) and ``staleness`` (N_local, T); ``fault`` and ``checkpoint`` as in run_star."""
     rounds = clock.rows.shape[0]
-    preds = [np.zeros((rounds,) + s.y.shape[1:], dtype=np.int8) for s in streams]
-    staleness = np.zeros((len(nodes), rounds))
+    ckpt_every, save = checkpoint if checkpoint else (0, None)
     fail_at = fault.at if fault is not None else -1
     for t in range(first_round, rounds):
         if t == fail_at:
@@ -34,5 +34,6 @@ def run_graph(comm, nodes, streams, clock, progress, first_round: int = 0, fault
             node.finish_round()
         clock.stop(t)
         progress.update(t + 1)
+        if ckpt_every and (t + 1) % ckpt_every == 0 and t + 1 < rounds:
+            save(t + 1)
     progress.close()
-    return preds, staleness

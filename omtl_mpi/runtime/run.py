@@ -11,6 +11,7 @@ from ..comm.clock import PhaseClock
 from ..comm.local import LocalStar
 from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
+from . import checkpoint as ckpt
 from .graph import run_graph
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
@@ -54,7 +55,8 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
-        notice=None, fault=None) -> dict | None:
+        notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
+        resume: str | None = None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -70,6 +72,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Called on rank 0 with each notice about the data (e.g. labels mapped from {0, 1}).
     fault : callable, optional
         ``fault(rank)`` gives this rank's :class:`~omtl_mpi.runtime.faults.Fault` (--fail-at).
+    checkpoint_every, checkpoint_path : int, str
+        Write the full state of every rank to ``checkpoint_path`` every so many rounds.
+    resume : str, optional
+        Continue from this checkpoint (same configuration, data and number of ranks).
 
     Raises
     ------
@@ -113,9 +119,39 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
+    first_round = 0
+    signature_json = ckpt.signature_of(meta)
+    if resume:
+        def restore():
+            if rank == 0:
+                return ckpt.read(resume, config=cfg.to_json(), fingerprint=cfg.fingerprint(),
+                                 signature=signature_json,
+                                 ranks=size)
+            return None
+        loaded = collective(world, restore)
+        done, states = loaded if rank == 0 else (None, None)
+        mine_state = world.scatter_objects([(done, s) for s in states] if rank == 0 else None)
+        first_round, saved = mine_state
+        roles.load_state(saved["state"])
+        roles.preds = saved["preds"]
+        roles.staleness = saved["staleness"]
+        clock.rows[:] = saved["clock"]
+        if notice is not None and rank == 0:
+            notice(f"resumed from {resume} after round {first_round}")
+    hook = None
+    if checkpoint_every:
+        def save(done):
+            local = {"state": roles.state(), "preds": roles.preds, "staleness": roles.staleness,
+                     "clock": clock.rows}
+            everything = world.gather_objects(local)
+            if rank == 0:
+                ckpt.write(checkpoint_path, done, everything, config=cfg.to_json(),
+                           fingerprint=cfg.fingerprint(), signature=signature_json)
+        hook = (checkpoint_every, save)
     world.barrier()
     t0 = perf_counter()
-    preds, staleness = roles.run(batches, clock, bar, fault=fault(rank) if fault else None)
+    preds, staleness = roles.run(batches, clock, bar, first_round=first_round,
+                                 fault=fault(rank) if fault else None, checkpoint=hook)
     seconds = perf_counter() - t0
     holders = roles.holders
     extras = {}
@@ -185,6 +221,7 @@ class Roles:
 
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
         self.algo, self.server, self.holders = algo, None, []
+        self.preds = self.staleness = None        # what the rounds so far produced
         if algo.pattern == "server":
             if local:
                 self.holders = [algo.worker(params, *local[0], d, K)]
@@ -211,14 +248,20 @@ class Roles:
             from ..comm.graph import MpiGraph
             self.comm = MpiGraph(world.comm, topology, self.holders[0].message.shape)
 
-    def run(self, batches, clock, progress, first_round: int = 0, fault=None):
-        """Rounds ``first_round..T-1``: predictions per holder, staleness (holders x T) or None."""
+    def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
+        """Rounds ``first_round..T-1``; predictions per holder and staleness (holders x T)."""
+        rounds = clock.rows.shape[0]
+        if self.preds is None:
+            self.preds = [np.zeros((rounds,) + b.y.shape[1:], dtype=np.int8) for b in batches]
+            self.staleness = np.zeros((len(self.holders), rounds))
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
-            preds = run_star(self.comm, worker, self.server, batches[0] if batches else None,
-                             clock, progress, first_round, fault)
-            return ([preds] if worker is not None else []), None
-        return run_graph(self.comm, self.holders, batches, clock, progress, first_round, fault)
+            run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
+                     progress, self.preds[0] if self.preds else None, first_round, fault, checkpoint)
+        else:
+            run_graph(self.comm, self.holders, batches, clock, progress, self.preds,
+                      self.staleness, first_round, fault, checkpoint)
+        return self.preds, self.staleness
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

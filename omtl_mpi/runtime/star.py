@@ -6,11 +6,10 @@ workers (with :class:`~omtl_mpi.comm.mpi.MpiStar`).  The math objects are the sa
 """
 from __future__ import annotations
 
-import numpy as np
 
-
-def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0, fault=None):
-    """Run rounds ``first_round..T-1``; return the worker's predictions (T, B, kb) or None.
+def run_star(comm, worker, server, stream, clock, progress, preds=None, first_round: int = 0,
+             fault=None, checkpoint=None):
+    """Run rounds ``first_round..T-1``, filling the worker's predictions ``preds`` (T, B, kb).
 
     Parameters
     ----------
@@ -21,12 +20,14 @@ def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0
         The worker's tasks, round-major.
     clock : PhaseClock
     progress : Progress
+    fault : Fault, optional
+        Where this rank fails on purpose (--fail-at).
+    checkpoint : (int, callable), optional
+        ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
     """
     rounds = clock.rows.shape[0]
     every = getattr(worker if worker is not None else server, "sync_every", 1)
-    preds = None
-    if worker is not None:
-        preds = np.zeros((rounds,) + stream.y.shape[1:], dtype=np.int8)
+    ckpt_every, save = checkpoint if checkpoint else (0, None)
     fail_at = fault.at if fault is not None else -1
     for t in range(first_round, rounds):
         if t == fail_at:
@@ -46,5 +47,6 @@ def run_star(comm, worker, server, stream, clock, progress, first_round: int = 0
             worker.down(comm.down(clock))
         clock.stop(t)
         progress.update(t + 1)
+        if ckpt_every and (t + 1) % ckpt_every == 0 and t + 1 < rounds:
+            save(t + 1)
     progress.close()
-    return preds

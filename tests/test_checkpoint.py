@@ -1,0 +1,64 @@
+"""Checkpoint and resume: a run killed after a checkpoint and resumed ends exactly like the run
+left alone; checkpoints from another configuration, data set or rank count are refused."""
+import h5py
+import numpy as np
+import pytest
+
+from conftest import omtl, read_results
+from omtl_mpi.algorithms import REGISTRY
+
+
+def same(a, b):
+    for key in a:
+        if key != "attrs":
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def interrupted_then_resumed(tmp_path, args, ranks=None, fail_rank=0, mode="raise"):
+    full, part = tmp_path / "full.h5", tmp_path / "part.h5"
+    r = omtl("run", *args, "--out", full, np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    r = omtl("run", *args, "--out", part, "--checkpoint-every", "150", "--fail-at", "400",
+             "--fail-rank", fail_rank, "--fail-mode", mode, np_ranks=ranks, timeout=60)
+    assert r.returncode != 0 and not part.exists()
+    ckpt = tmp_path / "part.ckpt.h5"
+    with h5py.File(ckpt) as f:
+        assert f.attrs["round"] == 300
+    r = omtl("run", *args, "--out", part, "--resume", ckpt, np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stderr
+    same(read_results(full), read_results(part))
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_resume_in_process_every_learner(tmp_path, small_tasks, name):
+    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks])
+
+
+@pytest.mark.parametrize("algo, ranks, fail_rank, mode", [("c-admm", 4, 2, "kill"),
+                                                           ("d-admm", 3, 1, "raise"),
+                                                           ("drom", 3, 0, "raise")])
+def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank, mode):
+    interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks], ranks, fail_rank, mode)
+
+
+def test_foreign_checkpoints_are_refused(mpiexec, tmp_path, small_tasks):
+    ckpt = tmp_path / "c.ckpt.h5"
+    r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "100",
+             "--fail-at", "250")
+    assert r.returncode == 1 and ckpt.exists()
+    cases = [(["--rho", "0.2"], None, "made with a different configuration (params.rho was 0.1, now 0.2)"),
+             (["--synth-samples", "1000", "--data", "synthetic"], None, "made on a different data set"),
+             ([], 3, "made with 1 ranks, this run has 3")]
+    for extra, ranks, message in cases:
+        args = ["run", "--data", small_tasks, *extra, "--resume", ckpt]
+        r = omtl(*args, np_ranks=ranks, timeout=60)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+    (tmp_path / "junk.h5").write_bytes(b"junk")
+    r = omtl("run", "--data", small_tasks, "--resume", tmp_path / "junk.h5")
+    assert r.returncode == 2 and "not a readable HDF5 checkpoint" in r.stderr
+
+
+def test_checkpoint_needs_a_place(tmp_path):
+    r = omtl("run", "--synth-samples", "50", "--checkpoint-every", "10")
+    assert r.returncode == 2 and "--checkpoint-every needs --checkpoint PATH or --out" in r.stderr
