@@ -159,3 +159,13 @@ def test_invalid_hyper_parameters_are_refused(bad):
     with pytest.raises(ConfigError) as err:
         AdmmParams(**bad)
     assert "--" in str(err.value)
+
+
+def test_paper_variant_divergence_is_an_error_not_nan():
+    from omtl_mpi.algorithms.admm import DivergenceError
+    rng = np.random.default_rng(7)
+    cons = Consensus(AdmmParams(eta=1.0, variant="paper", lambda4=0.9), 5, 4)
+    with pytest.raises(DivergenceError, match="lower --lambda4 or use --variant exact"):
+        for _ in range(10000):
+            cons.step(rng.normal(size=(5, 4)))
+            cons.update_relationship()

@@ -18,11 +18,15 @@ from dataclasses import dataclass, asdict
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UserError
 from .losses import LOSSES, gradient_coef, predict
 from .relationship import Relationship, exact_operator, pseudo_inverse, update_omega
 
 VARIANTS = ("exact", "paper")
+
+
+class DivergenceError(UserError):
+    """The chosen hyper-parameters make the iteration diverge (reported, never NaN results)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,14 @@ class Consensus:
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
             u = a * C.sum(axis=0) / (a * (p.lambda2 + p.rho * K) + p.lambda2 * p.rho)
             V = (p.lambda2 / (p.lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
+            # The printed "+" sign feeds V back into itself with gain lambda4 / omega_i, so large
+            # lambda4 makes V grow geometrically: stop with a reason, not NaN in the results.
+            if not np.abs(V).max() < 1e100:
+                raise DivergenceError(
+                    f"the paper variant's (u, V) step diverged at round {self.rounds + 1} "
+                    f"(|V| > 1e100): its printed '+' sign on the lambda4 term makes V grow when "
+                    f"lambda4 = {p.lambda4} is large against Omega's eigenvalues; lower --lambda4 "
+                    f"or use --variant exact")
         self.u, self.V = u, V
         self.rounds += 1
         return u, V
