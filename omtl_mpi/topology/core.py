@@ -208,4 +208,11 @@ def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topo
                           f"its parameters: {', '.join(defaults) or 'none'}")
     if n_nodes < 1:
         raise ConfigError(f"a topology needs at least 1 node, got {n_nodes}")
+    for key, value in params.items():
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key in ("seed", "degree", "k", "rows"):
+            ok = ok and isinstance(value, int) and value >= 0
+        if not ok:
+            raise ConfigError(f"topology kind {kind!r}: parameter {key} = {value!r} must be a "
+                              f"{'non-negative integer' if key in ('seed', 'degree', 'k', 'rows') else 'number'}")
     return Topology.from_edges(name or kind, n_nodes, fn(n_nodes, **{**defaults, **params}))
