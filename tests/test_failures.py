@@ -44,3 +44,17 @@ def test_in_process_failure_is_one_line(tmp_path):
 def test_bad_fault_options(args, message):
     r = omtl("run", "--synth-samples", "50", *args)
     assert r.returncode == 2 and message in r.stderr
+
+
+def test_ranks_started_differently_are_stopped_before_learning(mpiexec, tmp_path):
+    """MPMD launch: rank 0 with one option value, ranks 1-2 with another."""
+    import sys
+    from conftest import _env
+    base = [sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run", "--synth-samples", "100",
+            "--out", str(tmp_path / "r.h5")]
+    cmd = [mpiexec, "-n", "1", *base, "--rho", "0.1", ":", "-n", "2", *base, "--rho", "0.2"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env())
+    assert r.returncode == 2
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "ranks disagree on the configuration or the data set" in errors[0]
+    assert not (tmp_path / "r.h5").exists()
