@@ -15,6 +15,7 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in stream order
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
+    /timing/peak_rss_mib  (P,) peak resident memory of every rank
     /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
 """
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None) -> None:
+                  staleness: np.ndarray | None = None, peak_rss=None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
@@ -92,6 +93,8 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
         ds.attrs["phases"] = list(PHASES)
         ds.attrs["dims"] = ["rank", "round", "phase"]
         tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
+        if peak_rss is not None:
+            tg.create_dataset("peak_rss_mib", data=peak_rss).attrs["unit"] = "MiB, per rank"
         if staleness is not None:
             st = tg.create_dataset("staleness", data=staleness)
             st.attrs["dims"] = ["node", "round"]

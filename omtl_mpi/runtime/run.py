@@ -1,6 +1,7 @@
 """Run one learner on one data set: setup and validation on every rank, rounds, results on rank 0."""
 from __future__ import annotations
 
+import resource
 from time import perf_counter
 
 import numpy as np
@@ -166,6 +167,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     # -- collect on rank 0, in task order (ranks hold contiguous blocks in rank order) -------
     gathered = _gather(world, holders, preds, batches, extras, T, B, d)
     timing = world.gather_rows(clock.rows[None], [1] * size)
+    # peak resident memory of every rank (Linux reports KiB): shows that a worker holds only
+    # its own tasks
+    peak_rss = world.gather_rows(
+        np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, local))
     if rank != 0:
         return None
@@ -201,10 +206,12 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                                   if isinstance(v, (int, float, str, bool))},
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
                       metrics=summary, model=model, predictions=gathered["predictions"],
-                      timing=timing, roles=role_names, staleness=gathered.get("staleness"))
+                      timing=timing, roles=role_names, staleness=gathered.get("staleness"),
+                      peak_rss=peak_rss)
         report["results"] = out
     report["_timing"] = timing
     report["_roles"] = role_names
+    report["peak_rss_mib"] = peak_rss.tolist()
     return report
 
 
