@@ -438,26 +438,27 @@ def main(argv=None) -> None:
         _exit_all(size, exc.exit_code)
         code = exc.exit_code
     except UserError as exc:
-        rank, size = _mpi_rank_size()
-        prefix = f"[rank {rank}] " if size > 1 else ""
-        for line in exc.lines:
-            click.echo(f"error: {prefix}{line}", err=True)
-        _abort_if_parallel(size, exc.exit_code)
-        code = exc.exit_code
+        code = _fail_this_rank(exc.lines, exc.exit_code)
     except Exception as exc:
         # A crash (or --fail-at) on one rank: one line naming the rank and the cause, then the
         # whole job ends at once instead of leaving the other ranks waiting for this one.
         from .runtime.faults import InjectedFailure
-        rank, size = _mpi_rank_size()
-        if size == 1 and not isinstance(exc, InjectedFailure):
+        if _mpi_rank_size()[1] == 1 and not isinstance(exc, InjectedFailure):
             raise
-        where = f"[rank {rank}] " if size > 1 else ""
-        click.echo(f"error: {where}{type(exc).__name__}: {exc}; ending the job", err=True)
-        if os.environ.get("OMTL_MPI_TRACEBACK"):
-            sys.stderr.write(traceback.format_exc())
-        _abort_if_parallel(size, 1)
-        code = 1
+        code = _fail_this_rank([f"{type(exc).__name__}: {exc}; ending the job"], 1,
+                               traceback.format_exc() if os.environ.get("OMTL_MPI_TRACEBACK") else "")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail_this_rank(lines, code: int, details: str = "") -> int:
+    """An error known to this rank only: print it, naming the rank, and abort the whole job."""
+    rank, size = _mpi_rank_size()
+    prefix = f"[rank {rank}] " if size > 1 else ""
+    for line in lines:
+        click.echo(f"error: {prefix}{line}", err=True)
+    sys.stderr.write(details)
+    _abort_if_parallel(size, code)
+    return code
 
 
 def _exit_all(size: int, code: int) -> None:

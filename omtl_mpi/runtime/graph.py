@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .schedule import rounds
+
 
 class NoExchange:
     """The exchange of learners that never communicate (pattern ``none``)."""
@@ -19,12 +21,7 @@ def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_rou
               fault=None, checkpoint=None):
     """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``
     (T, B, kb) and ``staleness`` (N_local, T); ``fault`` and ``checkpoint`` as in run_star."""
-    rounds = clock.rows.shape[0]
-    ckpt_every, save = checkpoint if checkpoint else (0, None)
-    fail_at = fault.at if fault is not None else -1
-    for t in range(first_round, rounds):
-        if t == fail_at:
-            fault.trigger(t)
+    for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
         clock.start()
         for i, (node, stream) in enumerate(zip(nodes, streams)):
             preds[i][t] = node.local_step(*stream[t])
@@ -33,7 +30,3 @@ def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_rou
             staleness[i, t] = node.merge(received[i])
             node.finish_round()
         clock.stop(t)
-        progress.update(t + 1)
-        if ckpt_every and (t + 1) % ckpt_every == 0 and t + 1 < rounds:
-            save(t + 1)
-    progress.close()

@@ -6,6 +6,8 @@ workers (with :class:`~omtl_mpi.comm.mpi.MpiStar`).  The math objects are the sa
 """
 from __future__ import annotations
 
+from .schedule import rounds
+
 
 def run_star(comm, worker, server, stream, clock, progress, preds=None, first_round: int = 0,
              fault=None, checkpoint=None):
@@ -25,13 +27,8 @@ def run_star(comm, worker, server, stream, clock, progress, preds=None, first_ro
     checkpoint : (int, callable), optional
         ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
     """
-    rounds = clock.rows.shape[0]
     every = getattr(worker if worker is not None else server, "sync_every", 1)
-    ckpt_every, save = checkpoint if checkpoint else (0, None)
-    fail_at = fault.at if fault is not None else -1
-    for t in range(first_round, rounds):
-        if t == fail_at:
-            fault.trigger(t)
+    for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
         clock.start()
         sync = (t + 1) % every == 0      # the same on every rank: talk on every m-th round only
         if worker is not None:
@@ -46,7 +43,3 @@ def run_star(comm, worker, server, stream, clock, progress, preds=None, first_ro
         if worker is not None and sync:
             worker.down(comm.down(clock))
         clock.stop(t)
-        progress.update(t + 1)
-        if ckpt_every and (t + 1) % ckpt_every == 0 and t + 1 < rounds:
-            save(t + 1)
-    progress.close()
