@@ -14,11 +14,9 @@ Part 2: D-ADMM ring with K = 5, 29, 64 tasks (d=9) block-distributed over a fixe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -31,11 +29,9 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from benchdata import make_random_tasks  # noqa: E402
 from docsection import replace_section  # noqa: E402
+from omtlrun import run_json  # noqa: E402
 from omtl_mpi.data import write_tasks  # noqa: E402
 from omtl_mpi.topology import load_topology  # noqa: E402
-
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-
 
 def make_data(folder, K, d, samples):
     return make_random_tasks(folder, K, d, samples, write_tasks)[0]
@@ -43,14 +39,7 @@ def make_data(folder, K, d, samples):
 
 def one_run(path, algo, ranks, topology, folder):
     out = os.path.join(folder, "r.h5")
-    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run",
-           "--data", path, "--algo", algo, "--topology", topology, "--json", "--no-progress",
-           "--out", out]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    if res.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{res.stderr}")
-    report = json.loads(res.stdout.strip().splitlines()[-1])
+    report = run_json(["--data", path, "--algo", algo, "--topology", topology, "--out", out], ranks)
     with h5py.File(out) as f:
         split = f["timing/seconds"][()].mean(axis=1).mean(axis=0) * 1000.0   # phases, ms
     return report["ms_per_round"], split

@@ -14,7 +14,6 @@ Each figure is the median over --repeats runs of the per-round wall time of the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -34,6 +33,7 @@ from omtl_mpi.data import write_tasks  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from benchdata import make_random_tasks  # noqa: E402
 from docsection import replace_section  # noqa: E402
+from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 K = 5
 
@@ -71,10 +71,7 @@ def naive_round_ms(X, y, rounds):
 
 def omtl_run(path, ranks, env_extra):
     """One run; returns (ms per round, CPU seconds of all ranks per wall second of the run)."""
-    cmd = [sys.executable, "-m", "omtl_mpi", "run", "--data", path, "--json", "--no-progress"]
-    if ranks > 1:
-        cmd = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n", str(ranks),
-               sys.executable, "-m", "mpi4py", "-m", "omtl_mpi"] + cmd[3:]
+    cmd = command(["--data", path, "--json", "--no-progress"], ranks if ranks > 1 else None)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -83,7 +80,7 @@ def omtl_run(path, ranks, env_extra):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"benchmark run failed: {' '.join(cmd)}\n{out.stderr}")
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = report_of(out.stdout)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return report["ms_per_round"], cpu / wall
 
@@ -95,6 +92,7 @@ from omtl_mpi.comm.clock import PhaseClock
 from omtl_mpi.comm.waiting import wait
 comm = MPI.COMM_WORLD
 buf = bytearray(8)
+cpu = 0.0
 if comm.rank == 0:
     time.sleep(2.0)                       # the others wait 2 s for this message
     for r in range(1, comm.size):
@@ -104,15 +102,18 @@ else:
     wait(comm.Irecv([buf, MPI.BYTE], 0), PhaseClock(1))
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    print(f"CPU {cpu:.4f}", flush=True)
+# one printer: lines printed by several ranks at once can reach the launcher interleaved
+cpus = comm.gather(cpu, root=0)
+if comm.rank == 0:
+    for value in cpus[1:]:
+        print(f"CPU {value:.4f}", flush=True)
 """
 
 
 def idle_cost(mode):
     """CPU seconds a rank burns while it waits 2 s for a message (median over the waiting ranks)."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     env = dict(os.environ, OMTL_MPI_WAIT=mode, PYTHONPATH=ROOT)
-    out = subprocess.run([mpiexec, "-n", "3", sys.executable, "-c", IDLE_CHILD], env=env,
+    out = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-c", IDLE_CHILD], env=env,
                          capture_output=True, text=True, timeout=120)
     cpus = [float(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("CPU")]
     return statistics.median(cpus) if cpus else float("nan")

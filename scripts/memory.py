@@ -23,6 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from omtl_mpi.data import write_tasks  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from omtlrun import command  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -30,7 +33,6 @@ def main():
     ap.add_argument("--samples", type=int, default=10000)
     ap.add_argument("--dims", type=int, default=640)
     args = ap.parse_args()
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     with tempfile.TemporaryDirectory() as folder:
         data = os.path.join(folder, "big.h5")
         rng = np.random.default_rng(0)
@@ -42,10 +44,8 @@ def main():
               f"{args.tasks * per_task:.0f} MiB", flush=True)
         for ranks in (None, args.tasks + 1):
             out = os.path.join(folder, f"r{ranks}.h5")
-            cmd = [sys.executable, "-m", "omtl_mpi", "run", "--data", data, "--out", out, "--no-progress"]
-            if ranks:
-                cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", *cmd[3:]]
-            subprocess.run(cmd, check=True, capture_output=True)
+            subprocess.run(command(["--data", data, "--out", out, "--no-progress"], ranks),
+                           check=True, capture_output=True)
             with h5py.File(out) as f:
                 rss = f["timing/peak_rss_mib"][()]
                 roles = f["timing/roles"].asstr()[()]

@@ -11,7 +11,6 @@ communication on 5 ranks. The median ms per round is reported.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,21 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import replace_section  # noqa: E402
+from omtlrun import run_json  # noqa: E402
 from omtl_mpi.algorithms import REGISTRY  # noqa: E402
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 ORDER = ["c-admm", "d-admm", "admm-single", "pmsc-log", "drom", "d-psgd", "pa", "mt-perceptron", "pooled"]
-
-
-def run(args, ranks=None):
-    cmd = [sys.executable, "-m", "omtl_mpi", "run", *args, "--json", "--no-progress"]
-    if ranks:
-        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", *cmd[3:]]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    if out.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -57,9 +45,9 @@ def main():
             base = ["--data", data, "--algo", name]
             if algo.pattern == "neighbours":
                 base += ["--topology", "ring"]
-            single = run(base)
+            single = run_json(base)
             ranks = 6 if algo.pattern == "server" else 5
-            ms = statistics.median(run(base, ranks)["ms_per_round"] for _ in range(args.repeats))
+            ms = statistics.median(run_json(base, ranks)["ms_per_round"] for _ in range(args.repeats))
             rows.append((name, algo, single, ranks, ms))
             print(f"{name:<14} error {single['mean_error']:.4f}  {single['ms_per_round']:.4f} ms/round "
                   f"in one process, {ms:.4f} on {ranks} ranks", flush=True)

@@ -11,10 +11,8 @@ task's majority class (the bar to beat on imbalanced Landmine).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -25,23 +23,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import replace_section  # noqa: E402
+from omtlrun import run_json  # noqa: E402
 from omtl_mpi.data import (import_landmine, import_mnist, import_tudataset, import_tweeteval,  # noqa: E402
                            info)
 
-MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 PAPER = {"Landmine": "29 / 9 / 14820 / .06", "MNIST": "5 / 512 / 60000 / .51",
          "TweetEval": "3 / 512 / 31671 / .41", "Chem": "6 / 64 / 7926 / .50"}
 
 
 def run(path, algo, ranks):
-    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run",
-           "--data", path, "--algo", algo, "--json", "--no-progress"]
-    if algo == "d-admm":
-        cmd += ["--topology", "ring"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(["--data", path, "--algo", algo] + (["--topology", "ring"] if algo == "d-admm" else []),
+                    ranks)
 
 
 def majority_error(path):

@@ -14,7 +14,6 @@ Usage: python scripts/soak.py [--rounds 1000000] [--mpi-rounds 100000] [--update
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess
@@ -29,6 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from omtl_mpi.algorithms.relationship import Relationship, update_omega  # noqa: E402
 from omtl_mpi.data import write_tasks  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from omtlrun import command, report_of  # noqa: E402
 
 
 def check_omega(om, where):
@@ -82,11 +84,7 @@ def scenario_data(folder, name, n):
 
 def run_scenario(path, extra, rounds_label, ranks=None):
     out = path.replace(".h5", f"-out{ranks or 1}.h5")
-    cmd = [sys.executable, "-m", "omtl_mpi", "run", "--data", path, "--out", out, "--json",
-           "--no-progress", *extra]
-    if ranks:
-        mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-        cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", *cmd[3:]]
+    cmd = command(["--data", path, "--out", out, "--json", "--no-progress", *extra], ranks)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -95,7 +93,7 @@ def run_scenario(path, extra, rounds_label, ranks=None):
     with h5py.File(out) as f:
         finite = all(np.all(np.isfinite(ds[()])) for g in ("metrics", "model") for ds in f[g].values())
         check_omega(f["model/omega"][()], out)
-    report = json.loads(res.stdout.strip().splitlines()[-1])
+    report = report_of(res.stdout)
     return {"ok": finite, "mean_error": report["mean_error"], "seconds": wall}
 
 
