@@ -29,7 +29,7 @@ class RunConfig:
     synth_seed: int = 0
     synth_normalize: bool = False
     batch: int = 1
-    seed: int = 0
+    seed: int | None = None
     params: Params = field(default_factory=AdmmParams)
     topology: str = "ring"
     nodes: int | None = None
@@ -43,6 +43,8 @@ class RunConfig:
                 problems.append(f"--synth-tasks must be >= 1, got {self.synth_tasks}")
             if self.synth_samples < 1:
                 problems.append(f"--synth-samples must be >= 1, got {self.synth_samples}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            problems.append(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.nodes is not None and (not isinstance(self.nodes, int) or self.nodes < 1):
             problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
         if problems:

@@ -49,3 +49,18 @@ class SyntheticSource:
     def describe(self) -> str:
         norm = ", normalized" if self.normalize else ""
         return f"synthetic(tasks={self.tasks}, samples={self.samples}, seed={self.seed}{norm})"
+
+
+def shuffled(streams: TaskStreams, seed: int | None) -> TaskStreams:
+    """``streams`` with each task's instances in a seeded random order (``seed=None``: unchanged).
+
+    Task k's order depends only on (seed, k), never on which tasks a rank holds, so every
+    layout of ranks sees the same streams. Sweeps repeat a run over seeds this way.
+    """
+    if seed is None:
+        return streams
+    order = [np.random.default_rng([seed, int(k)]).permutation(len(y))
+             for k, y in zip(streams.indices, streams.y)]
+    return TaskStreams(indices=streams.indices, names=streams.names,
+                       X=[X[o] for X, o in zip(streams.X, order)],
+                       y=[y[o] for y, o in zip(streams.y, order)], notices=streams.notices)

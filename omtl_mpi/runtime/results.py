@@ -12,7 +12,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
     /model/...            final variables (W, Z, u, V, omega for ADMM learners; U: per-task u
                           of admm-single; node_u, node_omega: every D-ADMM node's own copy)
-    /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in stream order
+    /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in the order the stream was
+                          presented (the file's order, or shuffled by the run's --seed)
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
     /timing/peak_rss_mib  (P,) peak resident memory of every rank

@@ -106,7 +106,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
         local = blocks if size == 1 else [blocks[rank]]
     mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
-    streams = collective(world, lambda: source.load(mine) if len(mine) else None)
+    from ..data.source import shuffled
+    streams = collective(world, lambda: shuffled(source.load(mine), cfg.seed) if len(mine) else None)
     notices = world.agree(list(streams.notices) if streams is not None else [])
     if rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
@@ -180,6 +181,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "algo": algo.name, "variant": getattr(params, "variant", "-"),
         "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
         "data": source.describe(), "tasks": K, "dim": d, "ranks": size, "rounds": T, "batch": B,
+        "seed": cfg.seed,
         "mean_error": summary["mean_error"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
