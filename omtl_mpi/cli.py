@@ -44,6 +44,8 @@ def cli():
       omtl-mpi data info tasks.h5                   # tasks, dims, samples, positive ratio
       omtl-mpi run --data tasks.h5 --np 6 --out run.h5
       python -c "import h5py; print(h5py.File('run.h5')['metrics/mean_curve'][-1])"
+      omtl-mpi sweep scripts/paper.toml --out results/paper   # grids of runs, one index
+      omtl-mpi report results/paper                 # the paper's tables and figures
 
     Every run writes its configuration, error curves, final model, learned task relationship
     matrix (Omega) and per-rank timings to one HDF5 file (--out). Under mpiexec, rank 0 is
@@ -96,7 +98,9 @@ def cli():
 @click.option("--C", "C", type=float, default=None, help="pa: aggressiveness C of PA-I (default 1).")
 @click.option("--batch", type=int, default=1, show_default=True,
               help="Mini-batch: instances per task per round.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the learner's randomness.")
+@click.option("--seed", type=int, default=None,
+              help="Present each task's stream in a random order drawn from this seed (default: "
+                   "the file's order). Sweeps repeat runs over seeds this way.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Results file (HDF5).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--np", "n_ranks", type=int, default=None, metavar="P",
@@ -125,16 +129,10 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     """
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    from .config import RunConfig
     from .runtime.run import run as run_learner
     from .runtime.summary import format_summary
 
-    params = _algorithm_params(opts)
-    cfg = RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
-                    synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
-                    synth_normalize=opts["synth_normalize"], batch=opts["batch"],
-                    seed=opts["seed"], params=params, topology=opts["topology"],
-                    nodes=opts["nodes"])
+    cfg = config_from_options(opts)
     if n_ranks is not None:
         from .runtime.launch import launch
         from .runtime.run import preflight
@@ -170,6 +168,28 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     else:
         click.echo(format_summary(report))
     return 0
+
+
+def config_from_options(opts: dict):
+    """The RunConfig that ``omtl-mpi run`` builds from its parsed options (consumes the
+    hyper-parameter entries of ``opts``). Raises ConfigError on a bad combination."""
+    from .config import RunConfig
+    params = _algorithm_params(opts)
+    return RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
+                     synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
+                     synth_normalize=opts["synth_normalize"], batch=opts["batch"],
+                     seed=opts["seed"], params=params, topology=opts["topology"],
+                     nodes=opts["nodes"])
+
+
+def parse_run_args(args: list[str]):
+    """``omtl-mpi run ARGS`` parsed into (RunConfig, the other options), without running it.
+
+    Sweeps check every run they would launch this way before launching any.
+    """
+    ctx = run.make_context("run", list(args))
+    opts = dict(ctx.params)
+    return config_from_options(opts), opts
 
 
 # hyper-parameter options, and the field of the algorithm's parameter class each one sets
@@ -408,6 +428,120 @@ def algos(as_json):
         click.echo(f"{r['name']}{tag}  ({r['pattern']})\n  {r['summary']}\n  {r['citation']}")
         shown = {k: ("sqrt(T)" if k == "eta" and v is None else v) for k, v in r["defaults"].items()}
         click.echo("  defaults: " + (", ".join(f"{k}={v}" for k, v in shown.items()) or "none") + "\n")
+
+
+# --------------------------------------------------------------------------- sweeps
+EPILOG_SWEEP = """\b
+Examples:
+  omtl-mpi sweep scripts/paper.toml --dry-run         # list the runs and their commands
+  omtl-mpi sweep scripts/paper.toml --out results/paper --jobs 2
+  omtl-mpi sweep scripts/paper.toml --out results/paper --retry-failed   # after fixing a cause
+  omtl-mpi report results/paper                       # tables and figures in results/paper/report
+"""
+
+
+@cli.command(epilog=EPILOG_SWEEP)
+@click.argument("config", type=click.Path(dir_okay=False), metavar="SWEEP.toml")
+@click.option("--out", "folder", type=click.Path(file_okay=False), default=None,
+              help="Sweep folder: index.json, runs/ID.h5, logs/ID.log (default results/sweeps/NAME).")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help="Runs side by side (each is its own mpiexec job).")
+@click.option("--max-ranks", type=int, default=None,
+              help="Cap on the ranks of every run (overrides the file's max_ranks).")
+@click.option("--retry-failed", is_flag=True, help="Run failed and timed-out runs again.")
+@click.option("--dry-run", is_flag=True, help="List the runs, their state and commands; run nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object at the end.")
+def sweep(config, folder, jobs, max_ranks, retry_failed, dry_run, as_json):
+    """Run every combination a sweep file names, each run as its own mpiexec job.
+
+    The file lists data sets, algorithms (with options, topologies and hyper-parameter grids),
+    seeds and ranks per run (a number or an expression such as "tasks+1"); see
+    scripts/paper.toml. Each run gets a stable id, a timeout, its own results file and an entry
+    in FOLDER/index.json. A failed or timed-out run is recorded with its error and the sweep
+    goes on. Running the same command again skips finished runs (an interrupted sweep
+    continues where it stopped). Exit status: 0 when every run is done, 1 when some failed.
+    """
+    from .sweep import Interrupted, load_plan, run_sweep
+    from .sweep.runner import command_of, plan_status
+    if max_ranks is not None and max_ranks < 1:
+        raise ConfigError(f"--max-ranks must be >= 1, got {max_ranks}")
+    plan = load_plan(config, max_ranks=max_ranks)
+    folder = folder or os.path.join("results", "sweeps", plan.name)
+    if dry_run:
+        todo, counts = plan_status(plan, folder, retry_failed)
+        pending = {r.id for r in todo}
+        rows = [{"id": r.id, "ranks": r.ranks, "state": "to run" if r.id in pending else "kept",
+                 "command": command_of(r, folder)} for r in plan.runs]
+        if as_json:
+            click.echo(json.dumps({"sweep": plan.name, "folder": folder, "runs": rows,
+                                   "skipped": plan.skipped, "to_run": len(todo)}))
+            return 0
+        for line in plan.skipped:
+            click.echo(f"notice: {line}", err=True)
+        for r in rows:
+            click.echo(f"{r['state']:>6}  {r['id']}  ({r['ranks']} ranks)")
+        click.echo(f"{len(todo)} of {len(plan.runs)} runs to run into {folder}")
+        return 0
+    if not plan.runs:
+        raise ConfigError(f"{config}: no runs (every data set was skipped)")
+    try:
+        final = run_sweep(plan, folder, jobs=jobs, retry_failed=retry_failed,
+                          echo=lambda line: click.echo(line, err=True),
+                          tty=sys.stderr.isatty() and not as_json)
+    except Interrupted:
+        click.echo(f"interrupted: finished runs are kept in {folder}; run the same command "
+                   "again to continue", err=True)
+        return 130
+    failed = final.get("failed", 0) + final.get("timeout", 0)
+    if as_json:
+        click.echo(json.dumps({"sweep": plan.name, "folder": folder, "states": final,
+                               "index": os.path.join(folder, "index.json")}))
+    else:
+        click.echo(f"{plan.name}: {final.get('done', 0)} of {len(plan.runs)} runs done, {failed} failed or timed out "
+                   f"(index: {os.path.join(folder, 'index.json')}); next: omtl-mpi report {folder}")
+    return 1 if failed else 0
+
+
+@cli.command()
+@click.argument("folder", type=click.Path(file_okay=False), metavar="DIR")
+@click.option("-o", "--out", type=click.Path(file_okay=False), default=None,
+              help="Report folder (default DIR/report).")
+@click.option("--timing", multiple=True, metavar="PATTERN",
+              help="Runs (id patterns such as 'synthetic.*.s0') to draw per-rank timing for; "
+                   "repeatable. Default: the first data set's multi-rank runs, first seed.")
+@click.option("--omega", multiple=True, metavar="PATTERN",
+              help="Runs to draw the learned Omega of; repeatable. Default: c-admm and d-admm "
+                   "runs with relationship learning, first seed, every data set.")
+@click.option("--target", multiple=True, metavar="DATA=ACC",
+              help="Table 3 target accuracy of a data set, overriding the sweep file's.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report's numbers as JSON.")
+def report(folder, out, timing, omega, target, as_json):
+    """Tables 2-4 (Markdown and CSV), Figure 1, timing and Omega figures (PNG) of a sweep.
+
+    Cells are the mean and standard deviation over seeds. Runs that failed or have not run
+    are listed, not silently dropped.
+    """
+    from .report import build_report
+    targets = {}
+    for item in target:
+        key, _, value = item.partition("=")
+        try:
+            targets[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"--target takes DATA=ACCURACY such as synthetic=0.9, got {item!r}") from None
+        if not 0 < targets[key] <= 1:
+            raise ConfigError(f"--target {item}: the accuracy must be in (0, 1]")
+    summary = build_report(folder, out, timing=timing, omega=omega, targets=targets)
+    if as_json:
+        click.echo(json.dumps(summary))
+        return 0
+    click.echo(f"{summary['finished']} finished runs; report: {summary['report']}")
+    for p in summary["figures"]:
+        click.echo(f"  {p}")
+    if summary["not_done"] or summary["missing"]:
+        click.echo(f"  ({len(summary['not_done'])} runs failed, {len(summary['missing'])} not run: "
+                   "listed in the report)")
+    return 0
 
 
 # --------------------------------------------------------------------------- entry point

@@ -1,0 +1,109 @@
+"""Read a sweep folder: its index and the results file of every finished run."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+from ..errors import UserError
+
+
+@dataclass
+class Outcome:
+    """What a report needs of one finished run."""
+
+    id: str
+    data: str
+    variant: str            # the row it belongs to: algorithm key, topology, grid point
+    label: str              # the row's name in tables and legends
+    algorithm: str          # the sweep file's key of its learner entry
+    algo: str
+    seed: int | None
+    ranks: int
+    topology: str | None
+    relationship: bool
+    default_params: bool    # every hyper-parameter at its default (relationship aside)
+    mean_error: float
+    balanced_error: float
+    f1: float
+    ms_per_round: float
+    curve: np.ndarray
+    task_names: list
+    path: str
+
+
+@dataclass
+class Sweep:
+    folder: str
+    name: str
+    data: dict              # key -> {"label", "tasks", "target", "describe"}, in file order
+    algorithms: dict        # key -> {"label", "algo"}, in file order
+    outcomes: list
+    not_done: list          # (id, status, error) of recorded runs that did not finish
+    missing: list           # ids of the plan that were never recorded
+
+
+def _variant_label(rec: dict, algorithms: dict) -> str:
+    parts = [algorithms.get(rec["algorithm"], {}).get("label", rec["algorithm"])]
+    if rec.get("shown_topology"):          # the topology is a grid axis of its entry
+        parts.append(rec["shown_topology"])
+    parts += [f"{k}={v}" for k, v in (rec.get("grid") or {}).items()]
+    return " ".join(parts)
+
+
+def _has_default_params(algo: str, params: dict) -> bool:
+    from ..algorithms.registry import get
+    defaults = dataclasses.asdict(get(algo).params())
+    return all(params.get(k) == v for k, v in defaults.items() if k != "relationship")
+
+
+def load_sweep(folder: str) -> Sweep:
+    """The finished runs of the sweep in ``folder``, in the sweep file's order.
+
+    Raises
+    ------
+    UserError
+        If ``folder`` is not a sweep folder, or a results file it names cannot be read.
+    """
+    from ..sweep.runner import INDEX, read_index
+    if not os.path.isfile(os.path.join(folder, INDEX)):
+        raise UserError(f"{folder} is not a sweep folder (no {INDEX}); run 'omtl-mpi sweep FILE.toml --out {folder}' first")
+    index = read_index(folder)
+    algorithms = index.get("algorithms", {})
+    plan = index.get("plan") or list(index["runs"])
+    outcomes, not_done, missing = [], [], []
+    for rid in plan:
+        rec = index["runs"].get(rid)
+        if rec is None:
+            missing.append(rid)
+            continue
+        if rec["status"] != "done":
+            not_done.append((rid, rec["status"], rec.get("error")))
+            continue
+        path = os.path.join(folder, rec["results"])
+        try:
+            with h5py.File(path, "r") as f:
+                cfg = json.loads(f.attrs["config"])
+                outcomes.append(Outcome(
+                    id=rid, data=rec["data"], variant=rec["variant"],
+                    label=_variant_label(rec, algorithms), algorithm=rec["algorithm"],
+                    algo=rec["algo"], seed=rec["seed"],
+                    ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
+                    relationship=bool(cfg["params"].get("relationship", False)),
+                    default_params=_has_default_params(rec["algo"], cfg["params"]),
+                    mean_error=float(f.attrs["mean_error"]),
+                    balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
+                    ms_per_round=float(f.attrs["ms_per_round"]),
+                    curve=f["metrics/mean_curve"][()],
+                    task_names=[n.decode() if isinstance(n, bytes) else str(n) for n in f["tasks/names"][()]],
+                    path=path))
+        except (OSError, KeyError, ValueError) as exc:
+            raise UserError(f"{path}: cannot read the results of run {rid} ({exc}); "
+                            f"delete it and re-run the sweep to redo that run") from None
+    return Sweep(folder=folder, name=index.get("name", os.path.basename(folder)),
+                 data=index.get("data", {}), algorithms=algorithms, outcomes=outcomes,
+                 not_done=not_done, missing=missing)

@@ -1,0 +1,204 @@
+"""The paper's Tables 2, 3 and 4 from a sweep's finished runs, as rows that render to Markdown
+and CSV. Cells hold the mean and standard deviation over seeds (population std, 0 for one seed)."""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..metrics import rounds_to_accuracy
+from .collect import Sweep
+
+
+@dataclass
+class Table:
+    """A titled table: ``columns`` and ``rows`` of display strings, plus ``records``, the same
+    figures as numbers (one dict per cell, for CSV and JSON)."""
+
+    name: str
+    title: str
+    columns: list
+    rows: list
+    records: list
+    notes: list
+
+    def markdown(self) -> str:
+        out = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |",
+               "|" + "---|" * len(self.columns)]
+        out += ["| " + " | ".join(str(c) for c in row) + " |" for row in self.rows]
+        if self.notes:
+            out += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        keys = list(dict.fromkeys(k for r in self.records for k in r))
+        writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.records)
+        return buf.getvalue()
+
+
+def _stats(values) -> tuple[float, float, int]:
+    a = np.asarray(values, dtype=np.float64)
+    return float(a.mean()), float(a.std()), int(a.size)
+
+
+def _cell(values, digits: int = 4) -> str:
+    if not len(values):
+        return ""
+    mean, std, n = _stats(values)
+    return f"{mean:.{digits}f}" if n == 1 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _rows(sweep: Sweep):
+    """Variants in the sweep file's order: (variant, label) pairs."""
+    order = {k: i for i, k in enumerate(sweep.algorithms)}
+    seen = {}
+    for o in sweep.outcomes:
+        seen.setdefault(o.variant, (order.get(o.algorithm, len(order)), len(seen), o.label))
+    return [(v, lab) for v, (_, _, lab) in sorted(seen.items(), key=lambda kv: kv[1][:2])]
+
+
+def _data_sets(sweep: Sweep) -> list:
+    present = {o.data for o in sweep.outcomes}
+    return [k for k in sweep.data if k in present]
+
+
+def _group(sweep: Sweep, data: str, variant: str) -> list:
+    return [o for o in sweep.outcomes if o.data == data and o.variant == variant]
+
+
+def metric_table(sweep: Sweep, metric: str = "mean_error") -> Table:
+    """Table 2: final mean cumulative error (``metric="mean_error"``), or its balanced-error
+    companion (``"balanced_error"``), learners x data sets."""
+    data = _data_sets(sweep)
+    rows, records = [], []
+    for variant, label in _rows(sweep):
+        row = [label]
+        for d in data:
+            values = [getattr(o, metric) for o in _group(sweep, d, variant)]
+            row.append(_cell(values))
+            if values:
+                mean, std, n = _stats(values)
+                records.append({"learner": label, "variant": variant, "data": sweep.data[d]["label"],
+                                metric: mean, "std": std, "seeds": n})
+        rows.append(row)
+    what = "mean cumulative error" if metric == "mean_error" else "mean balanced error"
+    name, number = ("table2", "2") if metric == "mean_error" else ("table2-balanced", "2b")
+    return Table(name, f"Table {number}: final {what} (mean ± std over seeds)",
+                 ["learner"] + [sweep.data[d]["label"] for d in data], rows, records, [_seed_note(sweep)])
+
+
+def _seed_note(sweep: Sweep) -> str:
+    seeds = sorted({o.seed for o in sweep.outcomes}, key=lambda s: (s is None, s or 0))
+    return ("seeds: " + ", ".join("file order" if s is None else str(s) for s in seeds)
+            + "; each seed presents every task's stream in its own random order")
+
+
+def table3(sweep: Sweep, targets: dict) -> Table:
+    """Rounds until the mean cumulative accuracy first reaches the data set's target (from round
+    10 on), and milliseconds per round: learners x data sets."""
+    data = _data_sets(sweep)
+    columns = ["learner"]
+    for d in data:
+        lab = sweep.data[d]["label"]
+        target = targets.get(d)
+        columns += [f"{lab}: rounds to {target:g}" if target else f"{lab}: rounds (no target)",
+                    f"{lab}: ms/round"]
+    rows, records = [], []
+    for variant, label in _rows(sweep):
+        row = [label]
+        for d in data:
+            group = _group(sweep, d, variant)
+            target = targets.get(d)
+            reached = [rounds_to_accuracy(o.curve, target) for o in group] if target else []
+            hits = [r for r in reached if r is not None]
+            if not group:
+                row += ["", ""]
+                continue
+            if not target:
+                rounds_text = ""
+            elif not hits:
+                rounds_text = "not reached"
+            else:
+                rounds_text = _cell(hits, 0) + (f" ({len(hits)}/{len(group)} seeds)" if len(hits) < len(group) else "")
+            ms = [o.ms_per_round for o in group]
+            row += [rounds_text, f"{np.median(ms):.3f} ({group[0].ranks})"]
+            records.append({"learner": label, "variant": variant, "data": sweep.data[d]["label"],
+                            "target": target, "rounds_mean": float(np.mean(hits)) if hits else None,
+                            "reached": len(hits), "seeds": len(group),
+                            "ms_per_round_median": float(np.median(ms)),
+                            "ranks": group[0].ranks})
+        rows.append(row)
+    notes = ["rounds: first round t >= 10 whose mean cumulative accuracy (1 - error, averaged "
+             "over tasks) reaches the target; mean over the seeds that reached it",
+             "ms/round: median over seeds of the run's wall-clock time per round, on the number of "
+             "ranks in brackets (1: one process); comparable only within one machine"]
+    return Table("table3", "Table 3: rounds to the target accuracy, and time per round",
+                 columns, rows, records, notes)
+
+
+ABLATION_ROWS = (("C-ADMM", "c-admm", None), ("D-ADMM full", "d-admm", "full"),
+                 ("D-ADMM ring", "d-admm", "ring"))
+_FULL = {"full", "fully-connected", "complete"}
+
+
+def _ablation_cell(sweep: Sweep, data: str, algo: str, topology, relationship) -> list:
+    """Runs with default hyper-parameters that make one cell of Table 4."""
+    chosen = []
+    for o in sweep.outcomes:
+        if o.data != data or not o.default_params:
+            continue
+        if algo == "admm-single":
+            if o.algo == "admm-single":
+                chosen.append(o)
+            continue
+        if o.algo != algo or o.relationship != relationship:
+            continue
+        topo = "full" if o.topology in _FULL else (o.topology or "ring")
+        if topology is None or topo == topology:
+            chosen.append(o)
+    return chosen
+
+
+def table4(sweep: Sweep) -> Table:
+    """Ablation: each task alone (admm-single), without relationship learning (Omega = I/K), and
+    with it, for C-ADMM, D-ADMM on the full graph and D-ADMM on a ring."""
+    rows, records = [], []
+    for d in _data_sets(sweep):
+        alone = _ablation_cell(sweep, d, "admm-single", None, None)
+        for name, algo, topo in ABLATION_ROWS:
+            without = _ablation_cell(sweep, d, algo, topo, False)
+            with_rl = _ablation_cell(sweep, d, algo, topo, True)
+            if not (without or with_rl):
+                continue
+            cells = [alone, without, with_rl]
+            rows.append([sweep.data[d]["label"], name] + [_cell([o.mean_error for o in c]) for c in cells])
+            rec = {"data": sweep.data[d]["label"], "architecture": name}
+            for key, c in zip(("independent", "without_rl", "with_rl"), cells):
+                mean, std, _ = _stats([o.mean_error for o in c]) if c else (None, None, 0)
+                rec[key], rec[key + "_std"] = mean, std
+            records.append(rec)
+    notes = ["independent: admm-single (each task on its own, the same for every architecture); "
+             "W/O RL: --no-relationship (Omega fixed at I/K); RL: the learned Omega. Only runs "
+             "with default hyper-parameters count."]
+    if not rows:
+        notes.append("no ablation runs in this sweep: add admm-single, and c-admm / d-admm with and "
+                      "without options = { no-relationship = true }")
+    return Table("table4", "Table 4: ablation, final mean cumulative error (mean ± std over seeds)",
+                 ["data set", "architecture", "independent", "W/O RL", "RL"], rows, records, notes)
+
+
+def runs_table(sweep: Sweep) -> Table:
+    """One row per finished run: the tidy data behind every table."""
+    records = [{"id": o.id, "data": o.data, "learner": o.label, "algo": o.algo, "topology": o.topology or "",
+                "seed": "" if o.seed is None else o.seed, "ranks": o.ranks, "mean_error": o.mean_error,
+                "balanced_error": o.balanced_error, "f1": o.f1, "ms_per_round": o.ms_per_round,
+                "rounds": len(o.curve)} for o in sweep.outcomes]
+    rows = [[r["id"], f"{r['mean_error']:.4f}", f"{r['balanced_error']:.4f}", f"{r['f1']:.4f}",
+             f"{r['ms_per_round']:.3f}", r["ranks"]] for r in records]
+    return Table("runs", "Every finished run", ["id", "mean error", "balanced error", "F1", "ms/round", "ranks"],
+                 rows, records, [])

@@ -1,0 +1,342 @@
+"""A sweep file (TOML) expanded into the list of runs it names, each checked before any is launched.
+
+A sweep file::
+
+    name = "paper"              # default: the file's stem
+    seeds = [0, 1, 2]           # --seed of every run (each task's stream in a seeded order);
+                                # default: one run in the file's order
+    timeout = 900               # seconds per run (default 3600)
+    max_ranks = 4               # cap on every run's ranks (--max-ranks overrides)
+
+    [data.synthetic]            # one table per data set; its key names it in run ids
+    synthetic = { tasks = 5, samples = 2000, seed = 0 }
+    target = 0.85               # Table 3: rounds until the mean accuracy reaches this
+    [data.landmine]
+    path = "../results/data/landmine.h5"    # relative to the sweep file
+    label = "Landmine"          # name in tables and figures (default: the key)
+    optional = true             # skip (with a notice) when the file does not exist
+
+    [algorithms.c-admm]         # one table per learner configuration
+    ranks = "tasks+1"           # a number or an expression of the data set's task count
+    [algorithms.c-admm-no-rl]
+    algo = "c-admm"             # default: the key
+    options = { no-relationship = true }    # any 'omtl-mpi run' option
+    [algorithms.d-admm]
+    topology = ["ring", "full"] # a list is a grid axis
+    grid = { rho = [0.1, 1.0] } # so is every entry of grid
+
+Runs are the cross product data x algorithms x topologies x grid x seeds, with ids such as
+``synthetic.d-admm.ring.rho=0.1.s0`` (the topology appears where an entry lists several) that do not change when the file is edited elsewhere.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError, UserError
+
+DEFAULT_TIMEOUT = 3600.0
+# options a sweep sets itself; an entry may not set them through `options` or `grid`
+_RESERVED = {"data", "algo", "out", "json", "np", "seed", "topology", "checkpoint", "checkpoint-every",
+             "resume", "progress", "no-progress", "synth-tasks", "synth-samples", "synth-seed",
+             "synth-normalize"}
+_TOP_KEYS = {"name", "seeds", "timeout", "max_ranks", "data", "algorithms", "description"}
+_DATA_KEYS = {"path", "synthetic", "label", "optional", "target", "batch"}
+_SYNTH_KEYS = {"tasks", "samples", "seed", "normalize"}
+_ALGO_KEYS = {"algo", "label", "ranks", "topology", "options", "grid", "timeout"}
+
+
+@dataclass(frozen=True)
+class DataSet:
+    key: str
+    label: str
+    args: tuple            # the 'omtl-mpi run' options that select it
+    tasks: int
+    target: float | None
+    describe: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a sweep: its id, the 'omtl-mpi run' arguments (without --out) and its ranks."""
+
+    id: str
+    data: str
+    algorithm: str
+    algo: str
+    topology: str | None
+    shown_topology: str | None      # the topology when it is a grid axis of its entry
+    grid: dict
+    seed: int | None
+    ranks: int
+    timeout: float
+    args: tuple = field(repr=False)
+
+    @property
+    def variant(self) -> str:
+        """The run's id without its data set and seed: what a table row stands for."""
+        return _join([self.algorithm, self.shown_topology] + [f"{k}={_text(v)}" for k, v in self.grid.items()])
+
+    @property
+    def config_hash(self) -> str:
+        """Changes whenever anything that determines the run's results changes."""
+        return hashlib.sha256(json.dumps([self.args, self.ranks]).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    name: str
+    path: str
+    data: list
+    algorithms: dict        # key -> {"label", "algo"}
+    runs: list
+    skipped: list           # one line per optional data set that is missing
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _join(parts) -> str:
+    return ".".join(re.sub(r"[^A-Za-z0-9_=+.-]+", "_", str(p)) for p in parts if p is not None)
+
+
+def rank_count(expr, tasks: int, where: str) -> int:
+    """Evaluate ``ranks``: an integer, or an expression of ``tasks`` with + - * // and
+    min()/max(), e.g. ``"tasks+1"`` or ``"min(tasks, 4)"``."""
+    if isinstance(expr, bool) or not isinstance(expr, (int, str)):
+        raise ConfigError(f"{where}: ranks must be a number or an expression such as \"tasks+1\", "
+                          f"got {expr!r}")
+    if isinstance(expr, int):
+        value = expr
+    else:
+        try:
+            value = _evaluate(ast.parse(expr, mode="eval").body, tasks)
+        except (SyntaxError, ValueError, ZeroDivisionError) as exc:
+            raise ConfigError(f"{where}: cannot evaluate ranks = {expr!r} ({exc}); use a number "
+                              "or an expression of 'tasks' with + - * // min() max()") from None
+    if value < 1:
+        raise ConfigError(f"{where}: ranks = {expr!r} gives {value} for {tasks} tasks; it must be >= 1")
+    return value
+
+
+def _evaluate(node, tasks: int) -> int:
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b}
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name) and node.id == "tasks":
+        return tasks
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return ops[type(node.op)](_evaluate(node.left, tasks), _evaluate(node.right, tasks))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max")
+            and node.args and not node.keywords):
+        values = [_evaluate(a, tasks) for a in node.args]
+        return min(values) if node.func.id == "min" else max(values)
+    raise ValueError(f"'{ast.unparse(node)}' is not allowed")
+
+
+def _option_args(options: dict, where: str) -> list[str]:
+    """TOML ``{rho = 0.5, no-relationship = true}`` as command-line arguments."""
+    args = []
+    for key, value in options.items():
+        flag = key.replace("_", "-")
+        if flag in _RESERVED:
+            raise ConfigError(f"{where}: '{key}' is set by the sweep itself (data, algo, topology, "
+                              "seeds, output); remove it from options/grid")
+        if isinstance(value, bool):
+            if value:
+                args.append("--" + flag)
+        elif isinstance(value, (int, float, str)):
+            args += ["--" + flag, _text(value)]
+        else:
+            raise ConfigError(f"{where}: option '{key}' must be a number, string or true/false, "
+                              f"got {value!r}")
+    return args
+
+
+def _table(doc: dict, key: str, where: str) -> dict:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: '{key}' must be a table, got {value!r}")
+    return value
+
+
+def _unknown(table: dict, allowed: set, where: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)}; "
+                          f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _as_list(value, where: str) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ConfigError(f"{where}: an empty list gives no runs")
+    return values
+
+
+def _data_set(key: str, entry: dict, base: str, where: str):
+    """(DataSet, None) or (None, skip notice) for one [data.KEY] table."""
+    from ..data.taskfile import read_meta
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table with 'path' or 'synthetic'")
+    _unknown(entry, _DATA_KEYS, where)
+    if ("path" in entry) == ("synthetic" in entry):
+        raise ConfigError(f"{where}: give exactly one of path = \"FILE.h5\" or synthetic = {{ tasks = 5, ... }}")
+    target = entry.get("target")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
+                               or not 0 < target <= 1):
+        raise ConfigError(f"{where}: target is a mean accuracy in (0, 1], got {target!r}")
+    args: list[str] = []
+    if "batch" in entry:
+        args += ["--batch", _text(entry["batch"])]
+    if "synthetic" in entry:
+        synth = entry["synthetic"]
+        if not isinstance(synth, dict):
+            raise ConfigError(f"{where}: synthetic must be a table such as {{ tasks = 5, samples = 2000 }}")
+        _unknown(synth, _SYNTH_KEYS, where + ".synthetic")
+        args = ["--data", "synthetic"] + args
+        for k in ("tasks", "samples", "seed"):
+            if k in synth:
+                args += [f"--synth-{k}", _text(synth[k])]
+        if synth.get("normalize"):
+            args.append("--synth-normalize")
+        tasks = synth.get("tasks", 5)
+        if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+            raise ConfigError(f"{where}.synthetic: tasks must be an integer >= 1, got {tasks!r}")
+        describe = "synthetic " + json.dumps(synth, sort_keys=True)
+    else:
+        path = entry["path"]
+        if not isinstance(path, str):
+            raise ConfigError(f"{where}: path must be a string, got {path!r}")
+        path = os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+        if not os.path.exists(path):
+            if entry.get("optional", False):
+                return None, f"data set {key}: {path} does not exist; skipped (optional)"
+            raise ConfigError(f"{where}: {path} does not exist (paths are relative to the sweep "
+                              "file; import the data first, or mark the data set optional = true)")
+        tasks = read_meta(path).n_tasks
+        args = ["--data", path] + args
+        describe = path
+    return DataSet(key=key, label=str(entry.get("label", key)), args=tuple(args), tasks=tasks,
+                   target=None if target is None else float(target), describe=describe), None
+
+
+def load_plan(path: str, max_ranks: int | None = None) -> Plan:
+    """Read, expand and check a sweep file. Every run's options are parsed exactly as
+    'omtl-mpi run' would parse them, so a typo fails here rather than in run 37.
+
+    Raises
+    ------
+    ConfigError
+        With one line naming the file, the entry and what to change.
+    """
+    import click
+
+    from ..algorithms.registry import get as get_algo
+    from ..cli import parse_run_args
+    from ..runtime.run import preflight
+
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"sweep file {path} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    _unknown(doc, _TOP_KEYS, path)
+    name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
+    seeds = _as_list(doc.get("seeds", [None]), f"{path}: seeds")
+    for s in seeds:
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0):
+            raise ConfigError(f"{path}: seeds must be integers >= 0, got {s!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{path}: seeds repeat ({seeds})")
+    default_timeout = _positive(doc.get("timeout", DEFAULT_TIMEOUT), f"{path}: timeout")
+    cap = max_ranks if max_ranks is not None else doc.get("max_ranks")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ConfigError(f"max_ranks must be an integer >= 1, got {cap!r}")
+
+    base = os.path.dirname(os.path.abspath(path))
+    data, skipped = [], []
+    for key, entry in _table(doc, "data", path).items():
+        ds, notice = _data_set(key, entry, base, f"{path}: data.{key}")
+        if ds is not None:
+            data.append(ds)
+        else:
+            skipped.append(notice)
+    if not data and not skipped:
+        raise ConfigError(f"{path}: no data sets; add a [data.NAME] table with path or synthetic")
+    entries = _table(doc, "algorithms", path)
+    if not entries:
+        raise ConfigError(f"{path}: no algorithms; add an [algorithms.NAME] table (see 'omtl-mpi algos')")
+
+    algorithms, runs = {}, []
+    for key, entry in entries.items():
+        where = f"{path}: algorithms.{key}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: must be a table")
+        _unknown(entry, _ALGO_KEYS, where)
+        try:
+            algo = get_algo(str(entry.get("algo", key)))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        algorithms[key] = {"label": str(entry.get("label", key)), "algo": algo.name}
+        options = entry.get("options", {})
+        grid = entry.get("grid", {})
+        if not isinstance(options, dict) or not isinstance(grid, dict):
+            raise ConfigError(f"{where}: options and grid must be tables such as {{ rho = 0.5 }}")
+        fixed = _option_args(options, where)
+        topologies = _as_list(entry["topology"], f"{where}: topology") if "topology" in entry else [None]
+        if topologies != [None] and algo.pattern != "neighbours":
+            raise ConfigError(f"{where}: topology applies to the neighbour learners (d-admm, d-psgd), "
+                              f"not to {algo.name}")
+        axes = {k: _as_list(v, f"{where}: grid.{k}") for k, v in grid.items()}
+        timeout = _positive(entry.get("timeout", default_timeout), f"{where}: timeout")
+        default_ranks = "tasks+1" if algo.pattern == "server" else "tasks"
+        for ds in data:
+            ranks = rank_count(entry.get("ranks", default_ranks), ds.tasks, where)
+            ranks = min(ranks, cap) if cap else ranks
+            for topology, point, seed in itertools.product(
+                    topologies, itertools.product(*axes.values()), seeds):
+                point = dict(zip(axes, point))
+                args = list(ds.args) + ["--algo", algo.name] + fixed + _option_args(point, where)
+                if topology is not None:
+                    args += ["--topology", str(topology)]
+                if seed is not None:
+                    args += ["--seed", str(seed)]
+                try:
+                    # parsed as 'omtl-mpi run' parses it, and checked as '--np' checks it
+                    preflight(parse_run_args(args)[0], ranks, None)
+                except click.ClickException as exc:
+                    raise ConfigError(f"{where}: {exc.format_message()} (see 'omtl-mpi run --help')") from None
+                except UserError as exc:
+                    raise ConfigError(f"{where}: {exc}") from None
+                # a topology names the run only where the entry lists several
+                shown = topology if len(topologies) > 1 else None
+                rid = _join([ds.key, key, shown] + [f"{k}={_text(v)}" for k, v in point.items()]
+                            + ([f"s{seed}"] if seed is not None else []))
+                runs.append(Run(id=rid, data=ds.key, algorithm=key, algo=algo.name, topology=topology,
+                                shown_topology=shown,
+                                grid=point, seed=seed, ranks=ranks, timeout=timeout, args=tuple(args)))
+    ids = [r.id for r in runs]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[0]
+        raise ConfigError(f"{path}: two runs would share the id {dup}; rename a data set or algorithm key")
+    return Plan(name=str(name), path=os.path.abspath(path), data=data, algorithms=algorithms,
+                runs=runs, skipped=skipped)
+
+
+def _positive(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{where} must be a number of seconds > 0, got {value!r}")
+    return float(value)
