@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench paper clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,13 @@ test: setup
 bench: setup
 	$(PY) scripts/bench_round.py
 	$(PY) scripts/bench_decentralised.py
+
+# The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):
+# imports the real sets found in $(DATA), sweeps, reports into results/paper/report and
+# rewrites the 'paper' section of docs/RESULTS.md.
+DATA ?= ../shared/data
+paper: setup
+	DATA=$(DATA) $(PY) scripts/paper.py --docs
 
 clean:
 	rm -rf $(VENV) results build *.egg-info .pytest_cache
