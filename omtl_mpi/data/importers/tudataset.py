@@ -23,7 +23,9 @@ def _ints(path: str, columns: int | None = None) -> np.ndarray:
                     continue
                 try:
                     vals = [int(float(v)) for v in line.replace(",", " ").split()]
-                except ValueError:
+                    if any(abs(v) >= 2**62 for v in vals):
+                        raise ValueError
+                except (ValueError, OverflowError):
                     raise DataError(f"{path}: line {i}: {line[:40]!r} is not a row of integers") from None
                 if columns is not None and len(vals) != columns:
                     raise DataError(f"{path}: line {i}: expected {columns} values, got {len(vals)}")
@@ -33,6 +35,10 @@ def _ints(path: str, columns: int | None = None) -> np.ndarray:
                         "_graph_labels.txt, optional _node_labels.txt)") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a text file") from None
+    if not rows:
+        return np.zeros((0, columns or 1), dtype=np.int64)
+    if columns is None and len({len(r) for r in rows}) > 1:
+        raise DataError(f"{path}: rows have different numbers of values")
     return np.array(rows, dtype=np.int64).reshape(len(rows), -1)
 
 
