@@ -112,8 +112,9 @@ def cli():
               help="Checkpoint file (default: next to --out, run.h5 -> run.ckpt.h5).")
 @click.option("--resume", type=click.Path(dir_okay=False), default=None, metavar="CHECKPOINT",
               help="Continue a run from its checkpoint: same options, data and number of ranks.")
-@click.option("--fail-at", type=int, default=None, metavar="ROUND",
-              help="Fault injection for testing deployments: make --fail-rank fail at this round.")
+@click.option("--fail-at", default=None, metavar="ROUND|load|write",
+              help="Fault injection for testing deployments: make --fail-rank fail at this round, "
+                   "after loading its data (load), or while results are written (write).")
 @click.option("--fail-rank", type=int, default=0, show_default=True, help="Rank that --fail-at fails.")
 @click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default="raise", show_default=True,
               help="Raise an exception, or die by SIGKILL.")

@@ -25,6 +25,21 @@ def test_exception_on_one_rank_ends_the_job(mpiexec, tmp_path, algo, ranks, fail
     assert not leftover(str(out))
 
 
+@pytest.mark.parametrize("when, what", [("load", "while loading data"), ("write", "while writing results")])
+@pytest.mark.parametrize("algo, ranks, fail_rank", [("c-admm", 4, 0), ("c-admm", 4, 3), ("d-admm", 3, 1)])
+def test_failure_while_loading_or_writing_ends_the_job(mpiexec, tmp_path, when, what, algo, ranks, fail_rank):
+    out = tmp_path / "never.h5"
+    r = omtl("run", "--algo", algo, "--synth-samples", "2000", "--fail-at", when,
+             "--fail-rank", fail_rank, "--out", out, np_ranks=ranks, timeout=60)
+    assert r.returncode == 1, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert lines == [f"error: [rank {fail_rank}] InjectedFailure: injected failure {what} "
+                     "(--fail-at); ending the job"]
+    # rank 0 failing in the write had the file half-written under its temporary name: gone too
+    assert not out.exists() and not list(tmp_path.glob("never.h5.tmp*"))
+    assert not leftover(str(out))
+
+
 def test_killed_rank_ends_the_job(mpiexec, tmp_path):
     out = tmp_path / "killed.h5"
     r = omtl("run", "--synth-samples", "5000", "--fail-at", "300", "--fail-rank", "2",
@@ -40,7 +55,8 @@ def test_in_process_failure_is_one_line(tmp_path):
     assert "injected failure at round 5" in r.stderr
 
 
-@pytest.mark.parametrize("args, message", [(["--fail-at", "0"], "--fail-at must be a round number >= 1")])
+@pytest.mark.parametrize("args, message", [(["--fail-at", "0"], "--fail-at must be a round number >= 1"),
+                                           (["--fail-at", "later"], "'load' or 'write'")])
 def test_bad_fault_options(args, message):
     r = omtl("run", "--synth-samples", "50", *args)
     assert r.returncode == 2 and message in r.stderr

@@ -1,8 +1,10 @@
-"""Fault injection for testing deployments: make one rank fail at a chosen round.
+"""Fault injection for testing deployments: make one rank fail at a chosen moment.
 
-``omtl-mpi run --fail-at ROUND --fail-rank R [--fail-mode raise|kill]`` makes rank R raise an
-exception (or kill itself with SIGKILL) at the start of round ROUND (1-based), so that what a
-real failure does to a job can be reproduced and tested.
+``omtl-mpi run --fail-at WHEN --fail-rank R [--fail-mode raise|kill]`` makes rank R raise an
+exception (or kill itself with SIGKILL) at the start of round WHEN (1-based), or with
+``WHEN = load`` just after it has read its data, or ``WHEN = write`` while the results are being
+collected and written (rank 0: with the results file half-written under its temporary name), so
+that what a real failure does to a job can be reproduced and tested.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import signal
 from ..errors import ConfigError
 
 MODES = ("raise", "kill")
+PHASES = ("load", "write")
 
 
 class InjectedFailure(RuntimeError):
@@ -21,18 +24,38 @@ class InjectedFailure(RuntimeError):
 class Fault:
     """Where this rank fails: ``at`` is the 0-based round index, or -1 for never."""
 
-    def __init__(self, round_=None, rank: int = 0, mode: str = "raise", my_rank: int = 0):
+    def __init__(self, when=None, rank: int = 0, mode: str = "raise", my_rank: int = 0):
         if mode not in MODES:
             raise ConfigError(f"--fail-mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if round_ is not None and round_ < 1:
-            raise ConfigError(f"--fail-at must be a round number >= 1, got {round_}")
-        self.at = round_ - 1 if round_ is not None and rank == my_rank else -1
+        phase, round_ = None, None
+        if when is not None:
+            text = str(when).strip().lower()
+            if text in PHASES:
+                phase = text
+            else:
+                try:
+                    round_ = int(text)
+                except ValueError:
+                    round_ = 0
+                if round_ < 1:
+                    raise ConfigError(f"--fail-at must be a round number >= 1, 'load' or 'write', got {when!r}")
+        mine = rank == my_rank
+        self.at = round_ - 1 if round_ is not None and mine else -1
+        self.phase = phase if mine else None
         self.mode, self.rank = mode, my_rank
 
     def trigger(self, t: int) -> None:
+        self._fail(f"at round {t + 1}")
+
+    def check(self, phase: str) -> None:
+        """Fail here if this rank was asked to fail in ``phase`` ('load' or 'write')."""
+        if self.phase == phase:
+            self._fail("while loading data" if phase == "load" else "while writing results")
+
+    def _fail(self, where: str) -> None:
         if self.mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        raise InjectedFailure(f"injected failure at round {t + 1} (--fail-at)")
+        raise InjectedFailure(f"injected failure {where} (--fail-at)")
 
 
 NEVER = Fault()

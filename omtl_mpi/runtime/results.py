@@ -61,8 +61,12 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None, peak_rss=None) -> None:
-    """Write a results file atomically; on failure nothing is left under ``path``."""
+                  staleness: np.ndarray | None = None, peak_rss=None, before_rename=None) -> None:
+    """Write a results file atomically; on failure nothing is left under ``path``.
+
+    ``before_rename`` is called with everything written under the temporary name, just before
+    the rename (fault injection uses it to prove that a failure there leaves nothing behind).
+    """
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = 1
@@ -100,3 +104,6 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
             st = tg.create_dataset("staleness", data=staleness)
             st.attrs["dims"] = ["node", "round"]
             st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
+        f.flush()
+        if before_rename is not None:
+            before_rename()

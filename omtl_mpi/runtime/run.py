@@ -16,6 +16,7 @@ from . import checkpoint as ckpt
 from .graph import run_graph
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
+from .faults import NEVER
 from .results import check_writable, write_results
 from .star import run_star
 from .world import SetupFailed, collective, default_world
@@ -108,6 +109,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
     from ..data.source import shuffled
     streams = collective(world, lambda: shuffled(source.load(mine), cfg.seed) if len(mine) else None)
+    my_fault = fault(rank) if fault else NEVER
+    my_fault.check("load")
     notices = world.agree(list(streams.notices) if streams is not None else [])
     if rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
@@ -153,7 +156,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     world.barrier()
     t0 = perf_counter()
     preds, staleness = roles.run(batches, clock, bar, first_round=first_round,
-                                 fault=fault(rank) if fault else None, checkpoint=hook)
+                                 fault=my_fault, checkpoint=hook)
     seconds = perf_counter() - t0
     holders = roles.holders
     extras = {}
@@ -166,6 +169,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     server = roles.server
 
     # -- collect on rank 0, in task order (ranks hold contiguous blocks in rank order) -------
+    if rank != 0 or not out:
+        my_fault.check("write")             # rank 0 with a results file fails inside the write
     gathered = _gather(world, holders, preds, batches, extras, T, B, d)
     timing = world.gather_rows(clock.rows[None], [1] * size)
     # peak resident memory of every rank (Linux reports KiB): shows that a worker holds only
@@ -209,7 +214,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
                       metrics=summary, model=model, predictions=gathered["predictions"],
                       timing=timing, roles=role_names, staleness=gathered.get("staleness"),
-                      peak_rss=peak_rss)
+                      peak_rss=peak_rss, before_rename=lambda: my_fault.check("write"))
         report["results"] = out
     report["_timing"] = timing
     report["_roles"] = role_names
