@@ -578,7 +578,7 @@ def main(argv=None) -> None:
         # A crash (or --fail-at) on one rank: one line naming the rank and the cause, then the
         # whole job ends at once instead of leaving the other ranks waiting for this one.
         from .runtime.faults import InjectedFailure
-        if _mpi_rank_size()[1] == 1 and not isinstance(exc, InjectedFailure):
+        if _mpi_rank_size()[1] == 1 and not isinstance(exc, (InjectedFailure, MemoryError)):
             raise
         code = _fail_this_rank([f"{type(exc).__name__}: {exc}; ending the job"], 1,
                                traceback.format_exc() if os.environ.get("OMTL_MPI_TRACEBACK") else "")

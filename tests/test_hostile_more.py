@@ -120,6 +120,25 @@ def test_random_tu_graphs(tmp_path, edges, indicator, graph_labels, node_labels,
     imported_or_refused(out, lambda: import_tudataset(str(tmp_path / "tu"), out, sets=("G",), dims=8))
 
 
+@FAST
+@given(cut=st.floats(0.0, 0.999))
+def test_truncated_landmine_and_mnist_files(tmp_path, cut):
+    from test_importers import write_landmine
+    rng = np.random.default_rng(0)
+    good_mat, good_npz = tmp_path / "good.mat", tmp_path / "good.npz"
+    if not good_mat.exists():
+        write_landmine(good_mat, [rng.normal(size=(20, 9)) for _ in range(3)],
+                       [rng.integers(0, 2, size=(20, 1)) for _ in range(3)])
+        np.savez(good_npz, x_train=rng.integers(0, 255, size=(50, 28, 28), dtype=np.uint8),
+                 y_train=np.arange(50) % 10)
+    out = str(tmp_path / "o.h5")
+    for good, importer in ((good_mat, import_landmine), (good_npz, import_mnist)):
+        blob = good.read_bytes()
+        bad = tmp_path / ("cut" + good.suffix)
+        bad.write_bytes(blob[: int(cut * len(blob))])
+        assert not imported_or_refused(out, lambda: importer(str(bad), out))
+
+
 # ----------------------------------------------------------------------------- the command line
 def cli_exit(args) -> int:
     """Exit code of ``omtl-mpi ARGS`` run in this process."""
@@ -209,3 +228,20 @@ def test_random_sweep_files(tmp_path, top, data, synth, algo, options, garbage):
     event("accepted")
     assert all(r.ranks >= 1 and r.timeout > 0 for r in plan.runs)
     assert len({r.id for r in plan.runs}) == len(plan.runs)
+
+
+def test_huge_dimensions_are_refused_before_reading(tmp_path, capsys):
+    """A small file (compressed, never written) that declares 2 x 3 x 4e9 float64 features."""
+    import h5py
+    path = tmp_path / "huge.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "omtl-mpi-tasks"
+        for k in range(2):
+            g = f.create_group(f"tasks/{k:04d}")
+            g.attrs["name"] = f"t{k}"
+            g.create_dataset("X", shape=(3, 4 * 10**9), dtype="f8", chunks=(1, 10**6), compression="gzip")
+            g.create_dataset("y", data=np.array([1.0, -1.0, 1.0]))
+    assert path.stat().st_size < 100_000
+    code = cli_exit(["run", "--data", path])
+    err = capsys.readouterr().err
+    assert code == 2 and "GiB of features (d = 4000000000)" in err and "Traceback" not in err

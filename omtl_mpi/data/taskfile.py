@@ -225,6 +225,31 @@ def read_meta(path) -> TaskMeta:
                         dim=int(dims[min(dims)]), source=str(src), description=str(desc))
 
 
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _check_fits(meta: TaskMeta, indices) -> None:
+    """Refuse, before reading, tasks whose features cannot fit in this machine's memory."""
+    need = sum(int(meta.lengths[k]) * meta.dim * 8 for k in indices)
+    free = available_memory()
+    # the features are read once and copied at most once more (validation, batching)
+    if free is not None and 2 * need > free:
+        gib = 2 ** 30
+        raise DataError(f"{meta.path}: the {len(indices)} task(s) this process would hold need "
+                        f"{need / gib:.1f} GiB of features (d = {meta.dim}), more than half the "
+                        f"{free / gib:.1f} GiB of memory available: start more ranks (or nodes) so "
+                        "that each holds fewer tasks, or reduce the dimension when importing")
+
+
 def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
     """Read and validate only the tasks in ``indices`` (a worker's own block).
 
@@ -239,6 +264,7 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
     if outside:
         raise DataError(f"{meta.path}: task index {outside[0]} out of range; the file has "
                         f"{meta.n_tasks} task(s), numbered 0..{meta.n_tasks - 1}")
+    _check_fits(meta, indices)
     X_list, y_list, problems, notices = [], [], [], []
     with _open(meta.path) as f:
         for k in indices:

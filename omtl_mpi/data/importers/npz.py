@@ -12,7 +12,8 @@ from ...errors import DataError
 from ..taskfile import TaskMeta, _open, read_meta, write_tasks
 
 
-def _load_npz(src: str):
+def read_npz(src: str) -> dict:
+    """Every array of an .npz archive; pickles, damaged and truncated archives are refused."""
     if not zipfile.is_zipfile(src):
         raise DataError(f"{src}: not an .npz archive (or a truncated one); expected numpy.savez output")
     try:
@@ -38,7 +39,7 @@ def import_npz(src, out, *, source: str | None = None, description: str | None =
     Arrays holding Python objects are refused, never unpickled.
     """
     src, out = str(src), str(out)
-    arrays = _load_npz(src)
+    arrays = read_npz(src)
     if "xs" in arrays and "ys" in arrays:
         xs, ys = arrays["xs"], arrays["ys"]
         if ys.ndim == 3 and ys.shape[2] == 1:

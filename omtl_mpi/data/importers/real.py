@@ -69,13 +69,13 @@ def _load_mnist(src: str):
             raise DataError(f"{src}: expected train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")
         return _read_idx(found["train-images"]), _read_idx(found["train-labels"])
     require_file(src, "MNIST file")
-    try:
-        npz = np.load(src, allow_pickle=False)
-        return npz["x_train"], npz["y_train"]
-    except KeyError as exc:
-        raise DataError(f"{src}: no array {exc}; expected x_train and y_train") from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise DataError(f"{src}: not a readable npz with x_train/y_train ({exc})") from None
+    from .npz import read_npz
+    arrays = read_npz(src)            # refuses pickles, truncated and damaged archives
+    missing = [k for k in ("x_train", "y_train") if k not in arrays]
+    if missing:
+        raise DataError(f"{src}: no array {missing[0]!r}; expected x_train and y_train "
+                        f"(found {', '.join(sorted(arrays)) or 'none'})")
+    return arrays["x_train"], arrays["y_train"]
 
 
 def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMeta:
