@@ -46,9 +46,24 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
+    _check_relationship_fits(cfg, meta.n_tasks)
     if out:
         check_writable(out)
     return algo, meta, topology
+
+
+def _check_relationship_fits(cfg: RunConfig, K: int) -> None:
+    """A K x K Omega (and the few copies its update makes) must fit in memory."""
+    from ..data.taskfile import available_memory
+    if not hasattr(cfg.params, "omega_eps"):
+        return
+    need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
+    free = available_memory()
+    if free is not None and need > free:
+        raise SetupFailed(f"{K} tasks need a {K} x {K} task-relationship matrix: about "
+                          f"{need / 2**30:.1f} GiB while it is updated, more than the "
+                          f"{free / 2**30:.1f} GiB of memory available; use fewer tasks, or a "
+                          "learner without Omega (admm-single, pa, pooled)")
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
