@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test bench paper clean
+.PHONY: setup demo test bench paper wstep clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,7 @@ test: setup
 bench: setup
 	$(PY) scripts/bench_round.py
 	$(PY) scripts/bench_decentralised.py
+	$(PY) scripts/bench_wstep.py --docs
 
 # The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):
 # imports the real sets found in $(DATA), sweeps, reports into results/paper/report and
@@ -36,6 +37,11 @@ bench: setup
 DATA ?= ../shared/data
 paper: setup
 	DATA=$(DATA) $(PY) scripts/paper.py --docs
+
+# Issue 8: adaptive w-steps against euclid and the single-task learners (scripts/wstep.toml;
+# about half an hour on 2 cores); rewrites the 'wstep' section of docs/RESULTS.md.
+wstep: setup
+	DATA=$(DATA) $(PY) scripts/wstep.py --docs
 
 clean:
 	rm -rf $(VENV) results build *.egg-info .pytest_cache

@@ -64,7 +64,8 @@ def cli():
 @click.option("--synth-normalize", is_flag=True, help="Synthetic data: L2-normalise every feature vector.")
 @click.option("--variant", type=click.Choice(["exact", "paper"]), default=None,
               help="(u, V) step: the exact joint minimiser (default), or the paper's printed closed forms.")
-@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic"]), default=None,
+@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic", "squared-hinge"]),
+              default=None,
               help="Loss whose (sub)gradient drives the w-step (default hinge).")
 @click.option("--rho", type=float, default=None, help="ADMM penalty (> 0; default 0.1).")
 @click.option("--eta", type=float, default=None,
@@ -81,6 +82,14 @@ def cli():
 @click.option("--omega-eps", type=float, default=None,
               help="Ridge eps added to (V^T V)^(1/2) before normalising Omega (default 1e-8; "
                    "drom: added to Omega before inverting, default 0.01).")
+@click.option("--w-step", "w_step", type=click.Choice(["euclid", "adagrad", "arow"]), default=None,
+              help="ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from "
+                   "past gradients) or arow (full precision from margin errors); default euclid. "
+                   "See docs/WSTEP.md.")
+@click.option("--delta", type=float, default=None,
+              help="--w-step adagrad, and adagrad: initial accumulator (> 0; default 1).")
+@click.option("--arow-r", "arow_r", type=float, default=None,
+              help="--w-step arow, and arow: confidence parameter r (> 0; default 1).")
 @click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
               help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
                    "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")
@@ -195,7 +204,8 @@ def parse_run_args(args: list[str]):
 
 # hyper-parameter options, and the field of the algorithm's parameter class each one sets
 _PARAM_OPTIONS = ("variant", "loss", "rho", "eta", "lambda1", "lambda2", "lambda3", "lambda4",
-                  "relationship", "omega_every", "omega_eps", "gamma0", "decay", "mu", "cap", "tau", "C")
+                  "relationship", "omega_every", "omega_eps", "w_step", "delta", "arow_r",
+                  "gamma0", "decay", "mu", "cap", "tau", "C")
 
 
 def _algorithm_params(opts: dict):

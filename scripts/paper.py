@@ -64,6 +64,18 @@ def import_data(shared: str, folder: str) -> None:
             step(OMTL + ["data", "import"] + [a.format(src=src) for a in args] + ["-o", out])
 
 
+def import_sweep_report(shared: str, sweep_file: str, out: str, jobs: str) -> int:
+    """Import the local real sets into results/data (where the sweep files read them), run the
+    sweep scripts/SWEEP_FILE into ``out`` and build its report; the sweep's exit code."""
+    import_data(shared, os.path.join(ROOT, "results", "data"))
+    code = step(OMTL + ["sweep", os.path.join(ROOT, "scripts", sweep_file), "--out", out,
+                        "--jobs", jobs], check=False)
+    if code == 130:                     # interrupted: no report of half a sweep
+        raise SystemExit(code)
+    step(OMTL + ["report", out])
+    return code
+
+
 def _machine() -> str:
     return f"{platform.node() or 'unknown host'}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
@@ -155,13 +167,7 @@ def main():
     ap.add_argument("--jobs", default="1", help="runs side by side (1 keeps ms/round clean)")
     ap.add_argument("--docs", action="store_true", help="write the tables into docs/RESULTS.md")
     args = ap.parse_args()
-    # scripts/paper.toml reads the imported sets from results/data
-    import_data(args.shared, os.path.join(ROOT, "results", "data"))
-    code = step(OMTL + ["sweep", os.path.join(ROOT, "scripts", "paper.toml"), "--out", args.out,
-                        "--jobs", args.jobs], check=False)
-    if code == 130:
-        raise SystemExit(code)
-    step(OMTL + ["report", args.out])
+    code = import_sweep_report(args.shared, "paper.toml", args.out, args.jobs)
     if args.docs:
         summary = json.load(open(os.path.join(args.out, "report", "report.json")))
         index = json.load(open(os.path.join(args.out, "index.json")))

@@ -48,6 +48,15 @@ def mpiexec():
 
 
 @pytest.fixture(scope="session")
+def unequal_streams():
+    """5 related synthetic tasks of unequal lengths (200..300), as in-memory streams."""
+    from omtl_mpi.data import generate
+    _, X, y = generate(tasks=5, samples=300, seed=1)
+    lengths = [300, 200, 250, 300, 220]
+    return [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)]
+
+
+@pytest.fixture(scope="session")
 def small_tasks(tmp_path_factory):
     """5 related synthetic tasks of unequal lengths (700..1000), written as a task-stream file."""
     from omtl_mpi.data import generate, write_tasks
@@ -55,4 +64,29 @@ def small_tasks(tmp_path_factory):
     lengths = [1000, 700, 900, 1000, 800]
     path = tmp_path_factory.mktemp("data") / "small.h5"
     write_tasks(path, names, [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)])
+    return path
+
+
+def assert_same_learning(a_path, b_path):
+    """Two results files made the same predictions and mistakes, and W agrees to 1e-10."""
+    import numpy as np
+    a, b = read_results(a_path), read_results(b_path)
+    for key in a:
+        if key.startswith("predictions/") or key == "metrics/mistakes":
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    np.testing.assert_allclose(a["model/W"], b["model/W"], rtol=0, atol=1e-10)
+
+
+def write_declared_only(path, rows: int, dim: int, tasks: int = 2):
+    """A small task file (compressed, never written) whose tasks declare rows x dim features."""
+    import h5py
+    import numpy as np
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "omtl-mpi-tasks"
+        for k in range(tasks):
+            g = f.create_group(f"tasks/{k:04d}")
+            g.attrs["name"] = f"t{k}"
+            g.create_dataset("X", shape=(rows, dim), dtype="f8", chunks=(1, min(dim, 10**6)),
+                             compression="gzip")
+            g.create_dataset("y", data=np.resize(np.array([1.0, -1.0]), rows))
     return path

@@ -1,14 +1,21 @@
 """A rank that raises or dies ends the whole job, with its message, never a hang (--fail-at)."""
 import subprocess
+import time
 
 import pytest
 
 from conftest import omtl
 
 
-def leftover(marker):
-    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
-    return out.stdout.split()
+def leftover(marker, within=5.0):
+    """Processes whose command line holds ``marker`` still alive ``within`` seconds after the job
+    returned (a rank killed by the abort may take a moment to be reaped: "within seconds")."""
+    end = time.monotonic() + within
+    while True:
+        out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        if not out or time.monotonic() > end:
+            return out
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("algo, ranks, fail_rank", [("c-admm", 4, 0), ("c-admm", 4, 2),

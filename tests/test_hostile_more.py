@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import write_declared_only
 from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
                            import_tudataset, import_tweeteval, read_meta)
 from omtl_mpi.errors import ConfigError, UserError
@@ -232,15 +233,7 @@ def test_random_sweep_files(tmp_path, top, data, synth, algo, options, garbage):
 
 def test_huge_dimensions_are_refused_before_reading(tmp_path, capsys):
     """A small file (compressed, never written) that declares 2 x 3 x 4e9 float64 features."""
-    import h5py
-    path = tmp_path / "huge.h5"
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = "omtl-mpi-tasks"
-        for k in range(2):
-            g = f.create_group(f"tasks/{k:04d}")
-            g.attrs["name"] = f"t{k}"
-            g.create_dataset("X", shape=(3, 4 * 10**9), dtype="f8", chunks=(1, 10**6), compression="gzip")
-            g.create_dataset("y", data=np.array([1.0, -1.0, 1.0]))
+    path = write_declared_only(tmp_path / "huge.h5", rows=3, dim=4 * 10**9)
     assert path.stat().st_size < 100_000
     code = cli_exit(["run", "--data", path])
     err = capsys.readouterr().err

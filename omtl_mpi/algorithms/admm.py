@@ -21,8 +21,12 @@ import numpy as np
 from ..errors import ConfigError, UserError
 from .losses import LOSSES, gradient_coef, predict
 from .relationship import Relationship, exact_operator, pseudo_inverse, update_omega
+from .wsteps import make_w_step
 
 VARIANTS = ("exact", "paper")
+W_STEPS = ("euclid", "adagrad", "arow")
+# eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
+ADAPTIVE_ETA = 1.0
 
 
 class DivergenceError(UserError):
@@ -34,7 +38,13 @@ class AdmmParams:
     """Hyper-parameters of the ADMM learners; defaults are the paper's (spec section 1).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
+    for the Euclidean w-step, and :data:`ADAPTIVE_ETA` for the adaptive ones (their metric
+    D_t grows by itself, so a step control that also grows with T would double-count it);
     resolved by :meth:`resolved`.
+
+    ``w_step`` picks the Bregman divergence of the w-step (docs/WSTEP.md):
+    ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
+    squared past gradients)), ``arow`` with D_t = I + sum over margin errors of x x^T / arow_r.
     """
 
     rho: float = 0.1
@@ -48,6 +58,9 @@ class AdmmParams:
     relationship: bool = True
     omega_every: int = 1
     omega_eps: float = 1e-8
+    w_step: str = "euclid"
+    delta: float = 1.0
+    arow_r: float = 1.0
 
     def __post_init__(self):
         problems = []
@@ -62,6 +75,12 @@ class AdmmParams:
             value = getattr(self, name)
             if finite(name, value) and value <= 0:
                 problems.append(f"--{name} must be > 0, got {value!r}")
+        for name in ("delta", "arow_r"):
+            value = getattr(self, name)
+            if finite(name, value) and value <= 0:
+                problems.append(f"--{name.replace('_', '-')} must be > 0, got {value!r}")
+        if self.w_step not in W_STEPS:
+            problems.append(f"--w-step must be one of {', '.join(W_STEPS)}, got {self.w_step!r}")
         for name in ("lambda3", "lambda4", "omega_eps"):
             value = getattr(self, name)
             if finite(name, value) and value < 0:
@@ -86,7 +105,8 @@ class AdmmParams:
         """These parameters with ``eta`` fixed: the paper's ``sqrt(T)`` when it was left unset."""
         if self.eta is not None:
             return self
-        return AdmmParams(**{**asdict(self), "eta": math.sqrt(max(rounds, 1))})
+        eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
+        return AdmmParams(**{**asdict(self), "eta": eta})
 
 
 class TaskBlock:
@@ -105,6 +125,7 @@ class TaskBlock:
         # one shared u for the block (multi-task), or one per task (tasks learned alone)
         self.u = np.zeros(dim) if shared_u else np.zeros((n_tasks, dim))
         self.V = np.zeros((n_tasks, dim))
+        self.w_step = make_w_step(params, n_tasks, dim)
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
         """Predict a round's instances, then take the w-step and return the message C.
@@ -132,13 +153,8 @@ class TaskBlock:
         G = np.einsum("bk,bkd->kd", coef, X)
         if X.shape[0] > 1:          # with B = 1 every count is 1 (padding has a zero gradient)
             G *= inv_count[:, None]
-        # eq. solution1-1: the Bregman-proximal (Euclidean) linearised w-step
-        W = p.eta * self.W
-        W += p.rho * (self.u + self.V)
-        W -= G
-        W -= self.Z
-        W /= p.rho + p.eta
-        self.W = W
+        # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py)
+        self.W = W = self.w_step.step(self.W, self.u + self.V, G, self.Z, X, coef, inv_count)
         return yhat, self.Z + p.rho * W
 
     def dual_step(self, u: np.ndarray, V: np.ndarray) -> None:
@@ -150,12 +166,15 @@ class TaskBlock:
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
-        return {"W": self.W.copy(), "Z": self.Z.copy(), "u": self.u.copy(), "V": self.V.copy()}
+        out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": self.u.copy(), "V": self.V.copy()}
+        out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
+        return out
 
     def load_state(self, state: dict) -> None:
         """Restore a :meth:`state`."""
         for key in ("W", "Z", "u", "V"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
+        self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
 
 
 class Consensus:

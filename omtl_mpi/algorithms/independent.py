@@ -2,9 +2,11 @@
 
 * ``admm-single`` - the C-ADMM math with K = 1 for every task (its own u, no Omega, no lambda4
   term): the paper's ADMM-Single baseline and the ablation's "Indpt" column.
-* ``pa`` - independent Passive-Aggressive PA-I (Crammer et al. 2006).
+* ``pa`` - independent Passive-Aggressive PA-I (Crammer et al. 2006);
+* ``adagrad`` - independent diagonal AdaGrad on the hinge loss (Duchi et al. 2011);
+* ``arow`` - independent full-covariance AROW (Crammer, Kulesza & Dredze 2009).
 
-Both hold a contiguous block of tasks per rank and are vectorised over it.
+All hold a contiguous block of tasks per rank and are vectorised over it.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from .admm import AdmmParams, TaskBlock
-from .losses import predict
+from .losses import gradient_coef, predict
+from .wsteps import inverse_rank_one
 
 
 class _NoMessage:
@@ -28,6 +31,29 @@ class _NoMessage:
 
     def node_arrays(self) -> dict:
         return {}
+
+
+class _SingleTaskNode(_NoMessage):
+    """A learner that keeps per-task arrays only (named in ``_STATE``, W first)."""
+
+    _STATE: tuple = ("W",)
+
+    @classmethod
+    def build(cls, params, n_tasks, dim, start, stop, topology, node):
+        return cls(params, stop - start, dim)
+
+    def finish_round(self) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {k: getattr(self, k).copy() for k in self._STATE}
+
+    def load_state(self, state: dict) -> None:
+        for k in self._STATE:
+            setattr(self, k, np.array(state[k], dtype=np.float64))
+
+    def task_rows(self) -> dict:
+        return {"W": self.W}
 
 
 class AdmmSingleNode(_NoMessage):
@@ -81,17 +107,13 @@ class PaParams:
         return self
 
 
-class PaNode(_NoMessage):
+class PaNode(_SingleTaskNode):
     """Independent PA-I for every task of the block; a mini-batch takes the mean of the
     per-instance PA steps, all computed at the same w."""
 
     def __init__(self, params: PaParams, n_tasks: int, dim: int):
         self.p = params
         self.W = np.zeros((n_tasks, dim))
-
-    @classmethod
-    def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        return cls(params, stop - start, dim)
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         margins = np.einsum("kd,bkd->bk", self.W, X)
@@ -101,18 +123,6 @@ class PaNode(_NoMessage):
         tau = np.minimum(self.p.C, np.divide(loss, sq, out=np.zeros_like(loss), where=sq > 0))
         self.W += np.einsum("bk,bkd->kd", tau * y, X) * inv_count[:, None]
         return yhat
-
-    def finish_round(self) -> None:
-        pass
-
-    def state(self) -> dict:
-        return {"W": self.W.copy()}
-
-    def load_state(self, state: dict) -> None:
-        self.W = np.array(state["W"], dtype=np.float64)
-
-    def task_rows(self) -> dict:
-        return {"W": self.W}
 
 
 @dataclass(frozen=True)
@@ -124,3 +134,86 @@ class SingleParams(AdmmParams):
 
     def resolved(self, rounds: int) -> AdmmParams:
         return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0, "relationship": False})
+
+
+@dataclass(frozen=True)
+class AdagradParams:
+    """Diagonal AdaGrad on the hinge loss: ``w -= gamma0 g / sqrt(delta + sum of g^2)``."""
+
+    gamma0: float = 1.0
+    delta: float = 1.0
+
+    def __post_init__(self):
+        for name in ("gamma0", "delta"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"--{name} must be a finite number > 0, got {value!r}")
+
+    def resolved(self, rounds: int) -> "AdagradParams":
+        return self
+
+
+class AdagradNode(_SingleTaskNode):
+    """Independent diagonal AdaGrad (Duchi, Hazan & Singer 2011) per task; a mini-batch takes
+    the mean gradient, as the ADMM learners do."""
+
+    _STATE = ("W", "S")
+
+    def __init__(self, params: AdagradParams, n_tasks: int, dim: int):
+        self.p = params
+        self.W = np.zeros((n_tasks, dim))
+        self.S = np.zeros((n_tasks, dim))
+
+    def local_step(self, X, y, inv_count) -> np.ndarray:
+        margins = np.einsum("kd,bkd->bk", self.W, X)
+        yhat = predict(margins)
+        G = np.einsum("bk,bkd->kd", gradient_coef("hinge", y, margins, yhat), X)
+        if X.shape[0] > 1:
+            G *= inv_count[:, None]
+        self.S += G * G
+        self.W -= self.p.gamma0 * G / np.sqrt(self.p.delta + self.S)
+        return yhat
+
+
+@dataclass(frozen=True)
+class ArowParams:
+    """AROW's regularisation r (> 0): larger r, smaller and more cautious updates."""
+
+    arow_r: float = 1.0
+
+    def __post_init__(self):
+        if not (isinstance(self.arow_r, (int, float)) and math.isfinite(self.arow_r) and self.arow_r > 0):
+            raise ConfigError(f"--arow-r must be a finite number > 0, got {self.arow_r!r}")
+
+    def resolved(self, rounds: int) -> "ArowParams":
+        return self
+
+
+class ArowNode(_SingleTaskNode):
+    """Independent AROW (Crammer, Kulesza & Dredze 2009) per task, full covariance.
+
+    On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
+    ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
+    predictions are all made first; its instances then update the model one after another.
+    """
+
+    _STATE = ("W", "Sigma")
+
+    def __init__(self, params: ArowParams, n_tasks: int, dim: int):
+        self.p = params
+        self.W = np.zeros((n_tasks, dim))
+        self.Sigma = np.zeros((n_tasks, dim, dim))
+        self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
+
+    def local_step(self, X, y, inv_count) -> np.ndarray:
+        r = self.p.arow_r
+        margins = np.einsum("kd,bkd->bk", self.W, X)
+        yhat = predict(margins)
+        for b in range(X.shape[0]):
+            m = margins[0] if b == 0 else np.einsum("kd,kd->k", self.W, X[b])
+            yb = np.asarray(y[b], dtype=np.float64)
+            # covariance updates are rank one per task (no batched BLAS for them)
+            for k in np.nonzero((yb != 0) & (yb * m < 1.0))[0]:
+                sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r)
+                self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r) * yb[k]) * sx
+        return yhat

@@ -1,4 +1,5 @@
-"""Loss (sub)gradients of the online linear learners (spec section 1).
+"""Loss (sub)gradients of the online linear learners (spec section 1, plus the squared hinge
+of docs/WSTEP.md, whose gradient scales with the missed margin as AROW's step does).
 
 Every loss here has a gradient of the form ``g = coef * x``; the functions return ``coef``
 for a whole array of instances at once.  Padding instances (label 0, features 0) used to
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-LOSSES = ("hinge", "perceptron", "logistic")
+LOSSES = ("hinge", "perceptron", "logistic", "squared-hinge")
 
 
 def predict(margins: np.ndarray) -> np.ndarray:
@@ -24,7 +25,7 @@ def gradient_coef(loss: str, y: np.ndarray, margins: np.ndarray,
 
     Parameters
     ----------
-    loss : {"hinge", "perceptron", "logistic"}
+    loss : {"hinge", "perceptron", "logistic", "squared-hinge"}
     y : ndarray
         True labels in {-1, +1}, or 0 for padding (float64 avoids a conversion per round).
     margins : ndarray of float
@@ -41,6 +42,9 @@ def gradient_coef(loss: str, y: np.ndarray, margins: np.ndarray,
         return np.where(yf * margins < 1.0, -yf, 0.0)
     if loss == "perceptron":
         return np.where(yhat != y, -yf, 0.0)
+    if loss == "squared-hinge":
+        # (1/2) max(0, 1 - y m)^2: the gradient scales with how badly the margin is missed
+        return -yf * np.maximum(0.0, 1.0 - yf * margins)
     if loss == "logistic":
         # -y / (1 + exp(y m)) == -y * expit(-y m); expit does not overflow.
         return -yf * expit(-yf * margins)

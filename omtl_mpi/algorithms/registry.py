@@ -11,7 +11,8 @@ from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
 from .dadmm import DAdmmNode
 from .dpsgd import DpsgdParams, DPsgdNode
-from .independent import AdmmSingleNode, PaNode, PaParams, SingleParams
+from .independent import (AdagradNode, AdagradParams, AdmmSingleNode, ArowNode, ArowParams,
+                          PaNode, PaParams, SingleParams)
 from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronWorker,
                                NoParams, PmscLogParams, PooledParams, PooledWorker, SumServer)
 
@@ -151,6 +152,27 @@ register(Algorithm(
     reconstruction=False,
     params=PaParams,
     node=PaNode,
+))
+
+register(Algorithm(
+    name="adagrad",
+    summary="Independent diagonal AdaGrad on the hinge loss per task, no communication.",
+    citation="Duchi, Hazan & Singer, Adaptive Subgradient Methods for Online Learning and "
+             "Stochastic Optimization, JMLR 2011",
+    pattern="none",
+    reconstruction=False,
+    params=AdagradParams,
+    node=AdagradNode,
+))
+
+register(Algorithm(
+    name="arow",
+    summary="Independent AROW (full covariance) per task, no communication.",
+    citation="Crammer, Kulesza & Dredze, Adaptive Regularization of Weight Vectors, NIPS 2009",
+    pattern="none",
+    reconstruction=False,
+    params=ArowParams,
+    node=ArowNode,
 ))
 
 register(Algorithm(

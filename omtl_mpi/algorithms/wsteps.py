@@ -1,0 +1,149 @@
+"""The w-step of the ADMM learners as a Bregman-proximal step, one class per divergence.
+
+The w-step (eq. solution1-1) minimises, for each task k of a block,
+
+    g_k . w + z_k . (w - u - v_k) + rho/2 |w - u - v_k|^2 + eta B(w, w_k)
+
+with ``B(w, w_t) = (w - w_t)^T D_t (w - w_t) / 2``.  Its solution is
+
+    w = (eta D_t w_t + rho (u + v_k) - g_k - z_k) / (eta D_t + rho)
+      = w_t - (eta D_t + rho I)^{-1} (g_k + z_k + rho (w_t - u - v_k))
+
+so only the metric D_t differs between the three steps below; nothing else in ADMM changes
+(docs/WSTEP.md has the derivation).  D_t includes round t's own data (as AdaGrad does), so
+every metric starts at D_0 = I, where all three steps coincide.
+
+* :class:`EuclidStep` - D_t = I, the paper's step;
+* :class:`AdagradStep` - D_t = diag(sqrt(delta + sum of squared past gradients)), elementwise;
+* :class:`ArowStep` - D_t = I + sum over margin errors of x x^T / r (AROW's precision), kept
+  as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one, O(d^2))
+  at each margin error: never a fresh d x d solve.
+
+Every class works on a block of kb tasks at once and has ``step``, ``state`` and
+``load_state``; a state holds everything needed to continue bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg.blas import dger
+
+
+def inverse_rank_one(M: np.ndarray, x: np.ndarray, c: float):
+    """``M <- (M^-1 + c x x^T)^-1`` in place by Sherman-Morrison, for a symmetric M (d x d).
+
+    O(d^2) and no d x d temporary.  Returns ``(M x, x^T M x)`` of the M before the update
+    (AROW's mean step uses them).
+    """
+    mx = M @ x
+    v = float(x @ mx)
+    # dger updates M in place; M is symmetric, so updating its Fortran-ordered view M.T is
+    # the same update
+    out = dger(-c / (1.0 + c * v), mx, mx, a=M.T, overwrite_a=1)
+    if not np.may_share_memory(out, M):         # a BLAS build that copied after all
+        M[...] = out.T
+    return mx, v
+
+
+class EuclidStep:
+    """``B(w, w_t) = |w - w_t|^2 / 2``: the paper's eq. solution1-1."""
+
+    def __init__(self, params, n_tasks: int, dim: int):
+        self.p = params
+
+    def step(self, W, target, G, Z, X, coef, inv_count):
+        """The new W (kb x d) from the old one, ``target = u + V`` and this round's data.
+
+        Parameters
+        ----------
+        W, target, G, Z : ndarray, shape (kb, d)
+            Current w_k, u + v_k, the batch-mean loss gradient g_k and the duals z_k.
+        X : ndarray, shape (B, kb, d)
+            The round's instances (zero rows for padding).
+        coef : ndarray, shape (B, kb)
+            Each instance's loss-gradient factor (g = coef x); 0 where the loss is flat.
+        inv_count : ndarray, shape (kb,)
+            1 / (number of real instances of each task in this batch).
+        """
+        p = self.p
+        W = p.eta * W
+        W += p.rho * target
+        W -= G
+        W -= Z
+        W /= p.rho + p.eta
+        return W
+
+    def state(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        pass
+
+
+class AdagradStep(EuclidStep):
+    """Diagonal AdaGrad metric ``D_t = diag(sqrt(delta + sum_s g_s^2))`` per task (Duchi et al.
+    2011): coordinates that have seen large or frequent gradients take smaller steps."""
+
+    def __init__(self, params, n_tasks: int, dim: int):
+        super().__init__(params, n_tasks, dim)
+        self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
+
+    def step(self, W, target, G, Z, X, coef, inv_count):
+        p = self.p
+        self.S += G * G
+        D = np.sqrt(p.delta + self.S)
+        D *= p.eta
+        W = D * W
+        W += p.rho * target
+        W -= G
+        W -= Z
+        D += p.rho
+        W /= D
+        return W
+
+    def state(self) -> dict:
+        return {"S": self.S.copy()}
+
+    def load_state(self, state: dict) -> None:
+        self.S = np.array(state["S"], dtype=np.float64)
+
+
+class ArowStep(EuclidStep):
+    """Full AROW-style precision ``D_t = I + sum over margin errors of x x^T / r`` (Crammer,
+    Kulesza & Dredze 2009) per task, held as ``M = (eta D_t + rho I)^{-1}`` (kb x d x d).
+
+    A margin error is an instance whose loss gradient is not zero (hinge: y w.x < 1; perceptron:
+    a mistake; logistic: every instance).  With a mini-batch each instance counts 1/n of a
+    round, as the gradient is the batch mean.
+    """
+
+    def __init__(self, params, n_tasks: int, dim: int):
+        super().__init__(params, n_tasks, dim)
+        self.M = np.zeros((n_tasks, dim, dim))
+        self.M[:, np.arange(dim), np.arange(dim)] = 1.0 / (params.eta + params.rho)
+
+    def step(self, W, target, G, Z, X, coef, inv_count):
+        p = self.p
+        c = (p.eta / p.arow_r) * inv_count
+        # one rank-one update per margin error; there is no batched rank-one BLAS call, and a
+        # broadcast outer product would build a kb x d x d temporary every round
+        for b, k in zip(*np.nonzero(coef)):
+            inverse_rank_one(self.M[k], X[b, k], float(c[k]))
+        R = W - target
+        R *= p.rho
+        R += G
+        R += Z
+        return W - np.matmul(self.M, R[:, :, None])[:, :, 0]
+
+    def state(self) -> dict:
+        return {"M": self.M.copy()}
+
+    def load_state(self, state: dict) -> None:
+        self.M = np.array(state["M"], dtype=np.float64)
+
+
+W_STEP_CLASSES = {"euclid": EuclidStep, "adagrad": AdagradStep, "arow": ArowStep}
+
+
+def make_w_step(params, n_tasks: int, dim: int):
+    """The w-step object named by ``params.w_step`` for a block of ``n_tasks`` tasks."""
+    return W_STEP_CLASSES[params.w_step](params, n_tasks, dim)

@@ -1,0 +1,206 @@
+"""The adaptive w-steps (docs/WSTEP.md) and the independent AdaGrad and AROW learners.
+
+Each step is checked against its definition as a Bregman-proximal step, solved directly, and
+every learner that has a w-step passes the generic checks and the in-process vs MPI
+equivalence with each of them.
+"""
+import numpy as np
+import pytest
+
+from conftest import assert_same_learning, omtl, write_declared_only
+from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
+from omtl_mpi.algorithms.independent import ArowParams
+from omtl_mpi.algorithms.losses import gradient_coef, predict
+from omtl_mpi.algorithms.wsteps import inverse_rank_one
+from omtl_mpi.data import generate
+from omtl_mpi.runtime.checks import check_algorithm, simulate
+
+W_STEPS = ("adagrad", "arow")
+
+
+def random_block(rng, p, kb=3, d=6):
+    block = TaskBlock(p, kb, d)
+    block.W = rng.normal(size=(kb, d))
+    block.Z = rng.normal(size=(kb, d))
+    block.u = rng.normal(size=d)
+    block.V = rng.normal(size=(kb, d))
+    return block
+
+
+def rounds(block, rng, n, B=1):
+    """Drive a block for n rounds; yield what each w-step saw and the W before and after."""
+    kb, d = block.W.shape
+    for _ in range(n):
+        X = rng.normal(size=(B, kb, d))
+        y = rng.choice([-1.0, 1.0], size=(B, kb))
+        W0, target, Z = block.W.copy(), block.u + block.V, block.Z.copy()
+        margins = np.einsum("kd,bkd->bk", W0, X)
+        coef = gradient_coef(block.p.loss, y, margins, predict(margins))
+        G = np.einsum("bk,bkd->kd", coef, X) / B
+        block.predict_and_step(X, y, np.full(kb, 1.0 / B))
+        yield X, coef, G, W0, target, Z
+        block.dual_step(rng.normal(size=d), rng.normal(size=(kb, d)))
+
+
+@pytest.mark.parametrize("B", [1, 3])
+def test_adagrad_step_is_the_closed_form_with_its_diagonal_metric(B):
+    rng = np.random.default_rng(0)
+    p = AdmmParams(w_step="adagrad", eta=0.7, delta=0.5)
+    block = random_block(rng, p)
+    S = np.zeros_like(block.W)
+    for X, coef, G, W0, target, Z in rounds(block, rng, 20, B):
+        S += G * G
+        D = np.sqrt(p.delta + S)
+        expected = (p.eta * D * W0 + p.rho * target - G - Z) / (p.eta * D + p.rho)
+        np.testing.assert_allclose(block.W, expected, rtol=1e-13, atol=1e-13)
+        # and it is the minimiser: the gradient of the w-step's objective vanishes there
+        grad = G + Z + p.rho * (block.W - target) + p.eta * D * (block.W - W0)
+        np.testing.assert_allclose(grad, 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared-hinge", "logistic"])
+@pytest.mark.parametrize("B", [1, 2])
+def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
+    """The stored inverse, kept by rank-one updates, equals a fresh solve with
+    D_t = I + sum over margin errors of x x^T / r (each instance weighted 1/B)."""
+    rng = np.random.default_rng(1)
+    p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, loss=loss)
+    block = random_block(rng, p)
+    kb, d = block.W.shape
+    D = np.broadcast_to(np.eye(d), (kb, d, d)).copy()
+    for X, coef, G, W0, target, Z in rounds(block, rng, 30, B):
+        for b, k in zip(*np.nonzero(coef)):
+            D[k] += np.outer(X[b, k], X[b, k]) / (p.arow_r * B)
+        for k in range(kb):
+            A = p.eta * D[k] + p.rho * np.eye(d)
+            expected = np.linalg.solve(A, p.eta * D[k] @ W0[k] + p.rho * target[k] - G[k] - Z[k])
+            np.testing.assert_allclose(block.W[k], expected, rtol=1e-9, atol=1e-9)
+    assert (coef != 0).any()
+
+
+def test_every_w_step_starts_as_the_euclidean_one():
+    """D_0 = I: with no loss gradient yet, the three steps are the same step."""
+    out = []
+    for w_step in ("euclid", "adagrad", "arow"):
+        block = random_block(np.random.default_rng(3), AdmmParams(w_step=w_step, eta=1.5))
+        X = np.zeros((1, 3, 6))
+        block.predict_and_step(X, np.zeros((1, 3)), np.ones(3))
+        out.append(block.W)
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-15)
+    np.testing.assert_allclose(out[2], out[0], rtol=1e-14)
+
+
+def test_inverse_rank_one_updates_in_place():
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(5, 5))
+    A = A @ A.T + np.eye(5)
+    stack = np.stack([np.linalg.inv(A)] * 2)
+    x = rng.normal(size=5)
+    mx, v = inverse_rank_one(stack[1], x, 0.3)           # a view into the stack, as in ArowStep
+    np.testing.assert_allclose(stack[1], np.linalg.inv(A + 0.3 * np.outer(x, x)), rtol=1e-12)
+    np.testing.assert_array_equal(stack[0], np.linalg.inv(A))
+    np.testing.assert_allclose(mx, np.linalg.solve(A, x), rtol=1e-12)
+    assert v == pytest.approx(x @ np.linalg.solve(A, x))
+
+
+def reference_arow(x, y, r):
+    """AROW as printed in Crammer, Kulesza & Dredze (2009), one instance at a time."""
+    d = x.shape[1]
+    mu, sigma, preds = np.zeros(d), np.eye(d), []
+    for xi, yi in zip(x, y.astype(float)):
+        m = mu @ xi
+        preds.append(1 if m >= 0 else -1)
+        if yi * m < 1:
+            sx = sigma @ xi
+            beta = 1.0 / (xi @ sx + r)
+            mu = mu + (1 - yi * m) * beta * yi * sx
+            sigma = sigma - beta * np.outer(sx, sx)
+    return np.array(preds), mu
+
+
+def test_independent_arow_is_arow():
+    _, X, y = generate(tasks=3, samples=400, seed=5)
+    X = [x / np.linalg.norm(x, axis=1, keepdims=True) for x in X]
+    preds, rows = simulate("arow", X, y, params=ArowParams(arow_r=0.5))
+    for k in range(3):
+        ref_preds, ref_mu = reference_arow(X[k], y[k], 0.5)
+        np.testing.assert_array_equal(preds[k], ref_preds)
+        np.testing.assert_allclose(rows["W"][k], ref_mu, rtol=1e-10, atol=1e-12)
+
+
+def test_independent_adagrad_is_adagrad():
+    from omtl_mpi.algorithms.independent import AdagradParams
+    _, X, y = generate(tasks=2, samples=300, seed=6)
+    p = AdagradParams(gamma0=0.3, delta=0.2)
+    preds, rows = simulate("adagrad", X, y, params=p)
+    for k in range(2):
+        w, S = np.zeros(X[k].shape[1]), np.zeros(X[k].shape[1])
+        for t, (xi, yi) in enumerate(zip(X[k], y[k].astype(float))):
+            assert preds[k][t] == (1 if w @ xi >= 0 else -1)
+            g = -yi * xi if yi * (w @ xi) < 1 else 0 * xi
+            S += g * g
+            w = w - p.gamma0 * g / np.sqrt(p.delta + S)
+        np.testing.assert_allclose(rows["W"][k], w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("w_step", W_STEPS)
+@pytest.mark.parametrize("name", ["c-admm", "d-admm", "admm-single", "pmsc-log"])
+def test_generic_checks_with_every_w_step(name, w_step, unequal_streams):
+    from omtl_mpi.algorithms import REGISTRY
+    params = REGISTRY[name].params(w_step=w_step)          # pmsc-log fixes its own loss
+    if name != "pmsc-log" and w_step == "arow":
+        params = REGISTRY[name].params(w_step=w_step, loss="squared-hinge")
+    check_algorithm(name, *unequal_streams, params=params)
+
+
+@pytest.mark.parametrize("w_step", W_STEPS)
+@pytest.mark.parametrize("name,ranks,extra", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
+def test_w_steps_in_process_equal_mpiexec(name, ranks, extra, w_step, mpiexec, small_tasks, tmp_path):
+    args = ["run", "--algo", name, "--data", small_tasks, "--batch", "2", "--w-step", w_step]
+    r = omtl(*args, *extra, "--out", tmp_path / "a.h5")
+    assert r.returncode == 0, r.stderr
+    r = omtl(*args, "--out", tmp_path / "b.h5", np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    assert_same_learning(tmp_path / "a.h5", tmp_path / "b.h5")
+
+
+def test_w_step_changes_what_is_learned():
+    """Not a renamed euclid: on the synthetic family the adaptive steps predict differently."""
+    _, X, y = generate(tasks=3, samples=500, seed=7)
+    preds = {w: simulate("c-admm", X, y, params=AdmmParams(w_step=w))[0] for w in ("euclid", "adagrad", "arow")}
+    assert not np.array_equal(preds["euclid"][0], preds["adagrad"][0])
+    assert not np.array_equal(preds["euclid"][0], preds["arow"][0])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--w-step", "newton"], "Invalid value for '--w-step'"),
+    (["--w-step", "arow", "--arow-r", "0"], "--arow-r must be > 0"),
+    (["--w-step", "adagrad", "--delta", "-1"], "--delta must be > 0"),
+    (["--algo", "pa", "--w-step", "arow"], "--w-step does not apply to pa"),
+    (["--algo", "arow", "--arow-r", "nan"], "--arow-r must be a finite number > 0"),
+    (["--algo", "adagrad", "--gamma0", "0"], "--gamma0 must be a finite number > 0"),
+])
+def test_bad_w_step_options_are_one_clear_line(args, message):
+    r = omtl("run", "--synth-samples", "20", *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
+    path = write_declared_only(tmp_path / "wide.h5", rows=3, dim=400_000)
+    r = omtl("run", "--data", path, "--w-step", "arow")
+    assert r.returncode == 2 and "400000 x 400000 matrix per task" in r.stderr, r.stderr
+    r = omtl("run", "--data", path, "--algo", "arow")
+    assert r.returncode == 2 and "--w-step adagrad" in r.stderr
+
+
+def test_arow_w_step_without_consensus_is_arow():
+    """docs/WSTEP.md section 3: squared hinge, eta = r and rho -> 0 give AROW's own update."""
+    from omtl_mpi.algorithms.independent import SingleParams
+    _, X, y = generate(tasks=2, samples=300, seed=8)
+    X = [x / np.linalg.norm(x, axis=1, keepdims=True) for x in X]
+    p = SingleParams(w_step="arow", loss="squared-hinge", eta=0.5, arow_r=0.5, rho=1e-12)
+    preds, rows = simulate("admm-single", X, y, params=p)
+    for k in range(2):
+        ref_preds, ref_mu = reference_arow(X[k], y[k], 0.5)
+        np.testing.assert_array_equal(preds[k], ref_preds)
+        np.testing.assert_allclose(rows["W"][k], ref_mu, rtol=1e-6, atol=1e-8)
