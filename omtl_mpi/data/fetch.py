@@ -1,0 +1,411 @@
+"""Download the paper's public data sets, verify them and import them (``omtl-mpi data fetch``).
+
+Standard library only (urllib, hashlib). Every file is written to ``FINAL.part``, checked against
+the size and digest in :mod:`fetch_manifest`, and only then renamed to its final name, so a
+failed or interrupted download never leaves a half-written file under the final name. An
+interrupted download keeps its ``.part`` and is resumed with an HTTP ``Range`` request on the
+next attempt (from zero when the server answers 200 instead of 206); a digest mismatch deletes
+it. A final file that is already present and verifies is not downloaded again.
+"""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import ConfigError, UserError
+from .fetch_manifest import DATASETS
+
+CHUNK = 1 << 20
+BACKOFF_S = 0.5                    # first pause before a retry; doubles each time
+BIG = 4 << 20                      # files from this size get a line before their download too
+
+WITHDRAWN = {
+    "multilingual": (
+        "multilingual: the paper's multilingual review corpus (Amazon Multilingual Reviews, MARC) "
+        "was withdrawn by its publisher and has no canonical download; if you hold a copy, bring "
+        "it in with 'omtl-mpi data import text-csv SRC -o multilingual.h5' (one CSV per language "
+        "with text and label columns, or --task-col; see docs/DATASETS.md)"),
+}
+NAMES = tuple(DATASETS) + tuple(WITHDRAWN)
+
+# importer options each data set takes (the `data import` command's names)
+OPTIONS = {"landmine": (), "mnist": ("dims", "seed"), "tweeteval": ("dims", "tasks", "featuriser"),
+           "tudataset": ("dims", "sets", "iterations")}
+GROUP_OPTION = {"tweeteval": "tasks", "tudataset": "sets"}
+
+
+class FetchError(UserError):
+    """A download failed or did not verify (exit status 1; bad input exits 2)."""
+
+    exit_code = 1
+
+
+class NotFound(FetchError):
+    """A URL answered 404 (or a file:// mirror has no such file)."""
+
+    def __init__(self, path, url, why, hint=""):
+        super().__init__(f"{path}: {url} {why}" + (f"; {hint}" if hint else ""))
+        self.path, self.url, self.why = path, url, why
+
+
+class _Gone(Exception):
+    """404, 410, or no such file under a file:// mirror."""
+
+
+class _Transient(Exception):
+    """Worth another try (the .part is kept): timeouts, resets, truncation, 5xx."""
+
+
+class _Restart(Exception):
+    """The .part cannot be continued (416 or a wrong Content-Range): start from zero."""
+
+
+@dataclass
+class Fetched:
+    name: str
+    dest: str
+    variant: str
+    import_src: str
+    files: list = field(default_factory=list)
+
+    @property
+    def downloaded(self) -> int:
+        return sum(f["action"] != "present" for f in self.files)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+
+
+def _digest_of(spec: dict) -> tuple[str, str]:
+    return ("sha256", spec["sha256"]) if "sha256" in spec else ("md5", spec["md5"])
+
+
+def _hash_file(path: str, algo: str) -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(path: str, spec: dict) -> tuple[str, str, str] | None:
+    """None when ``path`` has the size and digest of ``spec``, else (what, got, expected)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return ("file", "none", spec["path"])
+    if size != spec["size"]:
+        return ("size", f"{size} bytes", f"{spec['size']} bytes")
+    algo, want = _digest_of(spec)
+    got = _hash_file(path, algo)
+    return None if got == want else (algo, got, want)
+
+
+def _sized(dest: str, files: list) -> bool:
+    """Every file of ``files`` is present under ``dest`` with its expected size."""
+    try:
+        return bool(files) and all(os.path.getsize(os.path.join(dest, f["path"])) == f["size"]
+                                   for f in files)
+    except OSError:
+        return False
+
+
+def mirror_url(mirror: str, path: str) -> str:
+    return mirror.rstrip("/") + "/" + urllib.parse.quote(path)
+
+
+def check_mirror(mirror: str | None) -> None:
+    if mirror is None:
+        return
+    scheme = urllib.parse.urlsplit(mirror).scheme
+    if scheme not in ("http", "https", "file") or mirror.rstrip("/") in ("http:", "https:", "file:"):
+        raise ConfigError(f"--mirror {mirror!r}: expected a base URL such as http://HOST:PORT/data "
+                          "or file:///path/to/data, laid out like ../shared/data "
+                          "(e.g. BASE/landmine/LandmineData.mat)")
+
+
+def check_name(name: str) -> None:
+    """ConfigError unless ``name`` is a data set that can be fetched."""
+    if name in WITHDRAWN:
+        raise ConfigError(WITHDRAWN[name])
+    if name not in DATASETS:
+        raise ConfigError(f"unknown data set {name!r}; choose one of: {', '.join(NAMES)}")
+
+
+def select_files(name: str, groups=None) -> list:
+    """The variants of ``name`` ([(variant, files)]), files limited to ``groups`` where given."""
+    check_name(name)
+    if groups is None and name in GROUP_OPTION:
+        groups = _default_groups(name)
+    out = []
+    for variant in DATASETS[name]["variants"]:
+        files = variant["files"]
+        if groups is not None:
+            known = list(dict.fromkeys(f["group"] for f in files))
+            unknown = [g for g in groups if g not in known]
+            if unknown:
+                raise ConfigError(f"--{GROUP_OPTION[name]} {','.join(unknown)}: not in the {name} "
+                                  f"manifest; choose from {','.join(known)}")
+            if not groups:
+                raise ConfigError(f"--{GROUP_OPTION[name]}: name at least one of {','.join(known)}")
+            files = [f for f in files if f["group"] in groups]
+        out.append((variant, files))
+    return out
+
+
+def _default_groups(name: str) -> tuple:
+    """What the importer reads by default: TweetEval's three tasks, the six TU sets."""
+    from .importers.text import TWEETEVAL_TASKS
+    from .importers.tudataset import DEFAULT_SETS
+    return {"tweeteval": TWEETEVAL_TASKS, "tudataset": DEFAULT_SETS}[name]
+
+
+# --------------------------------------------------------------------------- one file
+def _open(url: str, headers: dict, timeout: float):
+    req = urllib.request.Request(url, headers={"User-Agent": f"omtl-mpi/{__version__}", **headers})
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code in (404, 410):
+            raise _Gone(f"answered {exc.code} {exc.reason}") from None
+        if exc.code == 416:
+            raise _Restart("the server refused the range request (416)") from None
+        if exc.code >= 500 or exc.code in (408, 429):
+            raise _Transient(f"answered {exc.code} {exc.reason}") from None
+        raise FetchError(f"{url} answered {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, FileNotFoundError):            # file:// mirrors
+            raise _Gone("has no such file") from None
+        raise _Transient(f"cannot connect ({exc.reason})") from None
+    except (TimeoutError, socket.timeout):
+        raise _Transient(f"no answer within {timeout:g} s") from None
+    except (ConnectionError, http.client.HTTPException, OSError) as exc:
+        raise _Transient(f"{type(exc).__name__}: {exc}") from None
+
+
+def _content_range_start(value: str | None) -> int | None:
+    # "bytes START-END/TOTAL"
+    try:
+        unit, rest = value.split(" ", 1)
+        return int(rest.split("-", 1)[0]) if unit == "bytes" else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str = "") -> str:
+    """One attempt to complete ``part`` from ``url``; returns 'downloaded', 'resumed at N' or
+    'completed earlier' (the .part was already whole)."""
+    size = spec["size"]
+    have = os.path.getsize(part) if os.path.exists(part) else 0
+    if have > size:
+        os.remove(part)
+        have = 0
+    if have == size:
+        return "completed earlier"
+    try:
+        resp = _open(url, {"Range": f"bytes={have}-"} if have else {}, timeout)
+    except _Gone as exc:
+        raise NotFound(spec["path"], url, str(exc)) from None
+    with resp:
+        status = getattr(resp, "status", None)
+        if have and status == 206:
+            if _content_range_start(resp.headers.get("Content-Range")) != have:
+                raise _Restart("the server answered a different range")
+            mode, action = "ab", f"resumed at {_human(have)}"
+        else:
+            if have:
+                echo(f"  {spec['path']}: the server ignored the range request; restarting from zero")
+            mode, action, have = "wb", "downloaded", 0
+            length = resp.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) != size:
+                raise FetchError(f"{spec['path']}: {url} offers {length} bytes but the manifest "
+                                 f"expects {size}; not downloaded; use --mirror URL for another "
+                                 "source, or check the URL")
+        try:
+            os.makedirs(os.path.dirname(part), exist_ok=True)
+        except OSError as exc:
+            raise FetchError(f"cannot create {os.path.dirname(part)}: {exc.strerror}; choose a "
+                             "writable --dest") from None
+        if size >= BIG:
+            doing = "downloading" if mode == "wb" else f"resuming at {_human(have)}"
+            echo(f"{label}  {doing} from {urllib.parse.urlsplit(url).netloc or url} ...")
+        got = have
+        read = getattr(resp, "read1", resp.read)      # what has arrived: a stall loses nothing
+        try:
+            with open(part, mode) as f:
+                while True:
+                    chunk = read(CHUNK)
+                    if not chunk:
+                        break
+                    if got + len(chunk) > size:
+                        f.close()
+                        os.remove(part)
+                        raise FetchError(f"{spec['path']}: {url} sent more than the {size} bytes the "
+                                         "manifest expects; deleted the download; use --mirror URL "
+                                         "for another source")
+                    f.write(chunk)
+                    got += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        except (TimeoutError, socket.timeout):
+            raise _Transient(f"no data for {timeout:g} s after {got} of {size} bytes") from None
+        except (ConnectionError, http.client.HTTPException) as exc:
+            raise _Transient(f"connection lost after {got} of {size} bytes "
+                             f"({type(exc).__name__})") from None
+    if got < size:
+        raise _Transient(f"connection closed after {got} of {size} bytes")
+    return action
+
+
+def _download(url: str, part: str, spec: dict, timeout: float, retries: int, echo,
+              label: str = "") -> str:
+    """Complete ``part`` from ``url`` with up to ``retries`` further tries, resuming each time."""
+    attempt, restarted = 0, False
+    while True:
+        try:
+            return _transfer(url, part, spec, timeout, echo, label)
+        except _Restart as exc:
+            if os.path.exists(part):
+                os.remove(part)
+            if restarted:
+                raise FetchError(f"{spec['path']}: {url}: {exc}; use --mirror URL for another "
+                                 "source") from None
+            restarted = True
+        except _Transient as exc:
+            if attempt >= retries:
+                kept = os.path.exists(part) and os.path.getsize(part) > 0
+                tail = (f"the partial file {spec['path']}.part is kept: run the same command "
+                        "again to resume" if kept else "run the same command again")
+                tries = f"{attempt + 1} tries" if attempt else "1 try"
+                raise FetchError(f"{spec['path']}: download from {url} failed after {tries}: "
+                                 f"{exc}; {tail}, or use --mirror URL for another source") from None
+            time.sleep(BACKOFF_S * 2 ** attempt)
+            attempt += 1
+
+
+def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retries: int = 2,
+               echo=None, index: str = "") -> dict:
+    """Make ``dest/spec['path']`` present and verified, downloading it from the first of ``urls``
+    that has it. Returns {path, size, digest, url, action, verified}; action is present,
+    downloaded or resumed. Raises FetchError (NotFound when every URL answered 404)."""
+    echo = echo or (lambda line: print(line, file=sys.stderr))
+    final = os.path.join(dest, *spec["path"].split("/"))
+    part = final + ".part"
+    algo, want = _digest_of(spec)
+    row = {"path": spec["path"], "size": spec["size"], "digest": f"{algo}:{want}", "url": None}
+    if os.path.exists(final):
+        problem = verify(final, spec)
+        if problem is None:
+            echo(f"  {index}{spec['path']}  {_human(spec['size'])}  present, {algo} ok")
+            return {**row, "action": "present", "verified": True}
+        echo(f"  {index}{spec['path']}: the file there does not verify ({problem[0]} "
+             f"{problem[1]}, expected {problem[2]}); downloading it again")
+    if not urls:
+        raise FetchError(f"{spec['path']}: missing or damaged, and it has no canonical download; "
+                         "use --mirror URL (a copy laid out like ../shared/data)")
+    label = f"  {index}{spec['path']}  {_human(spec['size'])}"
+    not_found = None
+    for url in urls:
+        host = urllib.parse.urlsplit(url).netloc or url
+        try:
+            action = _download(url, part, spec, timeout, retries, echo, label)
+            problem = verify(part, spec)
+            if problem is not None and action == "completed earlier":
+                # a stale .part of the right size from some earlier download: start afresh once
+                os.remove(part)
+                action = _download(url, part, spec, timeout, retries, echo, label)
+                problem = verify(part, spec)
+        except NotFound as exc:
+            not_found = exc
+            continue                                   # 404 here: the next URL
+        if problem is not None:
+            os.remove(part)
+            what, got, expected = problem
+            raise FetchError(f"{spec['path']}: {what} mismatch: expected {expected}, got {got} "
+                             f"(from {url}); deleted the download; run the same command again, "
+                             "or use --mirror URL for another source")
+        os.replace(part, final)
+        how = "completed from an earlier partial download" if action == "completed earlier" \
+            else f"{action} from {host}"
+        echo(f"{label}  {how}, {algo} ok")
+        return {**row, "url": url, "action": "resumed" if action != "downloaded" else action,
+                "verified": True}
+    raise not_found
+
+
+# --------------------------------------------------------------------------- a data set
+def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: float = 60.0,
+          retries: int = 2, echo=None) -> Fetched:
+    """Download and verify the files of data set ``name`` into ``dest`` (same layout as
+    ../shared/data). With ``mirror``, every file comes from MIRROR/<path> instead of its
+    canonical URL; a variant the mirror lacks (404) falls back to the next (MNIST: the idx files,
+    then mnist_restored.npz). ``groups`` limits TweetEval tasks or TU sets."""
+    echo = echo or (lambda line: print(line, file=sys.stderr))
+    check_mirror(mirror)
+    if timeout <= 0:
+        raise ConfigError(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        raise ConfigError(f"--retries must be >= 0, got {retries}")
+    variants = select_files(name, groups)
+    dest = os.path.abspath(str(dest))
+    # a variant already on disk goes first (it verifies without the network); one that has no
+    # canonical URLs (MNIST's npz) needs --mirror unless it is on disk
+    variants.sort(key=lambda vf: not _sized(dest, vf[1]))
+    usable = [(v, fs) for v, fs in variants if mirror or _sized(dest, fs) or all(f["urls"] for f in fs)]
+    for i, (variant, files) in enumerate(usable):
+        try:
+            return _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo)
+        except NotFound as exc:
+            if i + 1 < len(usable):
+                echo(f"  {exc.url} {exc.why}; trying the {usable[i + 1][0]['name']} files instead")
+                continue
+            hint = ("--mirror must be a base URL laid out like ../shared/data "
+                    f"(BASE/{exc.path})" if mirror else
+                    "the source may have moved: use --mirror URL for another source")
+            raise NotFound(exc.path, exc.url, exc.why, hint) from None
+    raise FetchError(f"{name}: its files have no canonical download; use --mirror URL")
+
+
+def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -> Fetched:
+    out = Fetched(name=name, dest=dest, variant=variant["name"],
+                  import_src=os.path.join(dest, *variant["import_src"].split("/")))
+    for i, spec in enumerate(files, start=1):
+        urls = [mirror_url(mirror, spec["path"])] if mirror else spec["urls"]
+        out.files.append(fetch_file(spec, dest, urls, timeout=timeout, retries=retries, echo=echo,
+                                    index=f"[{i}/{len(files)}] "))
+    return out
+
+
+def import_fetched(fetched: Fetched, out, **options):
+    """Run the data set's importer on the fetched files; returns its TaskMeta."""
+    from . import importers
+    given = {k: v for k, v in options.items() if v is not None}
+    if fetched.name == "landmine":
+        return importers.import_landmine(fetched.import_src, out)
+    if fetched.name == "mnist":
+        return importers.import_mnist(fetched.import_src, out, **given)
+    if fetched.name == "tweeteval":
+        return importers.import_tweeteval(fetched.import_src, out, **given)
+    if fetched.name == "tudataset":
+        return importers.import_tudataset(fetched.import_src, out, **given)
+    raise ConfigError(f"no importer for {fetched.name}")
+
+
+def foreign_options(name: str, options: dict) -> list:
+    """The given importer options that data set ``name`` does not take."""
+    allowed = OPTIONS.get(name, ())
+    return [k for k, v in options.items() if v is not None and k not in allowed]
