@@ -66,10 +66,12 @@ def cli():
               help="(u, V) step: the exact joint minimiser (default), or the paper's printed closed forms.")
 @click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic", "squared-hinge"]),
               default=None,
-              help="Loss whose (sub)gradient drives the w-step (default hinge).")
+              help="Loss whose (sub)gradient drives the w-step (default hinge; squared-hinge "
+                   "scales it by the missed margin, as AROW does).")
 @click.option("--rho", type=float, default=None, help="ADMM penalty (> 0; default 0.1).")
 @click.option("--eta", type=float, default=None,
-              help="Step control (>= 0); default sqrt(T), T = rounds of the longest stream.")
+              help="Step control (>= 0); default sqrt(T), T = rounds of the longest stream "
+                   "(1 with --w-step adagrad or arow).")
 @click.option("--lambda1", type=float, default=None, help="Weight of |V|^2 (> 0; default 0.01).")
 @click.option("--lambda2", type=float, default=None, help="Weight of |u|^2 (> 0; default 0.1).")
 @click.option("--lambda3", type=float, default=None, help="Second weight of |V|^2 (>= 0; default 0.01).")

