@@ -35,6 +35,18 @@ def test_resume_in_process_every_learner(tmp_path, small_tasks, name):
     interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks])
 
 
+@pytest.mark.parametrize("w_step", ["adagrad", "arow"])
+@pytest.mark.parametrize("name", ["c-admm", "d-admm"])
+def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name, w_step):
+    """The w-step's own state (AdaGrad's sums, AROW's inverse) survives the checkpoint file."""
+    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks, "--w-step", w_step])
+
+
+def test_resume_with_arow_under_mpi(mpiexec, tmp_path, small_tasks):
+    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--w-step", "arow"],
+                             4, 2, "kill")
+
+
 @pytest.mark.parametrize("algo, ranks, fail_rank, mode", [("c-admm", 4, 2, "kill"),
                                                            ("d-admm", 3, 1, "raise"),
                                                            ("drom", 3, 0, "raise")])
