@@ -64,6 +64,17 @@ def import_data(shared: str, folder: str) -> None:
             step(OMTL + ["data", "import"] + [a.format(src=src) for a in args] + ["-o", out])
 
 
+def sweep_arguments(doc: str, name: str, jobs: str, jobs_help: str) -> argparse.Namespace:
+    """The command line shared by the sweep scripts: --shared, --out, --jobs, --docs."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--shared", default=os.environ.get("DATA", os.path.join(os.path.dirname(ROOT), "shared", "data")),
+                    help="folder with the raw data sets (default ../shared/data, or $DATA)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", name))
+    ap.add_argument("--jobs", default=jobs, help=jobs_help)
+    ap.add_argument("--docs", action="store_true", help="write the tables into docs/RESULTS.md")
+    return ap.parse_args()
+
+
 def import_sweep_report(shared: str, sweep_file: str, out: str, jobs: str) -> int:
     """Import the local real sets into results/data (where the sweep files read them), run the
     sweep scripts/SWEEP_FILE into ``out`` and build its report; the sweep's exit code."""
@@ -160,13 +171,7 @@ def write_docs(summary: dict, index: dict, docs: str) -> None:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", default=os.environ.get("DATA", os.path.join(os.path.dirname(ROOT), "shared", "data")),
-                    help="folder with the raw data sets (default ../shared/data, or $DATA)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "results", "paper"))
-    ap.add_argument("--jobs", default="1", help="runs side by side (1 keeps ms/round clean)")
-    ap.add_argument("--docs", action="store_true", help="write the tables into docs/RESULTS.md")
-    args = ap.parse_args()
+    args = sweep_arguments(__doc__, "paper", "1", "runs side by side (1 keeps ms/round clean)")
     code = import_sweep_report(args.shared, "paper.toml", args.out, args.jobs)
     if args.docs:
         summary = json.load(open(os.path.join(args.out, "report", "report.json")))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Adaptive w-steps against the Euclidean one and the single-task learners (issue 8): import the
-real sets found locally, run scripts/wstep.toml, report, and (with --docs) write the tables and
-the aim check into docs/RESULTS.md (section 'wstep').
+"""Adaptive w-steps against the Euclidean one and the single-task learners (issue 8).
+
+Imports the real sets found locally, runs scripts/wstep.toml, reports, and (with --docs) writes
+the tables and the aim check into docs/RESULTS.md (section 'wstep').
 
 Usage: python scripts/wstep.py [--shared ../shared/data] [--out results/wstep] [--jobs 2] [--docs]
 
@@ -17,7 +18,6 @@ computed from the runs' results files, never typed in.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from datetime import datetime, timezone
@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import replace_section  # noqa: E402
-from paper import _machine, _table, import_sweep_report  # noqa: E402
+from paper import _machine, _table, import_sweep_report, sweep_arguments  # noqa: E402
 
 REFERENCE = "C-ADMM euclid (paper defaults)"
 OURS = ("C-ADMM adagrad", "C-ADMM arow", "C-ADMM arow W/O RL", "D-ADMM ring adagrad", "D-ADMM ring arow")
@@ -99,13 +99,7 @@ def write_docs(out: str, docs: str) -> None:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", default=os.environ.get("DATA", os.path.join(os.path.dirname(ROOT), "shared", "data")),
-                    help="folder with the raw data sets (default ../shared/data, or $DATA)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "results", "wstep"))
-    ap.add_argument("--jobs", default="2", help="runs side by side")
-    ap.add_argument("--docs", action="store_true", help="write the tables into docs/RESULTS.md")
-    args = ap.parse_args()
+    args = sweep_arguments(__doc__, "wstep", "2", "runs side by side")
     code = import_sweep_report(args.shared, "wstep.toml", args.out, args.jobs)
     if args.docs:
         write_docs(args.out, os.path.join(ROOT, "docs", "RESULTS.md"))

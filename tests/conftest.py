@@ -67,10 +67,15 @@ def small_tasks(tmp_path_factory):
     return path
 
 
-def assert_same_learning(a_path, b_path):
-    """Two results files made the same predictions and mistakes, and W agrees to 1e-10."""
+def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path):
+    """``omtl-mpi run ARGS`` in one process (with ``local_args``) and under mpiexec on ``ranks``
+    ranks make the same predictions and mistakes, and W agrees to 1e-10."""
     import numpy as np
-    a, b = read_results(a_path), read_results(b_path)
+    r = omtl("run", *args, *local_args, "--out", tmp_path / "a.h5")
+    assert r.returncode == 0, r.stderr
+    r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=ranks)
+    assert r.returncode == 0, r.stderr
+    a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
     for key in a:
         if key.startswith("predictions/") or key == "metrics/mistakes":
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)

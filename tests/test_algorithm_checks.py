@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import assert_same_learning, omtl
+from conftest import assert_in_process_equals_mpiexec, omtl
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.runtime.checks import check_algorithm, simulate
 
@@ -46,12 +46,8 @@ def ranks_for(name):
 def test_in_process_equals_mpiexec(name, mpiexec, small_tasks, tmp_path):
     """Unequal streams and mini-batches, in one process and under mpiexec: same predictions."""
     ranks, local_args = ranks_for(name)
-    args = ["run", "--algo", name, "--data", small_tasks, "--batch", "2"]
-    r = omtl(*args, *local_args, "--out", tmp_path / "a.h5")
-    assert r.returncode == 0, r.stderr
-    r = omtl(*args, "--out", tmp_path / "b.h5", np_ranks=ranks)
-    assert r.returncode == 0, r.stderr
-    assert_same_learning(tmp_path / "a.h5", tmp_path / "b.h5")
+    assert_in_process_equals_mpiexec(["--algo", name, "--data", small_tasks, "--batch", "2"],
+                                     local_args, ranks, tmp_path)
 
 
 def test_algos_lists_every_learner():

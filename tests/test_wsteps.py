@@ -7,7 +7,7 @@ equivalence with each of them.
 import numpy as np
 import pytest
 
-from conftest import assert_same_learning, omtl, write_declared_only
+from conftest import assert_in_process_equals_mpiexec, omtl, write_declared_only
 from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
 from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict
@@ -156,12 +156,8 @@ def test_generic_checks_with_every_w_step(name, w_step, unequal_streams):
 @pytest.mark.parametrize("w_step", W_STEPS)
 @pytest.mark.parametrize("name,ranks,extra", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
 def test_w_steps_in_process_equal_mpiexec(name, ranks, extra, w_step, mpiexec, small_tasks, tmp_path):
-    args = ["run", "--algo", name, "--data", small_tasks, "--batch", "2", "--w-step", w_step]
-    r = omtl(*args, *extra, "--out", tmp_path / "a.h5")
-    assert r.returncode == 0, r.stderr
-    r = omtl(*args, "--out", tmp_path / "b.h5", np_ranks=ranks)
-    assert r.returncode == 0, r.stderr
-    assert_same_learning(tmp_path / "a.h5", tmp_path / "b.h5")
+    assert_in_process_equals_mpiexec(["--algo", name, "--data", small_tasks, "--batch", "2",
+                                      "--w-step", w_step], extra, ranks, tmp_path)
 
 
 def test_w_step_changes_what_is_learned():

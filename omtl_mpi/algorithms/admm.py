@@ -21,10 +21,10 @@ import numpy as np
 from ..errors import ConfigError, UserError
 from .losses import LOSSES, gradient_coef, predict
 from .relationship import Relationship, exact_operator, pseudo_inverse, update_omega
-from .wsteps import make_w_step
+from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
-W_STEPS = ("euclid", "adagrad", "arow")
+W_STEPS = tuple(W_STEP_CLASSES)
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -71,11 +71,7 @@ class AdmmParams:
                 return False
             return True
 
-        for name in ("rho", "lambda1", "lambda2"):
-            value = getattr(self, name)
-            if finite(name, value) and value <= 0:
-                problems.append(f"--{name} must be > 0, got {value!r}")
-        for name in ("delta", "arow_r"):
+        for name in ("rho", "lambda1", "lambda2", "delta", "arow_r"):
             value = getattr(self, name)
             if finite(name, value) and value <= 0:
                 problems.append(f"--{name.replace('_', '-')} must be > 0, got {value!r}")

@@ -21,6 +21,14 @@ from .losses import gradient_coef, predict
 from .wsteps import inverse_rank_one
 
 
+def _require_positive(params, *names) -> None:
+    """ConfigError unless each named field of ``params`` is a finite number > 0."""
+    for name in names:
+        value = getattr(params, name)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value!r}")
+
+
 class _NoMessage:
     """Nodes that never talk still go through the neighbour loop, with an empty exchange."""
 
@@ -100,8 +108,7 @@ class PaParams:
     C: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.C, (int, float)) and math.isfinite(self.C) and self.C > 0):
-            raise ConfigError(f"--C must be a finite number > 0, got {self.C!r}")
+        _require_positive(self, "C")
 
     def resolved(self, rounds: int) -> "PaParams":
         return self
@@ -144,10 +151,7 @@ class AdagradParams:
     delta: float = 1.0
 
     def __post_init__(self):
-        for name in ("gamma0", "delta"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"--{name} must be a finite number > 0, got {value!r}")
+        _require_positive(self, "gamma0", "delta")
 
     def resolved(self, rounds: int) -> "AdagradParams":
         return self
@@ -182,8 +186,7 @@ class ArowParams:
     arow_r: float = 1.0
 
     def __post_init__(self):
-        if not (isinstance(self.arow_r, (int, float)) and math.isfinite(self.arow_r) and self.arow_r > 0):
-            raise ConfigError(f"--arow-r must be a finite number > 0, got {self.arow_r!r}")
+        _require_positive(self, "arow_r")
 
     def resolved(self, rounds: int) -> "ArowParams":
         return self

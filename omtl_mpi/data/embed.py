@@ -60,8 +60,8 @@ def featurise(texts, featuriser: str = "hashing", dims: int | None = None,
     return embed_minilm(texts, cache)
 
 
-def _keys(texts) -> np.ndarray:
-    return np.array([hashlib.sha256(t.encode("utf-8")).digest() for t in texts], dtype="S32")
+def _keys(texts) -> list:
+    return [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
 
 
 def _load_cache(path: str | None) -> dict:
@@ -109,17 +109,16 @@ def embed_minilm(texts, cache: str | None = None) -> np.ndarray:
     texts = list(texts)
     keys = _keys(texts)
     cached = _load_cache(cache)
-    missing = list(dict.fromkeys(k for k in keys.tolist() if k not in cached))
+    missing = list(dict.fromkeys(k for k in keys if k not in cached))
     if missing:
         model = _load_model()
-        first = {k: i for i, k in reversed(list(enumerate(keys.tolist())))}
-        batch = [texts[first[k]] for k in missing]
-        emb = model.encode(batch, batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
+        text_of = dict(zip(keys, texts))            # equal keys are equal texts
+        emb = model.encode([text_of[k] for k in missing], batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
                            show_progress_bar=False).astype(np.float64)
         cached.update(zip(missing, emb))
         if cache:
             _save_cache(cache, cached)
-    X = np.array([cached[k] for k in keys.tolist()], dtype=np.float64).reshape(len(texts), MINILM_DIMS)
+    X = np.array([cached[k] for k in keys], dtype=np.float64).reshape(len(texts), MINILM_DIMS)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     np.divide(X, norms, out=X, where=norms > 0)
     return X

@@ -46,44 +46,40 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
-    _check_relationship_fits(cfg, meta.n_tasks)
-    _check_precision_fits(cfg, meta, size, algo.pattern)
+    _check_memory(cfg, meta, size, algo.pattern)
     if out:
         check_writable(out)
     return algo, meta, topology
 
 
-def _check_relationship_fits(cfg: RunConfig, K: int) -> None:
-    """A K x K Omega (and the few copies its update makes) must fit in memory."""
+def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
+    """The learner's own matrices must fit in this machine's memory (the task data's own check
+    is taskfile's): a K x K Omega with the copies its update makes, and AROW's d x d per task
+    on the rank that holds the most tasks."""
     from ..data.taskfile import available_memory
-    if not hasattr(cfg.params, "omega_eps"):
-        return
-    need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
     free = available_memory()
-    if free is not None and need > free:
-        raise SetupFailed(f"{K} tasks need a {K} x {K} task-relationship matrix: about "
-                          f"{need / 2**30:.1f} GiB while it is updated, more than the "
-                          f"{free / 2**30:.1f} GiB of memory available; use fewer tasks, or a "
-                          "learner without Omega (admm-single, pa, pooled)")
-
-
-def _check_precision_fits(cfg: RunConfig, meta, size: int, pattern: str) -> None:
-    """AROW keeps a d x d matrix per task: the rank holding the most tasks must have room."""
-    params = cfg.params
-    if getattr(params, "w_step", None) != "arow" and cfg.algo != "arow":
+    if free is None:
         return
-    from ..data.taskfile import available_memory
-    holders = max(size - 1, 1) if pattern == "server" else size
-    most = -(-meta.n_tasks // holders)
-    need = 2 * most * meta.dim * meta.dim * 8       # the matrices, and their checkpoint copy
-    free = available_memory()
-    # against the whole machine's memory: ranks of a cluster job may each have a node's worth
-    if free is not None and need > free:
-        raise SetupFailed(f"AROW keeps a {meta.dim} x {meta.dim} matrix per task: {most} task(s) "
-                          f"on one rank need about {need / 2**30:.1f} GiB, more than the "
-                          f"{free / 2**30:.1f} GiB of memory available; reduce d (import with a "
-                          "smaller --dims), spread the tasks over more ranks, or use --w-step "
-                          "adagrad (d numbers per task)")
+    gib = 2 ** 30
+    K, d = meta.n_tasks, meta.dim
+    if hasattr(cfg.params, "omega_eps"):
+        need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
+        if need > free:
+            raise SetupFailed(f"{K} tasks need a {K} x {K} task-relationship matrix: about "
+                              f"{need / gib:.1f} GiB while it is updated, more than the "
+                              f"{free / gib:.1f} GiB of memory available; use fewer tasks, or a "
+                              "learner without Omega (admm-single, pa, pooled)")
+    if getattr(cfg.params, "w_step", None) == "arow" or cfg.algo == "arow":
+        holders = max(size - 1, 1) if pattern == "server" else size
+        most = -(-K // holders)
+        need = 2 * most * d * d * 8     # the matrices, and their checkpoint copy
+        # against the whole machine's memory: ranks of a cluster job may each have a node's worth
+        if need > free:
+            raise SetupFailed(f"AROW keeps a {d} x {d} matrix per task: {most} task(s) on one "
+                              f"rank need about {need / gib:.1f} GiB, more than the "
+                              f"{free / gib:.1f} GiB of memory available; reduce d (import with a "
+                              "smaller --dims), spread the tasks over more ranks, or use --w-step "
+                              "adagrad (d numbers per task)")
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:

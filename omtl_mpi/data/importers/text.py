@@ -25,9 +25,12 @@ def _lines(path: str) -> list:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _cache_path(out: str, featuriser: str) -> str | None:
-    """Where embeddings are cached: next to the output file (hashing needs no cache)."""
-    return None if featuriser == "hashing" else f"{out}.{featuriser}-cache.npz"
+def _featurise_tasks(task_texts: list, featuriser: str, dims: int, out: str) -> list:
+    """Feature matrices of every task's texts from one featuriser call, so that an embedding
+    cache (next to the output file; hashing needs none) is read and written once per import."""
+    cache = None if featuriser == "hashing" else f"{out}.{featuriser}-cache.npz"
+    X = featurise([t for texts in task_texts for t in texts], featuriser, dims, cache)
+    return np.split(X, np.cumsum([len(texts) for texts in task_texts])[:-1])
 
 
 def _described(featuriser: str, dims: int) -> str:
@@ -44,7 +47,7 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
     """
     src, out = str(src), str(out)
     dims = check_featuriser(featuriser, dims)
-    names, X_list, y_list, notices = [], [], [], []
+    names, task_texts, y_list, notices = [], [], [], []
     for task in tasks:
         texts, labels = [], []
         for split in ("train", "val", "test"):
@@ -62,9 +65,10 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
         if not texts:
             raise DataError(f"{os.path.join(src, task)}: the task is empty")
         names.append(task)
-        X_list.append(featurise(texts, featuriser, dims, _cache_path(out, featuriser)))
+        task_texts.append(texts)
         y_list.append(binary_labels(labels, f"{src}/{task}", notices))
-    write_tasks(out, names, X_list, y_list, source="TweetEval (Barbieri et al. 2020)",
+    write_tasks(out, names, _featurise_tasks(task_texts, featuriser, dims, out), y_list,
+                source="TweetEval (Barbieri et al. 2020)",
                 description=f"tasks {', '.join(tasks)}; {_described(featuriser, dims)}")
     return read_meta(out)
 
@@ -130,8 +134,7 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     if not tasks:
         raise DataError(f"{src}: no rows left after mapping labels")
     names = sorted(tasks)
-    cache = _cache_path(out, featuriser)
-    write_tasks(out, names, [featurise(tasks[n][0], featuriser, dims, cache) for n in names],
+    write_tasks(out, names, _featurise_tasks([tasks[n][0] for n in names], featuriser, dims, out),
                 [np.array(tasks[n][1], dtype=np.int8) for n in names], source=os.path.basename(src),
                 description=f"text CSV; {_described(featuriser, dims)}")
     return read_meta(out)
