@@ -161,6 +161,15 @@ def test_invalid_hyper_parameters_are_refused(bad):
     assert "--" in str(err.value)
 
 
+def test_drom_divergence_is_an_error_not_a_linalg_traceback():
+    """Found by tests/test_hostile_more.py: drom with --mu 3.8e16 ended in numpy's LinAlgError."""
+    from omtl_mpi.algorithms.admm import DivergenceError
+    from omtl_mpi.algorithms.server_baselines import DromParams, DromServer
+    server = DromServer(DromParams(mu=3.8e16), 3, 4, [(0, 3)])
+    with pytest.raises(DivergenceError, match="lower --mu or --gamma0"):
+        server.step(np.full(12, 1e200))
+
+
 def test_paper_variant_divergence_is_an_error_not_nan():
     from omtl_mpi.algorithms.admm import DivergenceError
     rng = np.random.default_rng(7)

@@ -10,23 +10,14 @@ All hold a contiguous block of tasks per rank and are vectorised over it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
 from .admm import AdmmParams, TaskBlock
 from .losses import gradient_coef, predict
+from .params import require_positive
 from .wsteps import inverse_rank_one
-
-
-def _require_positive(params, *names) -> None:
-    """ConfigError unless each named field of ``params`` is a finite number > 0."""
-    for name in names:
-        value = getattr(params, name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value!r}")
 
 
 class _NoMessage:
@@ -108,7 +99,7 @@ class PaParams:
     C: float = 1.0
 
     def __post_init__(self):
-        _require_positive(self, "C")
+        require_positive("C", self.C)
 
     def resolved(self, rounds: int) -> "PaParams":
         return self
@@ -151,7 +142,8 @@ class AdagradParams:
     delta: float = 1.0
 
     def __post_init__(self):
-        _require_positive(self, "gamma0", "delta")
+        require_positive("gamma0", self.gamma0)
+        require_positive("delta", self.delta)
 
     def resolved(self, rounds: int) -> "AdagradParams":
         return self
@@ -186,7 +178,7 @@ class ArowParams:
     arow_r: float = 1.0
 
     def __post_init__(self):
-        _require_positive(self, "arow_r")
+        require_positive("arow_r", self.arow_r)
 
     def resolved(self, rounds: int) -> "ArowParams":
         return self

@@ -11,15 +11,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .admm import AdmmParams
+from .admm import AdmmParams, DivergenceError
 from .losses import gradient_coef, predict
-
-
-def _positive(name, value, allow_zero=False):
-    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ConfigError(f"--{name.replace('_', '-')} must be a finite number {'>=' if allow_zero else '>'} 0, "
-                          f"got {value!r}")
+from .params import require_positive
 
 
 # ----------------------------------------------------------------------------- PMSC-Log
@@ -51,10 +45,10 @@ class DromParams:
     omega_eps: float = 1e-2
 
     def __post_init__(self):
-        _positive("gamma0", self.gamma0)
-        _positive("mu", self.mu, allow_zero=True)
-        _positive("cap", self.cap)
-        _positive("omega_eps", self.omega_eps)
+        require_positive("gamma0", self.gamma0)
+        require_positive("mu", self.mu, allow_zero=True)
+        require_positive("cap", self.cap)
+        require_positive("omega_eps", self.omega_eps)
         if not isinstance(self.tau, int) or self.tau < 1:
             raise ConfigError(f"--tau must be an integer >= 1 (rounds between synchronisations), got {self.tau!r}")
 
@@ -117,6 +111,12 @@ class DromServer:
 
     def step(self, up_all):
         W = up_all.reshape(self.K, self.dim)          # rows = tasks (W^T in the paper's layout)
+        # a large mu feeds W Omega^-1 back into W until it overflows: stop with a reason, not a
+        # LinAlgError from eigh on infinities
+        if not np.abs(W).max() < 1e100:
+            raise DivergenceError(f"drom diverged by synchronisation {self.steps + 1} (|W| > 1e100): "
+                                  f"the relationship term mu = {self.p.mu} W Omega^-1 outgrows the "
+                                  "loss; lower --mu or --gamma0")
         inv = np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
         grad = inv @ (W @ W.T) @ inv                   # Omega^-1 W^T W Omega^-1 (K x K)
         _, vecs = np.linalg.eigh((grad + grad.T) / 2.0)
@@ -222,7 +222,7 @@ class PooledParams:
     gamma0: float = 0.1
 
     def __post_init__(self):
-        _positive("gamma0", self.gamma0)
+        require_positive("gamma0", self.gamma0)
 
     def resolved(self, rounds: int) -> "PooledParams":
         return self
