@@ -133,20 +133,18 @@ def test_w_step_matches_equation():
     kb, d = 3, 4
     p = AdmmParams(eta=7.0)
     blk = TaskBlock(p, kb, d)
-    blk.W = rng.normal(size=(kb, d))
-    blk.Z = rng.normal(size=(kb, d))
-    blk.u = rng.normal(size=d)
-    blk.V = rng.normal(size=(kb, d))
-    W0, Z0, u0, V0 = blk.W.copy(), blk.Z.copy(), blk.u.copy(), blk.V.copy()
+    W0, Z0 = rng.normal(size=(kb, d)), rng.normal(size=(kb, d))
+    u0, V0 = rng.normal(size=d), rng.normal(size=(kb, d))
+    blk.load_state({"W": W0, "Z": Z0, "u": u0, "V": V0})
     X = rng.normal(size=(1, kb, d))
-    y = np.array([[1, -1, 0]], dtype=np.int8)      # last task inactive (padding)
-    yhat, C = blk.predict_and_step(X, y, np.ones(kb))
+    y = np.array([[1.0, -1.0, 0.0]])                # last task inactive (padding)
+    positive, C = blk.predict_and_step(X, y, np.ones(kb))
     m = np.einsum("kd,kd->k", W0, X[0])
     g = np.where(y[0] * m < 1, -y[0], 0.0)[:, None] * X[0]
     W_ref = (p.eta * W0 + p.rho * (u0 + V0) - g - Z0) / (p.rho + p.eta)
     np.testing.assert_allclose(blk.W, W_ref, atol=1e-14)
     np.testing.assert_allclose(C, Z0 + p.rho * W_ref, atol=1e-14)
-    np.testing.assert_array_equal(yhat[0], np.where(m >= 0, 1, -1))
+    np.testing.assert_array_equal(positive[0], m >= 0)
     u1, V1 = rng.normal(size=d), rng.normal(size=(kb, d))
     blk.dual_step(u1, V1)
     np.testing.assert_allclose(blk.Z, Z0 + p.rho * (W_ref - u1 - V1), atol=1e-14)
@@ -178,3 +176,21 @@ def test_paper_variant_divergence_is_an_error_not_nan():
         for _ in range(10000):
             cons.step(rng.normal(size=(5, 4)))
             cons.update_relationship()
+
+
+@pytest.mark.parametrize("rho", [1e9, 1.5e14])
+def test_exact_step_does_not_cancel_at_huge_rho(rho):
+    """Found by tests/test_hostile_more.py: ``lambda2 + rho K - rho^2 s`` cancelled to 0 at
+    rho = 1.5e14.  With lambda4 = 0 the paper's u (eq. solution1-2) is free of cancellation,
+    and the exact step must equal it to rounding at any rho."""
+    rng = np.random.default_rng(8)
+    K, d = 5, 4
+    p = AdmmParams(eta=1.0, rho=rho, lambda4=0.0)
+    cons = Consensus(p, K, d)
+    cons.rel = update_omega(rng.normal(size=(K, d)), 1e-8, Relationship.identity(K))
+    C = rng.normal(size=(K, d))
+    u, V = cons.step(C)
+    a = p.a
+    u_ref = a * C.sum(axis=0) / (a * (p.lambda2 + rho * K) + p.lambda2 * rho)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(V, (C - rho * u) / (a + rho), rtol=1e-6, atol=1e-25)

@@ -20,10 +20,8 @@ W_STEPS = ("adagrad", "arow")
 
 def random_block(rng, p, kb=3, d=6):
     block = TaskBlock(p, kb, d)
-    block.W = rng.normal(size=(kb, d))
-    block.Z = rng.normal(size=(kb, d))
-    block.u = rng.normal(size=d)
-    block.V = rng.normal(size=(kb, d))
+    block.load_state({**block.state(), "W": rng.normal(size=(kb, d)), "Z": rng.normal(size=(kb, d)),
+                      "u": rng.normal(size=d), "V": rng.normal(size=(kb, d))})
     return block
 
 

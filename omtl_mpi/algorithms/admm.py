@@ -19,8 +19,8 @@ from dataclasses import dataclass, asdict
 import numpy as np
 
 from ..errors import ConfigError, UserError
-from .losses import LOSSES, gradient_coef, predict
-from .relationship import Relationship, exact_operator, pseudo_inverse, update_omega
+from .losses import LOSSES, descent_coef, predict
+from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
@@ -108,93 +108,149 @@ class AdmmParams:
 class TaskBlock:
     """Worker-side ADMM state and steps for a contiguous block of tasks.
 
-    Holds ``W`` and ``Z`` (kb x d) and the latest ``u`` (d,) and ``V`` rows (kb x d) received
-    from the consensus step.  All steps are vectorised over the block and the mini-batch.
+    Holds ``W`` and ``Z`` (kb x d), the message ``C`` (kb x d, rewritten in place every round)
+    and the latest ``u`` (d,) and ``V`` rows (kb x d) of the consensus step.  All steps are
+    vectorised over the block and the mini-batch, and written to make few numpy calls: at
+    K = 5, d = 9 each call costs more than its arithmetic (docs/PERFORMANCE.md).
+
+    Parameters
+    ----------
+    params : AdmmParams
+        With ``eta`` resolved.
+    n_tasks, dim : int
+    shared_u : bool
+        One u for the block (multi-task) or one per task (tasks learned alone).
+    message : ndarray, shape (n_tasks, dim), optional
+        Where to write ``C`` every round (a view of D-ADMM's table, so that no copy is needed);
+        by default a buffer of the block's own.  Either way it is the same array every round,
+        which lets MPI bind a persistent request to it.
     """
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, shared_u: bool = True):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, shared_u: bool = True,
+                 message: np.ndarray | None = None):
         if params.eta is None:
             raise ValueError("resolve eta (AdmmParams.resolved) before building a TaskBlock")
         self.p = params
         self.W = np.zeros((n_tasks, dim))
         self.Z = np.zeros((n_tasks, dim))
-        # one shared u for the block (multi-task), or one per task (tasks learned alone)
         self.u = np.zeros(dim) if shared_u else np.zeros((n_tasks, dim))
         self.V = np.zeros((n_tasks, dim))
+        self.C = np.zeros((n_tasks, dim)) if message is None else message
+        self._rY = np.zeros((n_tasks, dim))            # rho (u + v_k), the w-step's target
+        self._rho = np.array(params.rho)               # a cheaper numpy operand than a float
         self.w_step = make_w_step(params, n_tasks, dim)
+        self.w_step.prepare(self._rY, self.Z)
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
-        """Predict a round's instances, then take the w-step and return the message C.
+        """Predict a round's instances, then take the w-step and write the message C.
 
         Parameters
         ----------
         X : ndarray, shape (B, kb, d)
             The round's mini-batch for every task of the block (zero rows for padding).
-        y : ndarray of int8, shape (B, kb)
+        y : ndarray of float, shape (B, kb)
             Labels, 0 for padding.
         inv_count : ndarray, shape (kb,)
             1 / (number of real instances of each task in this batch), 1 where there are none.
 
         Returns
         -------
-        yhat : ndarray of int8, shape (B, kb)
-            Predictions made before the labels were revealed.
+        positive : ndarray of bool, shape (B, kb)
+            The predictions made before the labels were revealed (True for +1).
         C : ndarray, shape (kb, d)
-            ``c_k = z_k + rho w_k`` for each task, the message to the consensus step.
+            ``c_k = z_k + rho w_k`` for each task, the message to the consensus step (the
+            block's own buffer: read it before the next round).
         """
         p = self.p
-        margins = np.einsum("kd,bkd->bk", self.W, X)
-        yhat = predict(margins)
-        coef = gradient_coef(p.loss, y, margins, yhat)
-        G = np.einsum("bk,bkd->kd", coef, X)
-        if X.shape[0] > 1:          # with B = 1 every count is 1 (padding has a zero gradient)
-            G *= inv_count[:, None]
-        # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py)
-        self.W = W = self.w_step.step(self.W, self.u + self.V, G, self.Z, X, coef, inv_count)
-        return yhat, self.Z + p.rho * W
+        margins = np.vecdot(self.W, X)
+        positive = predict(margins)
+        coef = descent_coef(p.loss, y, margins, positive)
+        if X.shape[0] == 1:         # with B = 1 every count is 1 (padding has a zero gradient)
+            D = X[0] * coef.T
+        else:
+            D = np.einsum("bk,bkd->kd", coef, X)
+            D *= inv_count[:, None]
+        # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py), D = -g
+        self.W = W = self.w_step.step(self.W, D, X, coef, inv_count)
+        C = self.C
+        np.multiply(W, self._rho, out=C)
+        C += self.Z
+        return positive, C
 
     def dual_step(self, u: np.ndarray, V: np.ndarray) -> None:
-        """Store the consensus (u, V rows of this block) and take the z-step (eq. solution1-4)."""
-        # copy, not alias: under MPI, u and V live in a receive buffer that the next round reuses
-        self.u[...] = u
-        self.V[...] = V
-        self.Z += self.p.rho * (self.W - self.u - self.V)
+        """Take the consensus (u, V rows of this block) and the z-step (eq. solution1-4).
+
+        ``u`` and ``V`` are kept by reference, not copied: they are the consensus message,
+        which stays unchanged until the next round (read them between rounds).
+        """
+        self.u, self.V = u, V
+        rY = np.add(V, u, out=self._rY)
+        rY *= self._rho
+        # z + rho (w - u - v_k), with z + rho w the message C just sent
+        np.subtract(self.C, rY, out=self.Z)
+        self.w_step.prepare(rY, self.Z)
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
-        out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": self.u.copy(), "V": self.V.copy()}
+        out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": np.array(self.u), "V": np.array(self.V)}
         out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
         return out
 
     def load_state(self, state: dict) -> None:
-        """Restore a :meth:`state`."""
+        """Restore a :meth:`state` (the message buffer C keeps its identity)."""
         for key in ("W", "Z", "u", "V"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
+        # what dual_step derived from (u, V, Z): the same operations give the same bits
+        rY = np.add(self.V, self.u, out=self._rY)
+        rY *= self._rho
+        self.w_step.prepare(rY, self.Z)
 
 
 class Consensus:
     """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node).
 
-    Call :meth:`step` once per round with all tasks' messages C (K x d, task order).
+    Call :meth:`step` once per round with all tasks' messages C (K x d, task order).  For the
+    exact variant the step is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`),
+    with M rebuilt only when Omega changes.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
-        self.rel = Relationship.identity(n_tasks)
-        self.V = np.zeros((n_tasks, dim))     # V of the previous round (the paper's V_old)
-        self.u = np.zeros(dim)
-        self.rounds = 0                       # consensus steps taken so far
-        self._operator = None                 # cached P or Omega^+ for the current Omega
+        self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
+        self._rel = Relationship.identity(n_tasks)
+        self.rounds = 0                          # consensus steps taken so far
+        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
+
+    @property
+    def u(self) -> np.ndarray:
+        return self.uv[0]
+
+    @property
+    def V(self) -> np.ndarray:
+        return self.uv[1:]
+
+    @V.setter
+    def V(self, value) -> None:
+        self.uv[1:] = value
+
+    @property
+    def rel(self) -> Relationship:
+        return self._rel
+
+    @rel.setter
+    def rel(self, value: Relationship) -> None:
+        self._rel = value
+        self._operator = None
 
     def _cached_operator(self) -> np.ndarray:
         if self._operator is None:
             p = self.p
             if p.variant == "exact":
-                self._operator = exact_operator(self.rel, p.a, p.rho, p.lambda4)
+                self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
             else:
-                pinv = pseudo_inverse(self.rel)
+                pinv = pseudo_inverse(self._rel)
                 self._operator = (p.lambda4 / 2.0) * (pinv + pinv.T)
         return self._operator
 
@@ -205,15 +261,13 @@ class Consensus:
         -------
         u : ndarray, shape (d,)
         V : ndarray, shape (K, d)
+            Views of :attr:`uv`, valid until the next step.
         """
         p, K = self.p, self.K
-        op = self._cached_operator()
+        op = self._operator if self._operator is not None else self._cached_operator()
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
-            ones_p = op.sum(axis=1)
-            s = float(ones_p.sum())
-            u = ((1.0 - p.rho * ones_p) @ C) / (p.lambda2 + p.rho * K - p.rho * p.rho * s)
-            V = op @ (C - p.rho * u)
+            np.dot(op, C, out=self.uv)
         else:
             a = p.a
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
@@ -227,9 +281,10 @@ class Consensus:
                     f"(|V| > 1e100): its printed '+' sign on the lambda4 term makes V grow when "
                     f"lambda4 = {p.lambda4} is large against Omega's eigenvalues; lower --lambda4 "
                     f"or use --variant exact")
-        self.u, self.V = u, V
+            self.uv[0] = u
+            self.uv[1:] = V
         self.rounds += 1
-        return u, V
+        return self.uv[0], self.uv[1:]
 
     def update_relationship(self, V: np.ndarray | None = None) -> None:
         """The Omega update from V (default: the V of the step just taken), every m-th step.
@@ -240,23 +295,21 @@ class Consensus:
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self.rel)
-            self._operator = None
+            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
 
     @property
     def omega(self) -> np.ndarray:
-        return self.rel.omega
+        return self._rel.omega
 
     def state(self) -> dict:
         # the eigendecomposition is stored too: recomputing it would change the last bits
-        return {"omega_evals": self.rel.evals.copy(), "omega_evecs": self.rel.evecs.copy(),
+        return {"omega_evals": self._rel.evals.copy(), "omega_evecs": self._rel.evecs.copy(),
                 "V": self.V.copy(), "u": self.u.copy(),
                 "rounds": np.int64(self.rounds)}
 
     def load_state(self, state: dict) -> None:
         self.rel = Relationship(np.array(state["omega_evals"], dtype=np.float64),
                                 np.array(state["omega_evecs"], dtype=np.float64))
-        self.V = np.array(state["V"], dtype=np.float64)
-        self.u = np.array(state["u"], dtype=np.float64)
+        self.uv[1:] = state["V"]
+        self.uv[0] = state["u"]
         self.rounds = int(state["rounds"])
-        self._operator = None

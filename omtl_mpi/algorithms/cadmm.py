@@ -16,6 +16,7 @@ class CAdmmWorker:
     def __init__(self, params: AdmmParams, start: int, stop: int, dim: int, n_tasks: int):
         self.start, self.stop, self.dim = start, stop, dim
         self.block = TaskBlock(params, stop - start, dim)
+        self.message = self.block.C.reshape(-1)   # sent every round (MPI binds to it)
 
     @staticmethod
     def up_size(n_tasks: int, dim: int) -> int:
@@ -26,9 +27,10 @@ class CAdmmWorker:
         return (n_tasks + 1) * dim
 
     def up(self, X, y, inv_count):
-        """One round's predictions (B, kb) and the flat message C to the server."""
-        yhat, C = self.block.predict_and_step(X, y, inv_count)
-        return yhat, C.reshape(-1)
+        """One round's predictions (B, kb) and the flat message C to the server (the same
+        buffer every round)."""
+        positive, _ = self.block.predict_and_step(X, y, inv_count)
+        return positive, self.message
 
     def down(self, msg: np.ndarray) -> None:
         d = self.dim
@@ -52,22 +54,23 @@ class CAdmmServer:
         self.K, self.dim = n_tasks, dim
         self.consensus = Consensus(params, n_tasks, dim)
         # Row indices into [u; V] laying out each worker's reply [u, V[start:stop]] in rank
-        # order, so packing every reply is one take() instead of a loop over workers.
+        # order, so packing every reply is one take() instead of a loop over workers; with a
+        # single worker the reply is [u; V] itself.
         rows = []
         for start, stop in blocks:
             rows.append(0)
             rows.extend(range(1 + start, 1 + stop))
-        self._rows = np.asarray(rows, dtype=np.intp)
-        self._stacked = np.empty((n_tasks + 1, dim))
+        self._rows = None if len(blocks) == 1 else np.asarray(rows, dtype=np.intp)
         self._down = np.empty((len(rows), dim))
+        self.reply = self.consensus.uv.reshape(-1) if self._rows is None else self._down.reshape(-1)
 
     def step(self, up_all: np.ndarray) -> np.ndarray:
-        """Gathered C (flat, task order) in; every worker's reply (flat, rank order) out."""
-        u, V = self.consensus.step(up_all.reshape(self.K, self.dim))
-        self._stacked[0] = u
-        self._stacked[1:] = V
-        np.take(self._stacked, self._rows, axis=0, out=self._down)
-        return self._down.reshape(-1)
+        """Gathered C (flat, task order) in; every worker's reply (flat, rank order) out (the
+        same buffer every round)."""
+        self.consensus.step(up_all.reshape(self.K, self.dim))
+        if self._rows is not None:
+            np.take(self.consensus.uv, self._rows, axis=0, out=self._down)
+        return self.reply
 
     def after_reply(self) -> None:
         """Work that the replies need not wait for: the Omega update."""

@@ -20,19 +20,39 @@ from .admm import AdmmParams, Consensus, TaskBlock
 
 
 class DAdmmNode:
-    """One D-ADMM node holding tasks ``start..stop-1`` of ``n_tasks``."""
+    """One D-ADMM node holding tasks ``start..stop-1`` of ``n_tasks``.
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int):
+    ``slots`` (n_neighbours + 1, K, 2d + 1) holds this node's table in slot 0 (what it sends)
+    and what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so
+    that merging is one argmax over the stamps and no message is copied on the way.
+    """
+
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
+                 n_neighbours: int = 0):
         self.K, self.d, self.start, self.stop = n_tasks, dim, start, stop
-        self.block = TaskBlock(params, stop - start, dim)
-        self.consensus = Consensus(params, n_tasks, dim)
+        d = dim
         # the gossiped table: columns [0, d) = c, [d, 2d) = v, 2d = stamp (round of c)
-        self.table = np.zeros((n_tasks, 2 * dim + 1))
+        self.slots = np.zeros((n_neighbours + 1, n_tasks, 2 * d + 1))
+        self.table = self.slots[0]
+        self.inbox = self.slots[1:]
+        own = self.table[start:stop]
+        # the block writes its messages c_k straight into its own rows of the table
+        self.block = TaskBlock(params, stop - start, dim, message=own[:, :d])
+        self.consensus = Consensus(params, n_tasks, dim)
+        self._own_v = own[:, d: 2 * d]
+        self._own_stamp = own[:, 2 * d]
+        self._stamps = self.slots[:, :, 2 * d]
+        self._table_c = self.table[:, :d]
+        self._table_v = self.table[:, d: 2 * d]
+        self._table_stamp = self.table[:, 2 * d]
+        self._tasks = np.arange(n_tasks)
+        self._paper = params.variant == "paper"
         self.round = 0
 
     @classmethod
     def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        return cls(params, n_tasks, dim, start, stop)
+        n_neighbours = len(topology.neighbours(node)) if topology is not None else 0
+        return cls(params, n_tasks, dim, start, stop, n_neighbours)
 
     @property
     def message(self) -> np.ndarray:
@@ -42,11 +62,9 @@ class DAdmmNode:
     def local_step(self, X, y, inv_count) -> np.ndarray:
         """Step 1: predictions (B, kb); the node's own rows now hold (c_k, v_k, t)."""
         self.round += 1
-        yhat, C = self.block.predict_and_step(X, y, inv_count)
-        own = self.table[self.start:self.stop]
-        own[:, : self.d] = C
-        own[:, 2 * self.d] = self.round
-        return yhat
+        positive, _ = self.block.predict_and_step(X, y, inv_count)
+        self._own_stamp[...] = self.round
+        return positive
 
     def merge(self, received: np.ndarray) -> float:
         """Step 2's second half: keep the freshest row per task from ours and ``received``.
@@ -54,6 +72,7 @@ class DAdmmNode:
         Parameters
         ----------
         received : ndarray, shape (n_neighbours, K, 2d+1)
+            The neighbours' tables (normally :attr:`inbox` itself, filled by the exchange).
 
         Returns
         -------
@@ -61,22 +80,29 @@ class DAdmmNode:
             Mean staleness (rounds) of the rows used this round: ``t - stamp_j`` over all tasks.
         """
         if received.shape[0]:
-            candidates = np.concatenate((self.table[None], received), axis=0)
+            slots, stamps = self.slots, self._stamps
+            if received is not self.inbox:
+                if received.shape == self.inbox.shape:
+                    self.inbox[...] = received
+                else:       # a node built without its neighbour count: stack them here
+                    slots = np.concatenate((self.table[None], received))
+                    stamps = slots[:, :, 2 * self.d]
             # argmax returns the first maximum: on a tie our own copy wins (ties are copies of
             # the same version, except our own rows, which nobody else has fresher)
-            best = np.argmax(candidates[:, :, 2 * self.d], axis=0)
-            self.table = candidates[best, np.arange(self.K)]
-        return float(self.round - self.table[:, 2 * self.d].mean())
+            best = stamps.argmax(axis=0)
+            self.table[...] = slots[best, self._tasks]
+        return self.round - float(self._table_stamp.sum()) / self.K
 
     def finish_round(self) -> None:
         """Steps 3-5: Omega from the gossiped V, (u, V) from the gossiped C, z-step."""
-        d, cons = self.d, self.consensus
-        V_table = self.table[:, d: 2 * d]
-        cons.update_relationship(V_table)                   # Omega from v_j(t-1)
-        cons.V = np.ascontiguousarray(V_table)               # V_old of the "paper" variant
-        u, V = cons.step(np.ascontiguousarray(self.table[:, :d]))
-        self.block.dual_step(u, V[self.start:self.stop])
-        self.table[self.start:self.stop, d: 2 * d] = self.block.V
+        cons = self.consensus
+        cons.update_relationship(self._table_v)             # Omega from v_j(t-1)
+        if self._paper:
+            cons.V = self._table_v                          # V_old of the "paper" variant
+        u, V = cons.step(self._table_c)
+        own_v = V[self.start:self.stop]
+        self.block.dual_step(u, own_v)
+        self._own_v[...] = own_v
 
     def state(self) -> dict:
         out = {f"block_{k}": v for k, v in self.block.state().items()}
@@ -88,7 +114,7 @@ class DAdmmNode:
     def load_state(self, state: dict) -> None:
         self.block.load_state({k[6:]: v for k, v in state.items() if k.startswith("block_")})
         self.consensus.load_state({k[10:]: v for k, v in state.items() if k.startswith("consensus_")})
-        self.table = np.array(state["table"], dtype=np.float64)
+        self.table[...] = state["table"]          # in place: the exchange is bound to this buffer
         self.round = int(state["round"])
 
     def task_rows(self) -> dict:

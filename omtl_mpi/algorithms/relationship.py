@@ -4,29 +4,38 @@ Omega is always held together with its symmetric eigendecomposition, because eve
 that uses it (the exact consensus operator P, the pseudo-inverse of the paper variant) needs
 that decomposition, and the Omega update produces it for free: Omega = S / tr(S) with
 S = (V^T V)^{1/2} + eps I shares the eigenvectors of V^T V.
+
+These functions run once per round on K x K matrices, where Python's cost per numpy call, not
+arithmetic, is the price: they are written to make few calls (docs/PERFORMANCE.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import lapack
+from scipy.linalg.blas import dsyrk
+
+# Below or above these, the Gram matrix V V^T may have underflowed or overflowed: the update
+# is then redone on V rescaled by its largest entry (the square root is homogeneous in V).
+_SAFE_LOW, _SAFE_HIGH = 1e-140, 1e140
+_ZERO = np.array(0.0)      # 0-d array operands are cheaper for numpy than Python floats
 
 
-def symmetric_eig(A: np.ndarray):
+def symmetric_eig(A: np.ndarray, overwrite: bool = False):
     """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (LAPACK dsyevd).
 
-    Called once per round on K x K matrices: LAPACK directly costs half of numpy.linalg.eigh,
-    whose Python-side checks dominate at this size. Raises LinAlgError if it fails to converge.
+    Reads the upper triangle only. Called once per round on K x K matrices: LAPACK directly
+    costs a third of numpy.linalg.eigh, whose Python-side checks dominate at this size.
+    Raises LinAlgError if it fails to converge.
     """
-    w, v, info = lapack.dsyevd(A)
+    w, v, info = lapack.dsyevd(A, overwrite_a=overwrite)
     if info != 0:
         raise np.linalg.LinAlgError(f"symmetric eigendecomposition failed (dsyevd info={info})")
     return w, v
 
 
-@dataclass(frozen=True)
-class Relationship:
+class Relationship(NamedTuple):
     """Omega (K x K, symmetric PSD, trace 1), held as ``evecs @ diag(evals) @ evecs.T``.
 
     The per-round math only needs the decomposition; the matrix itself is formed on demand
@@ -48,7 +57,6 @@ class Relationship:
         return (omega + omega.T) / 2.0
 
 
-
 def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
     """Omega from the task-specific models (eq. solutionOptimProblem2, spec section 4).
 
@@ -60,27 +68,42 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     ----------
     V : ndarray, shape (K, d)
         Task-specific models, one row per task (the spec's V is d x K; this is its transpose).
+        May be a strided view (a column block of a wider table).
     eps : float
         Ridge added to S (>= 0).
     previous : Relationship
         Returned unchanged when the update is undefined.
     """
-    # (V^T V)^{1/2} is homogeneous of degree 1 in V: factor out the largest entry so that
-    # the Gram matrix can neither overflow (|V| ~ 1e150) nor underflow (|V| ~ 1e-150).
+    # The common case in as few numpy calls as possible; anything out of range (a Gram matrix
+    # that may have under- or overflowed, NaN, inf, all zeros) goes to the careful path.
+    # BLAS syrk (upper triangle, which is all dsyevd reads): unlike numpy's product it raises
+    # no floating-point warning when |V| is so large that the careful path takes over
+    lam, Q, info = lapack.dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
+    if info == 0:
+        np.maximum(lam, _ZERO, out=lam)
+        np.sqrt(lam, out=lam)
+        root_trace = sum(lam.tolist())               # K numbers: cheaper than a numpy sum
+        if _SAFE_LOW < root_trace < _SAFE_HIGH:
+            lam += eps
+            lam /= root_trace + lam.shape[0] * eps   # tr(S) = tr((V^T V)^{1/2}) + K eps
+            return Relationship(lam, Q)
+    return _update_omega_rescaled(V, eps, previous)
+
+
+def _update_omega_rescaled(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
+    """:func:`update_omega` for V of any scale: (V^T V)^{1/2} is homogeneous of degree 1 in V,
+    so the largest entry is factored out before the Gram matrix can over- or underflow."""
     scale = float(np.abs(V).max()) if V.size else 0.0
     if not np.isfinite(scale):
         return previous
     if scale > 0.0:
-        # rescale only where V V^T could leave the floating-point range
-        Vs = V if 1e-100 < scale < 1e100 else V / scale
-        unit = 1.0 if Vs is V else scale
-        # eigh reads one triangle only, so the Gram matrix needs no explicit symmetrisation
+        Vs = V / scale
         try:
-            lam, Q = symmetric_eig(Vs @ Vs.T)
+            lam, Q = symmetric_eig(Vs @ Vs.T, overwrite=True)
         except np.linalg.LinAlgError:
             return previous
         np.maximum(lam, 0.0, out=lam)
-        s = unit * np.sqrt(lam) + eps
+        s = scale * np.sqrt(lam) + eps
     else:
         Q = np.eye(V.shape[0])
         s = np.full(V.shape[0], float(eps))
@@ -99,8 +122,60 @@ def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float) -> n
     k = rel.evals.shape[0]
     if lambda4 == 0.0:
         return np.eye(k) / (a + rho)
-    diag = rel.evals / ((a + rho) * rel.evals + lambda4)
-    return (rel.evecs * diag) @ rel.evecs.T
+    diag = rel.evals * (a + rho)
+    diag += lambda4
+    np.divide(rel.evals, diag, out=diag)
+    return np.dot(rel.evecs * diag, rel.evecs.T)
+
+
+def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float) -> np.ndarray:
+    """The (K+1) x K matrix M with ``[u; V] = M C`` for the exact variant (spec section 2).
+
+    With P from :func:`exact_operator`, ``p = P 1``, ``s = 1^T P 1`` and
+    ``r = (1 - rho p) / (lambda2 + rho K - rho^2 s)``: ``u = r^T C`` and
+    ``V = P (C - rho 1 u^T) = (P - rho p r^T) C``, so M's first row is ``r^T`` and the others
+    ``P - rho p r^T``.  The per-round (u, V) step is then one matrix product.
+
+    ``rho K - rho^2 s`` and ``1 - rho p`` cancel: they lose ``rho / a`` of their digits.  That
+    is nothing for any sensible rho, but when the denominator could be off by more than about
+    1e-10 of its value the matrix is built in Omega's eigenvectors instead, where nothing
+    cancels (:func:`_consensus_matrix_stable`).
+    """
+    K = rel.evals.shape[0]
+    P = exact_operator(rel, a, rho, lambda4)
+    p = P.sum(axis=1)
+    den = lambda2 + rho * K - rho * rho * sum(p.tolist())
+    if not den > 4e-6 * rho * K:
+        return _consensus_matrix_stable(rel, a, rho, lambda2, lambda4)
+    M = np.empty((K + 1, K))
+    r = M[0]
+    np.multiply(p, -rho / den, out=r)
+    r += 1.0 / den
+    p *= rho
+    np.subtract(P, np.multiply.outer(p, r), out=M[1:])
+    return M
+
+
+def _consensus_matrix_stable(rel: Relationship, a: float, rho: float, lambda2: float,
+                             lambda4: float) -> np.ndarray:
+    """:func:`consensus_matrix` without cancellation, for any rho.
+
+    With ``Omega = Q diag(e) Q^T``, ``q = Q^T 1``, ``f = e / ((a + rho) e + lambda4)`` and
+    ``g = 1 - rho f = (a e + lambda4) / ((a + rho) e + lambda4)`` (computed as the right-hand
+    side, every term positive): ``P = Q diag(f) Q^T``, ``1 - rho p = Q (g q)`` and the
+    denominator is ``lambda2 + rho sum_i g_i q_i^2`` (>= lambda2).
+    """
+    e, Q = rel.evals, rel.evecs
+    c = (a + rho) * e + lambda4
+    f = np.divide(e, c, out=np.zeros_like(e), where=c > 0)
+    g = np.divide(a * e + lambda4, c, out=np.ones_like(e), where=c > 0)
+    q = Q.sum(axis=0)
+    den = lambda2 + rho * float(np.sum(g * q * q))
+    QF = Q * f
+    M = np.empty((e.shape[0] + 1, e.shape[0]))
+    M[0] = Q @ (g * q) / den
+    M[1:] = QF @ Q.T - np.multiply.outer(rho * (QF @ q), M[0])
+    return M
 
 
 def pseudo_inverse(rel: Relationship) -> np.ndarray:

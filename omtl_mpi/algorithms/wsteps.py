@@ -19,8 +19,9 @@ every metric starts at D_0 = I, where all three steps coincide.
   as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one, O(d^2))
   at each margin error: never a fresh d x d solve.
 
-Every class works on a block of kb tasks at once and has ``step``, ``state`` and
-``load_state``; a state holds everything needed to continue bit for bit.
+Every class works on a block of kb tasks at once and has ``prepare`` (once the consensus
+step is known), ``step`` (with the round's data), ``state`` and ``load_state``; a state holds
+everything needed to continue bit for bit.
 """
 from __future__ import annotations
 
@@ -45,31 +46,50 @@ def inverse_rank_one(M: np.ndarray, x: np.ndarray, c: float):
 
 
 class EuclidStep:
-    """``B(w, w_t) = |w - w_t|^2 / 2``: the paper's eq. solution1-1."""
+    """``B(w, w_t) = |w - w_t|^2 / 2``: the paper's eq. solution1-1.
+
+    Every step class takes the loss gradient as its negative ``D = -g`` (the descent
+    direction), and gets ``R = rho (u + v_k) - z_k`` through :meth:`prepare` as soon as the
+    consensus step is known, so that the round's own w-step has little left to do.
+    """
 
     def __init__(self, params, n_tasks: int, dim: int):
         self.p = params
+        self.R = np.zeros((n_tasks, dim))
+        # 0-d arrays: cheaper numpy operands than Python floats on this per-round path
+        self._inv = np.array(1.0 / (params.rho + params.eta))
+        self._keep = np.array(params.eta * (1.0 / (params.rho + params.eta)))
 
-    def step(self, W, target, G, Z, X, coef, inv_count):
-        """The new W (kb x d) from the old one, ``target = u + V`` and this round's data.
+    # the Euclidean step keeps R divided by (rho + eta): w = eta w_t / (rho + eta) + R + D / (rho + eta)
+    _divide_R = True
+
+    def prepare(self, rY, Z) -> None:
+        """Store ``R = rY - Z`` (``rY = rho (u + V)``, ``Z`` the duals): all the next step needs
+        from the consensus step."""
+        np.subtract(rY, Z, out=self.R)
+        if self._divide_R:
+            self.R *= self._inv
+
+    def step(self, W, D, X, coef, inv_count):
+        """The new W (kb x d) from the old one and this round's data (W is updated in place
+        where the step allows it; use the returned array).
 
         Parameters
         ----------
-        W, target, G, Z : ndarray, shape (kb, d)
-            Current w_k, u + v_k, the batch-mean loss gradient g_k and the duals z_k.
+        W, D : ndarray, shape (kb, d)
+            Current w_k and the batch-mean negative loss gradient ``-g_k`` (D may be
+            overwritten).
         X : ndarray, shape (B, kb, d)
             The round's instances (zero rows for padding).
         coef : ndarray, shape (B, kb)
-            Each instance's loss-gradient factor (g = coef x); 0 where the loss is flat.
+            Each instance's negative loss-gradient factor (-g = coef x); 0 where the loss is flat.
         inv_count : ndarray, shape (kb,)
             1 / (number of real instances of each task in this batch).
         """
-        p = self.p
-        W = p.eta * W
-        W += p.rho * target
-        W -= G
-        W -= Z
-        W /= p.rho + p.eta
+        W *= self._keep
+        W += self.R
+        D *= self._inv
+        W += D
         return W
 
     def state(self) -> dict:
@@ -87,17 +107,19 @@ class AdagradStep(EuclidStep):
         super().__init__(params, n_tasks, dim)
         self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
 
-    def step(self, W, target, G, Z, X, coef, inv_count):
+    _divide_R = False
+
+    def step(self, W, D, X, coef, inv_count):
         p = self.p
-        self.S += G * G
-        D = np.sqrt(p.delta + self.S)
-        D *= p.eta
-        W = D * W
-        W += p.rho * target
-        W -= G
-        W -= Z
-        D += p.rho
-        W /= D
+        self.S += D * D
+        Dt = np.sqrt(p.delta + self.S)
+        Dt *= p.eta
+        # (eta D_t w_t + rho (u + v_k) - z_k - g_k) / (eta D_t + rho)
+        W *= Dt
+        W += self.R
+        W += D
+        Dt += p.rho
+        W /= Dt
         return W
 
     def state(self) -> dict:
@@ -121,18 +143,20 @@ class ArowStep(EuclidStep):
         self.M = np.zeros((n_tasks, dim, dim))
         self.M[:, np.arange(dim), np.arange(dim)] = 1.0 / (params.eta + params.rho)
 
-    def step(self, W, target, G, Z, X, coef, inv_count):
+    _divide_R = False
+
+    def step(self, W, D, X, coef, inv_count):
         p = self.p
         c = (p.eta / p.arow_r) * inv_count
         # one rank-one update per margin error; there is no batched rank-one BLAS call, and a
         # broadcast outer product would build a kb x d x d temporary every round
         for b, k in zip(*np.nonzero(coef)):
             inverse_rank_one(self.M[k], X[b, k], float(c[k]))
-        R = W - target
-        R *= p.rho
-        R += G
-        R += Z
-        return W - np.matmul(self.M, R[:, :, None])[:, :, 0]
+        # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
+        G = W * p.rho
+        G -= self.R
+        G -= D
+        return W - np.matmul(self.M, G[:, :, None])[:, :, 0]
 
     def state(self) -> dict:
         return {"M": self.M.copy()}

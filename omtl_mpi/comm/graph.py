@@ -1,9 +1,9 @@
 """Neighbourhood exchange: every node sends one array to all its neighbours, once per round.
 
 :class:`LocalGraph` runs all nodes of a topology in this one process; :class:`MpiGraph` is one
-node per rank on an MPI distributed-graph communicator (``Create_dist_graph_adjacent``) with a
-buffer-based ``Ineighbor_allgather``.  Both return, for each local node, an array of shape
-(number of neighbours, *message shape) with rows in ascending neighbour order.
+node per rank on an MPI distributed-graph communicator (``Create_dist_graph_adjacent``).  Both
+return, for each local node, an array of shape (number of neighbours, *message shape) with rows
+in ascending neighbour order, written into the node's ``inbox`` when it has one.
 """
 from __future__ import annotations
 
@@ -13,21 +13,48 @@ import numpy as np
 
 
 class LocalGraph:
-    """All nodes of ``topology`` in one process."""
+    """All nodes of ``topology`` in one process.
 
-    def __init__(self, topology):
+    Parameters
+    ----------
+    topology : Topology
+    inboxes : list of (ndarray or None), optional
+        Per node, where to write what its neighbours sent (None: a new array every round).
+    """
+
+    def __init__(self, topology, inboxes=None):
         self.neighbours = [np.asarray(topology.neighbours(i), dtype=np.intp)
                            for i in range(topology.n_nodes)]
+        self.inboxes = inboxes if inboxes is not None else [None] * topology.n_nodes
 
     def exchange(self, messages: list, clock) -> list:
         stacked = np.stack(messages)
-        return [stacked[nb] for nb in self.neighbours]
+        return [stacked[nb] if box is None else np.take(stacked, nb, axis=0, out=box)
+                for nb, box in zip(self.neighbours, self.inboxes)]
 
 
 class MpiGraph:
-    """This rank is node ``comm.rank`` of ``topology``; its neighbours are the graph's."""
+    """This rank is node ``comm.rank`` of ``topology``; its neighbours are the graph's.
 
-    def __init__(self, comm, topology, message_shape):
+    The exchange is one neighbourhood collective per round on the distributed-graph
+    communicator: a persistent ``Neighbor_allgather_init`` (MPI-4), bound once to the node's
+    message and inbox and started every round, or ``Ineighbor_allgather`` where the MPI
+    library predates MPI-4.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    topology : Topology
+    message_shape : tuple
+        Shape of what this node sends every round.
+    message, inbox : ndarray, optional
+        The array a node's learner sends every round and the one it reads its neighbours'
+        messages from (shape (number of neighbours, *message_shape)): the request is bound to
+        them, so nothing is copied.  Learners that send a new array each round leave them out:
+        their messages are copied into, and received in, buffers of this object's own.
+    """
+
+    def __init__(self, comm, topology, message_shape, message=None, inbox=None):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -35,17 +62,32 @@ class MpiGraph:
         nb = list(topology.neighbours(rank))
         # reorder=False: rank i must stay node i, which holds task block i
         self.comm = comm.Create_dist_graph_adjacent(nb, nb, reorder=False)
-        self._recv = np.empty((len(nb),) + tuple(message_shape))
+        shape = tuple(message_shape)
+        self._send = message if message is not None else np.empty(shape)
+        self._recv = inbox if inbox is not None else np.empty((len(nb),) + shape)
+        self._args = ([self._send, MPI.DOUBLE], [self._recv, MPI.DOUBLE])
+        try:
+            self._request = self.comm.Neighbor_allgather_init(*self._args)
+        except NotImplementedError:          # an MPI-3 library
+            self._request = None
 
     def exchange(self, messages: list, clock) -> list:
         from .waiting import wait
 
         (msg,) = messages
         t0 = perf_counter()
-        req = self.comm.Ineighbor_allgather([msg, self._mpi.DOUBLE], [self._recv, self._mpi.DOUBLE])
+        if msg is not self._send:
+            self._send[...] = msg
+        if self._request is not None:
+            self._request.Start()
+            req = self._request
+        else:
+            req = self.comm.Ineighbor_allgather(*self._args)
         clock.comm += perf_counter() - t0
         wait(req, clock)
         return [self._recv]
 
     def free(self) -> None:
+        if self._request is not None:
+            self._request.Free()
         self.comm.Free()

@@ -10,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
-from .waiting import wait
+from .waiting import wait_all
 
 
 def _displacements(counts) -> np.ndarray:
@@ -68,55 +68,91 @@ class MpiWorld:
 class MpiStar:
     """Rank 0 is the server, every other rank a worker.
 
-    Per round each worker's flat message goes up once (``Igatherv`` to rank 0) and the
-    server's reply comes down once (``Iscatterv``); both are nonblocking and completed with
-    :func:`omtl_mpi.comm.waiting.wait`, so a waiting rank sleeps instead of spinning.
+    Per round each worker's flat message goes up once and the server's reply comes down once,
+    as persistent point-to-point requests (``Send_init``/``Recv_init``, started every round):
+    the buffers, counts and peers never change, so nothing is set up per round, and on
+    ranks that share cores these cost a third of the nonblocking collectives ``Igatherv`` and
+    ``Iscatterv`` (docs/PERFORMANCE.md).  Requests complete with
+    :func:`omtl_mpi.comm.waiting.wait_all`, so a waiting rank yields its core.
 
     Parameters
     ----------
     comm : MPI.Comm
     up_counts, down_counts : sequence of int, one per rank
         Doubles each rank sends up / receives down per round (0 for rank 0).
+    up_buffer, reply_buffer : ndarray, optional
+        The array a worker's learner sends every round, and the one the server's learner
+        replies from: the requests are bound to them, so sending copies nothing.  Learners
+        that return a new array each round leave them out and their messages are copied into
+        buffers of this object's own.
     """
 
-    def __init__(self, comm, up_counts, down_counts):
+    UP, DOWN = 11, 12          # message tags
+
+    def __init__(self, comm, up_counts, down_counts, up_buffer=None, reply_buffer=None):
         self.comm = comm
         rank = comm.Get_rank()
         self.is_server = rank == 0
         self.is_worker = rank != 0
-        self._empty = np.empty(0)
         up_counts = np.asarray(up_counts, dtype=np.int64)
         down_counts = np.asarray(down_counts, dtype=np.int64)
-        self._up_spec = (up_counts, _displacements(up_counts))
-        self._down_spec = (down_counts, _displacements(down_counts))
-        self._gathered = np.empty(int(up_counts.sum())) if self.is_server else None
-        self._down_buf = np.empty(int(down_counts[rank]))
-        self._req_up = self._req_down = None
+        up_offsets = np.concatenate(([0], np.cumsum(up_counts)))
+        down_offsets = np.concatenate(([0], np.cumsum(down_counts)))
+        self._requests = []
+
+        def bind(init, buf, offsets, r, tag):
+            req = init([buf[offsets[r]: offsets[r + 1]], MPI.DOUBLE], r, tag)
+            self._requests.append(req)
+            return req
+
+        if self.is_server:
+            workers = range(1, len(up_counts))
+            self._gathered = np.empty(int(up_counts.sum()))
+            self._reply = (reply_buffer if reply_buffer is not None
+                           else np.empty(int(down_counts.sum())))
+            self._recv_up = [bind(comm.Recv_init, self._gathered, up_offsets, r, self.UP)
+                             for r in workers]
+            self._send_down = [bind(comm.Send_init, self._reply, down_offsets, r, self.DOWN)
+                               for r in workers]
+        else:
+            self._down_buf = np.empty(int(down_counts[rank]))
+            self._up_msg = up_buffer if up_buffer is not None else np.empty(int(up_counts[rank]))
+            # the receive of the reply is started first, so the server never waits for us to
+            # get there
+            self._worker_round = [
+                bind(comm.Recv_init, self._down_buf, [0, down_counts[rank]], 0, self.DOWN),
+                bind(comm.Send_init, self._up_msg, [0, up_counts[rank]], 0, self.UP)]
 
     # -- worker side -------------------------------------------------------------------
     def up(self, msg: np.ndarray, clock) -> None:
         t0 = perf_counter()
-        self._req_up = self.comm.Igatherv([msg, MPI.DOUBLE], None, 0)
-        # post the receive of the reply now, so the server never waits for us to get there
-        self._req_down = self.comm.Iscatterv(None, [self._down_buf, MPI.DOUBLE], 0)
+        if msg is not self._up_msg:
+            self._up_msg[...] = msg
+        MPI.Prequest.Startall(self._worker_round)
         clock.comm += perf_counter() - t0
 
     def down(self, clock) -> np.ndarray:
-        wait(self._req_up, clock)
-        wait(self._req_down, clock)
+        wait_all(self._worker_round, clock)
         return self._down_buf
 
     # -- server side -------------------------------------------------------------------
     def gather(self, clock) -> np.ndarray:
         t0 = perf_counter()
-        req = self.comm.Igatherv([self._empty, MPI.DOUBLE],
-                                 [self._gathered, self._up_spec, MPI.DOUBLE], 0)
+        MPI.Prequest.Startall(self._recv_up)
         clock.comm += perf_counter() - t0
-        wait(req, clock)
+        wait_all(self._recv_up, clock)
         return self._gathered
 
     def scatter(self, msg: np.ndarray, clock) -> None:
         t0 = perf_counter()
-        req = self.comm.Iscatterv([msg, self._down_spec, MPI.DOUBLE], [self._empty, MPI.DOUBLE], 0)
+        if msg is not self._reply:
+            self._reply[...] = msg
+        MPI.Prequest.Startall(self._send_down)
         clock.comm += perf_counter() - t0
-        wait(req, clock)
+        wait_all(self._send_down, clock)
+
+    def free(self) -> None:
+        """Release the persistent requests (all are inactive between rounds)."""
+        for req in self._requests:
+            req.Free()
+        self._requests = []

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from time import perf_counter
+
+from mpi4py.MPI import Request
 
 # Tunables, overridable from the environment for benchmarking.
 SPIN_SECONDS = float(os.environ.get("OMTL_MPI_WAIT_SPIN", "0.05"))
@@ -26,13 +29,23 @@ MODE = os.environ.get("OMTL_MPI_WAIT", "polite")     # "polite" or "busy" (MPI's
 
 def wait(request, clock) -> None:
     """Complete ``request`` (an mpi4py Request), adding the time spent to ``clock.wait``."""
-    if request.Test():
+    _wait(Request.Test, Request.Wait, request, clock)
+
+
+def wait_all(requests: list, clock) -> None:
+    """Complete every request of ``requests``, adding the time spent to ``clock.wait``."""
+    _wait(Request.Testall, Request.Waitall, requests, clock)
+
+
+def _wait(test_of, block, what, clock) -> None:
+    if test_of(what):
         return
     t0 = perf_counter()
     if MODE == "busy":
-        request.Wait()
+        block(what)
     else:
-        test, yield_cpu = request.Test, os.sched_yield
+        test = partial(test_of, what)
+        yield_cpu = os.sched_yield
         deadline = t0 + SPIN_SECONDS
         while True:
             yield_cpu()

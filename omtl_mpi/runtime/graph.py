@@ -20,13 +20,30 @@ class NoExchange:
 def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_round: int = 0,
               fault=None, checkpoint=None):
     """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``
-    (T, B, kb) and ``staleness`` (N_local, T); ``fault`` and ``checkpoint`` as in run_star."""
+    (T, B, kb; True for +1) and ``staleness`` (N_local, T); ``fault`` and ``checkpoint`` as
+    in run_star."""
+    start, stop, exchange = clock.start, clock.stop, comm.exchange
+    data = [(node.local_step, s.X, s.y_float, s.inv_count, p) for node, s, p in zip(nodes, streams, preds)]
+    finish = [(node.merge, node.finish_round) for node in nodes]
+    if len(nodes) == 1:         # one node per rank, the MPI layout: no loops over nodes
+        ((local_step, X, y, inv_count, pred),) = data
+        ((merge, finish_round),) = finish
+        (node,) = nodes
+        stale = staleness[0]
+        for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
+            start()
+            pred[t] = local_step(X[t], y[t], inv_count[t])
+            (received,) = exchange([node.message], clock)
+            stale[t] = merge(received)
+            finish_round()
+            stop(t)
+        return
     for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
-        clock.start()
-        for i, (node, stream) in enumerate(zip(nodes, streams)):
-            preds[i][t] = node.local_step(*stream[t])
-        received = comm.exchange([node.message for node in nodes], clock)
-        for i, node in enumerate(nodes):
-            staleness[i, t] = node.merge(received[i])
-            node.finish_round()
-        clock.stop(t)
+        start()
+        for local_step, X, y, inv_count, pred in data:
+            pred[t] = local_step(X[t], y[t], inv_count[t])
+        received = exchange([node.message for node in nodes], clock)
+        for i, (merge, finish_round) in enumerate(finish):
+            staleness[i, t] = merge(received[i])
+            finish_round()
+        stop(t)

@@ -169,7 +169,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         mine_state = world.scatter_objects([(done, s) for s in states] if rank == 0 else None)
         first_round, saved = mine_state
         roles.load_state(saved["state"])
-        roles.preds = saved["preds"]
+        # predictions so far, True for +1 (a checkpoint of an older version holds -1/+1)
+        roles.preds = [np.asarray(p) > 0 for p in saved["preds"]]
         roles.staleness = saved["staleness"]
         clock.rows[:] = saved["clock"]
         if notice is not None and rank == 0:
@@ -189,6 +190,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     preds, staleness = roles.run(batches, clock, bar, first_round=first_round,
                                  fault=my_fault, checkpoint=hook)
     seconds = perf_counter() - t0
+    roles.close()
     holders = roles.holders
     extras = {}
     if algo.pattern != "server":
@@ -278,7 +280,9 @@ class Roles:
                 from ..comm.mpi import MpiStar
                 up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
                 down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
-                self.comm = MpiStar(world.comm, up, down)
+                worker = self.holders[0] if self.holders else None
+                self.comm = MpiStar(world.comm, up, down, up_buffer=getattr(worker, "message", None),
+                                    reply_buffer=getattr(self.server, "reply", None))
             return
         first = 0 if size == 1 else rank
         self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
@@ -288,16 +292,25 @@ class Roles:
             self.comm = NoExchange()
         elif size == 1:
             from ..comm.graph import LocalGraph
-            self.comm = LocalGraph(topology)
+            self.comm = LocalGraph(topology, [getattr(h, "inbox", None) for h in self.holders])
         else:
             from ..comm.graph import MpiGraph
-            self.comm = MpiGraph(world.comm, topology, self.holders[0].message.shape)
+            node = self.holders[0]
+            inbox = getattr(node, "inbox", None)
+            # a node with an inbox sends the same message array every round: bind to both
+            self.comm = MpiGraph(world.comm, topology, node.message.shape,
+                                 message=node.message if inbox is not None else None, inbox=inbox)
 
     def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
-        """Rounds ``first_round..T-1``; predictions per holder and staleness (holders x T)."""
+        """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
+        staleness (holders x T).
+
+        While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
+        round instead of three; they become labels once, here.
+        """
         rounds = clock.rows.shape[0]
         if self.preds is None:
-            self.preds = [np.zeros((rounds,) + b.y.shape[1:], dtype=np.int8) for b in batches]
+            self.preds = [np.zeros((rounds,) + b.y.shape[1:], dtype=bool) for b in batches]
             self.staleness = np.zeros((len(self.holders), rounds))
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
@@ -306,7 +319,13 @@ class Roles:
         else:
             run_graph(self.comm, self.holders, batches, clock, progress, self.preds,
                       self.staleness, first_round, fault, checkpoint)
-        return self.preds, self.staleness
+        return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
+
+    def close(self) -> None:
+        """Release the communicator's MPI resources (persistent requests, the graph)."""
+        free = getattr(self.comm, "free", None)
+        if free is not None:
+            free()
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

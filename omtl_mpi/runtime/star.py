@@ -3,6 +3,9 @@
 One loop serves every layout: in one process the rank is both server and worker (with
 :class:`~omtl_mpi.comm.LocalStar`); under MPI rank 0 is only the server and the others only
 workers (with :class:`~omtl_mpi.comm.mpi.MpiStar`).  The math objects are the same.
+
+The loop runs once per round for microseconds of math, so it looks everything up once, before
+the first round.
 """
 from __future__ import annotations
 
@@ -22,24 +25,31 @@ def run_star(comm, worker, server, stream, clock, progress, preds=None, first_ro
         The worker's tasks, round-major.
     clock : PhaseClock
     progress : Progress
+    preds : ndarray of bool, shape (T, B, kb)
+        Predictions (True for +1), filled round by round.
     fault : Fault, optional
         Where this rank fails on purpose (--fail-at).
     checkpoint : (int, callable), optional
         ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
     """
     every = getattr(worker if worker is not None else server, "sync_every", 1)
+    start, stop = clock.start, clock.stop
+    if worker is not None:
+        X, y, inv_count = stream.X, stream.y_float, stream.inv_count
+        up, down, comm_up, comm_down = worker.up, worker.down, comm.up, comm.down
+    if server is not None:
+        step, after_reply, gather, scatter = server.step, server.after_reply, comm.gather, comm.scatter
     for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
-        clock.start()
-        sync = (t + 1) % every == 0      # the same on every rank: talk on every m-th round only
+        start()
+        sync = every == 1 or (t + 1) % every == 0      # the same on every rank
         if worker is not None:
-            X, y, inv_count = stream[t]
-            yhat, msg = worker.up(X, y, inv_count)
-            preds[t] = yhat
+            positive, msg = up(X[t], y[t], inv_count[t])
+            preds[t] = positive
             if sync:
-                comm.up(msg, clock)
+                comm_up(msg, clock)
         if server is not None and sync:
-            comm.scatter(server.step(comm.gather(clock)), clock)
-            server.after_reply()
+            scatter(step(gather(clock)), clock)
+            after_reply()
         if worker is not None and sync:
-            worker.down(comm.down(clock))
-        clock.stop(t)
+            down(comm_down(clock))
+        stop(t)
