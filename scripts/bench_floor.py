@@ -176,12 +176,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3000)
-    ap.add_argument("--calls", type=int, default=16, help="numpy calls of 'work' per rank per round")
+    ap.add_argument("--calls", default="16,48",
+                    help="numpy calls of 'work' per rank per round, comma-separated (0 is always run)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     args = ap.parse_args()
     rows = []
     for pattern in ("star", "ring"):
-        for calls in (0, args.calls):
+        for calls in [0] + [int(c) for c in args.calls.split(",")]:
             for label, fn in (
                     ("MPI, persistent requests (omtl-mpi)", lambda: mpi_round_us(pattern, "persistent", args.rounds, calls)),
                     ("MPI, nonblocking collectives", lambda: mpi_round_us(pattern, "collective", args.rounds, calls)),

@@ -296,6 +296,9 @@ class Consensus:
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
             self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
+            # build the next step's operator now: on a server this runs after the reply, while
+            # the workers compute, instead of between their messages and the next reply
+            self._cached_operator()
 
     @property
     def omega(self) -> np.ndarray:

@@ -70,9 +70,10 @@ class MpiStar:
 
     Per round each worker's flat message goes up once and the server's reply comes down once,
     as persistent point-to-point requests (``Send_init``/``Recv_init``, started every round):
-    the buffers, counts and peers never change, so nothing is set up per round, and on
-    ranks that share cores these cost a third of the nonblocking collectives ``Igatherv`` and
-    ``Iscatterv`` (docs/PERFORMANCE.md).  Requests complete with
+    the buffers, counts and peers never change, so nothing is set up per round, and with
+    more ranks than cores this costs about half of what the nonblocking collectives
+    ``Igatherv`` and ``Iscatterv`` cost (scripts/bench_floor.py, docs/PERFORMANCE.md).
+    Requests complete with
     :func:`omtl_mpi.comm.waiting.wait_all`, so a waiting rank yields its core.
 
     Parameters
