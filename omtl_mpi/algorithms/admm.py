@@ -184,11 +184,16 @@ class TaskBlock:
         which stays unchanged until the next round (read them between rounds).
         """
         self.u, self.V = u, V
-        rY = np.add(V, u, out=self._rY)
-        rY *= self._rho
+        rY = self._target()
         # z + rho (w - u - v_k), with z + rho w the message C just sent
         np.subtract(self.C, rY, out=self.Z)
         self.w_step.prepare(rY, self.Z)
+
+    def _target(self) -> np.ndarray:
+        """``rho (u + v_k)`` for the block, in the block's own buffer."""
+        rY = np.add(self.V, self.u, out=self._rY)
+        rY *= self._rho
+        return rY
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
@@ -202,9 +207,7 @@ class TaskBlock:
             setattr(self, key, np.array(state[key], dtype=np.float64))
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
         # what dual_step derived from (u, V, Z): the same operations give the same bits
-        rY = np.add(self.V, self.u, out=self._rY)
-        rY *= self._rho
-        self.w_step.prepare(rY, self.Z)
+        self.w_step.prepare(self._target(), self.Z)
 
 
 class Consensus:

@@ -57,7 +57,6 @@ class MpiGraph:
     def __init__(self, comm, topology, message_shape, message=None, inbox=None):
         from mpi4py import MPI
 
-        self._mpi = MPI
         rank = comm.Get_rank()
         nb = list(topology.neighbours(rank))
         # reorder=False: rank i must stay node i, which holds task block i

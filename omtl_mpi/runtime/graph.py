@@ -25,19 +25,6 @@ def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_rou
     start, stop, exchange = clock.start, clock.stop, comm.exchange
     data = [(node.local_step, s.X, s.y_float, s.inv_count, p) for node, s, p in zip(nodes, streams, preds)]
     finish = [(node.merge, node.finish_round) for node in nodes]
-    if len(nodes) == 1:         # one node per rank, the MPI layout: no loops over nodes
-        ((local_step, X, y, inv_count, pred),) = data
-        ((merge, finish_round),) = finish
-        (node,) = nodes
-        stale = staleness[0]
-        for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
-            start()
-            pred[t] = local_step(X[t], y[t], inv_count[t])
-            (received,) = exchange([node.message], clock)
-            stale[t] = merge(received)
-            finish_round()
-            stop(t)
-        return
     for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
         start()
         for local_step, X, y, inv_count, pred in data:
