@@ -131,8 +131,14 @@ def cli():
               help="Raise an exception, or die by SIGKILL.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--bind", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+              help="Rank placement. auto: on a node with more ranks than CPUs whose ranks the "
+                   "launcher did not pin, pin each rank to a CPU, the server (C-ADMM with "
+                   "relationship learning, DROM) sharing its CPU with as few workers as its "
+                   "load calls for (faster rounds; docs/PERFORMANCE.md). none: leave placement "
+                   "to the operating system, e.g. when several jobs share the machine.")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
-        checkpoint_path, resume, **opts):
+        checkpoint_path, resume, bind, **opts):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
@@ -172,7 +178,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume)
+                         resume=resume, bind=bind)
     if report is None:          # not rank 0
         return 0
     if as_json:
@@ -603,7 +609,7 @@ def sweep(config, folder, jobs, max_ranks, retry_failed, dry_run, as_json):
         todo, counts = plan_status(plan, folder, retry_failed)
         pending = {r.id for r in todo}
         rows = [{"id": r.id, "ranks": r.ranks, "state": "to run" if r.id in pending else "kept",
-                 "command": command_of(r, folder)} for r in plan.runs]
+                 "command": command_of(r, folder, jobs > 1)} for r in plan.runs]
         if as_json:
             click.echo(json.dumps({"sweep": plan.name, "folder": folder, "runs": rows,
                                    "skipped": plan.skipped, "to_run": len(todo)}))

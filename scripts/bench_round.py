@@ -69,9 +69,9 @@ def naive_round_ms(X, y, rounds):
     return 1000.0 * (time.perf_counter() - t0) / rounds
 
 
-def omtl_run(path, ranks, env_extra):
+def omtl_run(path, ranks, env_extra, extra_args=()):
     """One run; returns (ms per round, CPU seconds of all ranks per wall second of the run)."""
-    cmd = command(["--data", path, "--json", "--no-progress"], ranks if ranks > 1 else None)
+    cmd = command(["--data", path, "--json", "--no-progress", *extra_args], ranks if ranks > 1 else None)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -152,17 +152,19 @@ def main():
             naive = statistics.median(naive_round_ms(X, y, min(args.samples, 500))
                                       for _ in range(args.repeats))
             rows.append((d, "naive serial baseline (per-task loop, sqrtm, pinv)", naive, None))
-            for label, ranks, env in (
-                    ("omtl-mpi, 1 process", 1, {}),
-                    ("omtl-mpi, mpiexec -n 2", 2, {}),
-                    (f"omtl-mpi, mpiexec -n {K + 1}", K + 1, {}),
-                    (f"omtl-mpi, mpiexec -n {K + 1}, MPI's own busy Wait", K + 1, {"OMTL_MPI_WAIT": "busy"}),
+            for label, ranks, env, extra in (
+                    ("omtl-mpi, 1 process", 1, {}, ()),
+                    ("omtl-mpi, mpiexec -n 2", 2, {}, ()),
+                    (f"omtl-mpi, mpiexec -n {K + 1}", K + 1, {}, ()),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --bind none", K + 1, {}, ("--bind", "none")),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, MPI's own busy Wait", K + 1, {"OMTL_MPI_WAIT": "busy"}, ()),
                     (f"omtl-mpi, mpiexec -n {K + 1}, sleep from the first test", K + 1,
-                     {"OMTL_MPI_WAIT_SPIN": "0"})):
+                     {"OMTL_MPI_WAIT_SPIN": "0"}, ())):
                 if d != 9 and "sleep" in label:
                     continue            # slow, and the d=9 row makes the point
                 # sleeping is ~100 times slower: one run shows it, and repeats would take minutes
-                runs = [omtl_run(path, ranks, env) for _ in range(1 if "sleep" in label else args.repeats)]
+                runs = [omtl_run(path, ranks, env, extra)
+                        for _ in range(1 if "sleep" in label else args.repeats)]
                 ms = statistics.median(r[0] for r in runs)
                 cpu = statistics.median(r[1] for r in runs)
                 rows.append((d, label, ms, cpu))
@@ -185,7 +187,10 @@ def main():
         f"random data, {args.samples} rounds. Each figure is the median over {args.repeats} runs of "
         "the learning loop's wall time per round on rank 0 (start-up excluded). *cpu/wall* is the "
         "CPU seconds used by all ranks together per wall second of the whole command: on this "
-        f"{os.cpu_count()}-core machine a value near {os.cpu_count()} means every core is busy.",
+        f"{os.cpu_count()}-core machine a value near {os.cpu_count()} means every core is busy. "
+        "Runs use the default `--bind auto` (with more ranks than cores the ranks are pinned, the "
+        "server sharing its core with few workers: docs/DESIGN.md) except the *--bind none* rows, "
+        "which leave placement to the operating system.",
         "",
         "| d | configuration | ms per round | speed-up vs naive | cpu/wall |",
         "|---|---|---|---|---|",

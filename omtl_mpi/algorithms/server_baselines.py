@@ -109,6 +109,13 @@ class DromServer:
         self.omega = np.eye(n_tasks) / n_tasks
         self.steps = 0
 
+    @property
+    def cpu_weight(self) -> float:
+        """CPU per round relative to a worker's (runtime/placement.py): the Frank-Wolfe step
+        (two K x K inverses and an eigendecomposition) every tau rounds, like C-ADMM's Omega
+        update."""
+        return 1.0 + 2.0 / self.sync_every
+
     def step(self, up_all):
         W = up_all.reshape(self.K, self.dim)          # rows = tasks (W^T in the paper's layout)
         # a large mu feeds W Omega^-1 back into W until it overflows: stop with a reason, not a

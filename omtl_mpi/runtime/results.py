@@ -17,6 +17,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
     /timing/peak_rss_mib  (P,) peak resident memory of every rank
+    /timing/cpu           (P,) the CPU each rank was pinned to (only when --bind auto pinned
+                          ranks: more ranks than CPUs on a node; -1 for a rank left unpinned)
     /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
 """
 from __future__ import annotations
@@ -61,7 +63,8 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None, peak_rss=None, before_rename=None) -> None:
+                  staleness: np.ndarray | None = None, peak_rss=None, cpus=None,
+                  before_rename=None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``.
 
     ``before_rename`` is called with everything written under the temporary name, just before
@@ -100,6 +103,9 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
         tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
         if peak_rss is not None:
             tg.create_dataset("peak_rss_mib", data=peak_rss).attrs["unit"] = "MiB, per rank"
+        if cpus is not None:
+            tg.create_dataset("cpu", data=np.asarray(cpus, dtype=np.int64)).attrs["unit"] = (
+                "CPU each rank was pinned to by --bind auto (-1: not pinned)")
         if staleness is not None:
             st = tg.create_dataset("staleness", data=staleness)
             st.attrs["dims"] = ["node", "round"]

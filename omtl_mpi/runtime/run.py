@@ -13,6 +13,7 @@ from ..comm.local import LocalStar
 from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
 from . import checkpoint as ckpt
+from . import placement
 from .graph import run_graph
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
@@ -89,7 +90,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None) -> dict | None:
+        resume: str | None = None, bind: str = "auto") -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -109,6 +110,9 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Write the full state of every rank to ``checkpoint_path`` every so many rounds.
     resume : str, optional
         Continue from this checkpoint (same configuration, data and number of ranks).
+    bind : {"auto", "none"}
+        Pin ranks to CPUs on nodes with more ranks than CPUs (:mod:`.placement`), or leave
+        placement to the operating system.
 
     Raises
     ------
@@ -120,7 +124,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     source = make_source(cfg)
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     # Every rank must run the same configuration on the same data: compare before learning.
-    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim)
+    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim, bind)
     if len(set(world.agree(signature))) > 1:
         raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
                           "options or versions on different nodes?); start every rank with the "
@@ -155,6 +159,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
+    cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0)
+                                      if size > 1 else 1.0))
     first_round = 0
     signature_json = ckpt.signature_of(meta)
     if resume:
@@ -225,6 +231,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T, 1),
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
+        "cpus": None if all(c is None for c in cpus) else [-1 if c is None else c for c in cpus],
     }
     if topology is not None:
         report["topology"] = topology.name
@@ -247,7 +254,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
                       metrics=summary, model=model, predictions=gathered["predictions"],
                       timing=timing, roles=role_names, staleness=gathered.get("staleness"),
-                      peak_rss=peak_rss, before_rename=lambda: my_fault.check("write"))
+                      peak_rss=peak_rss, cpus=report["cpus"],
+                      before_rename=lambda: my_fault.check("write"))
         report["results"] = out
     report["_timing"] = timing
     report["_roles"] = role_names

@@ -43,6 +43,9 @@ def format_summary(report: dict) -> str:
         "per-rank time per round:",
     ]
     lines += timing_table(report["_timing"], report["_roles"])
+    if report.get("cpus"):
+        lines.append("ranks pinned to CPUs (--bind auto, more ranks than CPUs): "
+                     + " ".join(str(c) for c in report["cpus"]))
     if "mean_staleness" in report:
         lines.append(f"mean staleness of the gossiped rows: {report['mean_staleness']:.3f} rounds")
     if report.get("results"):
