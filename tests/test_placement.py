@@ -109,6 +109,14 @@ def test_mpi_run_records_its_placement(mpiexec, tmp_path):
     assert ("ranks pinned to CPUs" in r.stdout) == (expected is not None)
 
 
+def test_bad_bind_value_through_the_python_api_is_a_config_error():
+    from omtl_mpi.config import RunConfig
+    from omtl_mpi.errors import ConfigError
+    from omtl_mpi.runtime.run import run
+    with pytest.raises(ConfigError, match="--bind must be one of auto, none"):
+        run(RunConfig(synth_samples=10), bind="always")
+
+
 def test_bad_bind_value_is_one_clear_line():
     r = omtl("run", "--bind", "sometimes")
     assert r.returncode == 2

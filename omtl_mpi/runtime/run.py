@@ -12,6 +12,7 @@ from ..comm.clock import PhaseClock
 from ..comm.local import LocalStar
 from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
+from ..errors import ConfigError
 from . import checkpoint as ckpt
 from . import placement
 from .graph import run_graph
@@ -119,6 +120,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     SetupFailed
         On every rank, when any rank found a user error before learning started.
     """
+    if bind not in placement.MODES:
+        raise ConfigError(f"--bind must be one of {', '.join(placement.MODES)}, got {bind!r}")
     world = world if world is not None else default_world()
     rank, size = world.rank, world.size
     source = make_source(cfg)
