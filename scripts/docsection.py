@@ -1,5 +1,13 @@
 """Replace one generated section of a Markdown file, leaving the rest as it is."""
 import os
+import platform
+from datetime import datetime, timezone
+
+
+def run_on() -> str:
+    """When and where a table is generated: ``2026-11-23 12:34 UTC (2 cores, Linux 6.x)``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{stamp} ({os.cpu_count()} cores, {platform.system()} {platform.release()})"
 
 
 def replace_section(path: str, name: str, text: str) -> None:

@@ -81,12 +81,9 @@ class DAdmmNode:
         """
         if received.shape[0]:
             slots, stamps = self.slots, self._stamps
-            if received is not self.inbox:
-                if received.shape == self.inbox.shape:
-                    self.inbox[...] = received
-                else:       # a node built without its neighbour count: stack them here
-                    slots = np.concatenate((self.table[None], received))
-                    stamps = slots[:, :, 2 * self.d]
+            if received is not self.inbox:      # not received in place: stack them here
+                slots = np.concatenate((self.table[None], received))
+                stamps = slots[:, :, 2 * self.d]
             # argmax returns the first maximum: on a tie our own copy wins (ties are copies of
             # the same version, except our own rows, which nobody else has fresher)
             best = stamps.argmax(axis=0)

@@ -162,8 +162,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
-    cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0)
-                                      if size > 1 else 1.0))
+    cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0)))
     first_round = 0
     signature_json = ckpt.signature_of(meta)
     if resume:
