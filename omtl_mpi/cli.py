@@ -137,14 +137,30 @@ def cli():
                    "relationship learning, DROM) sharing its CPU with as few workers as its "
                    "load calls for (faster rounds; docs/PERFORMANCE.md). none: leave placement "
                    "to the operating system, e.g. when several jobs share the machine.")
+@click.option("--transport", type=click.Choice(["auto", "mpi", "shm"]), default="auto",
+              show_default=True,
+              help="How the per-round messages travel. mpi: MPI point-to-point and "
+                   "neighbourhood collectives, waiting ranks poll (any number of nodes). shm: "
+                   "one node's MPI shared memory, waiting ranks sleep until woken, so they leave "
+                   "the core to the rank with work. auto: shm when every rank is on one node "
+                   "and there are more ranks than CPUs, else mpi (docs/PERFORMANCE.md).")
+@click.option("--aslr", type=click.Choice(["auto", "on"]), default="auto", show_default=True,
+              help="Address-space layout randomisation of the ranks. auto: ranks of a node with "
+                   "more ranks than CPUs run without it (re-started before MPI starts), so that "
+                   "the ranks sharing a core share its branch predictors too (faster rounds; "
+                   "docs/PERFORMANCE.md). on: keep the system's randomisation, e.g. for jobs "
+                   "that read untrusted files.")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
-        checkpoint_path, resume, bind, **opts):
+        checkpoint_path, resume, bind, transport, aslr, **opts):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
     through the same code as under MPI. Defaults are the paper's (rho = lambda2 = 0.1,
     lambda1 = lambda3 = lambda4 = 0.01, eta = sqrt(T)).
     """
+    from .runtime import addresses
+    if n_ranks is None:
+        addresses.reexec_if_sharing(aslr)       # before MPI starts; returns if nothing to do
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     from .runtime.run import run as run_learner
@@ -161,7 +177,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
         args = _strip_option(sys.argv[1:], "--np")
         if progress and "--progress" not in args:
             args.append("--progress")
-        return launch(n_ranks, args)
+        return launch(n_ranks, args, before=addresses.for_launch(aslr, n_ranks))
     from .runtime.checkpoint import default_path
     from .runtime.faults import Fault
     from .runtime.results import check_writable
@@ -178,7 +194,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume, bind=bind)
+                         resume=resume, bind=bind, transport=transport)
     if report is None:          # not rank 0
         return 0
     if as_json:

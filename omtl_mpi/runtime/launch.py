@@ -42,14 +42,18 @@ def _is_open_mpi(mpiexec: str) -> bool:
     return "Open MPI" in (out.stdout + out.stderr)
 
 
-def launch(n_ranks: int, args: list[str]) -> int:
-    """Run ``omtl-mpi ARGS`` under mpiexec with ``n_ranks`` ranks; return its exit code."""
+def launch(n_ranks: int, args: list[str], before=None) -> int:
+    """Run ``omtl-mpi ARGS`` under mpiexec with ``n_ranks`` ranks; return its exit code.
+
+    ``before`` is called in mpiexec's process before it starts (what the ranks inherit, such as
+    :func:`omtl_mpi.runtime.addresses.for_launch`'s personality).
+    """
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     # Open MPI's wheel refuses root without these (containers, CI); MPICH ignores them.
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     try:
-        return subprocess.run(mpi_command(n_ranks, args), env=env).returncode
+        return subprocess.run(mpi_command(n_ranks, args), env=env, preexec_fn=before).returncode
     except KeyboardInterrupt:
         return 130

@@ -14,7 +14,7 @@ from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
 from ..errors import ConfigError
 from . import checkpoint as ckpt
-from . import placement
+from . import addresses, placement, transport as transports
 from .graph import run_graph
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
@@ -91,7 +91,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None, bind: str = "auto") -> dict | None:
+        resume: str | None = None, bind: str = "auto", transport: str = "auto") -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -114,6 +114,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     bind : {"auto", "none"}
         Pin ranks to CPUs on nodes with more ranks than CPUs (:mod:`.placement`), or leave
         placement to the operating system.
+    transport : {"auto", "mpi", "shm"}
+        How the per-round messages travel (:mod:`.transport`): MPI, or one node's shared
+        memory with ranks that sleep while they wait; auto picks shared memory when every rank
+        is on one node and there are more ranks than CPUs.
 
     Raises
     ------
@@ -122,12 +126,15 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     """
     if bind not in placement.MODES:
         raise ConfigError(f"--bind must be one of {', '.join(placement.MODES)}, got {bind!r}")
+    if transport not in transports.MODES:
+        raise ConfigError(f"--transport must be one of {', '.join(transports.MODES)}, got {transport!r}")
     world = world if world is not None else default_world()
     rank, size = world.rank, world.size
     source = make_source(cfg)
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     # Every rank must run the same configuration on the same data: compare before learning.
-    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim, bind)
+    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim, bind,
+                 transport)
     if len(set(world.agree(signature))) > 1:
         raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
                           "options or versions on different nodes?); start every rank with the "
@@ -161,8 +168,15 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
 
     clock = PhaseClock(T)
     bar = Progress(T, enabled=progress and rank == 0)
-    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
-    cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0)))
+    kind = collective(world, lambda: transports.choose(world, transport))
+    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
+                  fallback=transport == "auto")
+    # Pinning by weight pays when waiting ranks poll (each takes its share of a core from the
+    # rank with work); ranks that sleep while they wait (transport shm) leave the balance to
+    # the operating system, which measured faster there (docs/PERFORMANCE.md)
+    weight = getattr(roles.server, "cpu_weight", 1.0) if roles.transport == "mpi" else 1.0
+    cpus = world.agree(placement.bind(world, bind, weight))
+    layouts = set(world.agree(addresses.randomised()))
     first_round = 0
     signature_json = ckpt.signature_of(meta)
     if resume:
@@ -234,6 +248,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T, 1),
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "cpus": None if all(c is None for c in cpus) else [-1 if c is None else c for c in cpus],
+        "transport": roles.transport,
+        # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
+        "aslr": ("unknown" if None in layouts else "mixed" if len(layouts) > 1
+                 else "on" if layouts == {True} else "off"),
     }
     if topology is not None:
         report["topology"] = topology.name
@@ -276,9 +294,12 @@ class Roles:
         The blocks held by this rank (all of them in one process).
     """
 
-    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
+    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
+                 transport: str = "mpi", fallback: bool = False):
         self.algo, self.server, self.holders = algo, None, []
         self.preds = self.staleness = None        # what the rounds so far produced
+        self.transport = "local" if size == 1 else transport
+        self._policy = None
         if algo.pattern == "server":
             if local:
                 self.holders = [algo.worker(params, *local[0], d, K)]
@@ -287,12 +308,12 @@ class Roles:
             if size == 1:
                 self.comm = LocalStar()
             else:
-                from ..comm.mpi import MpiStar
                 up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
                 down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
                 worker = self.holders[0] if self.holders else None
-                self.comm = MpiStar(world.comm, up, down, up_buffer=getattr(worker, "message", None),
-                                    reply_buffer=getattr(self.server, "reply", None))
+                self.comm = self._connect(fallback, lambda kind: transports.star(
+                    kind, world, up, down, up_buffer=getattr(worker, "message", None),
+                    reply_buffer=getattr(self.server, "reply", None)))
             return
         first = 0 if size == 1 else rank
         self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
@@ -300,16 +321,36 @@ class Roles:
         if topology is None:
             from .graph import NoExchange
             self.comm = NoExchange()
+            self.transport = "none"
         elif size == 1:
             from ..comm.graph import LocalGraph
             self.comm = LocalGraph(topology, [getattr(h, "inbox", None) for h in self.holders])
         else:
-            from ..comm.graph import MpiGraph
             node = self.holders[0]
             inbox = getattr(node, "inbox", None)
             # a node with an inbox sends the same message array every round: bind to both
-            self.comm = MpiGraph(world.comm, topology, node.message.shape,
-                                 message=node.message if inbox is not None else None, inbox=inbox)
+            self.comm = self._connect(fallback, lambda kind: transports.graph(
+                kind, world, topology, node.message.shape,
+                message=node.message if inbox is not None else None, inbox=inbox))
+
+    def _connect(self, fallback: bool, build):
+        """The exchange of :attr:`transport`, built by ``build(kind)`` (collective); with
+        ``fallback`` (--transport auto) shared memory that cannot be set up on this node falls
+        back to MPI on every rank, else it is an error."""
+        from ..comm.doorbell import SetupError
+        if self.transport == "shm":
+            from ..comm.shm import set_batch_policy
+            try:
+                comm = build("shm")
+            except SetupError as exc:
+                if not fallback:
+                    raise SetupFailed(f"--transport shm: {exc}; use --transport mpi") from None
+                self.transport = "mpi"
+            else:
+                # ranks that sleep and wake each other: the one that rings keeps its core
+                self._policy = set_batch_policy()
+                return comm
+        return build(self.transport)
 
     def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
@@ -332,10 +373,15 @@ class Roles:
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
     def close(self) -> None:
-        """Release the communicator's MPI resources (persistent requests, the graph)."""
+        """Release the exchange's resources (persistent requests, the graph communicator, the
+        shared window and bells) and the scheduling policy the shared-memory exchange set."""
         free = getattr(self.comm, "free", None)
         if free is not None:
             free()
+        if self._policy is not None:
+            from ..comm.shm import restore_policy
+            restore_policy(self._policy)
+            self._policy = None
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

@@ -21,6 +21,10 @@ def timing_table(timing: np.ndarray, roles) -> list[str]:
     return lines
 
 
+_TRANSPORTS = {"mpi": "MPI messages, waiting ranks poll",
+               "shm": "one node's shared memory, waiting ranks sleep"}
+
+
 def format_summary(report: dict) -> str:
     """The readable end-of-run summary printed by ``omtl-mpi run`` (without ``--json``)."""
     eta = f", eta={report['eta']:.4g}" if report.get("eta") is not None else ""
@@ -38,7 +42,9 @@ def format_summary(report: dict) -> str:
     lines += [
         f"{'mean':<24}{report['mean_error']:>18.4f}",
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
-        f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round",
+        f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round"
+        + (f" (transport {report['transport']}: {_TRANSPORTS[report['transport']]})"
+           if report.get("transport") in _TRANSPORTS else ""),
         "",
         "per-rank time per round:",
     ]
@@ -46,6 +52,9 @@ def format_summary(report: dict) -> str:
     if report.get("cpus"):
         lines.append("ranks pinned to CPUs (--bind auto, more ranks than CPUs): "
                      + " ".join(str(c) for c in report["cpus"]))
+    if report.get("aslr") == "off" and report.get("ranks", 1) > 1:
+        lines.append("ranks ran without address-space layout randomisation (--aslr auto, more "
+                     "ranks than CPUs)")
     if "mean_staleness" in report:
         lines.append(f"mean staleness of the gossiped rows: {report['mean_staleness']:.3f} rounds")
     if report.get("results"):

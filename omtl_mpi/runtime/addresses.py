@@ -1,0 +1,122 @@
+"""Ranks that share cores run with one address layout (``omtl-mpi run --aslr auto|on``).
+
+Every rank is a separately started Python interpreter. With address-space layout randomisation
+(ASLR) each one has the interpreter's and numpy's machine code at different virtual addresses,
+and a core's branch predictors, which are indexed by virtual address, must learn every rank's
+copy anew after each switch between ranks. The same C-ADMM worker round cost 1.4x as much among
+4 independently started processes on one CPU as among 4 forked ones, and the gap closed when the
+independent ones ran without ASLR (*Sharing a core* in docs/PERFORMANCE.md); whole runs with 6
+ranks on 2 cores were about 10% faster.
+
+So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
+itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same
+command, process, environment and open files, one more interpreter start-up.  ``omtl-mpi run
+--np P`` sets the personality on the mpiexec it starts instead, so its ranks start that way.  ``--aslr on``
+keeps the system's randomisation; so does everything that is not Linux, a container that
+forbids the personality (the default Docker profile does), and launchers that say nothing of
+how many ranks share the node.  Randomisation is a defence against memory-corruption exploits:
+a job that reads untrusted files may prefer ``--aslr on``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+MODES = ("auto", "on")
+ADDR_NO_RANDOMIZE = 0x0040000       # linux/personality.h
+_QUERY = 0xFFFFFFFF
+
+# ranks of this job on this node, as launchers announce it (MPICH/Hydra, Open MPI, MVAPICH)
+_LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE")
+
+
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def randomised() -> bool | None:
+    """Whether this process runs with ASLR: None where that cannot be told (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        persona = _libc().personality(_QUERY)
+    except (OSError, AttributeError):
+        return None
+    if persona == -1:
+        return None
+    return not persona & ADDR_NO_RANDOMIZE
+
+
+def shares_cores(local_ranks: int, allowed_cpus: int, machine_cpus: int) -> bool:
+    """Whether ``local_ranks`` ranks on a node must share cores.
+
+    ``allowed_cpus`` is this rank's affinity mask, ``machine_cpus`` the node's CPU count. A mask
+    smaller than the machine means the launcher placed the ranks itself; they then share cores
+    only if there are more of them than the machine has CPUs.
+    """
+    if local_ranks < 2:
+        return False
+    if allowed_cpus < machine_cpus:
+        return local_ranks > machine_cpus
+    return local_ranks > allowed_cpus
+
+
+def local_ranks_from_launcher(environ=os.environ) -> int | None:
+    """Ranks of this job on this node, from the launcher's environment; None if not said."""
+    for name in _LOCAL_SIZE_VARS:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def _cpus() -> tuple[int, int]:
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return allowed or 1, os.cpu_count() or 1
+
+
+def turn_off(libc=None) -> bool:
+    """Set ``ADDR_NO_RANDOMIZE`` for the programs this process executes from now on.
+
+    Returns False (and changes nothing) where that is not possible.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = libc or _libc()
+        persona = libc.personality(_QUERY)
+        if persona == -1:
+            return False
+        return bool(persona & ADDR_NO_RANDOMIZE) or libc.personality(persona | ADDR_NO_RANDOMIZE) != -1
+    except (OSError, AttributeError):
+        return False
+
+
+def reexec_if_sharing(mode: str) -> None:
+    """With ``mode == "auto"``, re-execute this rank without ASLR when the launcher says that
+    more ranks than CPUs share this node.  Returns when nothing is to be done (or it cannot be
+    done); never returns otherwise.  Call before MPI is initialised.
+    """
+    if mode != "auto" or "mpi4py.MPI" in sys.modules or randomised() is not True:
+        return
+    local = local_ranks_from_launcher()
+    if local is None or not shares_cores(local, *_cpus()):
+        return
+    if not turn_off():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, sys.orig_argv)
+    except OSError:
+        return                      # keep running as we are
+
+
+def for_launch(mode: str, n_ranks: int):
+    """What ``--np`` runs in mpiexec's process before it starts (``preexec_fn``), or None: with
+    ``mode == "auto"`` and ranks that will share cores, mpiexec and so its ranks start without
+    ASLR (the personality is inherited); the launching process itself is not changed."""
+    if mode == "auto" and shares_cores(n_ranks, *_cpus()) and randomised() is True:
+        return turn_off
+    return None
