@@ -40,9 +40,10 @@ def brute_force_minimiser(C, omega, p):
 
 
 @pytest.mark.parametrize("lambda4", [0.01, 0.5, 3.0])
-def test_exact_variant_is_the_joint_minimiser(lambda4):
+@pytest.mark.parametrize("K", [4, 20])           # task scalars as Python floats, and as arrays
+def test_exact_variant_is_the_joint_minimiser(lambda4, K):
     rng = np.random.default_rng(1)
-    K, d = 4, 6
+    d = 6
     p = AdmmParams(eta=10.0, lambda4=lambda4, relationship=False)
     cons = Consensus(p, K, d)
     omega = random_omega(rng, K)
@@ -102,9 +103,10 @@ def test_exact_operator_handles_singular_omega():
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150, 0.0])
-def test_omega_update_is_psd_trace_one_at_any_scale(scale):
+@pytest.mark.parametrize("K", [5, 20])
+def test_omega_update_is_psd_trace_one_at_any_scale(scale, K):
     rng = np.random.default_rng(5)
-    K, d = 5, 7
+    d = K + 2          # rank K - 1: one zero eigenvalue, whose square root amplifies rounding
     V = rng.normal(size=(K, d)) * scale
     V[3] = V[1]                                 # duplicate task: V^T V rank-deficient
     prev = Relationship.identity(K)
@@ -122,10 +124,59 @@ def test_omega_update_is_psd_trace_one_at_any_scale(scale):
         np.testing.assert_allclose(om, S / np.trace(S), atol=1e-12)
 
 
-def test_omega_update_keeps_previous_when_undefined():
-    prev = Relationship.identity(3)
-    assert update_omega(np.zeros((3, 4)), 0.0, prev) is prev
-    assert update_omega(np.full((3, 4), np.inf), 1e-8, prev) is prev
+@pytest.mark.parametrize("K", [3, 20])
+def test_omega_update_keeps_previous_when_undefined(K):
+    prev = Relationship.identity(K)
+    assert update_omega(np.zeros((K, 4)), 0.0, prev) is prev
+    assert update_omega(np.full((K, 4), np.inf), 1e-8, prev) is prev
+    V = np.ones((K, 4))
+    V[1, 2] = np.nan
+    assert update_omega(V, 1e-8, prev) is prev
+
+
+@pytest.mark.parametrize("K", [1, 3, 5, 16])
+def test_python_float_and_array_paths_give_the_same_bits(K, monkeypatch):
+    """Up to 16 tasks the Omega update and P's eigenvalues are computed on Python floats: the
+    same IEEE operations in the same order as the array code, so the same bits."""
+    from omtl_mpi.algorithms import relationship
+    rng = np.random.default_rng(K)
+    V = rng.normal(size=(K, 9)) * 0.3
+    prev = Relationship.identity(K)
+
+    def everything():
+        rel = update_omega(V, 1e-8, prev)
+        return [rel.evals, rel.evecs, exact_operator(rel, 0.02, 0.1, 0.01),
+                relationship.consensus_matrix(rel, 0.02, 0.1, 0.1, 0.01)]
+
+    small = everything()
+    monkeypatch.setattr(relationship, "_SMALL", 0)
+    for a, b in zip(small, everything()):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "perceptron"])
+def test_one_task_loss_in_python_floats_gives_the_same_bits(loss):
+    """A block of one task (a rank per task) takes the loss factor in Python floats; the
+    model, duals and messages are bit for bit those of the array code."""
+    rng = np.random.default_rng(9)
+    p = AdmmParams(eta=30.0, loss=loss)
+    fast, slow = TaskBlock(p, 1, 9), TaskBlock(p, 1, 9)
+    assert fast._scalar_loss == loss
+    slow._scalar_loss = None
+    for t in range(2000):
+        X = rng.normal(size=(1, 1, 9))
+        y = np.where(rng.random((1, 1)) < 0.5, -1.0, 1.0)
+        if t % 97 == 0:                                   # a padding instance
+            X[...], y[...] = 0.0, 0.0
+        a = fast.predict_and_step(X, y, np.ones(1))
+        b = slow.predict_and_step(X, y, np.ones(1))
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+        u, V = rng.normal(size=9) * 0.1, rng.normal(size=(1, 9)) * 0.1
+        fast.dual_step(u, V)
+        slow.dual_step(u, V)
+    assert np.array_equal(fast.W, slow.W) and np.array_equal(fast.Z, slow.Z)
+    assert TaskBlock(p, 2, 9)._scalar_loss is None
+    assert TaskBlock(AdmmParams(eta=1.0, loss=loss, w_step="adagrad"), 1, 9)._scalar_loss is None
 
 
 def test_w_step_matches_equation():

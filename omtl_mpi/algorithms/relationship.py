@@ -10,6 +10,7 @@ arithmetic, is the price: they are written to make few calls (docs/PERFORMANCE.m
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -20,6 +21,8 @@ from scipy.linalg.blas import dsyrk
 # is then redone on V rescaled by its largest entry (the square root is homogeneous in V).
 _SAFE_LOW, _SAFE_HIGH = 1e-140, 1e140
 _ZERO = np.array(0.0)      # 0-d array operands are cheaper for numpy than Python floats
+# Up to this many tasks, per-task scalars of the Omega update are Python floats (see below)
+_SMALL = 16
 
 
 def symmetric_eig(A: np.ndarray, overwrite: bool = False):
@@ -80,13 +83,22 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     # no floating-point warning when |V| is so large that the careful path takes over
     lam, Q, info = lapack.dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
     if info == 0:
-        np.maximum(lam, _ZERO, out=lam)
-        np.sqrt(lam, out=lam)
-        root_trace = sum(lam.tolist())               # K numbers: cheaper than a numpy sum
-        if _SAFE_LOW < root_trace < _SAFE_HIGH:
-            lam += eps
-            lam /= root_trace + lam.shape[0] * eps   # tr(S) = tr((V^T V)^{1/2}) + K eps
-            return Relationship(lam, Q)
+        if lam.shape[0] <= _SMALL:
+            # K numbers: Python floats cost less than numpy calls, with the same IEEE
+            # operations (clip, sqrt, +eps, /trace) in the same order; NaN stays NaN
+            root = [math.sqrt(x) if x > 0.0 else 0.0 if x <= 0.0 else x for x in lam.tolist()]
+            root_trace = sum(root)                    # sequential, as below
+            if _SAFE_LOW < root_trace < _SAFE_HIGH:
+                total = root_trace + len(root) * eps  # tr(S) = tr((V^T V)^{1/2}) + K eps
+                return Relationship(np.array([(x + eps) / total for x in root]), Q)
+        else:
+            np.maximum(lam, _ZERO, out=lam)
+            np.sqrt(lam, out=lam)
+            root_trace = sum(lam.tolist())
+            if _SAFE_LOW < root_trace < _SAFE_HIGH:
+                lam += eps
+                lam /= root_trace + lam.shape[0] * eps
+                return Relationship(lam, Q)
     return _update_omega_rescaled(V, eps, previous)
 
 
@@ -122,10 +134,17 @@ def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float) -> n
     k = rel.evals.shape[0]
     if lambda4 == 0.0:
         return np.eye(k) / (a + rho)
-    diag = rel.evals * (a + rho)
+    return np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T)
+
+
+def _operator_diagonal(evals: np.ndarray, a_rho: float, lambda4: float):
+    """``omega_i / ((a + rho) omega_i + lambda4)``, P's eigenvalues: a list of Python floats for
+    small K (cheaper than three numpy calls, same IEEE operations), else an array."""
+    if evals.shape[0] <= _SMALL:
+        return np.array([x / (x * a_rho + lambda4) for x in evals.tolist()])
+    diag = evals * a_rho
     diag += lambda4
-    np.divide(rel.evals, diag, out=diag)
-    return np.dot(rel.evecs * diag, rel.evecs.T)
+    return np.divide(evals, diag, out=diag)
 
 
 def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float) -> np.ndarray:
@@ -142,17 +161,24 @@ def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, la
     cancels (:func:`_consensus_matrix_stable`).
     """
     K = rel.evals.shape[0]
-    P = exact_operator(rel, a, rho, lambda4)
+    M = np.empty((K + 1, K))
+    P = M[1:]
+    if lambda4 == 0.0:
+        P[...] = np.eye(K) / (a + rho)
+    else:
+        np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T, out=P)
     p = P.sum(axis=1)
     den = lambda2 + rho * K - rho * rho * sum(p.tolist())
     if not den > 4e-6 * rho * K:
         return _consensus_matrix_stable(rel, a, rho, lambda2, lambda4)
-    M = np.empty((K + 1, K))
     r = M[0]
     np.multiply(p, -rho / den, out=r)
     r += 1.0 / den
+    # P - rho p r^T. (BLAS dger would be one call instead of three, but it rounds differently
+    # for larger K, and with more tasks than features the run is sensitive to the last bit:
+    # Omega's square root of V^T V's rounding-level eigenvalues; see docs/DESIGN.md)
     p *= rho
-    np.subtract(P, np.multiply.outer(p, r), out=M[1:])
+    P -= np.multiply.outer(p, r)
     return M
 
 
