@@ -12,11 +12,16 @@ is pinned to the same CPU. No MPI is involved:
 * one process alone: the math with warm caches;
 * N processes started independently (each its own ``python``, as mpiexec starts ranks): every
   interpreter has its own copy of its objects, so the core's caches hold N of them;
+* N processes started independently without address-space layout randomisation (the
+  ``ADDR_NO_RANDOMIZE`` personality, as ``omtl-mpi run --aslr auto`` starts ranks that share
+  cores): their code sits at the same virtual addresses in every process;
 * N processes forked from one parent after the imports: they share the parent's memory pages
-  until they write to them.
+  until they write to them, and its address layout.
 
-The gap between the last two rows, at the same number of processes taking turns on one core,
-is what separately started ranks pay for not sharing their interpreters' memory.
+The gap between the independently started rows and the forked one, at the same number of
+processes taking turns on one core, is what separately started ranks pay; the row without
+randomisation shows how much of it is the address layout (the core's branch predictors are
+indexed by virtual address) rather than the copies of the interpreters' memory.
 """
 from __future__ import annotations
 
@@ -58,11 +63,14 @@ def worker_rounds(seed: int, rounds: int, cpu: int) -> float:
     return float(np.median(took[rounds // 4:])) * 1e6      # the first quarter warms up
 
 
-def run_independent(n: int, rounds: int, cpu: int) -> list[float]:
-    """n separately started interpreters; each prints its median."""
+def run_independent(n: int, rounds: int, cpu: int, randomised: bool = True) -> list[float]:
+    """n separately started interpreters (without ASLR unless ``randomised``); each prints its
+    median."""
+    from omtl_mpi.runtime.addresses import turn_off  # noqa: PLC0415
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, __file__, "--child", str(i), "--rounds", str(rounds),
-                               "--cpu", str(cpu)], stdout=subprocess.PIPE, text=True, env=env)
+                               "--cpu", str(cpu)], stdout=subprocess.PIPE, text=True, env=env,
+                              preexec_fn=None if randomised else turn_off)
              for i in range(n)]
     return [float(p.communicate(timeout=600)[0].strip()) for p in procs]
 
@@ -108,6 +116,8 @@ def main():
     for label, fn in (("1 process alone", lambda: run_independent(1, args.rounds, cpu)),
                       (f"{n} processes started independently (as mpiexec starts ranks)",
                        lambda: run_independent(n, args.rounds, cpu)),
+                      (f"{n} processes started independently, without address randomisation",
+                       lambda: run_independent(n, args.rounds, cpu, randomised=False)),
                       (f"{n} processes forked from one parent after the imports",
                        lambda: run_forked(n, args.rounds, cpu))):
         us = statistics.median(statistics.median(fn()) for _ in range(args.repeats))

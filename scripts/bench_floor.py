@@ -13,6 +13,8 @@ small numpy calls (np.add on a 5 x 9 array), a stand-in for the learning math:
 * MPI, as omtl-mpi exchanges (persistent point-to-point for the star, a persistent
   neighbourhood allgather for the ring; waiting by test-and-yield);
 * MPI, nonblocking collectives (Igatherv + Iscatterv, Ineighbor_allgather), as before;
+* one node's MPI shared memory with FIFO doorbells, ranks asleep while they wait, under
+  SCHED_BATCH (omtl-mpi's ``--transport shm``: ShmStar, ShmGraph);
 * operating-system pipes between forked processes, blocking reads: the kernel's own wake-ups,
   what any waiting scheme could do at best.
 """
@@ -47,7 +49,20 @@ def wait(reqs):
     test = MPI.Request.Testall
     while not test(reqs):
         os.sched_yield()
-if pattern == "star":
+clock = None
+if style == "shm":
+    from omtl_mpi.comm.clock import PhaseClock
+    from omtl_mpi.comm.shm import ShmGraph, ShmStar, set_batch_policy
+    from omtl_mpi.topology import load_topology
+    clock = PhaseClock(1)
+    set_batch_policy()
+if pattern == "star" and style == "shm":
+    up, reply = np.ones(d), np.ones(2 * d * (size - 1))
+    star = ShmStar(comm, [0] + [d] * (size - 1), [0] + [2 * d] * (size - 1))
+elif pattern == "ring" and style == "shm":
+    table = np.ones((K, 2 * d + 1))
+    ring = ShmGraph(comm, load_topology("ring", size), table.shape)
+elif pattern == "star":
     gspec = ([0] + [d] * (size - 1), [0] + [d * i for i in range(size - 1)])
     sspec = ([0] + [2 * d] * (size - 1), [0] + [2 * d * i for i in range(size - 1)])
     up, down = np.ones(d), np.empty(2 * d)
@@ -67,7 +82,14 @@ else:
 comm.Barrier()
 t0 = time.perf_counter()
 for t in range(rounds):
-    if pattern == "star":
+    if style == "shm":
+        if pattern == "star" and rank == 0:
+            star.gather(clock); work(calls); star.scatter(reply, clock)
+        elif pattern == "star":
+            work(calls); star.up(up, clock); star.down(clock)
+        else:
+            work(calls); ring.exchange([table], clock)
+    elif pattern == "star":
         if rank == 0:
             if style == "persistent":
                 MPI.Prequest.Startall(recv); wait(recv)
@@ -96,7 +118,9 @@ for t in range(rounds):
             while not r.Test():
                 os.sched_yield()
 elapsed = time.perf_counter() - t0
-if style == "persistent":
+if style == "shm":
+    (star if pattern == "star" else ring).free()
+elif style == "persistent":
     for r in (recv + send if pattern == "star" and rank == 0 else both if pattern == "star" else [req]):
         r.Free()
 times = comm.gather(elapsed, 0)
@@ -184,6 +208,8 @@ def main():
             for label, fn in (
                     ("MPI, persistent requests (omtl-mpi)", lambda: mpi_round_us(pattern, "persistent", args.rounds, calls)),
                     ("MPI, nonblocking collectives", lambda: mpi_round_us(pattern, "collective", args.rounds, calls)),
+                    ("shared memory, doorbells, SCHED_BATCH (omtl-mpi --transport shm)",
+                     lambda: mpi_round_us(pattern, "shm", args.rounds, calls)),
                     ("pipes, blocking reads (the kernel's floor)", lambda: pipes_round_us(pattern, args.rounds, calls))):
                 us = statistics.median(fn() for _ in range(args.repeats))
                 rows.append((pattern, calls, label, us))

@@ -6,8 +6,10 @@ Usage: python scripts/bench_round.py [--repeats 5] [--samples 2000] [--out docs/
 For K=5 tasks of random data with d=9 and d=512 it times, in one invocation:
   * a naive serial baseline: the same C-ADMM round written the obvious way (a Python loop over
     tasks, scipy.linalg.sqrtm and numpy.linalg.pinv), as in the paper's public serial code;
-  * omtl-mpi in one process, and under mpiexec with 2 and K+1 ranks (polite waiting, the
-    default), plus K+1 ranks with MPI's own busy waiting for comparison.
+  * omtl-mpi in one process, and under mpiexec with 2 and K+1 ranks with the defaults (on a
+    machine with fewer cores than K+1: the shared-memory transport, ranks that sleep while they
+    wait, no address randomisation), plus K+1 ranks over MPI (polling; with and without
+    address randomisation, with MPI's own busy wait, and sleeping from the first test).
 Each figure is the median over --repeats runs of the per-round wall time of the learning loop
 (reported by rank 0; start-up excluded), with the CPU seconds all ranks used per wall second.
 """
@@ -36,6 +38,7 @@ from docsection import replace_section  # noqa: E402
 from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 K = 5
+MPI = ("--transport", "mpi")
 
 
 def make_data(folder, d, samples):
@@ -86,22 +89,32 @@ def omtl_run(path, ranks, env_extra, extra_args=()):
 
 
 IDLE_CHILD = """
-import sys, time, resource
+import os, sys, time, resource
 from mpi4py import MPI
 from omtl_mpi.comm.clock import PhaseClock
+from omtl_mpi.comm.doorbell import Doorbells
 from omtl_mpi.comm.waiting import wait
 comm = MPI.COMM_WORLD
+bell = os.environ.get("OMTL_MPI_WAIT") == "bell"
+if bell:
+    bells = Doorbells(comm, ring=range(1, comm.size), listen=[]) if comm.rank == 0 else Doorbells(comm, ring=[], listen=[0])
 buf = bytearray(8)
 cpu = 0.0
 if comm.rank == 0:
     time.sleep(2.0)                       # the others wait 2 s for this message
+    if bell:
+        bells.ring_all()
     for r in range(1, comm.size):
         comm.Send([buf, MPI.BYTE], r)
 else:
     before = resource.getrusage(resource.RUSAGE_SELF)
+    if bell:
+        bells.wait_all()
     wait(comm.Irecv([buf, MPI.BYTE], 0), PhaseClock(1))
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+if bell:
+    bells.close()
 # one printer: lines printed by several ranks at once can reach the launcher interleaved
 cpus = comm.gather(cpu, root=0)
 if comm.rank == 0:
@@ -156,10 +169,15 @@ def main():
                     ("omtl-mpi, 1 process", 1, {}, ()),
                     ("omtl-mpi, mpiexec -n 2", 2, {}, ()),
                     (f"omtl-mpi, mpiexec -n {K + 1}", K + 1, {}, ()),
-                    (f"omtl-mpi, mpiexec -n {K + 1}, --bind none", K + 1, {}, ("--bind", "none")),
-                    (f"omtl-mpi, mpiexec -n {K + 1}, MPI's own busy Wait", K + 1, {"OMTL_MPI_WAIT": "busy"}, ()),
-                    (f"omtl-mpi, mpiexec -n {K + 1}, sleep from the first test", K + 1,
-                     {"OMTL_MPI_WAIT_SPIN": "0"}, ())):
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi", K + 1, {}, MPI),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi --aslr on", K + 1, {},
+                     (*MPI, "--aslr", "on")),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi --bind none", K + 1, {},
+                     (*MPI, "--bind", "none")),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi, MPI's own busy Wait", K + 1,
+                     {"OMTL_MPI_WAIT": "busy"}, MPI),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi, sleep from the first test",
+                     K + 1, {"OMTL_MPI_WAIT_SPIN": "0"}, MPI)):
                 if d != 9 and "sleep" in label:
                     continue            # slow, and the d=9 row makes the point
                 # sleeping is ~100 times slower: one run shows it, and repeats would take minutes
@@ -171,8 +189,9 @@ def main():
                 print(f"d={d:<4} {label:<46} {ms:8.4f} ms/round  x{naive / ms:6.1f} vs naive  "
                       f"cpu/wall {cpu:4.2f}", flush=True)
 
-    idle = {mode: idle_cost(mode) for mode in ("polite", "busy")}
-    print(f"CPU seconds burnt during a 2 s wait: polite {idle['polite']:.3f}, busy {idle['busy']:.3f}")
+    idle = {mode: idle_cost(mode) for mode in ("bell", "polite", "busy")}
+    print(f"CPU seconds burnt during a 2 s wait: bell {idle['bell']:.3f}, polite "
+          f"{idle['polite']:.3f}, busy {idle['busy']:.3f}")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "## C-ADMM: time per round",
@@ -188,9 +207,11 @@ def main():
         "the learning loop's wall time per round on rank 0 (start-up excluded). *cpu/wall* is the "
         "CPU seconds used by all ranks together per wall second of the whole command: on this "
         f"{os.cpu_count()}-core machine a value near {os.cpu_count()} means every core is busy. "
-        "Runs use the default `--bind auto` (with more ranks than cores the ranks are pinned, the "
-        "server sharing its core with few workers: docs/DESIGN.md) except the *--bind none* rows, "
-        "which leave placement to the operating system.",
+        "Rows without options use the defaults (`--transport auto --aslr auto --bind auto`): "
+        "with more ranks than cores that is the shared-memory transport, whose waiting ranks "
+        "sleep and are left where the operating system puts them, without address "
+        "randomisation. The *--transport mpi* rows poll MPI while they wait, and `--bind auto` "
+        "then pins C-ADMM's ranks by weight (docs/DESIGN.md).",
         "",
         "| d | configuration | ms per round | speed-up vs naive | cpu/wall |",
         "|---|---|---|---|---|",
@@ -211,13 +232,15 @@ def main():
         "",
         "CPU seconds used by a rank that waits 2 s for a message from rank 0 (3 ranks, median of "
         "the 2 waiting ranks, same invocation): "
-        f"**{idle['polite']:.3f} s** with omtl-mpi's polite wait (yield the CPU, then after 50 ms "
-        f"sleep with a growing delay) against **{idle['busy']:.3f} s** with MPI's own `Wait`.",
+        f"**{idle['bell']:.3f} s** asleep on its FIFO doorbell (the shared-memory transport), "
+        f"**{idle['polite']:.3f} s** with omtl-mpi's polite MPI wait (yield the CPU, then after "
+        f"50 ms sleep with a growing delay) and **{idle['busy']:.3f} s** with MPI's own `Wait`.",
         "",
-        "Within a round the polite wait only yields (`sched_yield`), and sleeps only once a wait "
-        "has lasted 50 ms: the smallest `time.sleep` on these machines lasts about 90 us, so "
-        "sleeping from the first test (the row *sleep from the first test*) makes every round "
-        "pay several of those.",
+        "Within a round the polite MPI wait only yields (`sched_yield`), and sleeps only once a "
+        "wait has lasted 50 ms: the smallest `time.sleep` on these machines lasts about 90 us, "
+        "so sleeping from the first test (the row *sleep from the first test*) makes every "
+        "round pay several of those. A rank asleep on its doorbell is woken by the kernel the "
+        "moment its peer rings.",
         "",
     ]
     replace_section(args.out, "c-admm", "\n".join(lines))
