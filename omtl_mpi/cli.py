@@ -133,7 +133,8 @@ def cli():
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--bind", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
               help="Rank placement. auto: on a node with more ranks than CPUs whose ranks the "
-                   "launcher did not pin, pin each rank to a CPU, the server (C-ADMM with "
+                   "launcher did not pin, and ranks that poll (--transport mpi), pin each rank "
+                   "to a CPU, the server (C-ADMM with "
                    "relationship learning, DROM) sharing its CPU with as few workers as its "
                    "load calls for (faster rounds; docs/PERFORMANCE.md). none: leave placement "
                    "to the operating system, e.g. when several jobs share the machine.")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import MPIEXEC, TIMEOUT, _env, omtl, read_results
+from test_failures import leftover
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.runtime.transport import decide
 
@@ -146,7 +147,7 @@ def test_a_failing_rank_ends_a_shared_memory_job(mpiexec, tmp_path, fail_rank, m
     assert time.monotonic() - t0 < 30
     if mode == "raise":
         assert f"error: [rank {fail_rank}] InjectedFailure: injected failure at round 300" in r.stderr
-    assert subprocess.run(["pgrep", "-f", str(out)], capture_output=True).returncode == 1
+    assert not leftover(str(out))
 
 
 # -- the bells ------------------------------------------------------------------------------

@@ -79,7 +79,9 @@ class CAdmmServer:
         same buffer every round)."""
         self.consensus.step(up_all.reshape(self.K, self.dim))
         if self._rows is not None:
-            np.take(self.consensus.uv, self._rows, axis=0, out=self._down)
+            # mode="clip": the indices are valid, and with the default mode numpy copies through a
+            # temporary buffer
+            np.take(self.consensus.uv, self._rows, axis=0, out=self._down, mode="clip")
         return self.reply
 
     def after_reply(self) -> None:

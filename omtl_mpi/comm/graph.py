@@ -29,7 +29,7 @@ class LocalGraph:
 
     def exchange(self, messages: list, clock) -> list:
         stacked = np.stack(messages)
-        return [stacked[nb] if box is None else np.take(stacked, nb, axis=0, out=box)
+        return [stacked[nb] if box is None else np.take(stacked, nb, axis=0, out=box, mode="clip")
                 for nb, box in zip(self.neighbours, self.inboxes)]
 
 

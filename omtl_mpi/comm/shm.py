@@ -162,7 +162,7 @@ class ShmGraph:
         t1 = perf_counter()
         self._bells.wait_all()
         t2 = perf_counter()
-        np.take(copy, self._neighbours, axis=0, out=self._recv)
+        np.take(copy, self._neighbours, axis=0, out=self._recv, mode="clip")   # unbuffered
         clock.comm += (t1 - t0) + (perf_counter() - t2)
         clock.wait += t2 - t1
         return [self._recv]

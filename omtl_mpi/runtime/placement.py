@@ -8,6 +8,11 @@ every round's critical path, and the workers that share its core cannot run whil
 CPU shared with as few workers as its weight calls for (docs/PERFORMANCE.md measures the
 effect; scripts/bench_round.py shows it against ``--bind none`` in the same invocation).
 
+It is for ranks that poll while they wait (``--transport mpi``): a polling rank takes its share
+of the core from the rank with work.  Ranks that sleep while they wait (``--transport shm``, the
+default with more ranks than CPUs) take nothing, and there pinning measured slower than the
+system's own balancing, so the runtime gives every rank the same weight and nothing is pinned.
+
 It acts only when all of the following hold, and otherwise leaves placement to the system:
 
 * the node has more ranks of this job than CPUs it may use (the affinity mask), and at least

@@ -65,7 +65,8 @@ def choose(world, mode: str) -> str:
         raise ConfigError(f"--transport must be one of {', '.join(MODES)}, got {mode!r}")
     if world.size == 1:
         return "local"
-    mask = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    mask = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else list(range(os.cpu_count() or 1)))
     _, masks = world.node_peers(mask)
     return decide(mode, world.size, masks)
 
