@@ -15,9 +15,10 @@ run by run so that a slow spell of the machine hits them all alike:
 * the default (``--transport auto --aslr auto``: shm, no randomisation, SCHED_BATCH here).
 
 Each figure is the median of the learning loop's wall time per round (rank 0, start-up
-excluded); *speed-up* is against the first configuration of the same workload, *cores busy*
-the median CPU seconds of all ranks per wall second of the whole command. The same workload in
-one process is the yardstick that says how fast the machine was.
+excluded); *speed-up* is against the first configuration of the same workload; *CPU per round*
+is the CPU time all ranks together used per round during the rounds (the run's own
+``cpu_ms_per_round``), and *cores busy* that over the time per round. The same workload in one
+process is the yardstick that says how fast the machine was.
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_round import omtl_run  # noqa: E402
 from benchdata import make_random_tasks  # noqa: E402
 from docsection import replace_section, run_on  # noqa: E402
+from omtlrun import run_json  # noqa: E402
 from omtl_mpi.data import write_tasks  # noqa: E402
 
 K = 5
@@ -46,6 +47,12 @@ CONFIGS = (
 )
 
 
+def one_run(path, ranks, env, args):
+    """(ms per round, CPU ms per round of all ranks together) of one run."""
+    report = run_json(["--data", path, *args], ranks if ranks > 1 else None, env=env)
+    return report["ms_per_round"], sum(report["cpu_ms_per_round"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -57,21 +64,23 @@ def main():
         for algo, ranks, d in (("c-admm", K + 1, 9), ("d-admm", K, 9), ("d-admm", K, 784)):
             path = make_random_tasks(folder, K, d, args.samples, write_tasks)[0]
             base = ["--algo", algo, "--topology", "ring"]
-            alone = statistics.median(omtl_run(path, 1, {}, base)[0] for _ in range(args.repeats))
+            alone = [one_run(path, 1, {}, base) for _ in range(args.repeats)]
             runs = {label: [] for label, _, _ in CONFIGS}
             for _ in range(args.repeats):
                 for label, extra, env in CONFIGS:
-                    runs[label].append(omtl_run(path, ranks, env, (*base, *extra)))
+                    runs[label].append(one_run(path, ranks, env, (*base, *extra)))
             first = None
             workload = f"{algo}{' ring' if algo == 'd-admm' else ''}, {ranks} ranks, d={d}"
-            rows.append((workload, "the same in one process (yardstick)", alone, None, None))
+            rows.append((workload, "the same in one process (yardstick)",
+                         statistics.median(r[0] for r in alone), None,
+                         statistics.median(r[1] for r in alone)))
             for label, _, _ in CONFIGS:
                 ms = statistics.median(r[0] for r in runs[label])
-                busy = statistics.median(r[1] for r in runs[label])
+                cpu = statistics.median(r[1] for r in runs[label])
                 first = first or ms
-                rows.append((workload, label, ms, first / ms, busy))
+                rows.append((workload, label, ms, first / ms, cpu))
                 print(f"{workload:<26} {label:<66} {ms:8.4f} ms/round  x{first / ms:5.2f}  "
-                      f"cores busy {busy:4.2f}", flush=True)
+                      f"CPU {cpu:.4f} ms/round ({cpu / ms:4.2f} cores)", flush=True)
 
     lines = [
         "## More ranks than cores: what each piece is worth",
@@ -80,18 +89,19 @@ def main():
         f"{args.samples}` on {run_on()}. K={K} tasks of random data, {args.samples} rounds; the "
         "configurations take turns run by run; medians over "
         f"{args.repeats} runs of the learning loop's time per round on rank 0. *speed-up* is "
-        "against the first configuration of the same workload; *cores busy* is the CPU seconds "
-        "of all ranks per wall second of the whole command (start-up included). The first row "
-        "of each workload is the same learning in one process: it tells how fast the machine "
-        "was during the run.",
+        "against the first configuration of the same workload. *CPU per round* is the CPU time "
+        "all ranks together used per round while the rounds ran (the run's `cpu_ms_per_round`, "
+        "median), and *cores busy* that over the time per round: 2 means both cores worked, or "
+        "polled, all the time. The first row of each workload is the same learning in one "
+        "process: the CPU the learning itself needs, and how fast the machine was during the "
+        "run.",
         "",
-        "| workload | configuration | ms per round | speed-up | cores busy |",
-        "|---|---|---|---|---|",
+        "| workload | configuration | ms per round | speed-up | CPU per round, all ranks (ms) | cores busy |",
+        "|---|---|---|---|---|---|",
     ]
-    for workload, label, ms, speed, busy in rows:
+    for workload, label, ms, speed, cpu in rows:
         lines.append(f"| {workload} | {label} | {ms:.4f} | "
-                     f"{'' if speed is None else f'{speed:.2f}x'} | "
-                     f"{'' if busy is None else f'{busy:.2f}'} |")
+                     f"{'' if speed is None else f'{speed:.2f}x'} | {cpu:.4f} | {cpu / ms:.2f} |")
     replace_section(args.out, "transport", "\n".join(lines))
     print(f"wrote {args.out}")
 

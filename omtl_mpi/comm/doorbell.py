@@ -148,8 +148,8 @@ class Doorbells:
         sender = int.from_bytes(token, sys.byteorder)
         if sender == _POISON:
             lost = self._watch.lost if self._watch is not None else None
-            raise PeerLost(f"rank {lost[0]} (process {lost[1]}) on this node has exited; "
-                           "ending the job" if lost else "a rank on this node has exited")
+            raise PeerLost(f"rank {lost[0]} (process {lost[1]}) on this node has exited"
+                           if lost else "a rank on this node has exited")
         if sender not in self._listen:
             raise RuntimeError(f"unexpected wake-up from rank {sender}")
 

@@ -103,14 +103,16 @@ def reexec_if_sharing(mode: str) -> None:
     local = local_ranks_from_launcher()
     if local is None or not shares_cores(local, *_cpus()):
         return
-    if not turn_off():
+    libc = _libc()
+    before = libc.personality(_QUERY)
+    if not turn_off(libc):
         return
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execv(sys.executable, sys.orig_argv)
-    except OSError:
-        return                      # keep running as we are
+    except OSError:                 # keep running as we are, and as we were
+        libc.personality(before)
 
 
 def for_launch(mode: str, n_ranks: int):

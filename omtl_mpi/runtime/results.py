@@ -18,6 +18,7 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
     /timing/peak_rss_mib  (P,) peak resident memory of every rank
+    /timing/cpu_seconds   (P,) CPU seconds (user + system) each rank used during the rounds
     /timing/cpu           (P,) the CPU each rank was pinned to (only when --bind auto pinned
                           ranks: more ranks than CPUs on a node; -1 for a rank left unpinned)
     /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
@@ -64,7 +65,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None, peak_rss=None, cpus=None,
+                  staleness: np.ndarray | None = None, peak_rss=None, cpus=None, cpu_seconds=None,
                   before_rename=None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``.
 
@@ -104,6 +105,9 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
         tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
         if peak_rss is not None:
             tg.create_dataset("peak_rss_mib", data=peak_rss).attrs["unit"] = "MiB, per rank"
+        if cpu_seconds is not None:
+            tg.create_dataset("cpu_seconds", data=cpu_seconds).attrs["unit"] = (
+                "CPU seconds (user + system) per rank during the rounds")
         if cpus is not None:
             tg.create_dataset("cpu", data=np.asarray(cpus, dtype=np.int64)).attrs["unit"] = (
                 "CPU each rank was pinned to by --bind auto (-1: not pinned)")

@@ -208,10 +208,14 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                            fingerprint=cfg.fingerprint(), signature=signature_json)
         hook = (checkpoint_every, save)
     world.barrier()
+    cpu0 = _cpu_seconds()
     t0 = perf_counter()
     preds, staleness = roles.run(batches, clock, bar, first_round=first_round,
                                  fault=my_fault, checkpoint=hook)
     seconds = perf_counter() - t0
+    # what each rank used of the CPU meanwhile: with more ranks than cores, a rank that polls
+    # while it waits uses CPU that the rank with work needed (docs/PERFORMANCE.md)
+    cpu = _cpu_seconds() - cpu0
     roles.close()
     holders = roles.holders
     extras = {}
@@ -230,6 +234,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     timing = world.gather_rows(clock.rows[None], [1] * size)
     # peak resident memory of every rank (Linux reports KiB): shows that a worker holds only
     # its own tasks
+    cpu_seconds = world.gather_rows(np.array([cpu]), [1] * size)
     peak_rss = world.gather_rows(
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, local))
@@ -249,6 +254,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "cpus": None if all(c is None for c in cpus) else [-1 if c is None else c for c in cpus],
         "transport": roles.transport,
+        "cpu_ms_per_round": (1000.0 * cpu_seconds / max(T - first_round, 1)).tolist(),
         # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
         "aslr": ("unknown" if None in layouts else "mixed" if len(layouts) > 1
                  else "on" if layouts == {True} else "off"),
@@ -274,7 +280,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                       config=cfg.to_dict(), names=meta.names, lengths=meta.lengths,
                       metrics=summary, model=model, predictions=gathered["predictions"],
                       timing=timing, roles=role_names, staleness=gathered.get("staleness"),
-                      peak_rss=peak_rss, cpus=report["cpus"],
+                      peak_rss=peak_rss, cpus=report["cpus"], cpu_seconds=cpu_seconds,
                       before_rename=lambda: my_fault.check("write"))
         report["results"] = out
     report["_timing"] = timing
@@ -395,6 +401,12 @@ class Roles:
             h.load_state(state[f"holder{i}"])
         if self.server is not None:
             self.server.load_state(state["server"])
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU seconds this process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:

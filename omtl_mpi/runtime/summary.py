@@ -49,6 +49,10 @@ def format_summary(report: dict) -> str:
         "per-rank time per round:",
     ]
     lines += timing_table(report["_timing"], report["_roles"])
+    if report.get("cpu_ms_per_round") and report.get("ms_per_round"):
+        cpu = sum(report["cpu_ms_per_round"])
+        lines.append(f"CPU per round, all ranks together: {cpu:.4f} ms, "
+                     f"{cpu / report['ms_per_round']:.2f} x the time per round")
     if report.get("cpus"):
         lines.append("ranks pinned to CPUs (--bind auto, more ranks than CPUs): "
                      + " ".join(str(c) for c in report["cpus"]))
