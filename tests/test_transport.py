@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import MPIEXEC, TIMEOUT, _env, omtl, read_results
+from conftest import MPIEXEC, TIMEOUT, _env, assert_in_process_equals_mpiexec, omtl, read_results
 from test_failures import leftover
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.runtime.transport import decide
@@ -78,17 +78,8 @@ def test_shared_memory_gives_the_same_bits_as_mpi(mpiexec, small_tasks, tmp_path
 
 
 def test_in_process_equals_shared_memory(mpiexec, small_tasks, tmp_path):
-    common = ["run", "--data", small_tasks, *SMALL]
-    r = omtl(*common, "--out", tmp_path / "one.h5")
-    assert r.returncode == 0, r.stderr
-    r = omtl(*common, "--transport", "shm", "--out", tmp_path / "shm.h5", np_ranks=6)
-    assert r.returncode == 0, r.stderr
-    a, b = read_results(tmp_path / "one.h5"), read_results(tmp_path / "shm.h5")
-    for key in a:
-        if key.startswith("predictions/") or key == "metrics/mistakes":
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-    np.testing.assert_allclose(a["model/W"], b["model/W"], rtol=0, atol=1e-10)
-    np.testing.assert_allclose(a["model/omega"], b["model/omega"], rtol=0, atol=1e-10)
+    assert_in_process_equals_mpiexec(["--data", small_tasks, *SMALL, "--transport", "shm"], [], 6,
+                                     tmp_path)
 
 
 def test_auto_follows_the_rule_and_the_report_says_which(mpiexec):
