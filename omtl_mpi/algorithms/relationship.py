@@ -125,16 +125,21 @@ def _update_omega_rescaled(V: np.ndarray, eps: float, previous: Relationship) ->
     return Relationship(s / trace, Q)
 
 
-def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float) -> np.ndarray:
+def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float,
+                   out: np.ndarray | None = None) -> np.ndarray:
     """``P = ((a + rho) I + lambda4 Omega^{-1})^{-1}`` without inverting Omega (spec section 2).
 
     ``P = Q diag(omega_i / ((a + rho) omega_i + lambda4)) Q^T``; null directions of Omega get 0.
-    With ``lambda4 = 0`` the operator is exactly ``I / (a + rho)`` whatever Omega is.
+    With ``lambda4 = 0`` the operator is exactly ``I / (a + rho)`` whatever Omega is. Written
+    into ``out`` (K x K) when given.
     """
-    k = rel.evals.shape[0]
     if lambda4 == 0.0:
-        return np.eye(k) / (a + rho)
-    return np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T)
+        P = np.eye(rel.evals.shape[0]) / (a + rho)
+        if out is None:
+            return P
+        out[...] = P
+        return out
+    return np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T, out=out)
 
 
 def _operator_diagonal(evals: np.ndarray, a_rho: float, lambda4: float):
@@ -162,11 +167,7 @@ def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, la
     """
     K = rel.evals.shape[0]
     M = np.empty((K + 1, K))
-    P = M[1:]
-    if lambda4 == 0.0:
-        P[...] = np.eye(K) / (a + rho)
-    else:
-        np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T, out=P)
+    P = exact_operator(rel, a, rho, lambda4, out=M[1:])
     p = P.sum(axis=1)
     den = lambda2 + rho * K - rho * rho * sum(p.tolist())
     if not den > 4e-6 * rho * K:

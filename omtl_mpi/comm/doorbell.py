@@ -125,8 +125,9 @@ class Doorbells:
         PeerLost
             A rank of the node has exited (found by the watchdog).
         """
-        if self._single and not self._count[0]:
-            # the common case of one peer that cannot be ahead: exactly one token
+        if self._single:
+            # one peer: each of its tokens is one round, so read exactly one (a token of the
+            # next round stays in the pipe)
             self._check(os.read(self._fd, _TOKEN))
             return
         count, where, read, fd = self._count, self._listen, os.read, self._fd
