@@ -34,19 +34,31 @@ from mpi4py import MPI
 from .doorbell import Doorbells
 
 
-def shared_array(comm, n_doubles: int) -> tuple:
-    """A window of ``n_doubles`` float64 shared by every rank of ``comm`` (all on one node).
+class _Shared:
+    """What both exchanges hold: one shared window and this rank's bells.
 
-    Rank 0 allocates it all, so its layout is the caller's; every rank gets a numpy view.
-    Collective. Returns ``(window, array)``; free the window with ``window.Free()`` (collective).
+    The window holds ``n_doubles`` float64 and rank 0 allocates it all, so its layout is the
+    caller's; every rank gets a numpy view (:attr:`memory`). Collective, as is :meth:`free`.
     """
-    size = 8 * n_doubles if comm.Get_rank() == 0 else 0
-    win = MPI.Win.Allocate_shared(size, 8, comm=comm)
-    buf, _ = win.Shared_query(0)
-    return win, np.frombuffer(buf, dtype=np.float64, count=n_doubles)
+
+    def __init__(self, comm, n_doubles: int, ring, listen):
+        size = 8 * n_doubles if comm.Get_rank() == 0 else 0
+        self._win = MPI.Win.Allocate_shared(size, 8, comm=comm)
+        buf, _ = self._win.Shared_query(0)
+        self.memory = np.frombuffer(buf, dtype=np.float64, count=n_doubles)
+        try:
+            self._bells = Doorbells(comm, ring=ring, listen=listen)
+        except Exception:
+            self._win.Free()
+            raise
+
+    def free(self) -> None:
+        """Close the bells and free the window (collective)."""
+        self._bells.close()
+        self._win.Free()
 
 
-class ShmStar:
+class ShmStar(_Shared):
     """Rank 0 is the server, every other rank a worker; the verbs of
     :class:`~omtl_mpi.comm.mpi.MpiStar`, over one node's shared memory.
 
@@ -55,33 +67,26 @@ class ShmStar:
     comm : MPI.Intracomm
         Every rank on this node (checked by the caller).
     up_counts, down_counts : sequence of int, one per rank
-        Doubles each rank sends up / receives down per round (0 for rank 0).
-    up_buffer, reply_buffer :
-        Accepted for the interface of MpiStar and unused: messages are copied into the window.
+        Doubles each rank sends up / receives down per round (0 for rank 0). Messages are
+        copied into the window, so there are no learner buffers to bind, unlike MpiStar.
     """
 
-    def __init__(self, comm, up_counts, down_counts, up_buffer=None, reply_buffer=None):
-        rank, size = comm.Get_rank(), comm.Get_size()
+    def __init__(self, comm, up_counts, down_counts):
+        rank = comm.Get_rank()
         self.is_server = rank == 0
         self.is_worker = rank != 0
         up_off = np.concatenate(([0], np.cumsum(np.asarray(up_counts, dtype=np.int64))))
         down_off = np.concatenate(([0], np.cumsum(np.asarray(down_counts, dtype=np.int64))))
         n_up, n_down = int(up_off[-1]), int(down_off[-1])
-        self._win, mem = shared_array(comm, n_up + n_down)
-        up, down = mem[:n_up], mem[n_up:]
-        try:
-            if self.is_server:
-                self._gathered, self._reply = up, down
-                workers = list(range(1, size))
-                self._bells = Doorbells(comm, ring=workers, listen=workers)
-            else:
-                self._up = up[up_off[rank]: up_off[rank + 1]]
-                self._down = down[down_off[rank]: down_off[rank + 1]]
-                self._reply = np.empty_like(self._down)
-                self._bells = Doorbells(comm, ring=[0], listen=[0])
-        except Exception:
-            self._win.Free()
-            raise
+        peers = list(range(1, comm.Get_size())) if self.is_server else [0]
+        super().__init__(comm, n_up + n_down, ring=peers, listen=peers)
+        up, down = self.memory[:n_up], self.memory[n_up:]
+        if self.is_server:
+            self._gathered, self._reply = up, down
+        else:
+            self._up = up[up_off[rank]: up_off[rank + 1]]
+            self._down = down[down_off[rank]: down_off[rank + 1]]
+            self._reply = np.empty_like(self._down)
 
     # -- worker side -------------------------------------------------------------------
     def up(self, msg: np.ndarray, clock) -> None:
@@ -112,13 +117,8 @@ class ShmStar:
         self._bells.ring_all()
         clock.comm += perf_counter() - t0
 
-    def free(self) -> None:
-        """Close the bells and free the window (collective)."""
-        self._bells.close()
-        self._win.Free()
 
-
-class ShmGraph:
+class ShmGraph(_Shared):
     """This rank is node ``comm.rank`` of ``topology``; the verbs of
     :class:`~omtl_mpi.comm.graph.MpiGraph`, over one node's shared memory.
 
@@ -129,28 +129,23 @@ class ShmGraph:
     topology : Topology
     message_shape : tuple
         Shape of what this node sends every round.
-    message, inbox : ndarray, optional
-        ``inbox`` (number of neighbours, *message_shape) is where the neighbours' messages are
-        copied (ascending neighbour order, as MpiGraph delivers them); by default a buffer of
-        this object's own.  ``message`` is accepted for MpiGraph's interface and unused.
+    inbox : ndarray, optional
+        Where the neighbours' messages are copied, shape (number of neighbours,
+        *message_shape), in ascending neighbour order as MpiGraph delivers them; by default a
+        buffer of this object's own. (What this node sends is copied into the window, so there
+        is no message buffer to bind, unlike MpiGraph.)
     """
 
-    def __init__(self, comm, topology, message_shape, message=None, inbox=None):
+    def __init__(self, comm, topology, message_shape, inbox=None):
         rank, size = comm.Get_rank(), comm.Get_size()
         self._rank = rank
         neighbours = list(topology.neighbours(rank))
         shape = tuple(int(s) for s in message_shape)
-        n = int(np.prod(shape))
-        self._win, mem = shared_array(comm, 2 * size * n)
-        self._copies = mem.reshape((2, size) + shape)
+        super().__init__(comm, 2 * size * int(np.prod(shape)), ring=neighbours, listen=neighbours)
+        self._copies = self.memory.reshape((2, size) + shape)
         self._recv = inbox if inbox is not None else np.empty((len(neighbours),) + shape)
         self._neighbours = np.asarray(neighbours, dtype=np.intp)
         self._round = 0
-        try:
-            self._bells = Doorbells(comm, ring=neighbours, listen=neighbours)
-        except Exception:
-            self._win.Free()
-            raise
 
     def exchange(self, messages: list, clock) -> list:
         (msg,) = messages
@@ -166,11 +161,6 @@ class ShmGraph:
         clock.comm += (t1 - t0) + (perf_counter() - t2)
         clock.wait += t2 - t1
         return [self._recv]
-
-    def free(self) -> None:
-        """Close the bells and free the window (collective)."""
-        self._bells.close()
-        self._win.Free()
 
 
 def set_batch_policy() -> object:

@@ -3,10 +3,10 @@
 Every rank is a separately started Python interpreter. With address-space layout randomisation
 (ASLR) each one has the interpreter's and numpy's machine code at different virtual addresses,
 and a core's branch predictors, which are indexed by virtual address, must learn every rank's
-copy anew after each switch between ranks. The same C-ADMM worker round cost 1.4x as much among
-4 independently started processes on one CPU as among 4 forked ones, and the gap closed when the
-independent ones ran without ASLR (*Sharing a core* in docs/PERFORMANCE.md); whole runs with 6
-ranks on 2 cores were about 10% faster.
+copy anew after each switch between ranks. The same C-ADMM worker round costs 1.5 to 2 times as
+much among 4 independently started processes on one CPU as among 4 forked ones, and nothing more
+when the independent ones run without ASLR (*Sharing a core* in docs/PERFORMANCE.md; what whole
+runs gain is in *More ranks than cores*).
 
 So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
 itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same
@@ -72,8 +72,8 @@ def local_ranks_from_launcher(environ=os.environ) -> int | None:
 
 
 def _cpus() -> tuple[int, int]:
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return allowed or 1, os.cpu_count() or 1
+    from .placement import cpu_mask
+    return len(cpu_mask()), os.cpu_count() or 1
 
 
 def turn_off(libc=None) -> bool:

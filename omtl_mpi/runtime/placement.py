@@ -11,7 +11,7 @@ effect; scripts/bench_round.py shows it against ``--bind none`` in the same invo
 It is for ranks that poll while they wait (``--transport mpi``): a polling rank takes its share
 of the core from the rank with work.  Ranks that sleep while they wait (``--transport shm``, the
 default with more ranks than CPUs) take nothing, and there pinning measured slower than the
-system's own balancing, so the runtime gives every rank the same weight and nothing is pinned.
+system's own balancing, so :func:`bind` leaves them alone.
 
 It acts only when all of the following hold, and otherwise leaves placement to the system:
 
@@ -81,7 +81,14 @@ def decide(mode: str, masks: Sequence[Sequence[int]], weights: Sequence[float]) 
     return plan(cpus, weights)
 
 
-def bind(world, mode: str, weight: float) -> int | None:
+def cpu_mask() -> list[int]:
+    """The CPUs this process may run on (all of the machine's where affinity is unknown)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def bind(world, mode: str, weight: float, polling: bool = True) -> int | None:
     """Pin this rank as :func:`decide` says for its node; collective over ``world``.
 
     Parameters
@@ -92,16 +99,18 @@ def bind(world, mode: str, weight: float) -> int | None:
     mode : {"auto", "none"}
     weight : float
         This rank's per-round CPU need relative to a worker's.
+    polling : bool
+        Whether the ranks poll while they wait (``--transport mpi``); ranks that sleep are left
+        to the operating system (the module's reasons). The same on every rank.
 
     Returns
     -------
     int or None
         The CPU this rank is now pinned to, or None if placement was left alone.
     """
-    if mode == "none" or world.size == 1 or not hasattr(os, "sched_setaffinity"):
+    if mode == "none" or not polling or world.size == 1 or not hasattr(os, "sched_setaffinity"):
         return None
-    mask = sorted(os.sched_getaffinity(0))
-    index, peers = world.node_peers((mask, float(weight)))
+    index, peers = world.node_peers((cpu_mask(), float(weight)))
     cpus = decide(mode, [m for m, _ in peers], [w for _, w in peers])
     if cpus is None:
         return None

@@ -171,11 +171,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     kind = collective(world, lambda: transports.choose(world, transport))
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
                   fallback=transport == "auto")
-    # Pinning by weight pays when waiting ranks poll (each takes its share of a core from the
-    # rank with work); ranks that sleep while they wait (transport shm) leave the balance to
-    # the operating system, which measured faster there (docs/PERFORMANCE.md)
-    weight = getattr(roles.server, "cpu_weight", 1.0) if roles.transport == "mpi" else 1.0
-    cpus = world.agree(placement.bind(world, bind, weight))
+    cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0),
+                                      polling=roles.transport == "mpi"))
     layouts = set(world.agree(addresses.randomised()))
     first_round = 0
     signature_json = ckpt.signature_of(meta)

@@ -17,10 +17,10 @@ MPI is the right choice (docs/PERFORMANCE.md measures both).
 """
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from ..errors import ConfigError
+from .placement import cpu_mask
 
 MODES = ("auto", "mpi", "shm")
 
@@ -65,9 +65,7 @@ def choose(world, mode: str) -> str:
         raise ConfigError(f"--transport must be one of {', '.join(MODES)}, got {mode!r}")
     if world.size == 1:
         return "local"
-    mask = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else list(range(os.cpu_count() or 1)))
-    _, masks = world.node_peers(mask)
+    _, masks = world.node_peers(cpu_mask())
     return decide(mode, world.size, masks)
 
 
