@@ -33,6 +33,7 @@ bench: setup
 	$(PY) scripts/bench_parts.py
 	$(PY) scripts/bench_colocation.py
 	$(PY) scripts/bench_transport.py
+	$(PY) scripts/bench_startup.py --docs
 	$(PY) scripts/bench_wstep.py --docs
 
 # The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):

@@ -1,5 +1,9 @@
 """``python -m omtl_mpi`` (and ``python -m mpi4py -m omtl_mpi`` under mpiexec)."""
-from .cli import main
+import sys
 
 if __name__ == "__main__":
+    # a rank that re-executes itself without ASLR does it before importing the command line
+    from .runtime.addresses import reexec_early
+    reexec_early(sys.argv[1:])
+    from .cli import main
     main()

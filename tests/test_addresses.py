@@ -46,11 +46,13 @@ def _expected(ranks):
 
 
 @linux_only
-@pytest.mark.parametrize("launch", ["mpiexec", "--np"])
+@pytest.mark.parametrize("launch", ["mpiexec", "mpiexec --aslr auto", "--np"])
 def test_ranks_sharing_cores_run_without_randomisation(mpiexec, launch):
     args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
     if launch == "mpiexec":
         r = omtl(*args, np_ranks=6)              # each rank re-starts itself before MPI_Init
+    elif launch == "mpiexec --aslr auto":        # ... after click has parsed the command line
+        r = omtl(*args, "--aslr", "auto", np_ranks=6)
     else:
         r = omtl(*args, "--np", "6")             # mpiexec is started with the personality
     assert r.returncode == 0, r.stderr
@@ -78,6 +80,24 @@ def test_one_process_keeps_randomisation():
     r = omtl("run", "--synth-samples", "100", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == "on"
+
+
+@pytest.mark.parametrize("argv, early", [
+    (["run", "--data", "x.h5", "--json"], True),
+    (["run"], True),
+    (["run", "--aslr", "on"], False),         # the user's choice: left to click to parse
+    (["run", "--aslr=auto"], False),
+    (["run", "--np", "6"], False),            # the launcher, not a rank
+    (["run", "--help"], False),
+    (["data", "synth", "-o", "x.h5"], False),
+    ([], False),
+])
+def test_python_m_re_executes_before_importing_the_command_line_only_for_plain_runs(
+        monkeypatch, argv, early):
+    calls = []
+    monkeypatch.setattr(addresses, "reexec_if_sharing", calls.append)
+    addresses.reexec_early(argv)
+    assert calls == (["auto"] if early else [])
 
 
 def test_bad_aslr_value_is_one_clear_line():

@@ -14,8 +14,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.linalg import lapack
-from scipy.linalg.blas import dsyrk
+from .fortran import dsyevd, dsyrk
 
 # Below or above these, the Gram matrix V V^T may have underflowed or overflowed: the update
 # is then redone on V rescaled by its largest entry (the square root is homogeneous in V).
@@ -32,7 +31,7 @@ def symmetric_eig(A: np.ndarray, overwrite: bool = False):
     costs a third of numpy.linalg.eigh, whose Python-side checks dominate at this size.
     Raises LinAlgError if it fails to converge.
     """
-    w, v, info = lapack.dsyevd(A, overwrite_a=overwrite)
+    w, v, info = dsyevd(A, overwrite_a=overwrite)
     if info != 0:
         raise np.linalg.LinAlgError(f"symmetric eigendecomposition failed (dsyevd info={info})")
     return w, v
@@ -81,7 +80,7 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     # that may have under- or overflowed, NaN, inf, all zeros) goes to the careful path.
     # BLAS syrk (upper triangle, which is all dsyevd reads): unlike numpy's product it raises
     # no floating-point warning when |V| is so large that the careful path takes over
-    lam, Q, info = lapack.dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
+    lam, Q, info = dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
     if info == 0:
         if lam.shape[0] <= _SMALL:
             # K numbers: Python floats cost less than numpy calls, with the same IEEE

@@ -26,7 +26,7 @@ everything needed to continue bit for bit.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import dger
+from .fortran import dger
 
 
 def inverse_rank_one(M: np.ndarray, x: np.ndarray, c: float):

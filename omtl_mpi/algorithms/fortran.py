@@ -1,0 +1,48 @@
+"""The three BLAS/LAPACK routines the learners call directly: ``dsyevd``, ``dsyrk`` and ``dger``.
+
+They are scipy's own Fortran wrappers (``scipy.linalg.lapack.dsyevd`` and friends: the very
+same function objects, so the same bits). ``import scipy.linalg`` costs about 0.35 s of CPU in
+every process, most of it in parts of scipy these learners never use (its array-API layer and
+docstring processing), and an MPI job pays it once per rank, on cores the ranks share.  The
+two extension modules that hold the wrappers need nothing of that, so they are loaded from
+scipy's folder by themselves (a few milliseconds), under their own names.  Should a scipy
+build lay them out differently, or refuse to load them alone, the normal import is used.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _extension(name: str):
+    """scipy.linalg's extension module ``name``, loaded without the scipy.linalg package."""
+    full = f"scipy.linalg.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    try:
+        spec = importlib.util.find_spec("scipy")     # finds the package, does not import it
+        folder = os.path.join(os.path.dirname(spec.origin), "linalg")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, name + suffix)
+            if os.path.isfile(path):
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_file_location(full, path))
+                module.__spec__.loader.exec_module(module)
+                return module
+    except (ImportError, OSError, AttributeError, TypeError):
+        pass
+    return None
+
+
+def _load():
+    flapack, fblas = _extension("_flapack"), _extension("_fblas")
+    if flapack is None or fblas is None or not all(
+            hasattr(m, f) for m, f in ((flapack, "dsyevd"), (fblas, "dsyrk"), (fblas, "dger"))):
+        from scipy.linalg import blas, lapack
+        return lapack.dsyevd, blas.dsyrk, blas.dger
+    return flapack.dsyevd, fblas.dsyrk, fblas.dger
+
+
+dsyevd, dsyrk, dger = _load()

@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""What a job costs before its first round: start-up of a rank and of a whole short job.
+
+Usage: python scripts/bench_startup.py [--base REV] [--repeats 9] [--docs]
+
+Every rank of an MPI job starts its own Python and imports the package before it learns
+anything; with more ranks than cores the ranks pay that one after another. Three commands,
+each run --repeats times, median wall seconds and median CPU seconds (all processes of the
+command together, from the kernel's accounting of finished children):
+
+* ``import``: a fresh interpreter importing what a rank imports (omtl_mpi.cli and the runtime);
+* ``job, 1 process``: ``omtl-mpi run`` on K=5 tasks of 50 instances (50 rounds: start-up
+  is nearly all of it), results file written;
+* ``job, mpiexec -n 6``: the same under ``mpiexec -n 6 python -m mpi4py -m omtl_mpi``.
+
+With ``--base REV`` the same commands also run with revision REV (a temporary git worktree;
+PYTHONPATH decides which package is imported), the two trees alternating run by run, and the
+ratio is reported. ``--docs`` writes the table to the 'startup' section of docs/PERFORMANCE.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from benchdata import make_random_tasks  # noqa: E402
+from docsection import replace_section, run_on  # noqa: E402
+from omtlrun import command  # noqa: E402
+from omtl_mpi.data import write_tasks  # noqa: E402
+
+K, SAMPLES, RANKS = 5, 50, 6
+
+
+def commands(data: str, out: str) -> list:
+    args = ["--data", data, "--out", out, "--json", "--no-progress"]
+    return [
+        ("import", [sys.executable, "-c", "import omtl_mpi.cli, omtl_mpi.runtime.run"]),
+        ("job, 1 process", command(args)),
+        (f"job, mpiexec -n {RANKS}", command(args, RANKS)),
+    ]
+
+
+def timed(cmd: list, tree: str) -> tuple:
+    """(wall seconds, CPU seconds of the command and all its processes) of one run."""
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONUNBUFFERED="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    # from a neutral folder: `python -m` would otherwise import the package in the cwd
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                         cwd=tempfile.gettempdir())
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"failed ({tree}): {' '.join(cmd)}\n{out.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", help="git revision to compare against")
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--docs", action="store_true", help="write the table to docs/PERFORMANCE.md")
+    args = ap.parse_args()
+    trees = {"now": ROOT}
+    base = None
+    with tempfile.TemporaryDirectory() as folder:
+        if args.base:
+            base = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", args.base],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            trees = {base: os.path.join(folder, "base"), "now": ROOT}
+            subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", trees[base], base],
+                           check=True, capture_output=True)
+        try:
+            data = make_random_tasks(folder, K, 9, SAMPLES, write_tasks)[0]
+            rows = []
+            for label, cmd in commands(data, os.path.join(folder, "run.h5")):
+                runs = {name: [] for name in trees}
+                for _ in range(args.repeats):
+                    for name, tree in trees.items():
+                        runs[name].append(timed(cmd, tree))
+                medians = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+                           for name, rs in runs.items()}
+                rows.append((label, medians))
+                print(f"{label:<22} " + "  ".join(f"{name}: {w:.2f} s wall, {c:.2f} s CPU"
+                                                 for name, (w, c) in medians.items()), flush=True)
+        finally:
+            if base is not None:
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", trees[base]],
+                               capture_output=True)
+    if args.docs:
+        names = list(trees)
+        head = "| command | " + " | ".join(f"{n} wall s | {n} CPU s" for n in names)
+        head += " | wall ratio | CPU ratio |" if base else " |"
+        lines = [
+            "## Start-up: what a job costs before its first round",
+            "",
+            f"Generated by `python scripts/bench_startup.py{' --base ' + args.base if base else ''} "
+            f"--repeats {args.repeats} --docs` on {run_on()}. Medians over {args.repeats} runs"
+            f"{' of each tree, the trees alternating run by run' if base else ''}; CPU is every "
+            f"process of the command together. The jobs learn K={K} tasks of {SAMPLES} random "
+            "instances (d=9), so start-up is nearly all of their time.",
+            "",
+            head,
+            "|---|" + "---|" * (2 * len(names)) + ("---|---|" if base else ""),
+        ]
+        for label, medians in rows:
+            cells = " | ".join(f"{medians[n][0]:.2f} | {medians[n][1]:.2f}" for n in names)
+            if base:
+                (bw, bc), (nw, nc) = medians[base], medians["now"]
+                cells += f" | {bw / nw:.2f}x | {bc / nc:.2f}x"
+            lines.append(f"| {label} | {cells} |")
+        replace_section(os.path.join(ROOT, "docs", "PERFORMANCE.md"), "startup", "\n".join(lines))
+        print("wrote docs/PERFORMANCE.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""What a rank imports before its first round: every rank pays it, on cores the ranks share."""
+import subprocess
+import sys
+
+import pytest
+import scipy.linalg.blas
+import scipy.linalg.lapack
+
+from omtl_mpi.algorithms import fortran
+
+TIMEOUT = 60
+
+
+def _imported_after(code):
+    """Modules whose names start with 'scipy' in a fresh interpreter after running ``code``."""
+    probe = code + "\nimport sys\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('scipy'))))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=TIMEOUT, check=True)
+    return set(out.stdout.split())
+
+
+def test_the_run_path_loads_scipys_fortran_wrappers_alone():
+    # scipy.linalg's package import (its array-API layer, docstring processing) costs about
+    # 0.35 s of CPU per process; only the two extension modules holding the wrappers are needed
+    loaded = _imported_after("import omtl_mpi.cli, omtl_mpi.runtime.run, omtl_mpi.algorithms")
+    assert loaded == {"scipy.linalg._flapack", "scipy.linalg._fblas"}
+
+
+def test_the_logistic_loss_imports_scipy_special_on_first_use():
+    loaded = _imported_after(
+        "import numpy as np\nfrom omtl_mpi.algorithms.losses import descent_coef\n"
+        "assert descent_coef('hinge', np.ones(2), np.zeros(2), np.ones(2, bool)).tolist() == [1, 1]")
+    assert "scipy.special" not in loaded
+    loaded = _imported_after(
+        "import numpy as np\nfrom omtl_mpi.algorithms.losses import descent_coef\n"
+        "assert descent_coef('logistic', np.ones(2), np.zeros(2), np.ones(2, bool)).tolist() == [.5, .5]")
+    assert "scipy.special" in loaded
+
+
+def test_the_wrappers_are_scipys_own_functions():
+    # the same function objects as scipy.linalg's, so the same bits
+    assert fortran.dsyevd is scipy.linalg.lapack.dsyevd
+    assert fortran.dsyrk is scipy.linalg.blas.dsyrk
+    assert fortran.dger is scipy.linalg.blas.dger
+
+
+@pytest.mark.parametrize("missing", ["_flapack", "_fblas"])
+def test_a_scipy_without_the_modules_falls_back_to_the_normal_import(monkeypatch, missing):
+    real = fortran._extension
+    monkeypatch.setattr(fortran, "_extension", lambda name: None if name == missing else real(name))
+    assert fortran._load() == (scipy.linalg.lapack.dsyevd, scipy.linalg.blas.dsyrk,
+                               scipy.linalg.blas.dger)
+
+
+def test_a_module_that_cannot_be_loaded_alone_is_reported_as_missing(monkeypatch):
+    assert fortran._extension("_no_such_module") is None
+    monkeypatch.setattr(fortran.importlib.util, "find_spec", lambda name: None)   # no scipy
+    assert fortran._extension("_also_missing") is None
