@@ -20,10 +20,21 @@ def _imported_after(code):
 
 
 def test_the_run_path_loads_scipys_fortran_wrappers_alone():
-    # scipy.linalg's package import (its array-API layer, docstring processing) costs about
-    # 0.35 s of CPU per process; only the two extension modules holding the wrappers are needed
-    loaded = _imported_after("import omtl_mpi.cli, omtl_mpi.runtime.run, omtl_mpi.algorithms")
-    assert loaded == {"scipy.linalg._flapack", "scipy.linalg._fblas"}
+    # scipy.linalg's package import (its array-API layer, docstring processing) was most of a
+    # rank's import time; only the two extension modules holding the wrappers are needed
+    loaded = _imported_after("import omtl_mpi.cli, omtl_mpi.runtime.run, omtl_mpi.algorithms\n"
+                             "from omtl_mpi.algorithms import fortran\n"
+                             "assert callable(fortran.dsyevd) and callable(fortran.dger)")
+    assert loaded == set()          # nothing of scipy in sys.modules, and nothing imported
+
+
+def test_scipy_imported_afterwards_is_whole_and_has_the_same_functions():
+    loaded = _imported_after(
+        "from omtl_mpi.algorithms import fortran\nimport sys, scipy.linalg\n"
+        "assert fortran.dsyevd is scipy.linalg.lapack.dsyevd\n"
+        "assert fortran.dger is scipy.linalg.blas.dger\n"
+        "assert scipy.linalg._flapack is sys.modules['scipy.linalg._flapack']")
+    assert "scipy.linalg" in loaded
 
 
 def test_the_logistic_loss_imports_scipy_special_on_first_use():

@@ -1,9 +1,10 @@
 """The three BLAS/LAPACK routines the learners call directly: ``dsyevd``, ``dsyrk`` and ``dger``.
 
 They are scipy's own Fortran wrappers (``scipy.linalg.lapack.dsyevd`` and friends: the very
-same function objects, so the same bits). ``import scipy.linalg`` costs about 0.35 s of CPU in
-every process, most of it in parts of scipy these learners never use (its array-API layer and
-docstring processing), and an MPI job pays it once per rank, on cores the ranks share.  The
+same function objects, so the same bits). ``import scipy.linalg`` costs about as much CPU as
+numpy, h5py and mpi4py together, most of it in parts of scipy these learners never use (its
+array-API layer and docstring processing), and an MPI job pays it once per rank, on cores the
+ranks share (docs/DESIGN.md, "Start-up").  The
 two extension modules that hold the wrappers need nothing of that, so they are loaded from
 scipy's folder by themselves (a few milliseconds), under their own names.  Should a scipy
 build lay them out differently, or refuse to load them alone, the normal import is used.
@@ -30,6 +31,10 @@ def _extension(name: str):
                 module = importlib.util.module_from_spec(
                     importlib.util.spec_from_file_location(full, path))
                 module.__spec__.loader.exec_module(module)
+                # CPython registers the module under its name; leave sys.modules as it was, so
+                # that a later `import scipy.linalg` binds the module to its package as usual
+                # (it gets the same functions: an extension module is initialised once)
+                sys.modules.pop(full, None)
                 return module
     except (ImportError, OSError, AttributeError, TypeError):
         pass

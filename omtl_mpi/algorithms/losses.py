@@ -21,8 +21,8 @@ _EXPIT = []
 
 
 def _expit():
-    """scipy.special.expit, imported on first use: importing scipy.special costs about 0.35 s
-    of CPU in every process, and only the logistic loss needs it."""
+    """scipy.special.expit, imported on first use: importing scipy.special costs every process
+    more CPU than numpy does, and only the logistic loss needs it."""
     if not _EXPIT:
         from scipy.special import expit
         _EXPIT.append(expit)
