@@ -4,10 +4,10 @@ They are scipy's own Fortran wrappers (``scipy.linalg.lapack.dsyevd`` and friend
 same function objects, so the same bits). ``import scipy.linalg`` costs about as much CPU as
 numpy, h5py and mpi4py together, most of it in parts of scipy these learners never use (its
 array-API layer and docstring processing), and an MPI job pays it once per rank, on cores the
-ranks share (docs/DESIGN.md, "Start-up").  The
-two extension modules that hold the wrappers need nothing of that, so they are loaded from
-scipy's folder by themselves (a few milliseconds), under their own names.  Should a scipy
-build lay them out differently, or refuse to load them alone, the normal import is used.
+ranks share (docs/DESIGN.md, "Start-up"). The two extension modules that hold the wrappers
+need nothing of that, so they are loaded from scipy's folder by themselves, in a few
+milliseconds. Should a scipy build lay them out differently, or refuse to load them alone,
+the normal import is used.
 """
 from __future__ import annotations
 

@@ -118,8 +118,9 @@ def reexec_if_sharing(mode: str) -> None:
 def reexec_early(argv) -> None:
     """:func:`reexec_if_sharing` for ``run`` with the default ``--aslr auto``, called by ``python
     -m omtl_mpi`` before anything else is imported: the interpreter that is replaced has then
-    loaded almost nothing (not click, not the command line). A command line that names ``--aslr`` or ``--np``, or asks for help, is left
-    to the call in ``run`` itself, after click has parsed it.
+    loaded almost nothing (not click, not the command line). A command line that names
+    ``--aslr`` or ``--np``, or asks for help, is left to the call in ``run`` itself, after
+    click has parsed it.
     """
     if argv[:1] == ["run"] and not any(a.startswith(("--aslr", "--np", "-h", "--help"))
                                        for a in argv[1:]):
