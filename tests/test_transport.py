@@ -197,6 +197,39 @@ def test_bells_count_tokens_per_sender(mpiexec):
     assert second > first + 0.4         # released only by rank 2's second token
 
 
+# -- set-up collectives ---------------------------------------------------------------------
+LATE_RANK = r"""
+import time
+from omtl_mpi.comm.mpi import MpiWorld
+world = MpiWorld()
+world.barrier()
+if world.rank == 2:
+    time.sleep(1.5)                             # loading its tasks, say
+cpu = time.process_time()
+values = world.agree(world.rank * 10)
+rows = world.gather_rows(__import__("numpy").full((1, 2), float(world.rank)))
+world.barrier()
+print(world.rank, time.process_time() - cpu, values, None if rows is None else rows.tolist(),
+      flush=True)
+"""
+
+
+def test_ranks_that_wait_in_a_set_up_collective_leave_the_cpu_to_the_late_one(mpiexec):
+    # MPI's own collectives poll: an early rank would spin for the whole 1.5 s
+    r = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-c", LATE_RANK], capture_output=True,
+                       text=True, timeout=TIMEOUT, env=_env())
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert len(lines) == 3
+    for line in lines:
+        rank, cpu, rest = line.split(" ", 2)
+        assert rest.startswith("[0, 10, 20]")
+        if rank == "0":
+            assert rest.endswith("[[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]")
+        if rank != "2":
+            assert float(cpu) < 0.5, line          # asleep, not polling
+
+
 class OneRank:
     """The few communicator calls Doorbells makes, for a job of one rank."""
 

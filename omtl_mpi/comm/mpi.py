@@ -10,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util.dtlib import from_numpy_dtype
 
-from .waiting import wait_all
+from .waiting import arrive, wait_all
 
 
 def _displacements(counts) -> np.ndarray:
@@ -26,13 +26,19 @@ class MpiWorld:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
 
+    # The helpers below are rare set-up and tear-down collectives, where the ranks can arrive
+    # far apart (one loads data while another has none to load): each first waits for every
+    # rank without polling (waiting.arrive), then runs the collective among ranks all there.
+
     def agree(self, value):
         """Every rank's ``value`` in rank order, on every rank (a rare, small control message)."""
+        arrive(self.comm)
         return self.comm.allgather(value)
 
     def node_peers(self, value):
         """This rank's index among the ranks sharing its node (shared memory), and every such
         rank's ``value`` in that order (a rare, small control message)."""
+        arrive(self.comm)
         node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         try:
             return node.Get_rank(), node.allgather(value)
@@ -42,10 +48,12 @@ class MpiWorld:
     def gather_objects(self, value):
         """Every rank's ``value`` on rank 0 (None elsewhere): checkpoints only, rare, and only
         the job's own arrays (never data read from outside the job)."""
+        arrive(self.comm)
         return self.comm.gather(value, root=0)
 
     def scatter_objects(self, values):
         """Rank r gets ``values[r]`` from rank 0 (restoring a checkpoint)."""
+        arrive(self.comm)
         return self.comm.scatter(values, root=0)
 
     def gather_rows(self, rows: np.ndarray, counts=None, root: int = 0):
@@ -53,6 +61,7 @@ class MpiWorld:
 
         The trailing shape and dtype must agree on all ranks; other ranks get None.
         """
+        arrive(self.comm)
         rows = np.ascontiguousarray(rows)
         tail = rows.shape[1:]
         per_row = int(np.prod(tail)) if tail else 1
@@ -71,7 +80,8 @@ class MpiWorld:
         self.comm.Abort(code)
 
     def barrier(self) -> None:
-        self.comm.Barrier()
+        arrive(self.comm)
+        self.comm.Barrier()         # everyone is here: leave together, within microseconds
 
 
 class MpiStar:

@@ -59,3 +59,23 @@ def _wait(test_of, block, what, clock) -> None:
                 break
     clock.wait += perf_counter() - t0
 
+
+class _Untimed:
+    """A clock for waits that no round's timing should count (set-up and tear-down)."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self):
+        self.wait = 0.0
+
+
+def arrive(comm) -> None:
+    """Return once every rank of ``comm`` has called this, waiting as :func:`wait` does.
+
+    MPI's collectives poll while they wait: a rank that reaches one early spins at 100% CPU
+    until the last rank arrives, and with more ranks than cores that CPU is taken from the
+    ranks still working (C-ADMM's server waits while the workers load their tasks). The rare
+    set-up collectives call this first, so that by the time they start every rank is there.
+    """
+    wait(comm.Ibarrier(), _Untimed())
+
