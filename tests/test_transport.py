@@ -200,6 +200,7 @@ def test_bells_count_tokens_per_sender(mpiexec):
 # -- set-up collectives ---------------------------------------------------------------------
 LATE_RANK = r"""
 import time
+import numpy as np
 from omtl_mpi.comm.mpi import MpiWorld
 world = MpiWorld()
 world.barrier()
@@ -207,7 +208,7 @@ if world.rank == 2:
     time.sleep(1.5)                             # loading its tasks, say
 cpu = time.process_time()
 values = world.agree(world.rank * 10)
-rows = world.gather_rows(__import__("numpy").full((1, 2), float(world.rank)))
+rows = world.gather_rows(np.full((1, 2), float(world.rank)))
 world.barrier()
 print(world.rank, time.process_time() - cpu, values, None if rows is None else rows.tolist(),
       flush=True)

@@ -78,4 +78,3 @@ def arrive(comm) -> None:
     set-up collectives call this first, so that by the time they start every rank is there.
     """
     wait(comm.Ibarrier(), _Untimed())
-
