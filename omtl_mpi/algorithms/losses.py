@@ -9,6 +9,8 @@ without a mask.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 LOSSES = ("hinge", "perceptron", "logistic", "squared-hinge")
@@ -17,16 +19,12 @@ LOSSES = ("hinge", "perceptron", "logistic", "squared-hinge")
 _ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
-_EXPIT = []
-
-
+@functools.cache
 def _expit():
     """scipy.special.expit, imported on first use: importing scipy.special costs every process
     more CPU than numpy does, and only the logistic loss needs it."""
-    if not _EXPIT:
-        from scipy.special import expit
-        _EXPIT.append(expit)
-    return _EXPIT[0]
+    from scipy.special import expit
+    return expit
 
 
 def predict(margins: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import os
 import time
 from functools import partial
 from time import perf_counter
+from types import SimpleNamespace
 
 from mpi4py.MPI import Request
 
@@ -60,15 +61,6 @@ def _wait(test_of, block, what, clock) -> None:
     clock.wait += perf_counter() - t0
 
 
-class _Untimed:
-    """A clock for waits that no round's timing should count (set-up and tear-down)."""
-
-    __slots__ = ("wait",)
-
-    def __init__(self):
-        self.wait = 0.0
-
-
 def arrive(comm) -> None:
     """Return once every rank of ``comm`` has called this, waiting as :func:`wait` does.
 
@@ -77,4 +69,4 @@ def arrive(comm) -> None:
     ranks still working (C-ADMM's server waits while the workers load their tasks). The rare
     set-up collectives call this first, so that by the time they start every rank is there.
     """
-    wait(comm.Ibarrier(), _Untimed())
+    wait(comm.Ibarrier(), SimpleNamespace(wait=0.0))     # no round's clock counts it
