@@ -1,5 +1,6 @@
 # Everything runs from .venv, which `make setup` creates with the package, an MPI runtime
-# (the mpich wheel: mpiexec lands in .venv/bin) and the test tools. Idempotent.
+# (the mpich wheel: mpiexec lands in .venv/bin), numba for --kernel numba, and the test tools.
+# Idempotent.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +15,9 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[mpich,test]'
+	$(PY) -m pip install --quiet -e '.[mpich,test,fast]'
+	# compile the --kernel numba steps once (about 10 s), not in the first job's ranks
+	$(PY) -c 'from omtl_mpi.algorithms import kernels; kernels.load()'
 	touch $(STAMP)
 
 demo: setup
@@ -31,6 +34,7 @@ bench: setup
 	$(PY) scripts/bench_decentralised.py
 	$(PY) scripts/bench_floor.py
 	$(PY) scripts/bench_parts.py
+	$(PY) scripts/bench_kernel.py --docs
 	$(PY) scripts/bench_colocation.py
 	$(PY) scripts/bench_transport.py
 	$(PY) scripts/bench_startup.py --docs

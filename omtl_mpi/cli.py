@@ -92,6 +92,11 @@ def cli():
               help="--w-step adagrad, and adagrad: initial accumulator (> 0; default 1).")
 @click.option("--arow-r", "arow_r", type=float, default=None,
               help="--w-step arow, and arow: confidence parameter r (> 0; default 1).")
+@click.option("--kernel", type=click.Choice(["auto", "numpy", "numba"]), default=None,
+              help="ADMM learners: how each round's steps are computed. numpy: the reference; "
+                   "numba: the same formulas compiled (needs the 'fast' extra; euclid w-step; "
+                   "equal to about 1e-15, not to the bit); auto (default): numba for runs of "
+                   "5000 rounds or more when it is installed, numpy otherwise.")
 @click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
               help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
                    "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")
@@ -230,7 +235,7 @@ def parse_run_args(args: list[str]):
 # hyper-parameter options, and the field of the algorithm's parameter class each one sets
 _PARAM_OPTIONS = ("variant", "loss", "rho", "eta", "lambda1", "lambda2", "lambda3", "lambda4",
                   "relationship", "omega_every", "omega_eps", "w_step", "delta", "arow_r",
-                  "gamma0", "decay", "mu", "cap", "tau", "C")
+                  "kernel", "gamma0", "decay", "mu", "cap", "tau", "C")
 
 
 def _algorithm_params(opts: dict):

@@ -9,7 +9,9 @@ wall time per round (rank 0), the median per-rank split into compute / communica
 the bytes each rank sends per round (from the fixed message sizes: C-ADMM worker K_w d doubles up,
 server (K_w + 1) d down per worker; D-ADMM K (2d + 1) doubles to each neighbour; D-PSGD d doubles
 to each neighbour).
-Part 2: D-ADMM ring with K = 5, 29, 64 tasks (d=9) block-distributed over a fixed 4 ranks.
+The ADMM learners run with --kernel numpy and --kernel numba.
+Part 2: D-ADMM ring (--kernel numba) with K = 5, 29, 64 tasks (d=9) block-distributed over a
+fixed 4 ranks.
 """
 from __future__ import annotations
 
@@ -37,9 +39,11 @@ def make_data(folder, K, d, samples):
     return make_random_tasks(folder, K, d, samples, write_tasks)[0]
 
 
-def one_run(path, algo, ranks, topology, folder):
+def one_run(path, algo, ranks, topology, folder, kernel=None):
     out = os.path.join(folder, "r.h5")
-    report = run_json(["--data", path, "--algo", algo, "--topology", topology, "--out", out], ranks)
+    extra = ["--kernel", kernel] if kernel else []
+    report = run_json(["--data", path, "--algo", algo, "--topology", topology, "--out", out, *extra],
+                      ranks)
     with h5py.File(out) as f:
         split = f["timing/seconds"][()].mean(axis=1).mean(axis=0) * 1000.0   # phases, ms
     return report["ms_per_round"], split, report["transport"]
@@ -67,20 +71,24 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         for d in (9, 784):
             path = make_data(folder, K, d, args.samples)
-            for algo, ranks, topology in (("c-admm", K + 1, "ring"), ("d-admm", K, "ring"),
-                                          ("d-admm", K, "full"), ("d-psgd", K, "ring"),
-                                          ("d-psgd", K, "full")):
-                runs = [one_run(path, algo, ranks, topology, folder) for _ in range(args.repeats)]
+            for algo, ranks, topology, kernel in (
+                    ("c-admm", K + 1, "ring", "numpy"), ("c-admm", K + 1, "ring", "numba"),
+                    ("d-admm", K, "ring", "numpy"), ("d-admm", K, "ring", "numba"),
+                    ("d-admm", K, "full", "numpy"), ("d-admm", K, "full", "numba"),
+                    ("d-psgd", K, "ring", None), ("d-psgd", K, "full", None)):
+                runs = [one_run(path, algo, ranks, topology, folder, kernel)
+                        for _ in range(args.repeats)]
                 ms = statistics.median(r[0] for r in runs)
                 split = np.median(np.stack([r[1] for r in runs]), axis=0)
                 nbytes = bytes_per_rank(algo, K, d, ranks, topology)
-                label = f"{algo} ({'server' if algo == 'c-admm' else topology})"
+                label = (f"{algo} ({'server' if algo == 'c-admm' else topology})"
+                         + (f", --kernel {kernel}" if kernel else ""))
                 table.append((d, label, f"{ranks} ({runs[0][2]})", ms, split, nbytes))
                 print(f"d={d:<4} {label:<18} {ranks} ranks {ms:8.4f} ms/round  "
                       f"split {np.round(split, 4)}  {nbytes} B/rank/round", flush=True)
         for k_tasks in (5, 29, 64):
             path = make_data(folder, k_tasks, 9, args.samples)
-            runs = [one_run(path, "d-admm", 4, "ring", folder) for _ in range(args.repeats)]
+            runs = [one_run(path, "d-admm", 4, "ring", folder, "numba") for _ in range(args.repeats)]
             ms = statistics.median(r[0] for r in runs)
             split = np.median(np.stack([r[1] for r in runs]), axis=0)
             nbytes = bytes_per_rank("d-admm", k_tasks, 9, 4, "ring")
@@ -98,8 +106,10 @@ def main():
         f"a median over {args.repeats} runs; compute / communicate / wait are the mean over ranks "
         "of each phase's mean ms per round. Runs use the default `--transport auto`; the "
         "transport it chose is in brackets (shm: one node's shared memory, ranks asleep while "
-        "they wait; mpi: MPI messages, ranks polling). The bytes are those of the messages, "
-        "whichever way they travel.",
+        "they wait; mpi: MPI messages, ranks polling). The ADMM learners run with the numpy "
+        "steps (`--kernel numpy`, what `auto` picks for runs this short) and with the compiled "
+        "ones (`--kernel numba`); D-PSGD has no compiled steps. The bytes are those of the "
+        "messages, whichever way they travel.",
         "",
         "| d | learner | ranks (transport) | ms per round | compute | communicate | wait | bytes sent per rank per round |",
         "|---|---|---|---|---|---|---|---|",
@@ -115,6 +125,8 @@ def main():
         "most 0.5 ms at d=784.",
         "",
         "### D-ADMM ring, d=9, growing K over a fixed 4 ranks",
+        "",
+        "With the compiled steps (`--kernel numba`), so that the math does not hide the exchange.",
         "",
         "| tasks K | ms per round (transport) | compute | communicate | wait | bytes sent per rank per round |",
         "|---|---|---|---|---|---|",

@@ -8,7 +8,8 @@ data, d=9 and d=784, round by round, timing each call with perf_counter; every f
 mean per round of the fastest of --repeats passes (the least disturbed by other work on the
 machine). Pieces: a C-ADMM worker holding one task (the MPI layout) and one holding all five
 (the one-process layout), the server's (u, V) step and its Omega update (which also builds
-the next step's consensus matrix), and a D-ADMM node of a ring (one task).
+the next step's consensus matrix), and a D-ADMM node of a ring (one task); each with the numpy
+steps and, when numba is installed, the compiled ones (--kernel numba).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from docsection import replace_section, run_on  # noqa: E402
 from omtl_mpi.algorithms.admm import AdmmParams  # noqa: E402
 from omtl_mpi.algorithms.cadmm import CAdmmServer, CAdmmWorker  # noqa: E402
 from omtl_mpi.algorithms.dadmm import DAdmmNode  # noqa: E402
+from omtl_mpi.algorithms.kernels import available  # noqa: E402
 from omtl_mpi.data.rounds import RoundBatches  # noqa: E402
 
 K = 5
@@ -39,10 +41,10 @@ def streams(d, rounds):
     return X, y
 
 
-def star_pass(d, rounds, kb):
+def star_pass(d, rounds, kb, kernel):
     """One pass of C-ADMM rounds with a worker of kb tasks; per-round means of each piece."""
     X, y = streams(d, rounds)
-    p = AdmmParams().resolved(rounds)
+    p = AdmmParams(kernel=kernel).resolved(rounds)
     b = RoundBatches(X[:kb], y[:kb], 1, rounds, d)
     worker = CAdmmWorker(p, 0, kb, d, K)
     server = CAdmmServer(p, K, d, [(0, K)])
@@ -63,10 +65,10 @@ def star_pass(d, rounds, kb):
     return acc / rounds * 1e6
 
 
-def node_pass(d, rounds):
+def node_pass(d, rounds, kernel):
     """One pass of a D-ADMM ring node (task 0) whose neighbours send fresh random tables."""
     X, y = streams(d, rounds)
-    p = AdmmParams().resolved(rounds)
+    p = AdmmParams(kernel=kernel).resolved(rounds)
     b = RoundBatches(X[:1], y[:1], 1, rounds, d)
     node = DAdmmNode(p, K, d, 0, 1, 2)
     rng = np.random.default_rng(1)
@@ -96,21 +98,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     args = ap.parse_args()
-    rows = []
-    for d in (9, 784):
-        for kb in (1, K):
-            up, down, step, omega = fastest([star_pass(d, args.rounds, kb) for _ in range(args.repeats)])
-            rows.append((d, f"C-ADMM worker, {kb} task{'s' if kb > 1 else ''}: predict + w-step", up))
-            rows.append((d, f"C-ADMM worker, {kb} task{'s' if kb > 1 else ''}: z-step", down))
-            if kb == K:
-                rows.append((d, "C-ADMM server: (u, V) step and packing the replies", step))
-                rows.append((d, "C-ADMM server: Omega update and next consensus matrix", omega))
-        local, merge, finish = fastest([node_pass(d, args.rounds) for _ in range(args.repeats)])
-        rows.append((d, "D-ADMM node (1 task, ring): predict + w-step + own rows", local))
-        rows.append((d, "D-ADMM node: merge the neighbours' tables", merge))
-        rows.append((d, "D-ADMM node: Omega, consensus matrix, (u, V), z-step", finish))
-    for d, label, us in rows:
-        print(f"d={d:<4} {label:<58} {us:7.2f} us", flush=True)
+    kernels = ("numpy", "numba") if available() else ("numpy",)
+    rows = {}
+    for kernel in kernels:
+        for d in (9, 784):
+            for kb in (1, K):
+                up, down, step, omega = fastest([star_pass(d, args.rounds, kb, kernel)
+                                                 for _ in range(args.repeats)])
+                tasks = f"{kb} task{'s' if kb > 1 else ''}"
+                rows.setdefault((d, f"C-ADMM worker, {tasks}: predict + w-step"), []).append(up)
+                rows.setdefault((d, f"C-ADMM worker, {tasks}: z-step"), []).append(down)
+                if kb == K:
+                    rows.setdefault((d, "C-ADMM server: (u, V) step and packing the replies"), []).append(step)
+                    rows.setdefault((d, "C-ADMM server: Omega update and next consensus matrix"), []).append(omega)
+            local, merge, finish = fastest([node_pass(d, args.rounds, kernel) for _ in range(args.repeats)])
+            rows.setdefault((d, "D-ADMM node (1 task, ring): predict + w-step + own rows"), []).append(local)
+            rows.setdefault((d, "D-ADMM node: merge the neighbours' tables"), []).append(merge)
+            rows.setdefault((d, "D-ADMM node: Omega, consensus matrix, (u, V), z-step"), []).append(finish)
+    rows = sorted(rows.items(), key=lambda item: item[0][0])     # stable: pieces in order per d
+    for (d, label), us in rows:
+        print(f"d={d:<4} {label:<58} " + " ".join(f"{x:7.2f}" for x in us) + " us", flush=True)
     lines = [
         "## Where a round's time goes, piece by piece",
         "",
@@ -119,10 +126,11 @@ def main():
         "of random data, paper defaults, one process, no MPI; microseconds per round, mean over "
         f"{args.rounds} rounds of the fastest of {args.repeats} passes.",
         "",
-        "| d | piece | us per round |",
-        "|---|---|---|",
+        "| d | piece | " + " | ".join(f"us per round, {k}" for k in kernels) + " |",
+        "|---|---|" + "---|" * len(kernels),
     ]
-    lines += [f"| {d} | {label} | {us:.2f} |" for d, label, us in rows]
+    lines += [f"| {d} | {label} | " + " | ".join(f"{x:.2f}" for x in us) + " |"
+              for (d, label), us in rows]
     replace_section(args.out, "parts", "\n".join(lines))
     print(f"wrote {args.out}")
 

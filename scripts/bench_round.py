@@ -6,7 +6,8 @@ Usage: python scripts/bench_round.py [--repeats 5] [--samples 2000] [--out docs/
 For K=5 tasks of random data with d=9 and d=512 it times, in one invocation:
   * a naive serial baseline: the same C-ADMM round written the obvious way (a Python loop over
     tasks, scipy.linalg.sqrtm and numpy.linalg.pinv), as in the paper's public serial code;
-  * omtl-mpi in one process, and under mpiexec with 2 and K+1 ranks with the defaults (on a
+  * omtl-mpi in one process, and under mpiexec with 2 and K+1 ranks, with the numpy steps and
+    with the compiled ones (--kernel numba), with the defaults otherwise (on a
     machine with fewer cores than K+1: the shared-memory transport, ranks that sleep while they
     wait, no address randomisation), plus K+1 ranks over MPI (polling; with and without
     address randomisation, with MPI's own busy wait, and sleeping from the first test).
@@ -39,6 +40,7 @@ from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 K = 5
 MPI = ("--transport", "mpi")
+NUMBA = ("--kernel", "numba")
 
 
 def make_data(folder, d, samples):
@@ -169,6 +171,9 @@ def main():
                     ("omtl-mpi, 1 process", 1, {}, ()),
                     ("omtl-mpi, mpiexec -n 2", 2, {}, ()),
                     (f"omtl-mpi, mpiexec -n {K + 1}", K + 1, {}, ()),
+                    ("omtl-mpi, 1 process, --kernel numba", 1, {}, NUMBA),
+                    ("omtl-mpi, mpiexec -n 2, --kernel numba", 2, {}, NUMBA),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --kernel numba", K + 1, {}, NUMBA),
                     (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi", K + 1, {}, MPI),
                     (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi --aslr on", K + 1, {},
                      (*MPI, "--aslr", "on")),
@@ -181,6 +186,8 @@ def main():
                 if d != 9 and "sleep" in label:
                     continue            # slow, and the d=9 row makes the point
                 # sleeping is ~100 times slower: one run shows it, and repeats would take minutes
+                if "--kernel" not in extra:
+                    extra = (*extra, "--kernel", "numpy")      # what auto picks at this length
                 runs = [omtl_run(path, ranks, env, extra)
                         for _ in range(1 if "sleep" in label else args.repeats)]
                 ms = statistics.median(r[0] for r in runs)
@@ -211,7 +218,9 @@ def main():
         "with more ranks than cores that is the shared-memory transport, whose waiting ranks "
         "sleep and are left where the operating system puts them, without address "
         "randomisation. The *--transport mpi* rows poll MPI while they wait, and `--bind auto` "
-        "then pins C-ADMM's ranks by weight (docs/DESIGN.md).",
+        "then pins C-ADMM's ranks by weight (docs/DESIGN.md). Rows without *--kernel numba* "
+        "compute with numpy (`--kernel numpy`, what `auto` picks for runs this short); the "
+        "*--kernel numba* rows use the compiled steps (docs/DESIGN.md, \"Compiled steps\").",
         "",
         "| d | configuration | ms per round | speed-up vs naive | cpu/wall |",
         "|---|---|---|---|---|",

@@ -57,13 +57,13 @@ def test_the_wrappers_are_scipys_own_functions():
 
 @pytest.mark.parametrize("missing", ["_flapack", "_fblas"])
 def test_a_scipy_without_the_modules_falls_back_to_the_normal_import(monkeypatch, missing):
-    real = fortran._extension
-    monkeypatch.setattr(fortran, "_extension", lambda name: None if name == missing else real(name))
+    real = fortran.extension
+    monkeypatch.setattr(fortran, "extension", lambda name: None if name == missing else real(name))
     assert fortran._load() == (scipy.linalg.lapack.dsyevd, scipy.linalg.blas.dsyrk,
                                scipy.linalg.blas.dger)
 
 
 def test_a_module_that_cannot_be_loaded_alone_is_reported_as_missing(monkeypatch):
-    assert fortran._extension("_no_such_module") is None
+    assert fortran.extension("_no_such_module") is None
     monkeypatch.setattr(fortran.importlib.util, "find_spec", lambda name: None)   # no scipy
-    assert fortran._extension("_also_missing") is None
+    assert fortran.extension("_also_missing") is None

@@ -19,12 +19,17 @@ from dataclasses import dataclass, asdict
 import numpy as np
 
 from ..errors import ConfigError, UserError
+from . import kernels
 from .losses import LOSSES, descent_coef, predict
 from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
+KERNELS = ("auto", "numpy", "numba")
+# --kernel auto compiles from this many rounds on: loading the compiled steps costs a process
+# about as much CPU as this many rounds save (docs/PERFORMANCE.md, "Compiled steps")
+AUTO_KERNEL_ROUNDS = 5000
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -61,6 +66,7 @@ class AdmmParams:
     w_step: str = "euclid"
     delta: float = 1.0
     arow_r: float = 1.0
+    kernel: str = "auto"
 
     def __post_init__(self):
         problems = []
@@ -87,6 +93,15 @@ class AdmmParams:
             problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.kernel not in KERNELS:
+            problems.append(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+        elif self.kernel == "numba":
+            if self.w_step != "euclid":
+                problems.append(f"--kernel numba compiles the euclid w-step only, not "
+                                f"--w-step {self.w_step}; use --kernel numpy (or auto)")
+            elif not kernels.available():
+                problems.append("--kernel numba needs numba: pip install 'omtl-mpi[fast]' "
+                                "(or use --kernel numpy)")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
             problems.append(f"--omega-every must be an integer >= 1 (rounds), got {self.omega_every!r}")
         if problems:
@@ -98,11 +113,18 @@ class AdmmParams:
         return self.lambda1 + self.lambda3
 
     def resolved(self, rounds: int) -> "AdmmParams":
-        """These parameters with ``eta`` fixed: the paper's ``sqrt(T)`` when it was left unset."""
-        if self.eta is not None:
+        """These parameters with ``eta`` and ``kernel`` fixed for a run of ``rounds`` rounds:
+        the paper's ``sqrt(T)`` when eta was left unset, and the kernel ``auto`` picks."""
+        if self.eta is not None and self.kernel != "auto":
             return self
-        eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
-        return AdmmParams(**{**asdict(self), "eta": eta})
+        eta = self.eta
+        if eta is None:
+            eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
+        kernel = self.kernel
+        if kernel == "auto":
+            kernel = ("numba" if self.w_step == "euclid" and rounds >= AUTO_KERNEL_ROUNDS
+                      and kernels.available() else "numpy")
+        return AdmmParams(**{**asdict(self), "eta": eta, "kernel": kernel})
 
 
 class TaskBlock:
@@ -145,6 +167,11 @@ class TaskBlock:
         # which saves three numpy calls a round.  Only for the w-step that does not read it.
         self._scalar_loss = (params.loss if n_tasks == 1 and params.w_step == "euclid"
                              and params.loss in ("hinge", "perceptron") else None)
+        # --kernel numba: predict + w-step + C, and the z-step, one compiled call each
+        self._compiled = kernels.load() if params.kernel == "numba" else None
+        if self._compiled is not None:
+            self._loss_code = kernels.LOSS_CODES[params.loss]
+            self._keep, self._inv = float(self.w_step._keep), float(self.w_step._inv)
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
         """Predict a round's instances, then take the w-step and write the message C.
@@ -166,6 +193,12 @@ class TaskBlock:
             ``c_k = z_k + rho w_k`` for each task, the message to the consensus step (the
             block's own buffer: read it before the next round).
         """
+        if self._compiled is not None:
+            positive = np.empty(y.shape, dtype=bool)
+            self._compiled.worker_step(self.W, self.Z, self.w_step.R, self.C, X, y, inv_count,
+                                       positive, self._loss_code, self._keep, self._inv,
+                                       self.p.rho)
+            return positive, self.C
         p = self.p
         margins = np.vecdot(self.W, X)
         positive = predict(margins)
@@ -198,6 +231,10 @@ class TaskBlock:
         which stays unchanged until the next round (read them between rounds).
         """
         self.u, self.V = u, V
+        if self._compiled is not None:
+            self._compiled.dual_step(u if u.ndim == 2 else u[None], V, self.C, self.Z,
+                                     self.w_step.R, self._rY, self.p.rho, self._inv)
+            return
         rY = self._target()
         # z + rho (w - u - v_k), with z + rho w the message C just sent
         np.subtract(self.C, rY, out=self.Z)
@@ -239,6 +276,9 @@ class Consensus:
         self._rel = Relationship.identity(n_tasks)
         self.rounds = 0                          # consensus steps taken so far
         self._operator = None                    # M (exact) or the lambda4 term's map (paper)
+        # --kernel numba: the exact variant's Omega update and M in one compiled call
+        self._compiled = (kernels.load() if params.kernel == "numba" and params.variant == "exact"
+                          else None)
 
     @property
     def u(self) -> np.ndarray:
@@ -264,7 +304,13 @@ class Consensus:
     def _cached_operator(self) -> np.ndarray:
         if self._operator is None:
             p = self.p
-            if p.variant == "exact":
+            if p.variant == "exact" and self._compiled is not None:
+                M = np.empty((self.K + 1, self.K))
+                status = self._compiled.consensus_matrix(self._rel.evals, self._rel.evecs, p.a,
+                                                         p.rho, p.lambda2, p.lambda4, M)
+                self._operator = (M if status == kernels.OK else
+                                  consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4))
+            elif p.variant == "exact":
                 self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
             else:
                 pinv = pseudo_inverse(self._rel)
@@ -284,7 +330,10 @@ class Consensus:
         op = self._operator if self._operator is not None else self._cached_operator()
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
-            np.dot(op, C, out=self.uv)
+            if self._compiled is not None:
+                self._compiled.apply_consensus(op, C, self.uv)
+            else:
+                np.dot(op, C, out=self.uv)
         else:
             a = p.a
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
@@ -312,10 +361,33 @@ class Consensus:
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
+            V = self.V if V is None else V
+            if self._compiled is not None and self._compiled_relationship(V):
+                return
+            self.rel = update_omega(V, p.omega_eps, self._rel)
             # build the next step's operator now: on a server this runs after the reply, while
             # the workers compute, instead of between their messages and the next reply
             self._cached_operator()
+
+    def _compiled_relationship(self, V: np.ndarray) -> bool:
+        """:meth:`update_relationship`'s common case with the compiled kernel: Omega and the
+        consensus matrix from one eigendecomposition and one call. False when relationship.py's
+        careful paths are needed (a Gram matrix out of range, or cancellation in M)."""
+        p, K = self.p, self.K
+        evals, Q, M = np.empty(K), np.empty((K, K)), np.empty((K + 1, K))
+        try:
+            status = self._compiled.relationship_step(V, p.omega_eps, p.a, p.rho, p.lambda2,
+                                                      p.lambda4, evals, Q, M)
+        except np.linalg.LinAlgError:       # dsyevd did not converge: the careful path decides
+            return False
+        if status == kernels.RESCALE:
+            return False
+        self.rel = Relationship(evals, Q)
+        if status == kernels.OK:
+            self._operator = M
+        else:
+            self._cached_operator()
+        return True
 
     @property
     def omega(self) -> np.ndarray:

@@ -17,7 +17,7 @@ import os
 import sys
 
 
-def _extension(name: str):
+def extension(name: str):
     """scipy.linalg's extension module ``name``, loaded without the scipy.linalg package."""
     full = f"scipy.linalg.{name}"
     if full in sys.modules:
@@ -42,7 +42,7 @@ def _extension(name: str):
 
 
 def _load():
-    flapack, fblas = _extension("_flapack"), _extension("_fblas")
+    flapack, fblas = extension("_flapack"), extension("_fblas")
     if flapack is None or fblas is None or not all(
             hasattr(m, f) for m, f in ((flapack, "dsyevd"), (fblas, "dsyrk"), (fblas, "dger"))):
         from scipy.linalg import blas, lapack

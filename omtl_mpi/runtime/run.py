@@ -54,6 +54,15 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     return algo, meta, topology
 
 
+def _load_kernels() -> None:
+    from ..algorithms import kernels
+    try:
+        kernels.load()
+    except Exception as exc:        # numba missing or broken, or no writable cache folder
+        raise ConfigError(f"--kernel numba: the compiled steps did not load ({type(exc).__name__}: "
+                          f"{exc}); use --kernel numpy") from exc
+
+
 def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
     """The learner's own matrices must fit in this machine's memory (the task data's own check
     is taskfile's): a K x K Omega with the copies its update makes, and AROW's d x d per task
@@ -132,17 +141,25 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     rank, size = world.rank, world.size
     source = make_source(cfg)
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
-    # Every rank must run the same configuration on the same data: compare before learning.
-    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim, bind,
-                 transport)
-    if len(set(world.agree(signature))) > 1:
-        raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
-                          "options or versions on different nodes?); start every rank with the "
-                          "same command and data")
-
     K, d, B = meta.n_tasks, meta.dim, cfg.batch
     T = rounds_needed(meta.lengths, B)
     params = cfg.params.resolved(T)
+    kernel = getattr(params, "kernel", None)
+    # Every rank must run the same configuration on the same data: compare before learning
+    # (the kernel too: --kernel auto depends on numba being installed where the rank runs).
+    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim, bind,
+                 transport, kernel)
+    if len(set(world.agree(signature))) > 1:
+        raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
+                          "options, versions or installed packages, such as numba for --kernel "
+                          "auto, on different nodes?); start every rank with the same command "
+                          "and data")
+    if kernel == "numba":
+        # after a change to the kernels numba compiles them (seconds): once, on rank 0, while
+        # the others wait without spinning; then every rank loads them from numba's cache
+        collective(world, lambda: _load_kernels() if rank == 0 else None)
+        world.barrier()
+        collective(world, _load_kernels)
 
     # -- who holds what: blocks of tasks, and which of them live on this rank -----------------
     if algo.pattern == "server":
@@ -248,7 +265,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T, 1),
-        "task_names": list(meta.names), "eta": getattr(params, "eta", None),
+        "task_names": list(meta.names), "eta": getattr(params, "eta", None), "kernel": kernel,
         "cpus": None if all(c is None for c in cpus) else [-1 if c is None else c for c in cpus],
         "transport": roles.transport,
         "cpu_ms_per_round": (1000.0 * cpu_seconds / max(T - first_round, 1)).tolist(),

@@ -1,0 +1,80 @@
+"""Compiled per-round steps of the ADMM learners (``--kernel numba``), beside the numpy reference.
+
+At K = 5, d = 9 a round is a few hundred floating-point operations spread over a hundred numpy
+calls, and each call costs more than its arithmetic (docs/PERFORMANCE.md). The functions of
+:mod:`._compiled` do the same steps in one compiled call each:
+
+* ``worker_step`` - predict, loss factor, Euclidean w-step and the message C of a block;
+* ``dual_step`` - ``rho (u + v_k)``, the z-step and the next w-step's constant R;
+* ``relationship_step`` - the Gram matrix of V, its eigendecomposition (LAPACK's dsyevd, as in
+  relationship.py), Omega and the exact variant's consensus matrix M;
+* ``consensus_matrix`` - M alone, from Omega's eigenpairs (the start, and after a restore);
+* ``apply_consensus`` - the (u, V) step ``[u; V] = M C``;
+* ``merge_tables`` - D-ADMM's freshest-row merge of the gossiped tables.
+
+The formulas are those of :mod:`.admm`, :mod:`.wsteps`, :mod:`.losses` and :mod:`.relationship`,
+step by step and in the same order, but not to the bit: numpy and BLAS group the terms of
+their sums differently. So the kernel is part of a run's configuration (``--kernel``), and
+tests/test_kernels.py checks the two against each other to 1e-10, and the compiled one
+in-process against MPI.
+
+numba is imported only by :func:`load`: a run that does not use the kernels pays nothing for
+them. Compiled code is cached on disk (numba's ``cache=True``: beside ``_compiled.py``, or in
+the user's cache folder when that is read-only); the first :func:`load` after a change
+compiles for about ten seconds, so the runtime lets one rank do it before the others load it,
+and ``make setup`` does it once.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+
+from .fortran import extension
+
+# loss codes of worker_step, in the order of losses.LOSSES
+LOSS_CODES = {"hinge": 0, "perceptron": 1, "logistic": 2, "squared-hinge": 3}
+# relationship_step's return codes
+OK, RESCALE, STABLE = 0, 1, 2
+
+
+def available() -> bool:
+    """Whether numba is installed (without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+@functools.cache
+def load():
+    """The compiled kernels (:mod:`._compiled`): imports numba, compiles on the first call after
+    a change to that file, then loads from numba's cache.
+
+    Raises
+    ------
+    ImportError
+        When numba is not installed.
+    """
+    # numba imports scipy.linalg.cython_blas when its array library loads (a check for a
+    # BLAS), and scipy.linalg.cython_lapack for its first eigendecomposition (the address of
+    # dsyevd). Through the scipy.linalg package, that costs a rank more CPU than numba itself
+    # (fortran.py); lend numba those two extension modules, loaded alone, meanwhile.
+    lent = []
+    for name in ("cython_blas", "cython_lapack"):
+        full = f"scipy.linalg.{name}"
+        if full not in sys.modules and (module := extension(name)) is not None:
+            sys.modules[full] = module
+            lent.append(full)
+    try:
+        from . import _compiled
+        _warm_up(_compiled)
+    finally:
+        for full in lent:
+            sys.modules.pop(full, None)
+    return _compiled
+
+
+def _warm_up(compiled) -> None:
+    """One call of the kernel that needs LAPACK, so that numba looks up dsyevd now."""
+    import numpy as np
+    K = 2
+    compiled.relationship_step(np.eye(K), 0.0, 1.0, 1.0, 1.0, 1.0, np.empty(K), np.empty((K, K)),
+                               np.empty((K + 1, K)))
