@@ -125,6 +125,21 @@ def test_lockstep_cadmm(kw, workers, batch, unequal_streams):
                                    err_msg=f"round {t} omega")
 
 
+def test_many_tasks_keep_blas_for_omega(unequal_streams):
+    """Beyond kernels.MAX_TASKS the Omega update and M are numpy's (BLAS products); the rest
+    of the round is still compiled, and the run agrees with numpy's."""
+    X, y = unequal_streams
+    X, y = X * 4, y * 4                                       # 20 tasks
+    assert len(X) > kernels.MAX_TASKS
+    cons = Consensus(AdmmParams(eta=1.0, kernel="numba"), len(X), X[0].shape[1])
+    assert cons._compiled is None
+    preds_n, rows_n = simulate("c-admm", X, y, params=with_kernel("c-admm", "numpy", relationship=False))
+    preds_c, rows_c = simulate("c-admm", X, y, params=with_kernel("c-admm", "numba", relationship=False))
+    for a, b in zip(preds_n, preds_c):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(rows_c["W"], rows_n["W"], rtol=0, atol=1e-10)
+
+
 def test_consensus_step_reads_a_strided_block():
     """D-ADMM hands the (u, V) step a column block of its table."""
     rng = np.random.default_rng(3)
@@ -269,6 +284,10 @@ def test_merge_keeps_the_freshest_row_and_our_own_on_a_tie():
 def test_auto_compiles_long_runs_of_the_euclid_step_only():
     assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS - 1).kernel == "numpy"
     assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS).kernel == "numba"
+    # 6 ranks on 2 CPUs: every process pays the load on a shared core
+    assert AdmmParams().resolved(2 * AUTO_KERNEL_ROUNDS, ranks_per_cpu=3.0).kernel == "numpy"
+    assert AdmmParams().resolved(3 * AUTO_KERNEL_ROUNDS, ranks_per_cpu=3.0).kernel == "numba"
+    assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS, ranks_per_cpu=0.25).kernel == "numba"
     assert AdmmParams(w_step="arow").resolved(10 * AUTO_KERNEL_ROUNDS).kernel == "numpy"
     assert AdmmParams(kernel="numpy").resolved(10 * AUTO_KERNEL_ROUNDS).kernel == "numpy"
     assert AdmmParams(kernel="numba").resolved(10).kernel == "numba"

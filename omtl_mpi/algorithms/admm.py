@@ -27,9 +27,10 @@ from .wsteps import W_STEP_CLASSES, make_w_step
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
 KERNELS = ("auto", "numpy", "numba")
-# --kernel auto compiles from this many rounds on: loading the compiled steps costs a process
-# about as much CPU as this many rounds save (docs/PERFORMANCE.md, "Compiled steps")
-AUTO_KERNEL_ROUNDS = 5000
+# --kernel auto compiles runs of at least this many rounds per rank sharing a CPU: loading the
+# compiled steps costs each process about a second of CPU, which a run this long wins back
+# (docs/PERFORMANCE.md, "Compiled steps: whole jobs by length")
+AUTO_KERNEL_ROUNDS = 10000
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -50,6 +51,12 @@ class AdmmParams:
     ``w_step`` picks the Bregman divergence of the w-step (docs/WSTEP.md):
     ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
     squared past gradients)), ``arow`` with D_t = I + sum over margin errors of x x^T / arow_r.
+
+    ``kernel`` picks how the per-round steps are computed: ``numpy`` (the reference), ``numba``
+    (:mod:`.kernels`: the same formulas compiled, equal round by round to rounding but not to
+    the bit), or ``auto``: numba when it is installed, the w-step is euclid (the one it
+    compiles) and the run has at least :data:`AUTO_KERNEL_ROUNDS` rounds per rank sharing a
+    CPU (shorter runs spend more loading it than it saves); resolved by :meth:`resolved`.
     """
 
     rho: float = 0.1
@@ -112,9 +119,10 @@ class AdmmParams:
         """``a = lambda1 + lambda3``."""
         return self.lambda1 + self.lambda3
 
-    def resolved(self, rounds: int) -> "AdmmParams":
+    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> "AdmmParams":
         """These parameters with ``eta`` and ``kernel`` fixed for a run of ``rounds`` rounds:
-        the paper's ``sqrt(T)`` when eta was left unset, and the kernel ``auto`` picks."""
+        the paper's ``sqrt(T)`` when eta was left unset, and the kernel ``auto`` picks for a
+        job whose busiest node runs ``ranks_per_cpu`` ranks per CPU (each pays the load)."""
         if self.eta is not None and self.kernel != "auto":
             return self
         eta = self.eta
@@ -122,8 +130,9 @@ class AdmmParams:
             eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
         kernel = self.kernel
         if kernel == "auto":
-            kernel = ("numba" if self.w_step == "euclid" and rounds >= AUTO_KERNEL_ROUNDS
-                      and kernels.available() else "numpy")
+            long_enough = rounds >= AUTO_KERNEL_ROUNDS * max(1.0, ranks_per_cpu)
+            kernel = ("numba" if self.w_step == "euclid" and long_enough and kernels.available()
+                      else "numpy")
         return AdmmParams(**{**asdict(self), "eta": eta, "kernel": kernel})
 
 
@@ -276,9 +285,10 @@ class Consensus:
         self._rel = Relationship.identity(n_tasks)
         self.rounds = 0                          # consensus steps taken so far
         self._operator = None                    # M (exact) or the lambda4 term's map (paper)
-        # --kernel numba: the exact variant's Omega update and M in one compiled call
+        # --kernel numba: the exact variant's Omega update and M in one compiled call. Its
+        # K x K products are plain loops: beyond a few dozen tasks BLAS (the numpy path) wins
         self._compiled = (kernels.load() if params.kernel == "numba" and params.variant == "exact"
-                          else None)
+                          and n_tasks <= kernels.MAX_TASKS else None)
 
     @property
     def u(self) -> np.ndarray:
@@ -371,8 +381,8 @@ class Consensus:
 
     def _compiled_relationship(self, V: np.ndarray) -> bool:
         """:meth:`update_relationship`'s common case with the compiled kernel: Omega and the
-        consensus matrix from one eigendecomposition and one call. False when relationship.py's
-        careful paths are needed (a Gram matrix out of range, or cancellation in M)."""
+        consensus matrix in one call. False when relationship.py's careful path must redo it
+        (a Gram matrix that is not finite or out of range, or dsyevd not converging)."""
         p, K = self.p, self.K
         evals, Q, M = np.empty(K), np.empty((K, K)), np.empty((K + 1, K))
         try:

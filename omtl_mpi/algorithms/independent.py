@@ -130,8 +130,9 @@ class SingleParams(AdmmParams):
     lambda4: float = 0.0
     relationship: bool = False
 
-    def resolved(self, rounds: int) -> AdmmParams:
-        return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0, "relationship": False})
+    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> AdmmParams:
+        return AdmmParams(**{**asdict(super().resolved(rounds, ranks_per_cpu)), "lambda4": 0.0,
+                             "relationship": False})
 
 
 @dataclass(frozen=True)

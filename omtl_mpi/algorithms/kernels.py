@@ -36,6 +36,9 @@ from .fortran import extension
 LOSS_CODES = {"hinge": 0, "perceptron": 1, "logistic": 2, "squared-hinge": 3}
 # relationship_step's return codes
 OK, RESCALE, STABLE = 0, 1, 2
+# Omega and the consensus matrix are compiled up to this many tasks: their K x K products are
+# plain loops, and with 29 tasks on 4 ranks the numpy path (BLAS) was already faster
+MAX_TASKS = 16
 
 
 def available() -> bool:

@@ -26,9 +26,9 @@ class PmscLogParams(AdmmParams):
     lambda4: float = 0.0
     relationship: bool = False
 
-    def resolved(self, rounds: int) -> AdmmParams:
+    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> AdmmParams:
         fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False}
-        return AdmmParams(**{**asdict(super().resolved(rounds)), **fixed})
+        return AdmmParams(**{**asdict(super().resolved(rounds, ranks_per_cpu)), **fixed})
 
 
 # ----------------------------------------------------------------------------- DROM

@@ -54,6 +54,13 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     return algo, meta, topology
 
 
+def _ranks_per_cpu(world) -> float:
+    """Ranks per usable CPU on the job's busiest node (1 or less: a core each). Collective."""
+    _, masks = world.node_peers(placement.cpu_mask())
+    cpus = set().union(*map(set, masks))
+    return max(world.agree(len(masks) / max(len(cpus), 1)))
+
+
 def _load_kernels() -> None:
     from ..algorithms import kernels
     try:
@@ -143,7 +150,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d, B = meta.n_tasks, meta.dim, cfg.batch
     T = rounds_needed(meta.lengths, B)
-    params = cfg.params.resolved(T)
+    if hasattr(cfg.params, "kernel"):
+        params = cfg.params.resolved(T, ranks_per_cpu=_ranks_per_cpu(world))
+    else:
+        params = cfg.params.resolved(T)
     kernel = getattr(params, "kernel", None)
     # Every rank must run the same configuration on the same data: compare before learning
     # (the kernel too: --kernel auto depends on numba being installed where the rank runs).
