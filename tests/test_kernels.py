@@ -365,3 +365,14 @@ def test_a_numpy_run_does_not_import_numba():
                  "try:\n    runpy.run_module('omtl_mpi', run_name='__main__')\n"
                  "except SystemExit:\n    pass\nprint('numba' in sys.modules)")
     assert out[-1] == "False"
+
+
+def test_kernels_that_fail_to_load_are_one_line(monkeypatch):
+    from omtl_mpi.runtime import run
+
+    def broken():
+        raise OSError("cache folder is read-only")
+    monkeypatch.setattr(kernels, "load", broken)
+    with pytest.raises(ConfigError, match=r"--kernel numba: the compiled steps did not load "
+                                          r"\(OSError: cache folder is read-only\); use --kernel numpy"):
+        run._load_kernels()

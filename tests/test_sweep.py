@@ -140,7 +140,9 @@ def _index(folder):
 
 
 def test_tiny_sweep_interrupted_resumed_and_reported(mpiexec, tmp_path):
-    path = write(tmp_path, TINY)
+    # runs of a few seconds, so that the sweep is still running when the interrupt lands (with
+    # 400 rounds the last runs could finish first on a busy machine: the sweep then exited 0)
+    path = write(tmp_path, TINY.replace("samples = 400", "samples = 4000"))
     folder = tmp_path / "sweep"
     # interrupt once the first run is recorded
     proc = subprocess.Popen([sys.executable, "-m", "omtl_mpi", "sweep", str(path), "--out", str(folder)],

@@ -7,7 +7,8 @@ calls, and each call costs more than its arithmetic (docs/PERFORMANCE.md). The f
 * ``worker_step`` - predict, loss factor, Euclidean w-step and the message C of a block;
 * ``dual_step`` - ``rho (u + v_k)``, the z-step and the next w-step's constant R;
 * ``relationship_step`` - the Gram matrix of V, its eigendecomposition (LAPACK's dsyevd, as in
-  relationship.py), Omega and the exact variant's consensus matrix M;
+  relationship.py, called by numba), Omega and the exact variant's consensus matrix M (up to
+  :data:`MAX_TASKS` tasks);
 * ``consensus_matrix`` - M alone, from Omega's eigenpairs (the start, and after a restore);
 * ``apply_consensus`` - the (u, V) step ``[u; V] = M C``;
 * ``merge_tables`` - D-ADMM's freshest-row merge of the gossiped tables.
@@ -15,8 +16,9 @@ calls, and each call costs more than its arithmetic (docs/PERFORMANCE.md). The f
 The formulas are those of :mod:`.admm`, :mod:`.wsteps`, :mod:`.losses` and :mod:`.relationship`,
 step by step and in the same order, but not to the bit: numpy and BLAS group the terms of
 their sums differently. So the kernel is part of a run's configuration (``--kernel``), and
-tests/test_kernels.py checks the two against each other to 1e-10, and the compiled one
-in-process against MPI.
+tests/test_kernels.py checks the two round by round (to 1e-12 of each array's scale) and over
+whole runs where rounding is not amplified (to 1e-10), and the compiled one in-process
+against MPI.
 
 numba is imported only by :func:`load`: a run that does not use the kernels pays nothing for
 them. Compiled code is cached on disk (numba's ``cache=True``: beside ``_compiled.py``, or in
