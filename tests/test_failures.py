@@ -69,13 +69,17 @@ def test_bad_fault_options(args, message):
     assert r.returncode == 2 and message in r.stderr
 
 
-def test_ranks_started_differently_are_stopped_before_learning(mpiexec, tmp_path):
-    """MPMD launch: rank 0 with one option value, ranks 1-2 with another."""
+@pytest.mark.parametrize("first,others", [(["--rho", "0.1"], ["--rho", "0.2"]),
+                                          (["--algo", "pa"], ["--algo", "c-admm"])],
+                         ids=["option", "learner"])
+def test_ranks_started_differently_are_stopped_before_learning(mpiexec, tmp_path, first, others):
+    """MPMD launch: rank 0 with one option value (or learner), ranks 1-2 with another. A learner
+    with a --kernel and one without take the same collective steps up to the agreement."""
     import sys
     from conftest import _env
     base = [sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run", "--synth-samples", "100",
             "--out", str(tmp_path / "r.h5")]
-    cmd = [mpiexec, "-n", "1", *base, "--rho", "0.1", ":", "-n", "2", *base, "--rho", "0.2"]
+    cmd = [mpiexec, "-n", "1", *base, *first, ":", "-n", "2", *base, *others]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env())
     assert r.returncode == 2
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]

@@ -150,8 +150,11 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d, B = meta.n_tasks, meta.dim, cfg.batch
     T = rounds_needed(meta.lengths, B)
+    # collective, so on every rank before anything that depends on the configuration: ranks
+    # started with different learners must reach the agreement below, not hang here
+    sharing = _ranks_per_cpu(world)
     if hasattr(cfg.params, "kernel"):
-        params = cfg.params.resolved(T, ranks_per_cpu=_ranks_per_cpu(world))
+        params = cfg.params.resolved(T, ranks_per_cpu=sharing)
     else:
         params = cfg.params.resolved(T)
     kernel = getattr(params, "kernel", None)
