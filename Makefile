@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[mpich,test,fast]'
-	# compile the --kernel numba steps once (about 10 s), not in the first job's ranks
-	$(PY) -c 'from omtl_mpi.algorithms import kernels; kernels.load()'
+	# compile the --kernel numba steps and the fused rounds once (about 20 s), not in the first
+	# job's ranks
+	$(PY) -c 'from omtl_mpi.runtime import fused; fused.load()'
 	touch $(STAMP)
 
 demo: setup

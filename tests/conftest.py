@@ -17,6 +17,7 @@ def _env():
     env["PYTHONUNBUFFERED"] = "1"
     env["MPIEXEC_TIMEOUT"] = str(TIMEOUT)       # second guard: hydra kills the job itself
     env.pop("OMTL_MPI_WAIT", None)
+    env.pop("OMTL_MPI_FUSED", None)
     return env
 
 
@@ -65,6 +66,15 @@ def small_tasks(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "small.h5"
     write_tasks(path, names, [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)])
     return path
+
+
+def assert_same_results(a, b):
+    """Two results files hold the same arrays, bit for bit (timings aside)."""
+    a, b = read_results(a), read_results(b)
+    assert a.keys() == b.keys()
+    for key in a:
+        if key != "attrs":
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path):

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import MPIEXEC, TIMEOUT, _env, assert_in_process_equals_mpiexec, omtl, read_results
+from conftest import (MPIEXEC, TIMEOUT, _env, assert_in_process_equals_mpiexec,
+                      assert_same_results, omtl)
 from test_failures import leftover
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.runtime.transport import decide
@@ -52,14 +53,6 @@ def test_bad_transport_through_the_python_api_is_a_config_error():
 
 
 # -- the same numbers over both exchanges ---------------------------------------------------
-def _same_results(a, b):
-    a, b = read_results(a), read_results(b)
-    assert a.keys() == b.keys()
-    for key in a:
-        if key != "attrs":
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-
-
 @pytest.mark.parametrize("args, ranks", [
     (["--algo", "c-admm"], 6),
     (["--algo", "c-admm", "--variant", "paper", "--batch", "3"], 3),   # blocks of 2-3 tasks
@@ -74,7 +67,7 @@ def test_shared_memory_gives_the_same_bits_as_mpi(mpiexec, small_tasks, tmp_path
         r = omtl(*common, "--transport", kind, "--out", tmp_path / f"{kind}.h5", np_ranks=ranks)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["transport"] == kind
-    _same_results(tmp_path / "mpi.h5", tmp_path / "shm.h5")
+    assert_same_results(tmp_path / "mpi.h5", tmp_path / "shm.h5")
 
 
 def test_in_process_equals_shared_memory(mpiexec, small_tasks, tmp_path):

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import boolean, float64, int64, void
 
-from .kernels import OK, RESCALE, STABLE
+from .kernels import OK, RESCALE, STABLE, compiled as _compile, sources_digest
 from .relationship import _SAFE_HIGH, _SAFE_LOW
 
 _f1, _f2, _f3 = float64[:], float64[:, :], float64[:, :, :]
 
+# the files whose constants are frozen into this module's cached code (kernels.refresh)
+BUILT_FROM = sources_digest("algorithms/kernels.py", "algorithms/relationship.py")
 
-def _compile(signature):
-    """Compile ``fn`` for one signature, cached on disk; IEEE arithmetic as numpy does it (no
-    fast-math reassociation, division by zero gives inf or NaN instead of raising)."""
-    return lambda fn: numba.njit(signature, cache=True, nogil=True, error_model="numpy",
-                                 fastmath=False)(fn)
+
+@_compile(int64())
+def built_from():
+    """:data:`BUILT_FROM` as it was when this module was compiled."""
+    return BUILT_FROM
 
 
 @_compile(void(_f2, _f2, _f2, _f2, _f3, _f2, _f1, boolean[:, :], int64, float64, float64, float64))

@@ -255,6 +255,15 @@ class TaskBlock:
         rY *= self._rho
         return rY
 
+    def compiled_arguments(self) -> tuple:
+        """What the compiled steps take of this block, for loops that call them directly
+        (runtime/fused.py): ``(W, Z, R, rY, loss code, keep, inv, rho)``, the arrays being the
+        block's own (updated in place). Only with ``--kernel numba``."""
+        if self._compiled is None:
+            raise ValueError("compiled_arguments needs a block built with kernel 'numba'")
+        return (self.W, self.Z, self.w_step.R, self._rY, self._loss_code, self._keep,
+                self._inv, float(self.p.rho))
+
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
         out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": np.array(self.u), "V": np.array(self.V)}
@@ -398,6 +407,19 @@ class Consensus:
         else:
             self._cached_operator()
         return True
+
+    def live_arrays(self) -> tuple:
+        """Copies of what the exact variant's step and the Omega update work on, for loops that
+        call the compiled steps directly (runtime/fused.py): ``(M, evals, evecs)``, the
+        consensus matrix and Omega's eigenpairs. Give them back with :meth:`adopt`."""
+        M = self._cached_operator()
+        return M.copy(), self._rel.evals.copy(), self._rel.evecs.copy()
+
+    def adopt(self, M: np.ndarray, evals: np.ndarray, evecs: np.ndarray, rounds: int) -> None:
+        """Continue from arrays of :meth:`live_arrays` advanced to ``rounds`` steps (copied)."""
+        self.rel = Relationship(evals.copy(), evecs.copy())
+        self._operator = M.copy()
+        self.rounds = int(rounds)
 
     @property
     def omega(self) -> np.ndarray:

@@ -65,6 +65,13 @@ class CAdmmServer:
         self.reply = self.consensus.uv.reshape(-1) if self._rows is None else self._down.reshape(-1)
 
     @property
+    def reply_rows(self) -> np.ndarray:
+        """Row indices into ``[u; V]`` of every worker's reply, in rank order (int64)."""
+        if self._rows is None:
+            return np.arange(self.K + 1, dtype=np.int64)
+        return self._rows.astype(np.int64)
+
+    @property
     def cpu_weight(self) -> float:
         """CPU this role needs per round relative to a worker's, for rank placement
         (runtime/placement.py).  The Omega update with its consensus matrix costs about two

@@ -29,7 +29,9 @@ and ``make setup`` does it once.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
+import os
 import sys
 
 from .fortran import extension
@@ -41,6 +43,47 @@ OK, RESCALE, STABLE = 0, 1, 2
 # Omega and the consensus matrix are compiled up to this many tasks: their K x K products are
 # plain loops, and with 29 tasks on 4 ranks the numpy path (BLAS) was already faster
 MAX_TASKS = 16
+
+
+def compiled(signature):
+    """Decorator of every compiled function of the package: compiled for one ``signature`` when
+    its module is imported (or loaded from numba's on-disk cache), without the GIL, with IEEE
+    arithmetic as numpy does it (no fast-math reassociation; division by zero gives inf or NaN
+    instead of raising). Imports numba: use it only in the modules that :func:`load` and
+    runtime/fused.py import."""
+    import numba
+    return lambda fn: numba.njit(signature, cache=True, nogil=True, error_model="numpy",
+                                 fastmath=False)(fn)
+
+
+def sources_digest(*names: str) -> int:
+    """A 64-bit digest of the files ``names`` (paths relative to the package folder), for the
+    staleness check of :func:`refresh`."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(root, name), "rb") as f:
+            digest.update(f.read())
+    return int.from_bytes(digest.digest()[:8], "little", signed=True)
+
+
+def refresh(module) -> None:
+    """Recompile ``module``'s functions if they were cached before a change to a file they
+    take code or constants from.
+
+    numba's cache checks only the file that defines a function, not the files of the functions
+    it calls or of the globals it froze in (numba issue #9304), so every compiled module
+    records ``BUILT_FROM = sources_digest(...)`` of those files and a compiled ``built_from()``
+    returning it: a cached ``built_from`` returns the digest of the files at compile time.
+    Functions are recompiled (and cached again) in definition order, so that callees come
+    before their callers.
+    """
+    if module.built_from() == module.BUILT_FROM:
+        return
+    from numba.core.registry import CPUDispatcher
+    for value in list(vars(module).values()):
+        if isinstance(value, CPUDispatcher) and value.py_func.__module__ == module.__name__:
+            value.recompile()
 
 
 def available() -> bool:
@@ -70,6 +113,7 @@ def load():
             lent.append(full)
     try:
         from . import _compiled
+        refresh(_compiled)
         _warm_up(_compiled)
     finally:
         for full in lent:

@@ -31,6 +31,8 @@ import sys
 import tempfile
 import threading
 
+import numpy as np
+
 _POISON = 0xFFFFFFFF
 _TOKEN = 4                      # bytes per token (an unsigned 32-bit rank, native byte order)
 
@@ -145,12 +147,25 @@ class Doorbells:
         for i in range(len(count)):
             count[i] -= 1
 
+    def arrays(self) -> dict:
+        """This rank's bells for compiled loops that ring and wait themselves
+        (comm/_compiled.py): ``fd`` (this rank's FIFO), ``peers`` (the FIFOs it rings, in the
+        order of ``ring``, int64), ``token`` (this rank's, uint32) and ``listen`` (the ranks
+        :meth:`wait_all` waits for)."""
+        return {"fd": self._fd, "peers": np.array(self._peers, dtype=np.int64),
+                "token": np.frombuffer(self._token, dtype=np.uint32).copy(),
+                "listen": list(self._listen)}
+
+    def lost(self) -> PeerLost:
+        """The error of a wait that the watchdog's poison token ended."""
+        lost = self._watch.lost if self._watch is not None else None
+        return PeerLost(f"rank {lost[0]} (process {lost[1]}) on this node has exited"
+                        if lost else "a rank on this node has exited")
+
     def _check(self, token: bytes) -> None:
         sender = int.from_bytes(token, sys.byteorder)
         if sender == _POISON:
-            lost = self._watch.lost if self._watch is not None else None
-            raise PeerLost(f"rank {lost[0]} (process {lost[1]}) on this node has exited"
-                           if lost else "a rank on this node has exited")
+            raise self.lost()
         if sender not in self._listen:
             raise RuntimeError(f"unexpected wake-up from rank {sender}")
 

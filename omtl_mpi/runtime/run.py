@@ -14,7 +14,7 @@ from ..config import RunConfig
 from ..data.rounds import RoundBatches, rounds_needed
 from ..errors import ConfigError
 from . import checkpoint as ckpt
-from . import addresses, placement, transport as transports
+from . import addresses, fused as fused_loops, placement, transport as transports
 from .graph import run_graph
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
@@ -61,13 +61,27 @@ def _ranks_per_cpu(world) -> float:
     return max(world.agree(len(masks) / max(len(cpus), 1)))
 
 
-def _load_kernels() -> None:
+def _load_kernels(fused: bool = False) -> None:
     from ..algorithms import kernels
     try:
-        kernels.load()
+        if fused:
+            from . import fused as fused_loops
+            fused_loops.load()
+        else:
+            kernels.load()
     except Exception as exc:        # numba missing or broken, or no writable cache folder
         raise ConfigError(f"--kernel numba: the compiled steps did not load ({type(exc).__name__}: "
                           f"{exc}); use --kernel numpy") from exc
+
+
+def _load_compiled(world, fused: bool = False) -> None:
+    """Load the compiled steps (or the fused loops) on every rank: after a change to their
+    files numba compiles them (seconds), so rank 0 does that first while the others wait
+    without spinning, then every rank loads them from numba's cache. Collective."""
+    rank = world.rank
+    collective(world, lambda: _load_kernels(fused) if rank == 0 else None)
+    world.barrier()
+    collective(world, lambda: _load_kernels(fused))
 
 
 def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
@@ -168,11 +182,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
                           "auto, on different nodes?); start every rank with the same command "
                           "and data")
     if kernel == "numba":
-        # after a change to the kernels numba compiles them (seconds): once, on rank 0, while
-        # the others wait without spinning; then every rank loads them from numba's cache
-        collective(world, lambda: _load_kernels() if rank == 0 else None)
-        world.barrier()
-        collective(world, _load_kernels)
+        _load_compiled(world)
 
     # -- who holds what: blocks of tasks, and which of them live on this rank -----------------
     if algo.pattern == "server":
@@ -201,6 +211,12 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     kind = collective(world, lambda: transports.choose(world, transport))
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
                   fallback=transport == "auto")
+    # the fused loops and the Python ones ring each other's bells differently: all or none
+    if len(set(world.agree(roles.fused))) > 1:
+        raise SetupFailed(f"ranks disagree on fusing the rounds ({fused_loops.ENVIRONMENT} "
+                          "set differently?); start every rank with the same environment")
+    if roles.fused:
+        _load_compiled(world, fused=True)
     cpus = world.agree(placement.bind(world, bind, getattr(roles.server, "cpu_weight", 1.0),
                                       polling=roles.transport == "mpi"))
     layouts = set(world.agree(addresses.randomised()))
@@ -277,10 +293,13 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         "mean_error": summary["mean_error"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
-        "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T, 1),
+        # the rounds this invocation ran (all of them, or those after the checkpoint)
+        "seconds": seconds, "ms_per_round": 1000.0 * seconds / max(T - first_round, 1),
         "task_names": list(meta.names), "eta": getattr(params, "eta", None), "kernel": kernel,
         "cpus": None if all(c is None for c in cpus) else [-1 if c is None else c for c in cpus],
         "transport": roles.transport,
+        # whole rounds in compiled code (runtime/fused.py), or the Python round loop
+        "loop": "fused" if roles.fused else "python",
         "cpu_ms_per_round": (1000.0 * cpu_seconds / max(T - first_round, 1)).tolist(),
         # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
         "aslr": ("unknown" if None in layouts else "mixed" if len(layouts) > 1
@@ -333,6 +352,7 @@ class Roles:
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else transport
         self._policy = None
+        self.fused = False
         if algo.pattern == "server":
             if local:
                 self.holders = [algo.worker(params, *local[0], d, K)]
@@ -347,6 +367,7 @@ class Roles:
                 self.comm = self._connect(fallback, lambda kind: transports.star(
                     kind, world, up, down, up_buffer=getattr(worker, "message", None),
                     reply_buffer=getattr(self.server, "reply", None)))
+                self.fused = fused_loops.usable(algo, params, self.transport, K)
             return
         first = 0 if size == 1 else rank
         self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
@@ -365,6 +386,7 @@ class Roles:
             self.comm = self._connect(fallback, lambda kind: transports.graph(
                 kind, world, topology, node.message.shape,
                 message=node.message if inbox is not None else None, inbox=inbox))
+            self.fused = fused_loops.usable(algo, params, self.transport, K)
 
     def _connect(self, fallback: bool, build):
         """The exchange of :attr:`transport`, built by ``build(kind)`` (collective); with
@@ -398,11 +420,13 @@ class Roles:
             self.staleness = np.zeros((len(self.holders), rounds))
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
-            run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
-                     progress, self.preds[0] if self.preds else None, first_round, fault, checkpoint)
+            loop = fused_loops.run_star if self.fused else run_star
+            loop(self.comm, worker, self.server, batches[0] if batches else None, clock,
+                 progress, self.preds[0] if self.preds else None, first_round, fault, checkpoint)
         else:
-            run_graph(self.comm, self.holders, batches, clock, progress, self.preds,
-                      self.staleness, first_round, fault, checkpoint)
+            loop = fused_loops.run_graph if self.fused else run_graph
+            loop(self.comm, self.holders, batches, clock, progress, self.preds,
+                 self.staleness, first_round, fault, checkpoint)
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
     def close(self) -> None:
