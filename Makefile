@@ -31,6 +31,7 @@ test: setup
 	$(PY) -m pytest -q
 
 bench: setup
+	$(PY) scripts/bench_targets.py --docs
 	$(PY) scripts/bench_round.py
 	$(PY) scripts/bench_decentralised.py
 	$(PY) scripts/bench_floor.py

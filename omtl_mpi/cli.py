@@ -95,9 +95,10 @@ def cli():
 @click.option("--kernel", type=click.Choice(["auto", "numpy", "numba"]), default=None,
               help="ADMM learners: how each round's steps are computed. numpy: the reference; "
                    "numba: the same formulas compiled (needs the 'fast' extra; euclid w-step; "
-                   "equal round by round to rounding, not to the bit); auto (default): numba "
+                   "equal round by round to rounding, not to the bit), and with more ranks than "
+                   "CPUs on a node whole rounds compiled (fused); auto (default): numba "
                    "when it is installed and the run has at least 10000 rounds per rank sharing "
-                   "a CPU (each process spends about a second loading it), numpy otherwise.")
+                   "a CPU (each process spends most of a second loading it), numpy otherwise.")
 @click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
               help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
                    "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")

@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 from omtl_mpi.data import write_tasks  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from benchdata import make_random_tasks  # noqa: E402
-from docsection import replace_section  # noqa: E402
+from docsection import gauge_us, replace_section, speed_note  # noqa: E402
 from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 K = 5
@@ -159,6 +159,7 @@ def main():
     ap.add_argument("--samples", type=int, default=2000, help="instances per task (= rounds)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     args = ap.parse_args()
+    before = gauge_us()
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -174,6 +175,8 @@ def main():
                     ("omtl-mpi, 1 process, --kernel numba", 1, {}, NUMBA),
                     ("omtl-mpi, mpiexec -n 2, --kernel numba", 2, {}, NUMBA),
                     (f"omtl-mpi, mpiexec -n {K + 1}, --kernel numba", K + 1, {}, NUMBA),
+                    (f"omtl-mpi, mpiexec -n {K + 1}, --kernel numba, Python round loop", K + 1,
+                     {"OMTL_MPI_FUSED": "0"}, NUMBA),
                     (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi", K + 1, {}, MPI),
                     (f"omtl-mpi, mpiexec -n {K + 1}, --transport mpi --aslr on", K + 1, {},
                      (*MPI, "--aslr", "on")),
@@ -207,7 +210,8 @@ def main():
         f"--repeats {args.repeats} --samples {args.samples}`) on {stamp}.",
         "",
         f"Machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, numpy {np.__version__}, MPI: {mpi_version()}.",
+        f"Python {platform.python_version()}, numpy {np.__version__}, MPI: {mpi_version()}. "
+        + speed_note(before),
         "",
         f"C-ADMM (variant exact, hinge, paper defaults, Omega updated every round), K={K} tasks of "
         f"random data, {args.samples} rounds. Each figure is the median over {args.repeats} runs of "
@@ -220,7 +224,10 @@ def main():
         "randomisation. The *--transport mpi* rows poll MPI while they wait, and `--bind auto` "
         "then pins C-ADMM's ranks by weight (docs/DESIGN.md). Rows without *--kernel numba* "
         "compute with numpy (`--kernel numpy`, what `auto` picks for runs this short); the "
-        "*--kernel numba* rows use the compiled steps (docs/DESIGN.md, \"Compiled steps\").",
+        "*--kernel numba* rows use the compiled steps (docs/DESIGN.md, \"Compiled steps\"); "
+        "under mpiexec with more ranks than cores their rounds are fused (whole rounds in "
+        "compiled code, docs/DESIGN.md, \"Fused rounds\"), except in the *Python round loop* "
+        "row (`OMTL_MPI_FUSED=0`).",
         "",
         "| d | configuration | ms per round | speed-up vs naive | cpu/wall |",
         "|---|---|---|---|---|",

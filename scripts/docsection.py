@@ -10,6 +10,24 @@ def run_on() -> str:
     return f"{stamp} ({os.cpu_count()} cores, {platform.system()} {platform.release()})"
 
 
+def gauge_us() -> float:
+    """How fast the machine is now: microseconds of one 9-element numpy add (best of 7 x 100000).
+
+    Figures on these shared VMs drift by 3x from one session to the next, and this call moved
+    with them (0.3 us on fast days, 0.9 on slow ones), so every table states it."""
+    import timeit
+    import numpy as np
+    a, b, out = np.ones(9), np.ones(9), np.empty(9)
+    return min(timeit.repeat(lambda: np.add(a, b, out=out), number=100000, repeat=7)) / 0.1
+
+
+def speed_note(before_us: float) -> str:
+    """A sentence giving :func:`gauge_us` at the start (``before_us``) and now."""
+    return (f"A 9-element numpy add took {before_us:.2f} us at the start and {gauge_us():.2f} us "
+            "at the end (the machine's speed that hour; about 0.3 on fast days, 0.9 on slow "
+            "ones).")
+
+
 def replace_section(path: str, name: str, text: str) -> None:
     """Put ``text`` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` (appended if absent).
 

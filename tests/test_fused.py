@@ -64,6 +64,19 @@ def test_learners_without_compiled_rounds_are_not_fused(monkeypatch):
         assert not fused.usable(algo, algo.params(), "shm", 5)
 
 
+def test_ranks_that_disagree_on_fusing_stop_before_the_first_round(mpiexec, tmp_path):
+    """MPMD launch with OMTL_MPI_FUSED=0 on rank 0 only: the two loops ring differently, so
+    the job must stop with one line, not hang."""
+    base = [sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run", "--synth-samples", "100",
+            *NUMBA_SHM, "--out", str(tmp_path / "r.h5")]
+    cmd = [MPIEXEC, "-n", "1", "-env", fused.ENVIRONMENT, "0", *base, ":", "-n", "2", *base]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env())
+    assert r.returncode == 2
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "ranks disagree on fusing the rounds" in errors[0]
+    assert not (tmp_path / "r.h5").exists()
+
+
 # -- the same bits as the Python loop -------------------------------------------------------
 @pytest.fixture(scope="module")
 def scaled_tasks(tmp_path_factory):
@@ -274,6 +287,29 @@ def test_compiled_wait_returns_on_a_signal_and_resumes(bells):
         os.close(w)
 
 
+def test_the_watchdog_ends_a_compiled_wait_and_names_the_lost_rank(bells):
+    from omtl_mpi.comm.doorbell import Doorbells, PeerLost, _Watchdog
+    from test_transport import OneRank
+    peer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    door = Doorbells(OneRank(), ring=[], listen=[0], watchdog=0)
+    door._watch = _Watchdog(door._fd, {4: peer.pid}, 0.05)
+    where, count, buf, info = waiter([0], size=1)
+    try:
+        os.kill(peer.pid, signal.SIGKILL)
+        peer.wait()
+        t0 = time.monotonic()
+        # the compiled wait holds no GIL, so the watchdog thread runs while it sleeps
+        assert bells.wait(door.arrays()["fd"], where, count, buf, info) == bells.PEER_LOST
+        assert time.monotonic() - t0 < 5
+        role = object.__new__(fused._Role)                  # how the driver reports it
+        role.loops, role.bells, role.state = fused.load(), door, np.zeros(6, dtype=np.int64)
+        error = role._error(bells.PEER_LOST)
+        assert isinstance(error, PeerLost)
+        assert str(error) == f"rank 4 (process {peer.pid}) on this node has exited"
+    finally:
+        door.close()
+
+
 def test_only_a_rounds_last_message_rings(bells):
     r, w = os.pipe()
     os.set_blocking(r, False)
@@ -344,3 +380,18 @@ def test_every_compiled_module_records_the_files_it_takes_code_from():
     assert loops.BUILT_FROM == kernels.sources_digest(
         "algorithms/_compiled.py", "algorithms/kernels.py", "algorithms/relationship.py",
         "comm/_compiled.py")
+
+
+def test_ranks_load_at_once_only_when_the_cache_was_loaded_from_these_sources(tmp_path,
+                                                                             monkeypatch):
+    fused.load()                                         # loaded (compiled if it had to): ready
+    assert kernels.cache_ready("kernels") and kernels.cache_ready("fused")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # numba told to cache elsewhere
+    assert not kernels.cache_ready("fused")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.setitem(kernels._SOURCES, "fused", ("algorithms/admm.py",))   # other sources
+    assert not kernels.cache_ready("fused")
+    # a folder that cannot be written: no stamp, no error (ranks then load rank 0 first)
+    monkeypatch.setattr(kernels, "_stamp", lambda level: ("/proc/no-such/stamp", "x"))
+    kernels.mark_cache_ready("fused")
+    assert not kernels.cache_ready("fused")

@@ -86,6 +86,56 @@ def refresh(module) -> None:
             value.recompile()
 
 
+# what each level of compiled code is compiled from (the steps, and the fused rounds over
+# them), and the folder whose numba cache (__pycache__) holds it
+_SOURCES = {
+    "kernels": ("algorithms/_compiled.py", "algorithms/kernels.py", "algorithms/relationship.py"),
+    "fused": ("algorithms/_compiled.py", "algorithms/kernels.py", "algorithms/relationship.py",
+              "comm/_compiled.py", "runtime/_fused.py"),
+}
+_CACHE_FOLDER = {"kernels": "algorithms", "fused": "runtime"}
+
+
+def _stamp(level: str) -> tuple[str, str]:
+    """Where the stamp of ``level`` ("kernels" or "fused") lives, and what it must say: a digest
+    of the sources, the numba and Python versions and the cache folder numba was told to use."""
+    from importlib.metadata import version
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256(f"{version('numba')} {sys.version} "
+                            f"{os.environ.get('NUMBA_CACHE_DIR', '')}".encode())
+    digest.update(sources_digest(*_SOURCES[level]).to_bytes(8, "little", signed=True))
+    # beside numba's own cache files: a cache folder removed takes its stamp with it
+    folder = os.path.join(root, _CACHE_FOLDER[level], "__pycache__")
+    return os.path.join(folder, f"numba-{level}.stamp"), digest.hexdigest()
+
+
+def cache_ready(level: str) -> bool:
+    """Whether this process last loaded ``level`` from these very sources (so numba's cache
+    holds it and nobody will compile): then every rank of a job can load at once instead of
+    rank 0 first. False whenever in doubt (no stamp, another version, no numba)."""
+    try:
+        path, expected = _stamp(level)
+        with open(path) as f:
+            return f.read() == expected
+    except Exception:
+        return False
+
+
+def mark_cache_ready(level: str) -> None:
+    """Record that ``level`` loaded (compiled if it had to) from the current sources; silently
+    nothing where the package folder is not writable (ranks then load rank 0 first)."""
+    try:
+        path, expected = _stamp(level)
+        if not cache_ready(level):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(expected)
+            os.replace(tmp, path)
+    except Exception:
+        pass
+
+
 def available() -> bool:
     """Whether numba is installed (without importing it)."""
     return importlib.util.find_spec("numba") is not None
@@ -118,6 +168,7 @@ def load():
     finally:
         for full in lent:
             sys.modules.pop(full, None)
+    mark_cache_ready("kernels")
     return _compiled
 
 

@@ -58,6 +58,7 @@ def load():
     kernels.refresh(compiled_bells)
     from . import _fused
     kernels.refresh(_fused)
+    kernels.mark_cache_ready("fused")
     return _fused
 
 

@@ -65,7 +65,6 @@ def _load_kernels(fused: bool = False) -> None:
     from ..algorithms import kernels
     try:
         if fused:
-            from . import fused as fused_loops
             fused_loops.load()
         else:
             kernels.load()
@@ -76,11 +75,14 @@ def _load_kernels(fused: bool = False) -> None:
 
 def _load_compiled(world, fused: bool = False) -> None:
     """Load the compiled steps (or the fused loops) on every rank: after a change to their
-    files numba compiles them (seconds), so rank 0 does that first while the others wait
-    without spinning, then every rank loads them from numba's cache. Collective."""
+    files numba compiles them (seconds), so unless every rank finds them loaded before from
+    these sources (kernels.cache_ready), rank 0 loads first, compiling if it must, while the
+    others wait without spinning; then every rank loads them from numba's cache. Collective."""
+    from ..algorithms import kernels
     rank = world.rank
-    collective(world, lambda: _load_kernels(fused) if rank == 0 else None)
-    world.barrier()
+    if not all(world.agree(kernels.cache_ready("fused" if fused else "kernels"))):
+        collective(world, lambda: _load_kernels(fused) if rank == 0 else None)
+        world.barrier()
     collective(world, lambda: _load_kernels(fused))
 
 
