@@ -114,10 +114,16 @@ def cache_ready(level: str) -> bool:
     holds it and nobody will compile): then every rank of a job can load at once instead of
     rank 0 first. False whenever in doubt (no stamp, another version, no numba)."""
     try:
-        path, expected = _stamp(level)
+        return _stamp_matches(*_stamp(level))
+    except Exception:
+        return False
+
+
+def _stamp_matches(path: str, expected: str) -> bool:
+    try:
         with open(path) as f:
             return f.read() == expected
-    except Exception:
+    except OSError:
         return False
 
 
@@ -126,7 +132,7 @@ def mark_cache_ready(level: str) -> None:
     nothing where the package folder is not writable (ranks then load rank 0 first)."""
     try:
         path, expected = _stamp(level)
-        if not cache_ready(level):
+        if not _stamp_matches(path, expected):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w") as f:

@@ -61,14 +61,13 @@ def built_from():
     return BUILT_FROM
 
 
-@_compile(int64(int64, boolean, _f2, _f1, _f2, _f2, _f1, _f2, _f2, boolean, int64, float64,
-                float64, float64, float64, float64))
-def _update_relationship(steps, check, V, evals, Q, M, evals2, Q2, M2, relationship, every,
-                         eps, a, rho, lambda2, lambda4):
-    """Consensus.update_relationship after ``steps`` steps (``check``: whether a step must have
-    been taken first, as a D-ADMM node asks): Omega and M from V through the compiled kernel,
-    into the live arrays only if it succeeded. OK, or CAREFUL."""
-    if not relationship or steps % every != 0 or (check and steps == 0):
+@_compile(int64(int64, _f2, _f1, _f2, _f2, _f1, _f2, _f2, boolean, int64, float64, float64,
+                float64, float64, float64))
+def _update_relationship(steps, V, evals, Q, M, evals2, Q2, M2, relationship, every, eps, a,
+                         rho, lambda2, lambda4):
+    """Consensus.update_relationship after ``steps`` steps: Omega and M from V through the
+    compiled kernel, into the live arrays only if it succeeded. OK, or CAREFUL."""
+    if not relationship or steps == 0 or steps % every != 0:
         return OK
     try:
         status = K.relationship_step(V, eps, a, rho, lambda2, lambda4, evals2, Q2, M2)
@@ -186,7 +185,7 @@ def star_server(state, acc, last, deadline, clock, rows,
         acc[1] += bells.now(clock) - t0
         if status != OK:
             return status
-        if _update_relationship(state[STEPS], False, uv[1:], evals, Q, M, evals2, Q2, M2,
+        if _update_relationship(state[STEPS], uv[1:], evals, Q, M, evals2, Q2, M2,
                                 relationship, every, eps, a, rho, lambda2, lambda4) != OK:
             state[PHASE] = FINISH
             return CAREFUL
@@ -250,7 +249,7 @@ def graph_node(state, acc, last, deadline, clock, rows, staleness,
             slots[1 + i] = copy[neighbours[i]]
         acc[1] += bells.now(clock) - t0
         staleness[t] = state[NODE_ROUND] - K.merge_tables(slots) / n_tasks
-        if _update_relationship(state[STEPS], True, table[:, d:2 * d], evals, Q, M, evals2,
+        if _update_relationship(state[STEPS], table[:, d:2 * d], evals, Q, M, evals2,
                                 Q2, M2, relationship, every, eps, a, rho_c, lambda2,
                                 lambda4) != OK:
             state[PHASE] = FINISH
