@@ -16,9 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[mpich,test,fast]'
-	# compile the --kernel numba steps and the fused rounds once (about 20 s), not in the first
-	# job's ranks
-	$(PY) -c 'from omtl_mpi.runtime import fused; fused.load()'
+	# compile the --kernel numba steps once (about 10 s), not in the first job's ranks
+	$(PY) -c 'from omtl_mpi.fast import kernels; kernels.load()'
 	touch $(STAMP)
 
 demo: setup
@@ -31,16 +30,11 @@ test: setup
 	$(PY) -m pytest -q
 
 bench: setup
-	$(PY) scripts/bench_targets.py --docs
-	$(PY) scripts/bench_round.py
-	$(PY) scripts/bench_decentralised.py
-	$(PY) scripts/bench_floor.py
-	$(PY) scripts/bench_parts.py
-	$(PY) scripts/bench_kernel.py --docs
-	$(PY) scripts/bench_colocation.py
-	$(PY) scripts/bench_transport.py
-	$(PY) scripts/bench_startup.py --docs
-	$(PY) scripts/bench_wstep.py --docs
+	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs
+	$(PY) scripts/bench.py scripts/bench/transport.toml --docs
+	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
+	$(PY) scripts/bench.py scripts/bench/kernels.toml --docs
+	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
 
 # The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):
 # imports the real sets found in $(DATA), sweeps, reports into results/paper/report and

@@ -1,10 +1,13 @@
 """omtl-mpi: online multi-task relationship learning (C-ADMM, D-ADMM and baselines) on MPI.
 
-The package is layered (each layer imports only from the ones below it)::
+The package is layered (each layer imports only from the ones below it; tests/test_layers.py)::
 
     cli                  what users type and read (click, matplotlib)
+    sweep, report        grids of runs as separate jobs; tables and figures from them
     runtime              roles by rank, the round loop, timing, results file
+      fast               the speed plug-in (shared-memory transport, compiled steps): runtime only
     comm                 how arrays move: in-process | MPI star | MPI graph
+    options, config      one table of run options; the validated description of a run
     algorithms           pure numpy math of one round, per role
     data, topology       task streams and graphs (pure data)
 """

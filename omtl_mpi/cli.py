@@ -1,7 +1,6 @@
 """The ``omtl-mpi`` command line."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -54,71 +53,38 @@ def cli():
 
 
 # --------------------------------------------------------------------------- run
-@cli.command(epilog=EPILOG_RUN)
-@click.option("--algo", default="c-admm", show_default=True, help="Learner (see 'omtl-mpi algos').")
-@click.option("--data", default="synthetic", show_default=True, metavar="PATH|synthetic",
-              help="Task-stream HDF5 file, or 'synthetic' for the paper's generated family.")
-@click.option("--synth-tasks", default=5, show_default=True, help="Synthetic data: number of tasks K.")
-@click.option("--synth-samples", default=10000, show_default=True, help="Synthetic data: instances per task.")
-@click.option("--synth-seed", default=0, show_default=True, help="Synthetic data: generator seed.")
-@click.option("--synth-normalize", is_flag=True, help="Synthetic data: L2-normalise every feature vector.")
-@click.option("--variant", type=click.Choice(["exact", "paper"]), default=None,
-              help="(u, V) step: the exact joint minimiser (default), or the paper's printed closed forms.")
-@click.option("--loss", type=click.Choice(["hinge", "perceptron", "logistic", "squared-hinge"]),
-              default=None,
-              help="Loss whose (sub)gradient drives the w-step (default hinge; squared-hinge "
-                   "scales it by the missed margin, as AROW does).")
-@click.option("--rho", type=float, default=None, help="ADMM penalty (> 0; default 0.1).")
-@click.option("--eta", type=float, default=None,
-              help="Step control (>= 0); default sqrt(T), T = rounds of the longest stream "
-                   "(1 with --w-step adagrad or arow).")
-@click.option("--lambda1", type=float, default=None, help="Weight of |V|^2 (> 0; default 0.01).")
-@click.option("--lambda2", type=float, default=None, help="Weight of |u|^2 (> 0; default 0.1).")
-@click.option("--lambda3", type=float, default=None, help="Second weight of |V|^2 (>= 0; default 0.01).")
-@click.option("--lambda4", type=float, default=None,
-              help="Weight of the relationship term tr(V Omega^-1 V^T) (>= 0; default 0.01).")
-@click.option("--no-relationship", is_flag=True,
-              help="Ablation 'W/O RL': keep Omega = I/K for the whole run.")
-@click.option("--omega-every", type=int, default=None, metavar="ROUNDS",
-              help="Update Omega every m rounds (default 1).")
-@click.option("--omega-eps", type=float, default=None,
-              help="Ridge eps added to (V^T V)^(1/2) before normalising Omega (default 1e-8; "
-                   "drom: added to Omega before inverting, default 0.01).")
-@click.option("--w-step", "w_step", type=click.Choice(["euclid", "adagrad", "arow"]), default=None,
-              help="ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from "
-                   "past gradients) or arow (full precision from margin errors); default euclid. "
-                   "See docs/WSTEP.md.")
-@click.option("--delta", type=float, default=None,
-              help="--w-step adagrad, and adagrad: initial accumulator (> 0; default 1).")
-@click.option("--arow-r", "arow_r", type=float, default=None,
-              help="--w-step arow, and arow: confidence parameter r (> 0; default 1).")
-@click.option("--kernel", type=click.Choice(["auto", "numpy", "numba"]), default=None,
-              help="ADMM learners: how each round's steps are computed. numpy: the reference; "
-                   "numba: the same formulas compiled (needs the 'fast' extra; euclid w-step; "
-                   "equal round by round to rounding, not to the bit), and with more ranks than "
-                   "CPUs on a node whole rounds compiled (fused); auto (default): numba "
-                   "when it is installed and the run has at least 10000 rounds per rank sharing "
-                   "a CPU (each process spends most of a second loading it), numpy otherwise.")
-@click.option("--topology", default="ring", show_default=True, metavar="NAME|PATH",
-              help="Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
-                   "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.")
-@click.option("--nodes", type=int, default=None,
-              help="d-admm/d-psgd in one process: nodes to simulate (default: one per task). "
-                   "Under MPI every rank is a node.")
-@click.option("--gamma0", type=float, default=None,
-              help="d-psgd, drom, pooled: initial step size (default 0.1).")
-@click.option("--decay", type=click.Choice(["sqrt", "linear"]), default=None,
-              help="d-psgd: step gamma0/sqrt(t) (default) or gamma0/t.")
-@click.option("--mu", type=float, default=None, help="drom: weight of the relationship term (default 0.01).")
-@click.option("--cap", type=float, default=None, help="drom: cap of the capped hinge loss (default 2).")
-@click.option("--tau", type=int, default=None, metavar="ROUNDS",
-              help="drom: rounds between synchronisations with the server (default 1).")
-@click.option("--C", "C", type=float, default=None, help="pa: aggressiveness C of PA-I (default 1).")
-@click.option("--batch", type=int, default=1, show_default=True,
-              help="Mini-batch: instances per task per round.")
-@click.option("--seed", type=int, default=None,
-              help="Present each task's stream in a random order drawn from this seed (default: "
-                   "the file's order). Sweeps repeat runs over seeds this way.")
+class _RunCommand(click.Command):
+    """``omtl-mpi run``: the option table's options (:mod:`omtl_mpi.options`), then its own.
+
+    The table's are made when the command is parsed or shown, not at import: so every learner
+    registered by then has its options, and the other commands do not import the learners.
+    """
+
+    def get_params(self, ctx):
+        if "omtl_mpi.options" not in ctx.meta:      # the same objects for a whole invocation
+            from .options import table
+            opts = table()
+            ctx.meta["omtl_mpi.options"] = [_click_option(o, opts["algo"].default) for o in opts.values()]
+        return ctx.meta["omtl_mpi.options"] + super().get_params(ctx)
+
+
+def _click_option(opt, default_algo: str) -> click.Option:
+    """An option of the table as a click option. A hyper-parameter defaults to None (not
+    given) so that the chosen learner's own default applies; its help names the learners that
+    have it (unless the default learner does) and their defaults."""
+    text = opt.help
+    if opt.learners and default_algo not in opt.learners:
+        text = f"{', '.join(opt.learners)}: {text[:1].lower()}{text[1:]}"
+    if opt.default_text():
+        text += f"  [default: {opt.default_text()}]"
+    default = None if opt.kind == "param" else opt.default
+    if opt.type is bool:
+        return click.Option([opt.flag, opt.name], flag_value=opt.flag_value, default=default, help=text)
+    kind = click.Choice(opt.choices) if opt.choices else opt.type
+    return click.Option([opt.flag, opt.name], type=kind, default=default, metavar=opt.metavar, help=text)
+
+
+@cli.command(cls=_RunCommand, epilog=EPILOG_RUN)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Results file (HDF5).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--np", "n_ranks", type=int, default=None, metavar="P",
@@ -138,45 +104,31 @@ def cli():
               help="Raise an exception, or die by SIGKILL.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
-@click.option("--bind", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
-              help="Rank placement. auto: on a node with more ranks than CPUs whose ranks the "
-                   "launcher did not pin, and ranks that poll (--transport mpi), pin each rank "
-                   "to a CPU, the server (C-ADMM with "
-                   "relationship learning, DROM) sharing its CPU with as few workers as its "
-                   "load calls for (faster rounds; docs/PERFORMANCE.md). none: leave placement "
-                   "to the operating system, e.g. when several jobs share the machine.")
-@click.option("--transport", type=click.Choice(["auto", "mpi", "shm"]), default="auto",
-              show_default=True,
-              help="How the per-round messages travel. mpi: MPI point-to-point and "
-                   "neighbourhood collectives, waiting ranks poll (any number of nodes). shm: "
-                   "one node's MPI shared memory, waiting ranks sleep until woken, so they leave "
-                   "the core to the rank with work. auto: shm when every rank is on one node "
-                   "and there are more ranks than CPUs, else mpi (docs/PERFORMANCE.md).")
 @click.option("--aslr", type=click.Choice(["auto", "on"]), default="auto", show_default=True,
               help="Address-space layout randomisation of the ranks. auto: ranks of a node with "
                    "more ranks than CPUs run without it (re-started before MPI starts), so that "
-                   "the ranks sharing a core share its branch predictors too (faster rounds; "
-                   "docs/PERFORMANCE.md). on: keep the system's randomisation, e.g. for jobs "
-                   "that read untrusted files.")
+                   "the ranks sharing a core share its branch predictors too (1.5x-2x faster "
+                   "rounds there; docs/PERFORMANCE.md). on: keep the system's randomisation, "
+                   "e.g. for jobs that read untrusted files.")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
-        checkpoint_path, resume, bind, transport, aslr, **opts):
+        checkpoint_path, resume, transport, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
     through the same code as under MPI. Defaults are the paper's (rho = lambda2 = 0.1,
     lambda1 = lambda3 = lambda4 = 0.01, eta = sqrt(T)).
     """
-    from .runtime import addresses
+    from .runtime import launch as launcher
     if n_ranks is None:
-        addresses.reexec_if_sharing(aslr)       # before MPI starts; returns if nothing to do
+        launcher.reexec_if_sharing(aslr)        # before MPI starts; returns if nothing to do
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
+    from .options import run_config
     from .runtime.run import run as run_learner
     from .runtime.summary import format_summary
 
-    cfg = config_from_options(opts)
+    cfg = run_config(values)
     if n_ranks is not None:
-        from .runtime.launch import launch
         from .runtime.run import preflight
         if n_ranks < 1:
             raise ConfigError(f"--np must be >= 1, got {n_ranks}")
@@ -185,7 +137,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
         args = _strip_option(sys.argv[1:], "--np")
         if progress and "--progress" not in args:
             args.append("--progress")
-        return launch(n_ranks, args, before=addresses.for_launch(aslr, n_ranks))
+        return launcher.launch(n_ranks, args, before=launcher.for_launch(aslr, n_ranks))
     from .runtime.checkpoint import default_path
     from .runtime.faults import Fault
     from .runtime.results import check_writable
@@ -202,7 +154,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume, bind=bind, transport=transport)
+                         resume=resume, transport=transport)
     if report is None:          # not rank 0
         return 0
     if as_json:
@@ -210,52 +162,6 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     else:
         click.echo(format_summary(report))
     return 0
-
-
-def config_from_options(opts: dict):
-    """The RunConfig that ``omtl-mpi run`` builds from its parsed options (consumes the
-    hyper-parameter entries of ``opts``). Raises ConfigError on a bad combination."""
-    from .config import RunConfig
-    params = _algorithm_params(opts)
-    return RunConfig(algo=opts["algo"], data=opts["data"], synth_tasks=opts["synth_tasks"],
-                     synth_samples=opts["synth_samples"], synth_seed=opts["synth_seed"],
-                     synth_normalize=opts["synth_normalize"], batch=opts["batch"],
-                     seed=opts["seed"], params=params, topology=opts["topology"],
-                     nodes=opts["nodes"])
-
-
-def parse_run_args(args: list[str]):
-    """``omtl-mpi run ARGS`` parsed into (RunConfig, the other options), without running it.
-
-    Sweeps check every run they would launch this way before launching any.
-    """
-    ctx = run.make_context("run", list(args))
-    opts = dict(ctx.params)
-    return config_from_options(opts), opts
-
-
-# hyper-parameter options, and the field of the algorithm's parameter class each one sets
-_PARAM_OPTIONS = ("variant", "loss", "rho", "eta", "lambda1", "lambda2", "lambda3", "lambda4",
-                  "relationship", "omega_every", "omega_eps", "w_step", "delta", "arow_r",
-                  "kernel", "gamma0", "decay", "mu", "cap", "tau", "C")
-
-
-def _algorithm_params(opts: dict):
-    """The chosen algorithm's hyper-parameters from the options the user gave; an option that
-    the algorithm does not have is an error rather than silently ignored."""
-    from .algorithms.registry import get as get_algo
-    algo = get_algo(opts["algo"])
-    given = {name: opts.pop(name) for name in _PARAM_OPTIONS if name in opts}
-    given["relationship"] = False if opts.pop("no_relationship") else None
-    given = {k: v for k, v in given.items() if v is not None}
-    fields = {f.name for f in dataclasses.fields(algo.params)}
-    foreign = sorted(set(given) - fields)
-    if foreign:
-        flag = "--no-relationship" if foreign[0] == "relationship" else "--" + foreign[0].replace("_", "-")
-        raise ConfigError(f"{flag} does not apply to {algo.name}; its hyper-parameters: "
-                          + ", ".join("--" + f.replace("_", "-") for f in sorted(fields)
-                                      if f != "relationship") + " (see 'omtl-mpi algos')")
-    return algo.params(**given)
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:
@@ -578,9 +484,14 @@ def topo_show(spec, nodes, png, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def algos(as_json):
     """List the learners, their communication pattern and hyper-parameter defaults."""
+    from dataclasses import fields
+
     from .algorithms.registry import REGISTRY
+    from .options import table
+    opts = table()
     rows = [{"name": a.name, "summary": a.summary, "citation": a.citation, "pattern": a.pattern,
-             "reconstruction": a.reconstruction, "defaults": a.defaults()}
+             "reconstruction": a.reconstruction,
+             "defaults": {f.name: opts[f.name].defaults[a.name] for f in fields(a.params)}}
             for a in REGISTRY.values()]
     if as_json:
         click.echo(json.dumps(rows))
@@ -588,8 +499,8 @@ def algos(as_json):
     for r in rows:
         tag = " [reconstruction]" if r["reconstruction"] else ""
         click.echo(f"{r['name']}{tag}  ({r['pattern']})\n  {r['summary']}\n  {r['citation']}")
-        shown = {k: ("sqrt(T)" if k == "eta" and v is None else v) for k, v in r["defaults"].items()}
-        click.echo("  defaults: " + (", ".join(f"{k}={v}" for k, v in shown.items()) or "none") + "\n")
+        shown = ", ".join(f"{k}={opts[k].show(v)}" for k, v in r["defaults"].items())
+        click.echo(f"  defaults: {shown or 'none'}\n")
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -633,7 +544,7 @@ def sweep(config, folder, jobs, max_ranks, retry_failed, dry_run, as_json):
         todo, counts = plan_status(plan, folder, retry_failed)
         pending = {r.id for r in todo}
         rows = [{"id": r.id, "ranks": r.ranks, "state": "to run" if r.id in pending else "kept",
-                 "command": command_of(r, folder, jobs > 1)} for r in plan.runs]
+                 "command": command_of(r, folder)} for r in plan.runs]
         if as_json:
             click.echo(json.dumps({"sweep": plan.name, "folder": folder, "runs": rows,
                                    "skipped": plan.skipped, "to_run": len(todo)}))

@@ -10,6 +10,9 @@ from .algorithms.admm import AdmmParams
 from .errors import ConfigError
 
 Params = Any
+# how the ADMM learners' per-round steps are computed (omtl_mpi.fast): part of the configuration,
+# because numpy and the compiled steps agree to rounding, not to the bit
+KERNELS = ("auto", "numpy", "numba")
 
 
 @dataclass(frozen=True)
@@ -19,20 +22,39 @@ class RunConfig:
     ``data`` is a task-stream HDF5 path or ``"synthetic"`` (then the ``synth_*`` fields apply).
     ``params`` is the algorithm's own hyper-parameter dataclass. ``topology`` and ``nodes``
     apply to the neighbour-pattern learners (``nodes=None``: one node per task in one process,
-    one node per rank under MPI).
+    one node per rank under MPI). ``kernel`` is how the ADMM learners' steps are computed
+    (:func:`omtl_mpi.fast.choose_kernel`). Each field's metadata holds its option's help
+    (:mod:`omtl_mpi.options`).
     """
 
-    algo: str = "c-admm"
-    data: str = "synthetic"
-    synth_tasks: int = 5
-    synth_samples: int = 10000
-    synth_seed: int = 0
-    synth_normalize: bool = False
-    batch: int = 1
-    seed: int | None = None
+    algo: str = field(default="c-admm", metadata={"help": "Learner (see 'omtl-mpi algos')."})
+    data: str = field(default="synthetic", metadata={
+        "help": "Task-stream HDF5 file, or 'synthetic' for the paper's generated family.",
+        "metavar": "PATH|synthetic"})
+    synth_tasks: int = field(default=5, metadata={"help": "Synthetic data: number of tasks K."})
+    synth_samples: int = field(default=10000, metadata={"help": "Synthetic data: instances per task."})
+    synth_seed: int = field(default=0, metadata={"help": "Synthetic data: generator seed."})
+    synth_normalize: bool = field(default=False, metadata={
+        "help": "Synthetic data: L2-normalise every feature vector."})
+    batch: int = field(default=1, metadata={"help": "Mini-batch: instances per task per round."})
+    seed: int | None = field(default=None, metadata={
+        "help": "Present each task's stream in a random order drawn from this seed (default: the "
+                "file's order). Sweeps repeat runs over seeds this way."})
     params: Params = field(default_factory=AdmmParams)
-    topology: str = "ring"
-    nodes: int | None = None
+    topology: str = field(default="ring", metadata={
+        "help": "Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
+                "erdos-renyi, watts-strogatz, a shipped file (topologies/) or a TOML path.",
+        "metavar": "NAME|PATH"})
+    nodes: int | None = field(default=None, metadata={
+        "help": "d-admm/d-psgd in one process: nodes to simulate (default: one per task). Under "
+                "MPI every rank is a node."})
+    kernel: str = field(default="auto", metadata={
+        "help": "ADMM learners: how each round's steps are computed. numpy: the reference; numba: "
+                "the same formulas compiled (needs the 'fast' extra; euclid w-step; equal round by "
+                "round to rounding, not to the bit); auto: numba when it is installed and the run "
+                "has at least 10000 rounds per rank sharing a CPU (each process spends most of a "
+                "second loading it), numpy otherwise.",
+        "choices": KERNELS})
 
     def __post_init__(self):
         problems = []
@@ -47,6 +69,8 @@ class RunConfig:
             problems.append(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.nodes is not None and (not isinstance(self.nodes, int) or self.nodes < 1):
             problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
+        if self.kernel not in KERNELS:
+            problems.append(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
         if problems:
             raise ConfigError("\n".join(problems))
 

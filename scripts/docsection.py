@@ -28,15 +28,32 @@ def speed_note(before_us: float) -> str:
             "ones).")
 
 
-def replace_section(path: str, name: str, text: str) -> None:
-    """Put ``text`` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` (appended if absent).
+def check_section(path: str, name: str) -> None:
+    """Stop with one line unless ``path`` has both markers of section ``name``, in order.
 
-    The file is written to a temporary name and renamed, so a crash never leaves half a document.
+    The markers are ``<!-- begin NAME -->`` and ``<!-- end NAME -->``, each on a line of its own.
+    """
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    old = open(path).read() if os.path.exists(path) else ""
+    if not (begin in old and end in old.split(begin, 1)[1]):
+        raise SystemExit(f"{path}: no section '{name}': put the lines '{begin}' and '{end}' "
+                         "where its table goes")
+
+
+def replace_section(path: str, name: str, text: str, append: bool = True) -> None:
+    """Put ``text`` between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``.
+
+    A section that is absent is appended, unless ``append`` is false: then :func:`check_section`
+    stops the script. A file with only one of the two markers always stops it (appending would
+    leave a third marker that the next run could pair with the wrong one). The file is written to
+    a temporary name and renamed, so a crash never leaves half a document.
     """
     begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
     old = open(path).read() if os.path.exists(path) else "# Performance\n"
+    if not append or begin in old or end in old:
+        check_section(path, name)
     block = f"{begin}\n{text.rstrip()}\n{end}"
-    if begin in old and end in old:
+    if begin in old:
         head, rest = old.split(begin, 1)
         new = head + block + rest.split(end, 1)[1]
     else:

@@ -17,7 +17,6 @@ def _env():
     env["PYTHONUNBUFFERED"] = "1"
     env["MPIEXEC_TIMEOUT"] = str(TIMEOUT)       # second guard: hydra kills the job itself
     env.pop("OMTL_MPI_WAIT", None)
-    env.pop("OMTL_MPI_FUSED", None)
     return env
 
 

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from conftest import omtl
-from omtl_mpi.runtime import addresses
-from omtl_mpi.runtime.addresses import local_ranks_from_launcher, shares_cores
+from omtl_mpi.fast import addresses
+from omtl_mpi.fast.addresses import local_ranks_from_launcher, shares_cores
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="personality(2) is Linux's")
 

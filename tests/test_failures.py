@@ -74,7 +74,7 @@ def test_bad_fault_options(args, message):
                          ids=["option", "learner"])
 def test_ranks_started_differently_are_stopped_before_learning(mpiexec, tmp_path, first, others):
     """MPMD launch: rank 0 with one option value (or learner), ranks 1-2 with another. A learner
-    with a --kernel and one without take the same collective steps up to the agreement."""
+    of another kind take the same collective steps up to the agreement."""
     import sys
     from conftest import _env
     base = [sys.executable, "-m", "mpi4py", "-m", "omtl_mpi", "run", "--synth-samples", "100",

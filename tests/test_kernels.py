@@ -5,25 +5,33 @@ differently, so the two agree to rounding (1e-10 here), not to the bit; one kern
 process and under mpiexec agree as tightly as the numpy path does (tests/conftest.py).
 """
 import json
-from dataclasses import asdict
 
 import numpy as np
 import pytest
 
 from conftest import assert_in_process_equals_mpiexec, omtl
-from omtl_mpi.algorithms import REGISTRY, AdmmParams, kernels
-from omtl_mpi.algorithms.admm import AUTO_KERNEL_ROUNDS, Consensus, TaskBlock
+from omtl_mpi import fast
+from omtl_mpi.algorithms import REGISTRY, AdmmParams
+from omtl_mpi.algorithms.admm import Consensus, TaskBlock
+from omtl_mpi.fast import AUTO_KERNEL_ROUNDS, choose_kernel, kernels
+from omtl_mpi.fast.steps import accelerate
 from omtl_mpi.algorithms.relationship import Relationship, consensus_matrix, update_omega
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.runtime.checks import check_algorithm, simulate
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed (the 'fast' extra)")
 
-COMPILED = sorted(n for n, a in REGISTRY.items() if "kernel" in {f for f in asdict(a.params())})
+COMPILED = sorted(n for n, a in REGISTRY.items() if fast.compilable(a.params()))
 
 
-def with_kernel(name, kernel, **kw):
-    return REGISTRY[name].params(**kw, kernel=kernel)
+def P(name, **kw):
+    return REGISTRY[name].params(**kw)
+
+
+def compiled(piece):
+    """``piece`` (a role, a TaskBlock or a Consensus) with its compiled steps."""
+    accelerate(piece)
+    return piece
 
 
 def test_the_admm_learners_take_the_option():
@@ -33,7 +41,7 @@ def test_the_admm_learners_take_the_option():
 @pytest.mark.parametrize("name", COMPILED)
 def test_generic_checks_with_the_kernel(name, unequal_streams):
     """Seeding, inputs untouched, a state round trip bit for bit, mini-batches."""
-    check_algorithm(name, *unequal_streams, params=with_kernel(name, "numba"))
+    check_algorithm(name, *unequal_streams, params=P(name), kernel="numba")
 
 
 # Whole runs of the compiled and the numpy path agree to rounding only where the iteration does
@@ -55,8 +63,8 @@ WHOLE_RUNS = [
 @pytest.mark.parametrize("batch", [1, 3])
 def test_whole_runs_agree(name, kw, batch, unequal_streams):
     """Same predictions, and every final variable to 1e-10."""
-    preds_n, rows_n = simulate(name, *unequal_streams, params=with_kernel(name, "numpy", **kw), batch=batch)
-    preds_c, rows_c = simulate(name, *unequal_streams, params=with_kernel(name, "numba", **kw), batch=batch)
+    preds_n, rows_n = simulate(name, *unequal_streams, params=P(name, **kw), kernel="numpy", batch=batch)
+    preds_c, rows_c = simulate(name, *unequal_streams, params=P(name, **kw), kernel="numba", batch=batch)
     for k, (a, b) in enumerate(zip(preds_n, preds_c)):
         np.testing.assert_array_equal(a, b, err_msg=f"task {k}")
     assert rows_n.keys() == rows_c.keys()
@@ -89,8 +97,12 @@ def test_lockstep_cadmm(kw, workers, batch, unequal_streams):
     blocks = task_blocks(K, workers)
     sides = []
     for kernel in ("numpy", "numba"):
-        p = with_kernel("c-admm", kernel, **kw).resolved(T)
-        sides.append(([CAdmmWorker(p, a, b, d, K) for a, b in blocks], CAdmmServer(p, K, d, blocks)))
+        p = P("c-admm", **kw).resolved(T)
+        roles = ([CAdmmWorker(p, a, b, d, K) for a, b in blocks], CAdmmServer(p, K, d, blocks))
+        if kernel == "numba":
+            for role in [*roles[0], roles[1]]:
+                accelerate(role)
+        sides.append(roles)
     (ref_w, ref_s), (fast_w, fast_s) = sides
     data = [RoundBatches(X[a:b], y[a:b], batch, T, d) for a, b in blocks]
     for t in range(T):
@@ -131,10 +143,10 @@ def test_many_tasks_keep_blas_for_omega(unequal_streams):
     X, y = unequal_streams
     X, y = X * 4, y * 4                                       # 20 tasks
     assert len(X) > kernels.MAX_TASKS
-    cons = Consensus(AdmmParams(eta=1.0, kernel="numba"), len(X), X[0].shape[1])
-    assert cons._compiled is None
-    preds_n, rows_n = simulate("c-admm", X, y, params=with_kernel("c-admm", "numpy", relationship=False))
-    preds_c, rows_c = simulate("c-admm", X, y, params=with_kernel("c-admm", "numba", relationship=False))
+    cons = compiled(Consensus(AdmmParams(eta=1.0), len(X), X[0].shape[1]))
+    assert type(cons) is Consensus
+    preds_n, rows_n = simulate("c-admm", X, y, params=P("c-admm", relationship=False), kernel="numpy")
+    preds_c, rows_c = simulate("c-admm", X, y, params=P("c-admm", relationship=False), kernel="numba")
     for a, b in zip(preds_n, preds_c):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(rows_c["W"], rows_n["W"], rtol=0, atol=1e-10)
@@ -155,8 +167,8 @@ def test_consensus_step_reads_a_strided_block():
 
 def test_dadmm_on_the_full_graph_predicts_as_cadmm_with_the_kernel(unequal_streams):
     """Spec equivalence 2 on the compiled path."""
-    cen, _ = simulate("c-admm", *unequal_streams, params=with_kernel("c-admm", "numba"))
-    dec, _ = simulate("d-admm", *unequal_streams, params=with_kernel("d-admm", "numba"), topology="full")
+    cen, _ = simulate("c-admm", *unequal_streams, params=P("c-admm"), kernel="numba")
+    dec, _ = simulate("d-admm", *unequal_streams, params=P("d-admm"), kernel="numba", topology="full")
     for a, b in zip(cen, dec):
         np.testing.assert_array_equal(a, b)
 
@@ -171,9 +183,7 @@ def test_in_process_equals_mpiexec_with_the_kernel(algo, ranks, local, mpiexec, 
 
 def block_pair(kb, d, loss, shared_u=True):
     p = AdmmParams(loss=loss, eta=7.0)
-    blocks = [TaskBlock(AdmmParams(**{**asdict(p), "kernel": k}), kb, d, shared_u=shared_u)
-              for k in ("numpy", "numba")]
-    return blocks
+    return TaskBlock(p, kb, d, shared_u=shared_u), compiled(TaskBlock(p, kb, d, shared_u=shared_u))
 
 
 @pytest.mark.parametrize("loss", ["hinge", "perceptron", "logistic", "squared-hinge"])
@@ -205,7 +215,7 @@ def consensus_pair(d=8, **kw):
     """A numpy and a compiled Consensus for K = 5 tasks of d features (d >= K: V V^T of full
     rank, so that Omega is well-conditioned)."""
     p = AdmmParams(eta=1.0, **kw)
-    return [Consensus(AdmmParams(**{**asdict(p), "kernel": k}), 5, d) for k in ("numpy", "numba")]
+    return Consensus(p, 5, d), compiled(Consensus(p, 5, d))
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-100, 1e100, 1e200, 0.0])
@@ -245,7 +255,7 @@ def test_cancelling_consensus_matrix_takes_the_stable_path():
     p, rel = fast.p, fast.rel
     status = kernels.load().consensus_matrix(rel.evals, rel.evecs, p.a, p.rho, p.lambda2, p.lambda4,
                                              np.empty((6, 5)))
-    assert status == kernels.STABLE
+    assert status == kernels.load().STABLE
     C = rng.normal(size=(5, 8))
     for cons in (ref, fast):
         cons.rounds = 1
@@ -264,8 +274,8 @@ def test_cancelling_consensus_matrix_takes_the_stable_path():
 def test_merge_keeps_the_freshest_row_and_our_own_on_a_tie():
     from omtl_mpi.algorithms.dadmm import DAdmmNode
     rng = np.random.default_rng(2)
-    nodes = [DAdmmNode(AdmmParams(eta=1.0, kernel=k), 4, 3, 1, 2, n_neighbours=2)
-             for k in ("numpy", "numba")]
+    nodes = [DAdmmNode(AdmmParams(eta=1.0), 4, 3, 1, 2, n_neighbours=2),
+             compiled(DAdmmNode(AdmmParams(eta=1.0), 4, 3, 1, 2, n_neighbours=2))]
     slots = rng.normal(size=nodes[0].slots.shape)
     slots[:, :, -1] = [[5, 3, 7, 2], [5, 4, 6, 2], [1, 4, 9, 2]]      # stamps: tie, tie, 2, own
     for node in nodes:
@@ -282,26 +292,31 @@ def test_merge_keeps_the_freshest_row_and_our_own_on_a_tie():
 # -- choosing the kernel -----------------------------------------------------------------------
 
 def test_auto_compiles_long_runs_of_the_euclid_step_only():
-    assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS - 1).kernel == "numpy"
-    assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS).kernel == "numba"
+    euclid = AdmmParams()
+    assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS - 1, 1.0) == "numpy"
+    assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS, 1.0) == "numba"
     # 6 ranks on 2 CPUs: every process pays the load on a shared core
-    assert AdmmParams().resolved(2 * AUTO_KERNEL_ROUNDS, ranks_per_cpu=3.0).kernel == "numpy"
-    assert AdmmParams().resolved(3 * AUTO_KERNEL_ROUNDS, ranks_per_cpu=3.0).kernel == "numba"
-    assert AdmmParams().resolved(AUTO_KERNEL_ROUNDS, ranks_per_cpu=0.25).kernel == "numba"
-    assert AdmmParams(w_step="arow").resolved(10 * AUTO_KERNEL_ROUNDS).kernel == "numpy"
-    assert AdmmParams(kernel="numpy").resolved(10 * AUTO_KERNEL_ROUNDS).kernel == "numpy"
-    assert AdmmParams(kernel="numba").resolved(10).kernel == "numba"
+    assert choose_kernel("auto", euclid, 2 * AUTO_KERNEL_ROUNDS, 3.0) == "numpy"
+    assert choose_kernel("auto", euclid, 3 * AUTO_KERNEL_ROUNDS, 3.0) == "numba"
+    assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS, 0.25) == "numba"
+    assert choose_kernel("auto", AdmmParams(w_step="arow"), 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
+    assert choose_kernel("auto", P("pa"), 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
+    assert choose_kernel("numpy", euclid, 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
+    assert choose_kernel("numba", euclid, 10, 1.0) == "numba"
 
 
 def test_bad_kernel_choices_are_refused(monkeypatch):
+    from omtl_mpi.config import RunConfig
     with pytest.raises(ConfigError, match="--kernel must be one of auto, numpy, numba"):
-        AdmmParams(kernel="cuda")
-    with pytest.raises(ConfigError, match="compiles the euclid w-step only"):
-        AdmmParams(kernel="numba", w_step="adagrad")
+        RunConfig(kernel="cuda")
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step only"):
+        fast.check_kernel("numba", AdmmParams(w_step="adagrad"))
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step only"):
+        fast.check_kernel("numba", P("arow"))
     monkeypatch.setattr(kernels, "available", lambda: False)
     with pytest.raises(ConfigError, match=r"needs numba: pip install 'omtl-mpi\[fast\]'"):
-        AdmmParams(kernel="numba")
-    assert AdmmParams().resolved(10 * AUTO_KERNEL_ROUNDS).kernel == "numpy"
+        fast.check_kernel("numba", AdmmParams())
+    assert choose_kernel("auto", AdmmParams(), 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
 
 
 def test_command_line_reports_and_refuses():
@@ -311,9 +326,9 @@ def test_command_line_reports_and_refuses():
     r = omtl("run", "--synth-samples", "300", "--json")
     assert json.loads(r.stdout)["kernel"] == "numpy"          # auto, short run
     r = omtl("run", "--synth-samples", "300", "--kernel", "numba", "--w-step", "arow")
-    assert r.returncode == 2 and "--kernel numba compiles the euclid w-step only" in r.stderr
+    assert r.returncode == 2 and "--kernel numba compiles the ADMM learners with the euclid" in r.stderr
     r = omtl("run", "--algo", "pa", "--synth-samples", "300", "--kernel", "numba")
-    assert r.returncode == 2 and "--kernel does not apply to pa" in r.stderr
+    assert r.returncode == 2 and "--kernel numba compiles the ADMM learners with the euclid" in r.stderr
 
 
 def test_the_compiled_functions_are_what_runs(monkeypatch, unequal_streams):
@@ -326,8 +341,8 @@ def test_the_compiled_functions_are_what_runs(monkeypatch, unequal_streams):
             calls[_name] = calls.get(_name, 0) + 1
             return _fn(*args)
         monkeypatch.setattr(compiled, name, counted)
-    simulate("c-admm", *unequal_streams, params=with_kernel("c-admm", "numba"))
-    simulate("d-admm", *unequal_streams, params=with_kernel("d-admm", "numba"))
+    simulate("c-admm", *unequal_streams, kernel="numba")
+    simulate("d-admm", *unequal_streams, kernel="numba")
     assert calls["worker_step"] == calls["dual_step"] == 300 + 5 * 300   # one worker, 5 nodes
     # the server updates Omega after each of its 300 steps, a node before each step but the first
     assert calls["relationship_step"] == 300 + 5 * 299
@@ -335,7 +350,7 @@ def test_the_compiled_functions_are_what_runs(monkeypatch, unequal_streams):
     assert calls["merge_tables"] == 5 * 300
     assert calls["consensus_matrix"] == 1 + 5               # Omega = I / K, before the first step
     calls.clear()
-    simulate("c-admm", *unequal_streams, params=with_kernel("c-admm", "numpy"))
+    simulate("c-admm", *unequal_streams, params=P("c-admm"), kernel="numpy")
     assert calls == {}
 
 
@@ -350,10 +365,10 @@ def _probe(code):
 def test_loading_the_kernels_leaves_scipy_linalg_unimported():
     # numba looks for scipy.linalg's BLAS and LAPACK through the package, which would cost a
     # rank more than numba itself; kernels.load lends it the two extension modules instead
-    loaded = _probe("import sys, numpy as np\nfrom omtl_mpi.algorithms import kernels\n"
+    loaded = _probe("import sys, numpy as np\nfrom omtl_mpi.fast import kernels\n"
                     "k = kernels.load()\nM = np.empty((4, 3))\n"
                     "assert k.relationship_step(np.eye(3), 0.0, 1.0, 1.0, 1.0, 1.0, np.empty(3), "
-                    "np.empty((3, 3)), M) == kernels.OK\n"
+                    "np.empty((3, 3)), M) == k.OK\n"
                     "print(' '.join(m for m in sys.modules if m.startswith('scipy.linalg')))\n"
                     "import scipy.linalg.cython_lapack\nprint('whole', scipy.linalg.eigh is not None)")
     assert loaded == ["whole", "True"]
@@ -361,18 +376,26 @@ def test_loading_the_kernels_leaves_scipy_linalg_unimported():
 
 def test_a_numpy_run_does_not_import_numba():
     out = _probe("import sys, runpy\n"
-                 "sys.argv = ['omtl-mpi', 'run', '--synth-samples', '200', '--aslr', 'on', '--json']\n"
+                 "sys.argv = ['omtl-mpi', 'run', '--synth-samples', '200', '--json']\n"
                  "try:\n    runpy.run_module('omtl_mpi', run_name='__main__')\n"
                  "except SystemExit:\n    pass\nprint('numba' in sys.modules)")
     assert out[-1] == "False"
 
 
 def test_kernels_that_fail_to_load_are_one_line(monkeypatch):
-    from omtl_mpi.runtime import run
-
     def broken():
         raise OSError("cache folder is read-only")
     monkeypatch.setattr(kernels, "load", broken)
     with pytest.raises(ConfigError, match=r"--kernel numba: the compiled steps did not load "
                                           r"\(OSError: cache folder is read-only\); use --kernel numpy"):
-        run._load_kernels()
+        fast.load_kernels()
+
+
+# -- numba's cache kept fresh ---------------------------------------------------------------
+
+def test_the_compiled_constants_are_relationships():
+    """numba's cache checks _compiled.py alone, so it keeps its own copies of relationship.py's
+    constants: they must agree."""
+    from omtl_mpi.algorithms import relationship
+    compiled = kernels.load()
+    assert (compiled._SAFE_LOW, compiled._SAFE_HIGH) == (relationship._SAFE_LOW, relationship._SAFE_HIGH)

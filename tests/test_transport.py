@@ -82,8 +82,6 @@ def test_auto_follows_the_rule_and_the_report_says_which(mpiexec):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["transport"] == expected
-    if expected == "shm":                    # sleeping ranks are not pinned (--bind auto)
-        assert report["cpus"] is None
     r = omtl("run", *SMALL, "--transport", "shm", np_ranks=3)
     assert r.returncode == 0, r.stderr
     assert "transport shm: one node's shared memory, waiting ranks sleep" in r.stdout
@@ -109,8 +107,8 @@ def test_every_rank_reports_the_cpu_it_used_during_the_rounds(mpiexec, tmp_path,
 
 
 def test_bells_that_cannot_be_set_up_fall_back_to_mpi_or_are_an_error(tmp_path, monkeypatch):
-    from omtl_mpi.comm import doorbell
-    from omtl_mpi.runtime.run import Roles
+    from omtl_mpi.fast import doorbell
+    from omtl_mpi.runtime.roles import Roles
     from omtl_mpi.runtime.world import SetupFailed
 
     def no_fifos(path, mode=0o600):
@@ -129,7 +127,7 @@ def test_bells_that_cannot_be_set_up_fall_back_to_mpi_or_are_an_error(tmp_path, 
         return kind
 
     roles = Roles.__new__(Roles)                # only the transport part of a rank's roles
-    roles.transport, roles._policy = "shm", None
+    roles.transport = "shm"
     assert roles._connect(True, build) == "mpi" and roles.transport == "mpi"   # --transport auto
     assert built == ["shm", "mpi"]
     roles.transport = "shm"
@@ -155,7 +153,7 @@ def test_a_failing_rank_ends_a_shared_memory_job(mpiexec, tmp_path, fail_rank, m
 BELLS = r"""
 import sys, time
 from mpi4py import MPI
-from omtl_mpi.comm.doorbell import Doorbells
+from omtl_mpi.fast.doorbell import Doorbells
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 if rank == 0:
@@ -247,7 +245,7 @@ def test_a_rank_can_ring_and_wait_and_leaves_no_files(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", None)
-    from omtl_mpi.comm.doorbell import Doorbells
+    from omtl_mpi.fast.doorbell import Doorbells
     bells = Doorbells(OneRank(), ring=[0], listen=[0], watchdog=0)
     assert list(tmp_path.iterdir()) == []          # the FIFOs are gone once open
     for _ in range(3):
@@ -259,7 +257,7 @@ def test_a_rank_can_ring_and_wait_and_leaves_no_files(tmp_path, monkeypatch):
 
 
 def test_watchdog_turns_a_vanished_peer_into_an_error():
-    from omtl_mpi.comm.doorbell import Doorbells, PeerLost, _Watchdog
+    from omtl_mpi.fast.doorbell import Doorbells, PeerLost, _Watchdog
     peer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     bells = Doorbells(OneRank(), ring=[], listen=[0], watchdog=0)
     bells._watch = _Watchdog(bells._fd, {4: peer.pid}, 0.05)

@@ -14,23 +14,17 @@ block of tasks is a contiguous slice and a row is what travels over MPI.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..errors import ConfigError, UserError
-from . import kernels
 from .losses import LOSSES, descent_coef, predict
 from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
-KERNELS = ("auto", "numpy", "numba")
-# --kernel auto compiles runs of at least this many rounds per rank sharing a CPU: loading the
-# compiled steps costs each process about a second of CPU, which a run this long wins back
-# (docs/PERFORMANCE.md, "Compiled steps: whole jobs by length")
-AUTO_KERNEL_ROUNDS = 10000
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -52,28 +46,39 @@ class AdmmParams:
     ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
     squared past gradients)), ``arow`` with D_t = I + sum over margin errors of x x^T / arow_r.
 
-    ``kernel`` picks how the per-round steps are computed: ``numpy`` (the reference), ``numba``
-    (:mod:`.kernels`: the same formulas compiled, equal round by round to rounding but not to
-    the bit), or ``auto``: numba when it is installed, the w-step is euclid (the one it
-    compiles) and the run has at least :data:`AUTO_KERNEL_ROUNDS` rounds per rank sharing a
-    CPU (shorter runs spend more loading it than it saves); resolved by :meth:`resolved`.
+    Each field's metadata holds its option's help (:mod:`omtl_mpi.options`).
     """
 
-    rho: float = 0.1
-    eta: float | None = None
-    lambda1: float = 0.01
-    lambda2: float = 0.1
-    lambda3: float = 0.01
-    lambda4: float = 0.01
-    variant: str = "exact"
-    loss: str = "hinge"
-    relationship: bool = True
-    omega_every: int = 1
-    omega_eps: float = 1e-8
-    w_step: str = "euclid"
-    delta: float = 1.0
-    arow_r: float = 1.0
-    kernel: str = "auto"
+    rho: float = field(default=0.1, metadata={"help": "ADMM penalty (> 0)."})
+    eta: float | None = field(default=None, metadata={
+        "help": "Step control (>= 0); in sqrt(T), T is the longest stream's number of rounds "
+                "(with --w-step adagrad or arow the default is 1).", "none_text": "sqrt(T)"})
+    lambda1: float = field(default=0.01, metadata={"help": "Weight of |V|^2 (> 0)."})
+    lambda2: float = field(default=0.1, metadata={"help": "Weight of |u|^2 (> 0)."})
+    lambda3: float = field(default=0.01, metadata={"help": "Second weight of |V|^2 (>= 0)."})
+    lambda4: float = field(default=0.01, metadata={
+        "help": "Weight of the relationship term tr(V Omega^-1 V^T) (>= 0)."})
+    variant: str = field(default="exact", metadata={
+        "help": "(u, V) step: the exact joint minimiser, or the paper's printed closed forms.",
+        "choices": VARIANTS})
+    loss: str = field(default="hinge", metadata={
+        "help": "Loss whose (sub)gradient drives the w-step (squared-hinge scales it by the "
+                "missed margin, as AROW does).", "choices": LOSSES})
+    relationship: bool = field(default=True, metadata={
+        "help": "Ablation 'W/O RL': keep Omega = I/K for the whole run."})
+    omega_every: int = field(default=1, metadata={
+        "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
+    omega_eps: float = field(default=1e-8, metadata={
+        "help": "Ridge eps added to (V^T V)^(1/2) before normalising Omega (drom: added to Omega "
+                "before inverting)."})
+    w_step: str = field(default="euclid", metadata={
+        "help": "ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from past "
+                "gradients) or arow (full precision from margin errors). See docs/WSTEP.md.",
+        "choices": W_STEPS})
+    delta: float = field(default=1.0, metadata={
+        "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
+    arow_r: float = field(default=1.0, metadata={
+        "help": "--w-step arow, and arow: confidence parameter r (> 0)."})
 
     def __post_init__(self):
         problems = []
@@ -100,15 +105,6 @@ class AdmmParams:
             problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.kernel not in KERNELS:
-            problems.append(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
-        elif self.kernel == "numba":
-            if self.w_step != "euclid":
-                problems.append(f"--kernel numba compiles the euclid w-step only, not "
-                                f"--w-step {self.w_step}; use --kernel numpy (or auto)")
-            elif not kernels.available():
-                problems.append("--kernel numba needs numba: pip install 'omtl-mpi[fast]' "
-                                "(or use --kernel numpy)")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
             problems.append(f"--omega-every must be an integer >= 1 (rounds), got {self.omega_every!r}")
         if problems:
@@ -119,21 +115,13 @@ class AdmmParams:
         """``a = lambda1 + lambda3``."""
         return self.lambda1 + self.lambda3
 
-    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> "AdmmParams":
-        """These parameters with ``eta`` and ``kernel`` fixed for a run of ``rounds`` rounds:
-        the paper's ``sqrt(T)`` when eta was left unset, and the kernel ``auto`` picks for a
-        job whose busiest node runs ``ranks_per_cpu`` ranks per CPU (each pays the load)."""
-        if self.eta is not None and self.kernel != "auto":
+    def resolved(self, rounds: int) -> "AdmmParams":
+        """These parameters with ``eta`` fixed for a run of ``rounds`` rounds: the paper's
+        ``sqrt(T)`` when eta was left unset (:data:`ADAPTIVE_ETA` for the adaptive w-steps)."""
+        if self.eta is not None:
             return self
-        eta = self.eta
-        if eta is None:
-            eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
-        kernel = self.kernel
-        if kernel == "auto":
-            long_enough = rounds >= AUTO_KERNEL_ROUNDS * max(1.0, ranks_per_cpu)
-            kernel = ("numba" if self.w_step == "euclid" and long_enough and kernels.available()
-                      else "numpy")
-        return AdmmParams(**{**asdict(self), "eta": eta, "kernel": kernel})
+        eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
+        return AdmmParams(**{**asdict(self), "eta": eta})
 
 
 class TaskBlock:
@@ -176,11 +164,6 @@ class TaskBlock:
         # which saves three numpy calls a round.  Only for the w-step that does not read it.
         self._scalar_loss = (params.loss if n_tasks == 1 and params.w_step == "euclid"
                              and params.loss in ("hinge", "perceptron") else None)
-        # --kernel numba: predict + w-step + C, and the z-step, one compiled call each
-        self._compiled = kernels.load() if params.kernel == "numba" else None
-        if self._compiled is not None:
-            self._loss_code = kernels.LOSS_CODES[params.loss]
-            self._keep, self._inv = float(self.w_step._keep), float(self.w_step._inv)
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
         """Predict a round's instances, then take the w-step and write the message C.
@@ -202,12 +185,6 @@ class TaskBlock:
             ``c_k = z_k + rho w_k`` for each task, the message to the consensus step (the
             block's own buffer: read it before the next round).
         """
-        if self._compiled is not None:
-            positive = np.empty(y.shape, dtype=bool)
-            self._compiled.worker_step(self.W, self.Z, self.w_step.R, self.C, X, y, inv_count,
-                                       positive, self._loss_code, self._keep, self._inv,
-                                       self.p.rho)
-            return positive, self.C
         p = self.p
         margins = np.vecdot(self.W, X)
         positive = predict(margins)
@@ -240,10 +217,6 @@ class TaskBlock:
         which stays unchanged until the next round (read them between rounds).
         """
         self.u, self.V = u, V
-        if self._compiled is not None:
-            self._compiled.dual_step(u if u.ndim == 2 else u[None], V, self.C, self.Z,
-                                     self.w_step.R, self._rY, self.p.rho, self._inv)
-            return
         rY = self._target()
         # z + rho (w - u - v_k), with z + rho w the message C just sent
         np.subtract(self.C, rY, out=self.Z)
@@ -254,15 +227,6 @@ class TaskBlock:
         rY = np.add(self.V, self.u, out=self._rY)
         rY *= self._rho
         return rY
-
-    def compiled_arguments(self) -> tuple:
-        """What the compiled steps take of this block, for loops that call them directly
-        (runtime/fused.py): ``(W, Z, R, rY, loss code, keep, inv, rho)``, the arrays being the
-        block's own (updated in place). Only with ``--kernel numba``."""
-        if self._compiled is None:
-            raise ValueError("compiled_arguments needs a block built with kernel 'numba'")
-        return (self.W, self.Z, self.w_step.R, self._rY, self._loss_code, self._keep,
-                self._inv, float(self.p.rho))
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
@@ -294,10 +258,6 @@ class Consensus:
         self._rel = Relationship.identity(n_tasks)
         self.rounds = 0                          # consensus steps taken so far
         self._operator = None                    # M (exact) or the lambda4 term's map (paper)
-        # --kernel numba: the exact variant's Omega update and M in one compiled call. Its
-        # K x K products are plain loops: beyond a few dozen tasks BLAS (the numpy path) wins
-        self._compiled = (kernels.load() if params.kernel == "numba" and params.variant == "exact"
-                          and n_tasks <= kernels.MAX_TASKS else None)
 
     @property
     def u(self) -> np.ndarray:
@@ -323,13 +283,7 @@ class Consensus:
     def _cached_operator(self) -> np.ndarray:
         if self._operator is None:
             p = self.p
-            if p.variant == "exact" and self._compiled is not None:
-                M = np.empty((self.K + 1, self.K))
-                status = self._compiled.consensus_matrix(self._rel.evals, self._rel.evecs, p.a,
-                                                         p.rho, p.lambda2, p.lambda4, M)
-                self._operator = (M if status == kernels.OK else
-                                  consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4))
-            elif p.variant == "exact":
+            if p.variant == "exact":
                 self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
             else:
                 pinv = pseudo_inverse(self._rel)
@@ -349,10 +303,7 @@ class Consensus:
         op = self._operator if self._operator is not None else self._cached_operator()
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
-            if self._compiled is not None:
-                self._compiled.apply_consensus(op, C, self.uv)
-            else:
-                np.dot(op, C, out=self.uv)
+            np.dot(op, C, out=self.uv)
         else:
             a = p.a
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
@@ -380,46 +331,10 @@ class Consensus:
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
-            V = self.V if V is None else V
-            if self._compiled is not None and self._compiled_relationship(V):
-                return
-            self.rel = update_omega(V, p.omega_eps, self._rel)
+            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
             # build the next step's operator now: on a server this runs after the reply, while
             # the workers compute, instead of between their messages and the next reply
             self._cached_operator()
-
-    def _compiled_relationship(self, V: np.ndarray) -> bool:
-        """:meth:`update_relationship`'s common case with the compiled kernel: Omega and the
-        consensus matrix in one call. False when relationship.py's careful path must redo it
-        (a Gram matrix that is not finite or out of range, or dsyevd not converging)."""
-        p, K = self.p, self.K
-        evals, Q, M = np.empty(K), np.empty((K, K)), np.empty((K + 1, K))
-        try:
-            status = self._compiled.relationship_step(V, p.omega_eps, p.a, p.rho, p.lambda2,
-                                                      p.lambda4, evals, Q, M)
-        except np.linalg.LinAlgError:       # dsyevd did not converge: the careful path decides
-            return False
-        if status == kernels.RESCALE:
-            return False
-        self.rel = Relationship(evals, Q)
-        if status == kernels.OK:
-            self._operator = M
-        else:
-            self._cached_operator()
-        return True
-
-    def live_arrays(self) -> tuple:
-        """Copies of what the exact variant's step and the Omega update work on, for loops that
-        call the compiled steps directly (runtime/fused.py): ``(M, evals, evecs)``, the
-        consensus matrix and Omega's eigenpairs. Give them back with :meth:`adopt`."""
-        M = self._cached_operator()
-        return M.copy(), self._rel.evals.copy(), self._rel.evecs.copy()
-
-    def adopt(self, M: np.ndarray, evals: np.ndarray, evecs: np.ndarray, rounds: int) -> None:
-        """Continue from arrays of :meth:`live_arrays` advanced to ``rounds`` steps (copied)."""
-        self.rel = Relationship(evals.copy(), evecs.copy())
-        self._operator = M.copy()
-        self.rounds = int(rounds)
 
     @property
     def omega(self) -> np.ndarray:

@@ -71,16 +71,6 @@ class CAdmmServer:
             return np.arange(self.K + 1, dtype=np.int64)
         return self._rows.astype(np.int64)
 
-    @property
-    def cpu_weight(self) -> float:
-        """CPU this role needs per round relative to a worker's, for rank placement
-        (runtime/placement.py).  The Omega update with its consensus matrix costs about two
-        workers' rounds: with weight 3, 6 ranks on 2 cores put the server with one worker and
-        the other four workers together, the fastest layout measured (docs/PERFORMANCE.md);
-        without relationship learning the server is as light as a worker."""
-        p = self.consensus.p
-        return 1.0 + (2.0 / p.omega_every if p.relationship else 0.0)
-
     def step(self, up_all: np.ndarray) -> np.ndarray:
         """Gathered C (flat, task order) in; every worker's reply (flat, rank order) out (the
         same buffer every round)."""

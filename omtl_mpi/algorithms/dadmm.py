@@ -47,7 +47,6 @@ class DAdmmNode:
         self._table_stamp = self.table[:, 2 * d]
         self._tasks = np.arange(n_tasks)
         self._paper = params.variant == "paper"
-        self._compiled = self.block._compiled       # --kernel numba
         self.round = 0
 
     @classmethod
@@ -80,8 +79,6 @@ class DAdmmNode:
         float
             Mean staleness (rounds) of the rows used this round: ``t - stamp_j`` over all tasks.
         """
-        if received is self.inbox and self._compiled is not None:
-            return self.round - self._compiled.merge_tables(self.slots) / self.K
         if received.shape[0]:
             slots, stamps = self.slots, self._stamps
             if received is not self.inbox:      # not received in place: stack them here

@@ -7,25 +7,28 @@ One task per node. Per round t every node computes the hinge subgradient g_k at 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ConfigError
 from .losses import gradient_coef, predict
 
+DECAYS = ("sqrt", "linear")
+
 
 @dataclass(frozen=True)
 class DpsgdParams:
     """Hyper-parameters of D-PSGD. ``gamma0`` is ours to choose (the paper gives none)."""
 
-    gamma0: float = 0.1
-    decay: str = "sqrt"
+    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
+    decay: str = field(default="sqrt", metadata={"help": "Step gamma0/sqrt(t) or gamma0/t.",
+                                                 "choices": DECAYS})
 
     def __post_init__(self):
         if not (isinstance(self.gamma0, (int, float)) and math.isfinite(self.gamma0) and self.gamma0 > 0):
             raise ConfigError(f"--gamma0 must be a finite number > 0, got {self.gamma0!r}")
-        if self.decay not in ("sqrt", "linear"):
+        if self.decay not in DECAYS:
             raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
 
     def resolved(self, rounds: int) -> "DpsgdParams":

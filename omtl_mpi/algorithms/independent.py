@@ -10,7 +10,7 @@ All hold a contiguous block of tasks per rank and are vectorised over it.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class AdmmSingleNode(_NoMessage):
 class PaParams:
     """PA-I: ``tau = min(C, hinge loss / |x|^2)``, ``w += tau y x``. Default C = 1."""
 
-    C: float = 1.0
+    C: float = field(default=1.0, metadata={"help": "Aggressiveness C of PA-I (> 0)."})
 
     def __post_init__(self):
         require_positive("C", self.C)
@@ -130,8 +130,8 @@ class SingleParams(AdmmParams):
     lambda4: float = 0.0
     relationship: bool = False
 
-    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> AdmmParams:
-        return AdmmParams(**{**asdict(super().resolved(rounds, ranks_per_cpu)), "lambda4": 0.0,
+    def resolved(self, rounds: int) -> AdmmParams:
+        return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0,
                              "relationship": False})
 
 
@@ -139,8 +139,8 @@ class SingleParams(AdmmParams):
 class AdagradParams:
     """Diagonal AdaGrad on the hinge loss: ``w -= gamma0 g / sqrt(delta + sum of g^2)``."""
 
-    gamma0: float = 1.0
-    delta: float = 1.0
+    gamma0: float = field(default=1.0, metadata={"help": "Step size (> 0)."})
+    delta: float = field(default=1.0, metadata={"help": "Initial accumulator (> 0)."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
@@ -176,7 +176,7 @@ class AdagradNode(_SingleTaskNode):
 class ArowParams:
     """AROW's regularisation r (> 0): larger r, smaller and more cautious updates."""
 
-    arow_r: float = 1.0
+    arow_r: float = field(default=1.0, metadata={"help": "Confidence parameter r (> 0)."})
 
     def __post_init__(self):
         require_positive("arow_r", self.arow_r)

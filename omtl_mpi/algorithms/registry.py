@@ -5,7 +5,7 @@ Adding an algorithm is one module plus one entry here; the generic checks in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
@@ -35,7 +35,8 @@ class Algorithm:
     reconstruction : bool
         True when the original equations are unpublished and the spec's reconstruction is used.
     params : type
-        Frozen dataclass of hyper-parameters (validated in ``__post_init__``).
+        Frozen dataclass of hyper-parameters (validated in ``__post_init__``); every field is an
+        option of the run (:mod:`omtl_mpi.options`), with its help in the field's metadata.
     worker, server : type
         Role classes for the ``server`` pattern: ``worker(params, start, stop, d, K)`` with
         ``up``/``down``/``up_size``/``down_size``; ``server(params, K, d, blocks)`` with
@@ -57,9 +58,6 @@ class Algorithm:
     server: type | None = None
     node: type | None = None
     one_task_per_node: bool = False
-
-    def defaults(self) -> dict:
-        return {f.name: f.default for f in fields(self.params)}
 
 
 REGISTRY: dict[str, Algorithm] = {}

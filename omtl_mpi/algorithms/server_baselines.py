@@ -6,7 +6,7 @@ messages with a server on rank 0.  DROM talks only every ``tau`` rounds (``sync_
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -26,9 +26,9 @@ class PmscLogParams(AdmmParams):
     lambda4: float = 0.0
     relationship: bool = False
 
-    def resolved(self, rounds: int, ranks_per_cpu: float = 1.0) -> AdmmParams:
+    def resolved(self, rounds: int) -> AdmmParams:
         fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False}
-        return AdmmParams(**{**asdict(super().resolved(rounds, ranks_per_cpu)), **fixed})
+        return AdmmParams(**{**asdict(super().resolved(rounds)), **fixed})
 
 
 # ----------------------------------------------------------------------------- DROM
@@ -38,11 +38,13 @@ class DromParams:
     gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
     Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
 
-    gamma0: float = 0.1
-    mu: float = 0.01
-    cap: float = 2.0
-    tau: int = 1
-    omega_eps: float = 1e-2
+    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
+    mu: float = field(default=0.01, metadata={"help": "Weight of the relationship term (>= 0)."})
+    cap: float = field(default=2.0, metadata={"help": "Cap of the capped hinge loss (> 0)."})
+    tau: int = field(default=1, metadata={"help": "Rounds between synchronisations with the server.",
+                                          "metavar": "ROUNDS"})
+    omega_eps: float = field(default=1e-2, metadata={
+        "help": "Ridge eps added to Omega before inverting (> 0)."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
@@ -109,12 +111,6 @@ class DromServer:
         self.omega = np.eye(n_tasks) / n_tasks
         self.steps = 0
 
-    @property
-    def cpu_weight(self) -> float:
-        """CPU per round relative to a worker's (runtime/placement.py): the Frank-Wolfe step
-        (two K x K inverses and an eigendecomposition) every tau rounds, like C-ADMM's Omega
-        update."""
-        return 1.0 + 2.0 / self.sync_every
 
     def step(self, up_all):
         W = up_all.reshape(self.K, self.dim)          # rows = tasks (W^T in the paper's layout)
@@ -226,7 +222,7 @@ class SumServer:
 class PooledParams:
     """One model for all tasks, hinge OGD with step gamma0 / sqrt(t). Default gamma0 = 0.1."""
 
-    gamma0: float = 0.1
+    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)

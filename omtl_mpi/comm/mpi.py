@@ -91,7 +91,7 @@ class MpiStar:
     as persistent point-to-point requests (``Send_init``/``Recv_init``, started every round):
     the buffers, counts and peers never change, so nothing is set up per round, and with
     more ranks than cores this costs about half of what the nonblocking collectives
-    ``Igatherv`` and ``Iscatterv`` cost (scripts/bench_floor.py, docs/PERFORMANCE.md).
+    ``Igatherv`` and ``Iscatterv`` cost (measured on the 2-core development machines).
     Requests complete with
     :func:`omtl_mpi.comm.waiting.wait_all`, so a waiting rank yields its core.
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 from ..errors import UserError
+# ranks sharing cores re-start without address randomisation before MPI starts (--aslr auto)
+from ..fast.addresses import for_launch, reexec_early, reexec_if_sharing  # noqa: F401
 
 
 def find_mpiexec() -> str:

@@ -5,8 +5,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error,
                                  balanced_error, f1, seconds, ms_per_round (of the rounds
                                  this invocation ran: those after the checkpoint of a resumed
-                                 run), transport (local, mpi, shm or none), loop (fused: whole
-                                 rounds in compiled code; python), config (JSON), ...
+                                 run), transport (local, mpi, shm or none), kernel
+                                 (numpy or numba), config (JSON), ...
     /config               attrs: every configuration field (flattened, "params." prefix)
     /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths
     /metrics/mistakes     (K, T) mistakes per task per round
@@ -21,8 +21,6 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
     /timing/peak_rss_mib  (P,) peak resident memory of every rank
     /timing/cpu_seconds   (P,) CPU seconds (user + system) each rank used during the rounds
-    /timing/cpu           (P,) the CPU each rank was pinned to (only when --bind auto pinned
-                          ranks: more ranks than CPUs on a node; -1 for a rank left unpinned)
     /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
 """
 from __future__ import annotations
@@ -67,7 +65,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
                   model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None, peak_rss=None, cpus=None, cpu_seconds=None,
+                  staleness: np.ndarray | None = None, peak_rss=None, cpu_seconds=None,
                   before_rename=None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``.
 
@@ -110,9 +108,6 @@ def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metri
         if cpu_seconds is not None:
             tg.create_dataset("cpu_seconds", data=cpu_seconds).attrs["unit"] = (
                 "CPU seconds (user + system) per rank during the rounds")
-        if cpus is not None:
-            tg.create_dataset("cpu", data=np.asarray(cpus, dtype=np.int64)).attrs["unit"] = (
-                "CPU each rank was pinned to by --bind auto (-1: not pinned)")
         if staleness is not None:
             st = tg.create_dataset("staleness", data=staleness)
             st.attrs["dims"] = ["node", "round"]

@@ -46,7 +46,7 @@ def format_summary(report: dict) -> str:
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
         f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round"
         + (f" (transport {report['transport']}: {_TRANSPORTS[report['transport']]}"
-           + ("; whole rounds in compiled code" if report.get("loop") == "fused" else "") + ")"
+           + ")"
            if report.get("transport") in _TRANSPORTS else ""),
         "",
         "per-rank time per round:",
@@ -56,9 +56,6 @@ def format_summary(report: dict) -> str:
         cpu = sum(report["cpu_ms_per_round"])
         lines.append(f"CPU per round, all ranks together: {cpu:.4f} ms, "
                      f"{cpu / report['ms_per_round']:.2f} x the time per round")
-    if report.get("cpus"):
-        lines.append("ranks pinned to CPUs (--bind auto, more ranks than CPUs): "
-                     + " ".join(str(c) for c in report["cpus"]))
     if report.get("aslr") == "off" and report.get("ranks", 1) > 1:
         lines.append("ranks ran without address-space layout randomisation (--aslr auto, more "
                      "ranks than CPUs)")

@@ -4,7 +4,7 @@
   distributed-graph communicator (D-ADMM, D-PSGD), with persistent requests; a waiting rank
   tests and yields the CPU.  Works on any number of nodes.
 * ``shm``: every rank on one node; messages go through one MPI shared-memory window and a
-  waiting rank sleeps on a FIFO until its peers wake it (:mod:`omtl_mpi.comm.shm`).
+  waiting rank sleeps on a FIFO until its peers wake it (:mod:`omtl_mpi.fast.shm`).
 * ``auto`` (the default): ``shm`` when every rank of the job is on one node and the node has
   more of the job's ranks than CPUs they may use, else ``mpi``.
 
@@ -17,12 +17,26 @@ MPI is the right choice (docs/PERFORMANCE.md measures both).
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from ..errors import ConfigError
-from .placement import cpu_mask
 
 MODES = ("auto", "mpi", "shm")
+
+
+def cpu_mask() -> list[int]:
+    """The CPUs this process may run on (all of the machine's where affinity is unknown)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def ranks_per_cpu(world) -> float:
+    """Ranks per usable CPU on the job's busiest node (1 or less: a core each). Collective."""
+    _, masks = world.node_peers(cpu_mask())
+    cpus = set().union(*map(set, masks))
+    return max(world.agree(len(masks) / max(len(cpus), 1)))
 
 
 def decide(mode: str, world_size: int, node_masks: Sequence[Sequence[int]]) -> str:
@@ -72,7 +86,7 @@ def choose(world, mode: str) -> str:
 def star(kind: str, world, up_counts, down_counts, up_buffer=None, reply_buffer=None):
     """The star exchange of ``kind`` ("mpi" or "shm") on ``world``'s communicator."""
     if kind == "shm":
-        from ..comm.shm import ShmStar
+        from ..fast.shm import ShmStar
         return ShmStar(world.comm, up_counts, down_counts)
     from ..comm.mpi import MpiStar
     return MpiStar(world.comm, up_counts, down_counts, up_buffer=up_buffer, reply_buffer=reply_buffer)
@@ -81,7 +95,7 @@ def star(kind: str, world, up_counts, down_counts, up_buffer=None, reply_buffer=
 def graph(kind: str, world, topology, message_shape, message=None, inbox=None):
     """The neighbour exchange of ``kind`` ("mpi" or "shm") on ``world``'s communicator."""
     if kind == "shm":
-        from ..comm.shm import ShmGraph
+        from ..fast.shm import ShmGraph
         return ShmGraph(world.comm, topology, message_shape, inbox=inbox)
     from ..comm.graph import MpiGraph
     return MpiGraph(world.comm, topology, message_shape, message=message, inbox=inbox)

@@ -39,6 +39,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
+from .. import options as run_options
 from ..errors import ConfigError, UserError
 
 DEFAULT_TIMEOUT = 3600.0
@@ -46,6 +47,9 @@ DEFAULT_TIMEOUT = 3600.0
 _RESERVED = {"data", "algo", "out", "json", "np", "seed", "topology", "checkpoint", "checkpoint-every",
              "resume", "progress", "no-progress", "synth-tasks", "synth-samples", "synth-seed",
              "synth-normalize"}
+# options of 'omtl-mpi run' outside the option table that an entry may pass on: fault injection,
+# to try out what a failed run does to a sweep
+_PASSED = ("fail-at", "fail-rank", "fail-mode")
 _TOP_KEYS = {"name", "seeds", "timeout", "max_ranks", "data", "algorithms", "description"}
 _DATA_KEYS = {"path", "synthetic", "label", "optional", "target", "batch"}
 _SYNTH_KEYS = {"tasks", "samples", "seed", "normalize"}
@@ -56,7 +60,8 @@ _ALGO_KEYS = {"algo", "label", "ranks", "topology", "options", "grid", "timeout"
 class DataSet:
     key: str
     label: str
-    args: tuple            # the 'omtl-mpi run' options that select it
+    values: dict = field(repr=False)        # the options that select it, by name
+    args: tuple            # the same as 'omtl-mpi run' arguments
     tasks: int
     target: float | None
     describe: str
@@ -144,23 +149,38 @@ def _evaluate(node, tasks: int) -> int:
     raise ValueError(f"'{ast.unparse(node)}' is not allowed")
 
 
-def _option_args(options: dict, where: str) -> list[str]:
-    """TOML ``{rho = 0.5, no-relationship = true}`` as command-line arguments."""
+def _option_args(options: dict, where: str, values: dict, passed: dict) -> list[str]:
+    """TOML ``{rho = 0.5, no-relationship = true}`` as command-line arguments, in the file's
+    order; the table's options are added to ``values`` (by name), the others to ``passed``."""
     args = []
     for key, value in options.items():
         flag = key.replace("_", "-")
         if flag in _RESERVED:
             raise ConfigError(f"{where}: '{key}' is set by the sweep itself (data, algo, topology, "
                               "seeds, output); remove it from options/grid")
-        if isinstance(value, bool):
-            if value:
-                args.append("--" + flag)
-        elif isinstance(value, (int, float, str)):
-            args += ["--" + flag, _text(value)]
-        else:
+        if not isinstance(value, (int, float, str)):
             raise ConfigError(f"{where}: option '{key}' must be a number, string or true/false, "
                               f"got {value!r}")
+        if flag in _PASSED:
+            passed[flag] = value
+            args += ["--" + flag, _text(value)]
+            continue
+        try:
+            named = run_options.from_flags({flag: value})
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc} (see 'omtl-mpi run --help')") from None
+        values.update(named)
+        args += run_options.to_args(named)
     return args
+
+
+def _check_faults(faults: dict) -> None:
+    """The fault-injection options checked as 'omtl-mpi run' checks them."""
+    from ..runtime.faults import Fault
+    rank = faults.get("fail-rank", 0)
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise ConfigError(f"--fail-rank must be an integer, got {rank!r}")
+    Fault(faults.get("fail-at"), rank, faults.get("fail-mode", "raise"))
 
 
 def _table(doc: dict, key: str, where: str) -> dict:
@@ -196,20 +216,13 @@ def _data_set(key: str, entry: dict, base: str, where: str):
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float))
                                or not 0 < target <= 1):
         raise ConfigError(f"{where}: target is a mean accuracy in (0, 1], got {target!r}")
-    args: list[str] = []
-    if "batch" in entry:
-        args += ["--batch", _text(entry["batch"])]
+    values = {"data": "synthetic", "batch": entry.get("batch")}      # in the order of their args
     if "synthetic" in entry:
         synth = entry["synthetic"]
         if not isinstance(synth, dict):
             raise ConfigError(f"{where}: synthetic must be a table such as {{ tasks = 5, samples = 2000 }}")
         _unknown(synth, _SYNTH_KEYS, where + ".synthetic")
-        args = ["--data", "synthetic"] + args
-        for k in ("tasks", "samples", "seed"):
-            if k in synth:
-                args += [f"--synth-{k}", _text(synth[k])]
-        if synth.get("normalize"):
-            args.append("--synth-normalize")
+        values.update({f"synth_{k}": synth[k] for k in ("tasks", "samples", "seed", "normalize") if k in synth})
         tasks = synth.get("tasks", 5)
         if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
             raise ConfigError(f"{where}.synthetic: tasks must be an integer >= 1, got {tasks!r}")
@@ -225,25 +238,27 @@ def _data_set(key: str, entry: dict, base: str, where: str):
             raise ConfigError(f"{where}: {path} does not exist (paths are relative to the sweep "
                               "file; import the data first, or mark the data set optional = true)")
         tasks = read_meta(path).n_tasks
-        args = ["--data", path] + args
+        values["data"] = path
         describe = path
-    return DataSet(key=key, label=str(entry.get("label", key)), args=tuple(args), tasks=tasks,
+    try:
+        args = run_options.to_args(values)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return DataSet(key=key, label=str(entry.get("label", key)), values=values, args=tuple(args), tasks=tasks,
                    target=None if target is None else float(target), describe=describe), None
 
 
 def load_plan(path: str, max_ranks: int | None = None) -> Plan:
-    """Read, expand and check a sweep file. Every run's options are parsed exactly as
-    'omtl-mpi run' would parse them, so a typo fails here rather than in run 37.
+    """Read, expand and check a sweep file. Every run's options go through the option table
+    that 'omtl-mpi run' is built from and are checked as '--np' checks them, so a typo fails
+    here rather than in run 37.
 
     Raises
     ------
     ConfigError
         With one line naming the file, the entry and what to change.
     """
-    import click
-
     from ..algorithms.registry import get as get_algo
-    from ..cli import parse_run_args
     from ..runtime.run import preflight
 
     try:
@@ -295,7 +310,8 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
         grid = entry.get("grid", {})
         if not isinstance(options, dict) or not isinstance(grid, dict):
             raise ConfigError(f"{where}: options and grid must be tables such as {{ rho = 0.5 }}")
-        fixed = _option_args(options, where)
+        fixed_values, fixed_faults = {}, {}
+        fixed = _option_args(options, where, fixed_values, fixed_faults)
         topologies = _as_list(entry["topology"], f"{where}: topology") if "topology" in entry else [None]
         if topologies != [None] and algo.pattern != "neighbours":
             raise ConfigError(f"{where}: topology applies to the neighbour learners (d-admm, d-psgd), "
@@ -309,16 +325,16 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
             for topology, point, seed in itertools.product(
                     topologies, itertools.product(*axes.values()), seeds):
                 point = dict(zip(axes, point))
-                args = list(ds.args) + ["--algo", algo.name] + fixed + _option_args(point, where)
-                if topology is not None:
-                    args += ["--topology", str(topology)]
-                if seed is not None:
-                    args += ["--seed", str(seed)]
+                values, faults = {**ds.values, "algo": algo.name, **fixed_values}, dict(fixed_faults)
+                args = list(ds.args) + run_options.to_args({"algo": algo.name}) + fixed
+                args += _option_args(point, where, values, faults)
+                last = {"topology": None if topology is None else str(topology), "seed": seed}
+                values.update(last)
+                args += run_options.to_args(last)
                 try:
-                    # parsed as 'omtl-mpi run' parses it, and checked as '--np' checks it
-                    preflight(parse_run_args(args)[0], ranks, None)
-                except click.ClickException as exc:
-                    raise ConfigError(f"{where}: {exc.format_message()} (see 'omtl-mpi run --help')") from None
+                    _check_faults(faults)
+                    # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
+                    preflight(run_options.run_config(values), ranks, None)
                 except UserError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
                 # a topology names the run only where the entry lists several

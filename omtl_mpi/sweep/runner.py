@@ -58,15 +58,9 @@ def write_index(folder: str, index: dict) -> None:
         json.dump(index, f, indent=1, sort_keys=False)
 
 
-def command_of(run: Run, folder: str, concurrent: bool = False) -> list[str]:
-    """The command that runs ``run``: one process for one rank, else mpiexec.
-
-    With ``concurrent`` (several runs at once, ``--jobs`` > 1) runs get ``--bind none`` unless
-    they name --bind themselves: each run would otherwise pin its server to the same first CPU.
-    """
+def command_of(run: Run, folder: str) -> list[str]:
+    """The command that runs ``run``: one process for one rank, else mpiexec."""
     args = list(run.args) + ["--out", os.path.join(folder, "runs", run.id + ".h5"), "--json", "--no-progress"]
-    if concurrent and not any(a == "--bind" or a.startswith("--bind=") for a in run.args):
-        args += ["--bind", "none"]
     if run.ranks == 1:
         return [sys.executable, "-m", "omtl_mpi", "run"] + args
     return mpi_command(run.ranks, ["run"] + args)
@@ -121,15 +115,14 @@ def _kill(proc: subprocess.Popen) -> None:
 class _Launcher:
     """Starts runs as their own process groups and can stop all of them at once."""
 
-    def __init__(self, folder: str, concurrent: bool = False):
+    def __init__(self, folder: str):
         self.folder = folder
-        self.concurrent = concurrent
         self.running: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.stopping = False
 
     def execute(self, run: Run) -> dict:
-        cmd = command_of(run, self.folder, self.concurrent)
+        cmd = command_of(run, self.folder)
         log_path = os.path.join(self.folder, "logs", run.id + ".log")
         env = dict(os.environ, PYTHONUNBUFFERED="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -213,7 +206,7 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     write_index(folder, index)
 
     progress = _Progress(plan.name, len(todo), echo, tty)
-    launcher = _Launcher(folder, concurrent=jobs > 1)
+    launcher = _Launcher(folder)
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def on_signal(signum, frame):

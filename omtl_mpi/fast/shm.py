@@ -4,7 +4,7 @@ The star (C-ADMM's server and workers) and the neighbour exchange (D-ADMM, D-PSG
 same verbs as :mod:`omtl_mpi.comm.mpi` and :mod:`omtl_mpi.comm.graph`, for the case that
 matters on a laptop: more ranks than cores.  Messages are written straight into one MPI-3
 shared-memory window (``MPI.Win.Allocate_shared`` on the node), and a rank that waits for its
-peers sleeps on a :class:`~omtl_mpi.comm.doorbell.Doorbells` FIFO instead of polling MPI, so
+peers sleeps on a :class:`~omtl_mpi.fast.doorbell.Doorbells` FIFO instead of polling MPI, so
 the rank with work gets the whole core (docs/PERFORMANCE.md, docs/DESIGN.md "Transports").
 The numbers moved are the same bits as over MPI point-to-point.
 
@@ -25,7 +25,6 @@ Synchronisation, and why it is enough:
 """
 from __future__ import annotations
 
-import os
 from time import perf_counter
 
 import numpy as np
@@ -47,17 +46,12 @@ class _Shared:
         buf, _ = self._win.Shared_query(0)
         self.memory = np.frombuffer(buf, dtype=np.float64, count=n_doubles)
         if comm.Get_rank() == 0:
-            self.memory[...] = 0.0      # the counters start at 0 (the bells' set-up is collective)
+            self.memory[...] = 0.0
         try:
             self._bells = Doorbells(comm, ring=ring, listen=listen)
         except Exception:
             self._win.Free()
             raise
-
-    @property
-    def bells(self) -> Doorbells:
-        """This rank's bells (compiled loops ring and wait through their :meth:`~.Doorbells.arrays`)."""
-        return self._bells
 
     def free(self) -> None:
         """Close the bells and free the window (collective)."""
@@ -86,29 +80,14 @@ class ShmStar(_Shared):
         down_off = np.concatenate(([0], np.cumsum(np.asarray(down_counts, dtype=np.int64))))
         n_up, n_down = int(up_off[-1]), int(down_off[-1])
         peers = list(range(1, comm.Get_size())) if self.is_server else [0]
-        # the messages, then one int64: the fused loops' count of workers' messages
-        super().__init__(comm, n_up + n_down + 1, ring=peers, listen=peers)
-        up, down = self.memory[:n_up], self.memory[n_up:n_up + n_down]
-        self._arrivals = self.memory[n_up + n_down:].view(np.int64)
-        self._workers = comm.Get_size() - 1
+        super().__init__(comm, n_up + n_down, ring=peers, listen=peers)
+        up, down = self.memory[:n_up], self.memory[n_up:]
         if self.is_server:
             self._gathered, self._reply = up, down
         else:
             self._up = up[up_off[rank]: up_off[rank + 1]]
             self._down = down[down_off[rank]: down_off[rank + 1]]
             self._reply = np.empty_like(self._down)
-
-    def parts(self) -> dict:
-        """This rank's views of the window, for compiled loops that move the messages themselves
-        (runtime/_fused.py): the server's ``gathered`` (every worker's message, in rank order)
-        and ``down`` (every reply); a worker's ``up`` and ``down`` (its message and its reply in
-        the window) and ``reply`` (where :meth:`down` copies the reply to), all flat float64;
-        and ``arrivals``, one int64 counting the workers' messages (comm/_compiled.arrive), of
-        which ``workers`` make a round."""
-        common = {"arrivals": self._arrivals, "workers": self._workers}
-        if self.is_server:
-            return {"gathered": self._gathered, "down": self._reply, **common}
-        return {"up": self._up, "down": self._down, "reply": self._reply, **common}
 
     # -- worker side -------------------------------------------------------------------
     def up(self, msg: np.ndarray, clock) -> None:
@@ -164,51 +143,11 @@ class ShmGraph(_Shared):
         neighbours = list(topology.neighbours(rank))
         shape = tuple(int(s) for s in message_shape)
         n_copies = 2 * size * int(np.prod(shape))
-        # two copies of every rank's message, then the fused loops' counts of the messages to
-        # each rank, one per copy (2 x ranks int64; comm/_compiled.arrive)
-        super().__init__(comm, n_copies + 2 * size, ring=neighbours, listen=neighbours)
-        self._copies = self.memory[:n_copies].reshape((2, size) + shape)
-        self._arrivals = self.memory[n_copies:].view(np.int64).reshape(2, size)
-        self._degrees = np.array([len(topology.neighbours(r)) for r in range(size)], dtype=np.int64)
+        super().__init__(comm, n_copies, ring=neighbours, listen=neighbours)
+        self._copies = self.memory.reshape((2, size) + shape)
         self._recv = inbox if inbox is not None else np.empty((len(neighbours),) + shape)
         self._neighbours = np.asarray(neighbours, dtype=np.intp)
         self._round = 0
-
-    @property
-    def copies(self) -> np.ndarray:
-        """The window: round t's messages are in ``copies[e & 1]``, e the :attr:`exchanges` so
-        far, one per rank (2 x ranks x message shape)."""
-        return self._copies
-
-    @property
-    def rank(self) -> int:
-        """This node's rank (its row in every copy of the window)."""
-        return self._rank
-
-    @property
-    def arrivals(self) -> np.ndarray:
-        """Per copy and rank, the messages written to that rank so far (int64, 2 x ranks):
-        ``degrees[r]`` of them make one of its rounds (comm/_compiled.arrive)."""
-        return self._arrivals
-
-    @property
-    def degrees(self) -> np.ndarray:
-        """Every rank's number of neighbours (int64)."""
-        return self._degrees
-
-    @property
-    def neighbours(self) -> np.ndarray:
-        """This node's neighbours, ascending: the order of the inbox."""
-        return self._neighbours
-
-    @property
-    def exchanges(self) -> int:
-        """Exchanges so far (which copy of the window the next one writes)."""
-        return self._round
-
-    @exchanges.setter
-    def exchanges(self, value: int) -> None:
-        self._round = int(value)
 
     def exchange(self, messages: list, clock) -> list:
         (msg,) = messages
@@ -225,33 +164,3 @@ class ShmGraph(_Shared):
         clock.wait += t2 - t1
         return [self._recv]
 
-
-def set_batch_policy() -> object:
-    """Mark this process as a batch (CPU-bound) task for the Linux scheduler, and return what
-    :func:`restore_policy` needs to undo it.
-
-    Under SCHED_BATCH a rank that rings a peer sharing its core is not pre-empted by the peer it
-    just woke: it goes on to its own wait (or work) and the peer runs when it blocks, one
-    context switch instead of two.  Nothing is done (None returned) where the policy does not
-    exist or may not be set, or when the environment sets ``OMTL_MPI_SCHED_BATCH=0`` (for the
-    benchmarks that measure what it is worth).
-    """
-    if not hasattr(os, "SCHED_BATCH") or os.environ.get("OMTL_MPI_SCHED_BATCH") == "0":
-        return None
-    try:
-        before = (os.sched_getscheduler(0), os.sched_getparam(0))
-        if before[0] == os.SCHED_OTHER:
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-            return before
-    except OSError:
-        pass
-    return None
-
-
-def restore_policy(before) -> None:
-    """Undo :func:`set_batch_policy`."""
-    if before is not None:
-        try:
-            os.sched_setscheduler(0, before[0], before[1])
-        except OSError:
-            pass

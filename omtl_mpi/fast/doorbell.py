@@ -147,15 +147,6 @@ class Doorbells:
         for i in range(len(count)):
             count[i] -= 1
 
-    def arrays(self) -> dict:
-        """This rank's bells for compiled loops that ring and wait themselves
-        (comm/_compiled.py): ``fd`` (this rank's FIFO), ``peers`` (the FIFOs it rings, in the
-        order of ``ring``, int64), ``token`` (this rank's, uint32) and ``listen`` (the ranks
-        :meth:`wait_all` waits for)."""
-        return {"fd": self._fd, "peers": np.array(self._peers, dtype=np.int64),
-                "token": np.frombuffer(self._token, dtype=np.uint32).copy(),
-                "listen": list(self._listen)}
-
     def lost(self) -> PeerLost:
         """The error of a wait that the watchdog's poison token ended."""
         lost = self._watch.lost if self._watch is not None else None

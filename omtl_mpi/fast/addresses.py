@@ -5,8 +5,8 @@ Every rank is a separately started Python interpreter. With address-space layout
 and a core's branch predictors, which are indexed by virtual address, must learn every rank's
 copy anew after each switch between ranks. The same C-ADMM worker round costs 1.5 to 2 times as
 much among 4 independently started processes on one CPU as among 4 forked ones, and nothing more
-when the independent ones run without ASLR (*Sharing a core* in docs/PERFORMANCE.md; what whole
-runs gain is in *More ranks than cores*).
+when the independent ones run without ASLR; whole runs of 5 or 6 ranks on 2 cores take about
+1.5x to 2x as long with it (docs/PERFORMANCE.md, *Address layout*).
 
 So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
 itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same
@@ -72,8 +72,10 @@ def local_ranks_from_launcher(environ=os.environ) -> int | None:
 
 
 def _cpus() -> tuple[int, int]:
-    from .placement import cpu_mask
-    return len(cpu_mask()), os.cpu_count() or 1
+    """CPUs this process may use, and the machine's."""
+    machine = os.cpu_count() or 1
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else machine
+    return allowed, machine
 
 
 def turn_off(libc=None) -> bool:

@@ -11,19 +11,17 @@ import math
 import numpy as np
 from numba import boolean, float64, int64, void
 
-from .kernels import OK, RESCALE, STABLE, compiled as _compile, sources_digest
-from .relationship import _SAFE_HIGH, _SAFE_LOW
+from .kernels import compiled as _compile
 
 _f1, _f2, _f3 = float64[:], float64[:, :], float64[:, :, :]
 
-# the files whose constants are frozen into this module's cached code (kernels.refresh)
-BUILT_FROM = sources_digest("algorithms/kernels.py", "algorithms/relationship.py")
-
-
-@_compile(int64())
-def built_from():
-    """:data:`BUILT_FROM` as it was when this module was compiled."""
-    return BUILT_FROM
+# Every constant the compiled code freezes in is defined in this file, because numba's on-disk
+# cache is checked against the defining file alone (numba#9304): a constant imported from
+# another file could change without the cached code noticing. These two are relationship.py's
+# (tests/test_kernels.py checks that they agree).
+_SAFE_LOW, _SAFE_HIGH = 1e-140, 1e140
+# relationship_step's and consensus_matrix's return codes
+OK, RESCALE, STABLE = 0, 1, 2
 
 
 @_compile(void(_f2, _f2, _f2, _f2, _f3, _f2, _f1, boolean[:, :], int64, float64, float64, float64))

@@ -1,0 +1,251 @@
+"""The options of a run: one table, generated from :class:`~omtl_mpi.config.RunConfig` and from
+every registered learner's hyper-parameter dataclass.
+
+The command line (``omtl-mpi run``), sweep files and ``omtl-mpi algos`` read names, flags,
+types, defaults, help and choices from here, so a learner's new dataclass field (with
+``metadata={"help": ...}``) is an option everywhere. The table checks only types: values go
+through the dataclasses, whose ``__post_init__`` check them.
+"""
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from .config import RunConfig
+from .errors import ConfigError
+
+_TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a run.
+
+    Attributes
+    ----------
+    name : str
+        The field name: the key of a value (``lambda1``, ``w_step``, ``relationship``).
+    flag : str
+        On the command line: ``--w-step``; a bool field is a flag that sets the opposite of
+        its default (``--synth-normalize``, ``--no-relationship``).
+    type : {bool, int, float, str}
+    default : object
+        RunConfig's default; for a hyper-parameter the first learner's (see ``defaults``).
+    help : str
+    choices : tuple of str, optional
+    metavar : str, optional
+    kind : {"run", "param", "execution"}
+        A RunConfig field, a learner's hyper-parameter, or how the run executes (its results
+        do not depend on it, so it is not in RunConfig).
+    defaults : dict
+        Hyper-parameters: learner name -> its default, for every learner that has it.
+    none_text : str, optional
+        How a default of None reads (eta: ``sqrt(T)``).
+    """
+
+    name: str
+    flag: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple | None = None
+    metavar: str | None = None
+    kind: str = "run"
+    defaults: dict = field(default_factory=dict)
+    none_text: str | None = None
+
+    @property
+    def learners(self) -> tuple:
+        """The learners that have this hyper-parameter (empty for the other options)."""
+        return tuple(self.defaults)
+
+    @property
+    def flag_value(self):
+        """A bool option's value when its flag is given."""
+        return not self.default
+
+    def show(self, value) -> str:
+        """``value`` as ``--help`` and ``omtl-mpi algos`` print it."""
+        return self.none_text if value is None and self.none_text else str(value)
+
+    def default_text(self) -> str:
+        """The default for ``--help``: ``0.1``, or ``0.1; adagrad: 1.0`` where learners differ;
+        empty for flags and for a None nobody named."""
+        if self.type is bool or (self.default is None and not self.none_text):
+            return ""
+        others = {}
+        for learner, value in self.defaults.items():
+            if value != self.default:
+                others.setdefault(self.show(value), []).append(learner)
+        return "; ".join([self.show(self.default)]
+                         + [f"{', '.join(names)}: {text}" for text, names in others.items()])
+
+
+TRANSPORT = Option(
+    name="transport", flag="--transport", type=str, default="auto", kind="execution",
+    choices=("auto", "mpi", "shm"),
+    help="How the per-round messages travel. mpi: MPI point-to-point and neighbourhood "
+         "collectives, waiting ranks poll (any number of nodes). shm: one node's MPI shared "
+         "memory, waiting ranks sleep until woken, so they leave the core to the rank with "
+         "work. auto: shm when every rank is on one node and there are more ranks than CPUs, "
+         "else mpi (docs/PERFORMANCE.md).")
+
+
+def table() -> dict[str, Option]:
+    """Every option of a run by name, in ``--help`` order: RunConfig's, the learners' (in
+    registry order), then how it executes.
+
+    Generated on every call from the registry as it is, so a learner registered later has its
+    options too. A field with the same name in several learners is one option, with the first
+    learner's help, choices and type.
+    """
+    from .algorithms.registry import REGISTRY
+    opts = {f.name: _option(f, RunConfig, _default(f)) for f in fields(RunConfig)
+            if f.name != "params"}          # the learner's dataclass: its fields are options
+    uses: dict[str, list] = {}
+    for algo in REGISTRY.values():
+        for f in fields(algo.params):
+            if f.name in opts:
+                raise ValueError(f"{algo.name}: hyper-parameter {f.name!r} is also a run option")
+            uses.setdefault(f.name, []).append((algo, f))
+    for name, found in uses.items():
+        first = next((f for _, f in found if f.metadata.get("help")), found[0][1])
+        algo = next(a for a, f in found if f is first)
+        opts[name] = _option(first, algo.params, _default(found[0][1]), kind="param",
+                             defaults={a.name: _default(f) for a, f in found})
+    opts[TRANSPORT.name] = TRANSPORT
+    return opts
+
+
+@functools.cache
+def _hints(owner: type) -> dict:
+    # evaluating the annotations is most of the table's cost; a class's do not change
+    return typing.get_type_hints(owner)
+
+
+def _option(f, owner: type, default, **more) -> Option:
+    kind = _hints(owner)[f.name]
+    if isinstance(kind, types.UnionType):       # "int | None": None is "not given"
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    if kind not in _TYPES:
+        raise ValueError(f"{owner.__name__}.{f.name}: an option is bool, int, float or str, not {kind}")
+    dashed = f.name.replace("_", "-")
+    meta = f.metadata
+    return Option(name=f.name, flag=f"--no-{dashed}" if kind is bool and default else f"--{dashed}",
+                  type=kind, default=default, help=meta.get("help", ""),
+                  choices=tuple(meta["choices"]) if "choices" in meta else None,
+                  metavar=meta.get("metavar"), none_text=meta.get("none_text"), **more)
+
+
+def _default(f):
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def run_config(values: Mapping[str, Any]) -> RunConfig:
+    """The RunConfig of a run from option values keyed by name (None or missing: not given,
+    so that RunConfig's or the learner's own default applies).
+
+    What ``omtl-mpi run``, sweeps and Python callers build a run from. Execution options
+    (``transport``) are checked and left out. A hyper-parameter the chosen learner does not
+    have is an error, not silently ignored.
+
+    Raises
+    ------
+    ConfigError
+        One line per problem: an unknown option or learner, a value of the wrong type, or
+        what the dataclasses' own checks find.
+    """
+    from .algorithms.registry import get as get_algo
+    opts = table()
+    given = {name: _checked(opts, name, value) for name, value in values.items() if value is not None}
+    algo = get_algo(given.get("algo", opts["algo"].default))
+    foreign = [name for name in given if opts[name].kind == "param" and algo.name not in opts[name].defaults]
+    if foreign:
+        own = [o.flag for o in opts.values() if algo.name in o.defaults]
+        raise ConfigError(f"{opts[foreign[0]].flag} does not apply to {algo.name}; its hyper-parameters: "
+                          f"{', '.join(own) or 'none'} (see 'omtl-mpi algos')")
+    params = algo.params(**{k: v for k, v in given.items() if opts[k].kind == "param"})
+    return RunConfig(**{k: v for k, v in given.items() if opts[k].kind == "run"}, params=params)
+
+
+def _checked(opts: dict, name: str, value):
+    """``value`` as the option's type (a number may come as text, as on the command line)."""
+    opt = opts.get(name)
+    if opt is None:
+        raise ConfigError(f"unknown option {name!r}; options: {', '.join(opts)}")
+    kind, ok = opt.type, False
+    if isinstance(value, bool) or kind in (bool, str):
+        ok = type(value) is kind
+    elif isinstance(value, (str, int)) or kind is float and isinstance(value, float):
+        try:
+            value, ok = kind(value), True
+        except ValueError:
+            pass
+    if not ok:
+        raise ConfigError(f"{opt.flag} takes {_TYPES[kind]}, got {value!r}")
+    # the dataclasses check their own fields' choices; only execution options have none
+    if opt.kind == "execution" and opt.choices and value not in opt.choices:
+        raise ConfigError(f"{opt.flag} must be one of {', '.join(opt.choices)}, got {value!r}")
+    return value
+
+
+def from_flags(items: Mapping[str, Any]) -> dict:
+    """Options keyed by flag without its dashes, as sweep files write them (``rho``,
+    ``w-step`` or ``w_step``, ``no-relationship = true``), as values keyed by name.
+
+    A flag given ``false`` is not given. Values are not checked here (see :func:`run_config`).
+
+    Raises
+    ------
+    ConfigError
+        For a key that is no option, or a flag given something other than true or false.
+    """
+    by_flag = {o.flag[2:]: o for o in table().values()}
+    values = {}
+    for key, value in items.items():
+        opt = by_flag.get(key.replace("_", "-"))
+        if opt is None:
+            import difflib
+            near = difflib.get_close_matches(key, by_flag, n=1)
+            raise ConfigError(f"No such option '--{key}'" + (f". Did you mean '--{near[0]}'?" if near else ""))
+        if opt.type is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{opt.flag} is a flag: give true or false, got {value!r}")
+            value = opt.flag_value if value else None
+        values[opt.name] = value
+    return values
+
+
+def to_args(values: Mapping[str, Any]) -> list[str]:
+    """Option values keyed by name as ``omtl-mpi run`` arguments, in the mapping's order.
+
+    Values are written as given (``str()``), so ``--rho 1`` stays ``--rho 1``; None is left
+    out, and a bool option is its flag, or nothing where its value is the default (of the
+    learner ``values["algo"]``, else of the default learner).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown name, or a bool value that no flag gives (``relationship = True`` for a
+        learner whose default is False).
+    """
+    opts = table()
+    algo = values.get("algo") or opts["algo"].default
+    args = []
+    for name, value in values.items():
+        opt = opts.get(name)
+        if opt is None:
+            raise ConfigError(f"unknown option {name!r}; options: {', '.join(opts)}")
+        if value is None:
+            continue
+        if opt.type is not bool:
+            args += [opt.flag, str(value)]
+        elif value == opt.flag_value:
+            args.append(opt.flag)
+        elif value != opt.defaults.get(algo, opt.default):
+            raise ConfigError(f"{name} = {value!r} has no command-line flag (only {opt.flag})")
+    return args

@@ -1,0 +1,126 @@
+"""This rank's roles of a run (server, workers, nodes), the exchange that joins them, and their
+round loop: the same objects in one process and under MPI."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import fast
+from ..comm.local import LocalStar
+from . import transport as transports
+from .graph import run_graph
+from .star import run_star
+from .world import SetupFailed
+
+
+class Roles:
+    """This rank's learner objects and the communicator that joins them, for any pattern.
+
+    Parameters
+    ----------
+    blocks : list of (start, stop)
+        Every task holder's block (workers of a star, or nodes).
+    local : list of (start, stop)
+        The blocks held by this rank (all of them in one process).
+    """
+
+    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
+                 transport: str = "mpi", fallback: bool = False, kernel: str = "numpy"):
+        self.algo, self.server, self.holders = algo, None, []
+        self.preds = self.staleness = None        # what the rounds so far produced
+        self.transport = "local" if size == 1 else transport
+        if algo.pattern == "server":
+            if local:
+                self.holders = [algo.worker(params, *local[0], d, K)]
+            if rank == 0:
+                self.server = algo.server(params, K, d, blocks)
+            self._compile(kernel)
+            if size == 1:
+                self.comm = LocalStar()
+            else:
+                up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
+                down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
+                worker = self.holders[0] if self.holders else None
+                self.comm = self._connect(fallback, lambda kind: transports.star(
+                    kind, world, up, down, up_buffer=getattr(worker, "message", None),
+                    reply_buffer=getattr(self.server, "reply", None)))
+            return
+        first = 0 if size == 1 else rank
+        self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
+                        for i, (a, b) in enumerate(local)]
+        self._compile(kernel)
+        if topology is None:
+            from .graph import NoExchange
+            self.comm = NoExchange()
+            self.transport = "none"
+        elif size == 1:
+            from ..comm.graph import LocalGraph
+            self.comm = LocalGraph(topology, [getattr(h, "inbox", None) for h in self.holders])
+        else:
+            node = self.holders[0]
+            inbox = getattr(node, "inbox", None)
+            # a node with an inbox sends the same message array every round: bind to both
+            self.comm = self._connect(fallback, lambda kind: transports.graph(
+                kind, world, topology, node.message.shape,
+                message=node.message if inbox is not None else None, inbox=inbox))
+
+    def _compile(self, kernel: str) -> None:
+        """With ``--kernel numba``, the roles' compiled steps (:mod:`omtl_mpi.fast`), swapped in
+        before the exchange binds to their buffers (which the swap keeps)."""
+        if kernel == "numba":
+            for role in [*self.holders, self.server]:
+                if role is not None:
+                    fast.accelerate(role)
+
+    def _connect(self, fallback: bool, build):
+        """The exchange of :attr:`transport`, built by ``build(kind)`` (collective); with
+        ``fallback`` (--transport auto) shared memory that cannot be set up on this node falls
+        back to MPI on every rank, else it is an error."""
+        from ..fast.doorbell import SetupError
+        if self.transport == "shm":
+            try:
+                return build("shm")
+            except SetupError as exc:
+                if not fallback:
+                    raise SetupFailed(f"--transport shm: {exc}; use --transport mpi") from None
+                self.transport = "mpi"
+        return build(self.transport)
+
+    def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
+        """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
+        staleness (holders x T).
+
+        While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
+        round instead of three; they become labels once, here.
+        """
+        rounds = clock.rows.shape[0]
+        if self.preds is None:
+            self.preds = [np.zeros((rounds,) + b.y.shape[1:], dtype=bool) for b in batches]
+            self.staleness = np.zeros((len(self.holders), rounds))
+        if self.algo.pattern == "server":
+            worker = self.holders[0] if self.holders else None
+            run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
+                     progress, self.preds[0] if self.preds else None, first_round, fault, checkpoint)
+        else:
+            run_graph(self.comm, self.holders, batches, clock, progress, self.preds,
+                      self.staleness, first_round, fault, checkpoint)
+        return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
+
+    def close(self) -> None:
+        """Release the exchange's resources (persistent requests, the graph communicator, the
+        shared window and bells)."""
+        free = getattr(self.comm, "free", None)
+        if free is not None:
+            free()
+
+    def state(self) -> dict:
+        """Every variable of this rank's learner objects (checkpoints, generic checks)."""
+        out = {f"holder{i}": h.state() for i, h in enumerate(self.holders)}
+        if self.server is not None:
+            out["server"] = self.server.state()
+        return out
+
+    def load_state(self, state: dict) -> None:
+        for i, h in enumerate(self.holders):
+            h.load_state(state[f"holder{i}"])
+        if self.server is not None:
+            self.server.load_state(state["server"])

@@ -1,0 +1,307 @@
+#!/usr/bin/env python
+"""Time the ``omtl-mpi run`` commands of one benchmark table (scripts/bench/*.toml).
+
+Usage: python scripts/bench.py TABLE.toml [--repeats N] [--samples N] [--base REV] [--docs] [--json]
+
+Every row is one ``omtl-mpi run ... --json --no-progress`` on random tasks, under ``mpiexec -n
+RANKS python -m mpi4py -m omtl_mpi`` when the row has ``ranks``. The rows take turns run by run,
+after one unrecorded warm-up run each; the table gives the median of --repeats runs, the fastest
+and the slowest. ``--base REV`` also runs every row with the package of git revision REV (a
+temporary worktree on PYTHONPATH), the trees alternating too, with a column base / this tree.
+The Markdown table goes to stdout (``--json``: the figures as JSON instead); ``--docs`` writes it
+between ``<!-- begin SECTION -->`` and ``<!-- end SECTION -->`` in docs/PERFORMANCE.md.
+The keys of a table file: scripts/bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from docsection import check_section, gauge_us, replace_section, run_on, speed_note  # noqa: E402
+from omtlrun import MPIEXEC, command, report_of  # noqa: E402
+
+DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+TIMEOUT = 900                                   # seconds for one run
+TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "data": dict,
+              "rows": list}
+DATA_KEYS = {"K": int, "d": int, "samples": int}
+ROW_KEYS = {"label": str, "ranks": int, "options": list, "env": dict, "K": int, "d": int,
+            "metric": str, "target": (int, float)}
+KINDS = {str: "a string", int: "an integer of at least 1", list: "a list", dict: "a table",
+         (int, float): "a number"}
+
+
+# name: (column heading, what it is, its value from (report, wall seconds), format); a report's
+# cpu_ms_per_round has one number per rank
+METRICS = {
+    "ms_per_round": ("ms per round", "the learning loop's wall time per round on rank 0, "
+                     "start-up excluded (the run's `ms_per_round`)",
+                     lambda report, wall: report["ms_per_round"], ".4f"),
+    "wall_s": ("wall s", "the wall seconds of the whole command (start-up, learning, results)",
+               lambda report, wall: wall, ".2f"),
+    "cpu_ms_per_round": ("CPU ms per round", "the CPU time per round of all ranks together "
+                         "(the run's `cpu_ms_per_round`, summed)",
+                         lambda report, wall: float(np.sum(report["cpu_ms_per_round"])), ".4f"),
+    "cpu_ms_per_round_max": ("CPU ms per round, busiest rank", "the CPU time per round of the "
+                             "busiest rank (the run's `cpu_ms_per_round`, largest)",
+                             lambda report, wall: float(np.max(report["cpu_ms_per_round"])),
+                             ".4f"),
+}
+
+
+def fail(message: str):
+    """Stop with ``bench: MESSAGE`` on stderr and exit status 1."""
+    raise SystemExit(f"bench: {message}")
+
+
+def check_keys(where: str, table: dict, known: dict, required: tuple) -> None:
+    """Stop unless ``table`` has the ``required`` keys and only ``known`` ones, of their types."""
+    for key, value in table.items():
+        if key not in known:
+            fail(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
+        if (not isinstance(value, known[key]) or isinstance(value, bool)
+                or (known[key] is int and value < 1)):
+            fail(f"{where}: {key} = {value!r}, but it must be {KINDS[known[key]]}")
+    for key in required:
+        if key not in table:
+            fail(f"{where}: '{key}' is missing")
+
+
+def load_table(path: str) -> dict:
+    """Read and check a table; every row gets the table's data and metric where it has none."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror}")
+    except tomllib.TOMLDecodeError as exc:
+        fail(f"{path}: not valid TOML: {exc}")
+    check_keys(path, table, TABLE_KEYS, ("title", "section", "data", "rows"))
+    check_keys(f"{path}: data", table["data"], DATA_KEYS, tuple(DATA_KEYS))
+    if not table["rows"] or not all(isinstance(row, dict) for row in table["rows"]):
+        fail(f"{path}: 'rows' must be one or more [[rows]] tables")
+    for i, row in enumerate(table["rows"]):
+        where = f"{path}: rows[{i}]"
+        check_keys(where, row, ROW_KEYS, ("label",))
+        if not all(isinstance(v, str) for v in [*row.get("options", []),
+                                                *row.get("env", {}).values()]):
+            fail(f"{where}: options and env values must be strings")
+        row.update({"K": table["data"]["K"], "d": table["data"]["d"],
+                    "metric": table.get("metric", "ms_per_round"), **row})
+        if row["metric"] not in METRICS:
+            fail(f"{where}: unknown metric '{row['metric']}' (known: {', '.join(METRICS)})")
+        if "ranks" in row and not os.access(MPIEXEC, os.X_OK):
+            fail(f"{where}: needs {MPIEXEC}: run this script with the virtualenv's python")
+    return table
+
+
+def make_random_tasks(folder: str, K: int, d: int, samples: int) -> str:
+    """Write K tasks of ``samples`` Gaussian instances, labelled by perturbed copies of one random
+    linear model, to an HDF5 file in ``folder``; return its path."""
+    from omtl_mpi.data import write_tasks      # this tree's: every revision reads the format
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=d)
+    X = [rng.normal(size=(samples, d)) for _ in range(K)]
+    y = [np.where(x @ (w + 0.3 * rng.normal(size=d)) >= 0, 1, -1) for x in X]
+    path = os.path.join(folder, f"random-K{K}-d{d}.h5")
+    write_tasks(path, [f"t{k}" for k in range(K)], X, y)
+    return path
+
+
+def environment(tree: str, extra: dict) -> dict:
+    # only the tree on PYTHONPATH, so that no other omtl_mpi comes first; MPICH's mpiexec hands
+    # the environment on to every rank
+    return dict(os.environ, PYTHONPATH=tree, PYTHONUNBUFFERED="1", **extra)
+
+
+def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
+    """Run one row with the package in ``tree``; return (metric value, report)."""
+    cmd = command(["--data", data, *row.get("options", []), "--json", "--no-progress"],
+                  row.get("ranks"))
+    # in the scratch folder, as `python -m` imports a package found in the cwd first; in a
+    # session of its own, so that a timeout or Ctrl-C can end mpiexec and its ranks together
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=folder, env=environment(tree, row.get("env", {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except BaseException as exc:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:              # it ended on its own meanwhile
+            pass
+        proc.wait()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            fail(f"'{row['label']}' ran past {TIMEOUT} s: {shlex.join(cmd)}")
+        raise
+    wall = time.perf_counter() - start
+    said = f"{shlex.join(cmd)}\n" + "\n".join(err.strip().splitlines()[-15:])
+    if proc.returncode != 0:
+        fail(f"'{row['label']}' failed (exit {proc.returncode}, PYTHONPATH={tree}): {said}")
+    try:
+        report = report_of(out)
+        return METRICS[row["metric"]][2](report, wall), report
+    except (ValueError, IndexError):
+        fail(f"'{row['label']}' printed no JSON report: {said}")
+    except KeyError as exc:
+        fail(f"'{row['label']}': the report of the package in {tree} has no {exc}")
+
+
+def check_import(tree: str, folder: str, mpi: bool) -> None:
+    """Stop unless processes started as the runs are (under mpiexec too if ``mpi``) import
+    omtl_mpi from ``tree``."""
+    cmd = [sys.executable, "-c", "import omtl_mpi; print(omtl_mpi.__file__)"]
+    out = subprocess.run([MPIEXEC, "-n", "2", *cmd] if mpi else cmd, cwd=folder,
+                         env=environment(tree, {}), capture_output=True, text=True)
+    found = {os.path.realpath(line) for line in out.stdout.split()} or {out.stderr.strip()}
+    where = " and ".join(sorted(found))
+    if out.returncode or not all(f.startswith(os.path.realpath(tree) + os.sep) for f in found):
+        fail(f"runs with PYTHONPATH={tree} import omtl_mpi from {where}")
+    print(f"bench: PYTHONPATH={tree} imports {where}", file=sys.stderr)
+
+
+def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) -> list:
+    """Run every row with every tree, ``repeats`` times after one warm-up run.
+
+    Returns
+    -------
+    list of dict
+        One per row (what ``--json`` prints): the row's label, ranks, K, d, metric, target,
+        options and env, and ``trees``: tree name ("this", or the base's short hash) -> median,
+        fastest, slowest, runs (every recorded value) and chose (the reports' kernel, transport).
+    """
+    data = {(r["K"], r["d"]): make_random_tasks(folder, r["K"], r["d"], samples) for r in rows}
+    runs = [{name: [] for name in trees} for _ in rows]
+    chose = [{name: set() for name in trees} for _ in rows]
+    # the warm-up (repeat -1) fills numba's cache in a fresh worktree, and the file cache. Rows
+    # and trees take turns, so that a slow spell of the machine hits them all alike; the trees
+    # swap places every repeat, so that neither always runs right after the other
+    for repeat in range(-1, repeats):
+        for i, row in enumerate(rows):
+            for name in (list(trees) if repeat % 2 == 0 else list(trees)[::-1]):
+                value, report = run_once(row, trees[name], data[row["K"], row["d"]], folder)
+                if repeat >= 0:
+                    runs[i][name].append(value)
+                    chose[i][name].add(", ".join(str(report[key]) for key in
+                                                 ("kernel", "transport") if key in report))
+        print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
+              file=sys.stderr, flush=True)
+    return [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target")},
+             "options": row.get("options", []), "env": row.get("env", {}),
+             "trees": {name: {"median": statistics.median(values), "fastest": min(values),
+                              "slowest": max(values), "runs": values,
+                              "chose": " / ".join(sorted(chose[i][name]))}
+                       for name, values in runs[i].items()}}
+            for i, row in enumerate(rows)]
+
+
+def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
+    """The section: title, description, how the figures were made, one line per row."""
+    metrics = list(dict.fromkeys(row["metric"] for row in rows))
+    heading = METRICS[metrics[0]][0] if len(metrics) == 1 else "median"
+    targets = any(row["target"] is not None for row in rows)
+    cols = ["run", "ranks", "K, d", "options", "chose (kernel, transport)"]
+    cols += ["metric"] if len(metrics) > 1 else []
+    for name in ["this tree", base] if base else ["this tree"]:
+        cols += [f"{name}: {heading}", f"{name}: fastest - slowest"]
+    cols += [f"{base} / this tree"] if base else []
+    cols += ["target", "met"] if targets else []
+    what = "; ".join(f"*{METRICS[m][0]}* is {METRICS[m][1]}" for m in metrics)
+    lines = [f"## {table['title']}", ""]
+    lines += [table["description"].strip(), ""] if table.get("description") else []
+    lines += [f"{header} {what}.", "", "| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+    for row in rows:
+        fmt, this = METRICS[row["metric"]][3], row["trees"]["this"]
+        options = " ".join([*(f"{k}={v}" for k, v in row["env"].items()), *row["options"]])
+        cells = [row["label"], str(row["ranks"] or "1 process"), f"{row['K']}, {row['d']}",
+                 f"`{options}`" if options else "(defaults)", this["chose"]]
+        cells += [METRICS[row["metric"]][0]] if len(metrics) > 1 else []
+        for t in row["trees"].values():
+            cells += [f"{t['median']:{fmt}}", f"{t['fastest']:{fmt}} - {t['slowest']:{fmt}}"]
+        cells += [f"{row['trees'][base]['median'] / this['median']:.2f}"] if base else []
+        if targets and row["target"] is not None:
+            cells += [f"{row['target']}", "yes" if this["median"] <= row["target"] else "no"]
+        elif targets:
+            cells += ["", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table", help="a table, e.g. scripts/bench/default-path.toml")
+    ap.add_argument("--repeats", type=int, default=5, help="recorded runs of every row (5)")
+    ap.add_argument("--samples", type=int, help="rounds (instances per task): the table's if absent")
+    ap.add_argument("--base", metavar="REV", help="also run every row with git revision REV")
+    ap.add_argument("--docs", action="store_true", help="write the section of docs/PERFORMANCE.md")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    if args.repeats < 1 or (args.samples is not None and args.samples < 1):
+        fail("--repeats and --samples must be at least 1")
+    table = load_table(args.table)
+    samples = args.samples or table["data"]["samples"]
+    if args.docs:
+        check_section(DOC, table["section"])    # now, not after the minutes of runs
+    shown = ["python", "scripts/bench.py", os.path.relpath(os.path.abspath(args.table), ROOT),
+             "--repeats", str(args.repeats), "--samples", str(samples),
+             *(["--base", args.base] if args.base else []), *(["--docs"] if args.docs else [])]
+    base = None
+    if args.base:
+        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
+                              f"{args.base}^{{commit}}"], capture_output=True, text=True)
+        base = rev.stdout.strip() if rev.returncode == 0 else fail(
+            f"--base {args.base}: not a revision of the git repository {ROOT}")
+    # SIGTERM leaves through the same clean-up as Ctrl-C: the worktree is removed
+    signal.signal(signal.SIGTERM, lambda *_: fail("terminated"))
+    before = gauge_us()
+    with tempfile.TemporaryDirectory(prefix="omtl-bench-") as folder:
+        trees = {"this": ROOT, **({base: os.path.join(folder, f"tree-{base}")} if base else {})}
+        try:
+            if base:
+                add = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach",
+                                      trees[base], base], capture_output=True, text=True)
+                if add.returncode:
+                    fail(f"git worktree add {base} failed: {add.stderr.strip()}")
+            for tree in trees.values():
+                check_import(tree, folder, any("ranks" in row for row in table["rows"]))
+            rows = measure(table["rows"], trees, args.repeats, samples, folder)
+        except KeyboardInterrupt:
+            fail("interrupted")
+        finally:
+            if base:
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", trees[base]],
+                               capture_output=True)
+                subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
+    header = (f"Generated by `{shlex.join(shown)}` on {run_on()}. {speed_note(before)} Random "
+              f"data: K tasks of {samples} instances (= rounds) with d features. Median of "
+              f"{args.repeats} runs, with the fastest and slowest, every row "
+              f"{'and both trees ' if base else ''}taking turns run by run after one unrecorded "
+              "warm-up run each.")
+    if base:
+        header += (f" {base} is `--base {args.base}`, run from a git worktree; "
+                   f"*{base} / this tree* above 1 means this tree is faster.")
+    text = markdown(table, rows, base, header)
+    print(json.dumps({"command": shlex.join(shown), "title": table["title"], "samples": samples,
+                      "repeats": args.repeats, "base": base, "rows": rows}, indent=1)
+          if args.json else text)
+    if args.docs:
+        replace_section(DOC, table["section"], text, append=False)
+        print(f"bench: wrote section '{table['section']}' of {DOC}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The package's import graph keeps its layers (docs/DESIGN.md, "Layers"): each layer imports
+only from the layers below it, the speed plug-in (omtl_mpi/fast) only from the runtime, and
+neither the math nor the plain transports know numba.
+
+Every import counts, also those inside functions (the package imports lazily for start-up time).
+"""
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "omtl_mpi"
+
+# lower number = lower layer; a module may import its own layer's modules and lower ones (the
+# package's __init__ only sets environment variables and the version)
+LAYERS = {
+    "__main__": 7, "cli": 6,
+    "sweep": 5, "report": 5,
+    "runtime": 4,
+    "fast": 3.5,                    # the plug-in: between the runtime and what it speeds up
+    "comm": 3,
+    "options": 2.5, "config": 2.5,  # one description of a run, read by every layer above
+    "algorithms": 2,
+    "data": 1, "topology": 1,
+    "metrics": 0, "errors": 0, "atomic": 0, "__init__": 0,
+}
+
+
+def _component(module: str) -> str:
+    """``omtl_mpi.runtime.run`` -> ``runtime``; ``omtl_mpi`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every omtl_mpi module ``path`` imports, as absolute names."""
+    # the package a relative import starts from: the module's folder (an __init__'s too)
+    package = list(path.relative_to(PACKAGE.parent).parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "omtl_mpi")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            if name.split(".")[0] == "omtl_mpi":
+                # "from . import fast" names the module fast
+                subs = [f"{name}.{a.name}" for a in node.names]
+                found.update(s for s in subs if (PACKAGE.parent / s.replace(".", "/")).exists()
+                             or (PACKAGE.parent / (s.replace(".", "/") + ".py")).exists())
+                if not any(s in found for s in subs):
+                    found.add(name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        graph[name] = _imports(path)
+    return graph
+
+
+def test_every_component_has_a_layer():
+    assert {_component(m) for m in _graph()} <= set(LAYERS)
+
+
+def test_layers_import_only_downwards():
+    wrong = []
+    for module, imported in _graph().items():
+        mine = _component(module)
+        for other in imported:
+            theirs = _component(other)
+            if LAYERS[theirs] > LAYERS[mine]:
+                wrong.append(f"{module} imports {other}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_runtime_imports_the_plug_in():
+    users = {m for m, imported in _graph().items()
+             if _component(m) not in ("fast", "runtime") and any(_component(i) == "fast" for i in imported)}
+    assert not users
+
+
+def test_only_the_entry_point_imports_the_command_line():
+    users = {m for m, imported in _graph().items()
+             if _component(m) not in ("cli", "__main__") and any(_component(i) == "cli" for i in imported)}
+    assert not users
+
+
+@pytest.mark.parametrize("layer", ["algorithms", "comm"])
+def test_no_numba_below_the_plug_in(layer):
+    assert not [p for p in (PACKAGE / layer).rglob("*.py") if "numba" in p.read_text()]
+
+
+def test_the_checker_sees_imports():
+    """The checks above would pass on a parser that finds nothing."""
+    graph = _graph()
+    assert "omtl_mpi.fast" in graph["omtl_mpi.runtime.roles"]
+    assert "omtl_mpi.algorithms.admm" in graph["omtl_mpi.fast.steps"]
+    assert "omtl_mpi.runtime.run" in graph["omtl_mpi.cli"]          # a lazy import, in a function
