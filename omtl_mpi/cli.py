@@ -104,12 +104,6 @@ def _click_option(opt, default_algo: str) -> click.Option:
               help="Raise an exception, or die by SIGKILL.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
-@click.option("--aslr", type=click.Choice(["auto", "on"]), default="auto", show_default=True,
-              help="Address-space layout randomisation of the ranks. auto: ranks of a node with "
-                   "more ranks than CPUs run without it (re-started before MPI starts), so that "
-                   "the ranks sharing a core share its branch predictors too (1.5x-2x faster "
-                   "rounds there; docs/PERFORMANCE.md). on: keep the system's randomisation, "
-                   "e.g. for jobs that read untrusted files.")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
         checkpoint_path, resume, transport, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.

@@ -13,6 +13,9 @@ Params = Any
 # how the ADMM learners' per-round steps are computed (omtl_mpi.fast): part of the configuration,
 # because numpy and the compiled steps agree to rounding, not to the bit
 KERNELS = ("auto", "numpy", "numba")
+# --kernel auto compiles runs of at least this many rounds per rank sharing a CPU: loading the
+# compiled steps costs each process most of a second of CPU, which a run this long wins back
+AUTO_KERNEL_ROUNDS = 10000
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,8 @@ class RunConfig:
         "help": "ADMM learners: how each round's steps are computed. numpy: the reference; numba: "
                 "the same formulas compiled (needs the 'fast' extra; euclid w-step; equal round by "
                 "round to rounding, not to the bit); auto: numba when it is installed and the run "
-                "has at least 10000 rounds per rank sharing a CPU (each process spends most of a "
-                "second loading it), numpy otherwise.",
+                f"has at least {AUTO_KERNEL_ROUNDS} rounds per rank sharing a CPU (each process "
+                "spends most of a second loading it), numpy otherwise.",
         "choices": KERNELS})
 
     def __post_init__(self):

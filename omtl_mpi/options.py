@@ -93,6 +93,13 @@ TRANSPORT = Option(
          "memory, waiting ranks sleep until woken, so they leave the core to the rank with "
          "work. auto: shm when every rank is on one node and there are more ranks than CPUs, "
          "else mpi (docs/PERFORMANCE.md).")
+ASLR = Option(
+    name="aslr", flag="--aslr", type=str, default="auto", kind="execution", choices=("auto", "on"),
+    help="Address-space layout randomisation of the ranks. auto: ranks of a node with more ranks "
+         "than CPUs run without it (re-started before MPI starts), so that the ranks sharing a "
+         "core share its branch predictors too (faster rounds there; docs/PERFORMANCE.md). on: "
+         "keep the system's randomisation, e.g. for jobs that read untrusted files.")
+EXECUTION = (TRANSPORT, ASLR)
 
 
 def table() -> dict[str, Option]:
@@ -107,17 +114,22 @@ def table() -> dict[str, Option]:
     opts = {f.name: _option(f, RunConfig, _default(f)) for f in fields(RunConfig)
             if f.name != "params"}          # the learner's dataclass: its fields are options
     uses: dict[str, list] = {}
+    taken = set(opts) | {o.name for o in EXECUTION}
     for algo in REGISTRY.values():
         for f in fields(algo.params):
-            if f.name in opts:
+            if f.name in taken:
                 raise ValueError(f"{algo.name}: hyper-parameter {f.name!r} is also a run option")
             uses.setdefault(f.name, []).append((algo, f))
     for name, found in uses.items():
         first = next((f for _, f in found if f.metadata.get("help")), found[0][1])
         algo = next(a for a, f in found if f is first)
+        if len({_hints(a.params)[f.name] for a, f in found}) > 1:
+            # one flag must parse the same way for every learner
+            raise ValueError(f"hyper-parameter {name!r} has different types in "
+                             f"{', '.join(a.name for a, _ in found)}")
         opts[name] = _option(first, algo.params, _default(found[0][1]), kind="param",
                              defaults={a.name: _default(f) for a, f in found})
-    opts[TRANSPORT.name] = TRANSPORT
+    opts.update((o.name, o) for o in EXECUTION)
     return opts
 
 
@@ -150,7 +162,7 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
     so that RunConfig's or the learner's own default applies).
 
     What ``omtl-mpi run``, sweeps and Python callers build a run from. Execution options
-    (``transport``) are checked and left out. A hyper-parameter the chosen learner does not
+    (``transport``, ``aslr``) are checked and left out. A hyper-parameter the chosen learner does not
     have is an error, not silently ignored.
 
     Raises
@@ -177,16 +189,16 @@ def _checked(opts: dict, name: str, value):
     opt = opts.get(name)
     if opt is None:
         raise ConfigError(f"unknown option {name!r}; options: {', '.join(opts)}")
-    kind, ok = opt.type, False
-    if isinstance(value, bool) or kind in (bool, str):
-        ok = type(value) is kind
-    elif isinstance(value, (str, int)) or kind is float and isinstance(value, float):
+    py_type, ok = opt.type, False
+    if isinstance(value, bool) or py_type in (bool, str):
+        ok = type(value) is py_type
+    elif isinstance(value, (str, int)) or py_type is float and isinstance(value, float):
         try:
-            value, ok = kind(value), True
+            value, ok = py_type(value), True
         except ValueError:
             pass
     if not ok:
-        raise ConfigError(f"{opt.flag} takes {_TYPES[kind]}, got {value!r}")
+        raise ConfigError(f"{opt.flag} takes {_TYPES[py_type]}, got {value!r}")
     # the dataclasses check their own fields' choices; only execution options have none
     if opt.kind == "execution" and opt.choices and value not in opt.choices:
         raise ConfigError(f"{opt.flag} must be one of {', '.join(opt.choices)}, got {value!r}")
@@ -208,6 +220,8 @@ def from_flags(items: Mapping[str, Any]) -> dict:
     values = {}
     for key, value in items.items():
         opt = by_flag.get(key.replace("_", "-"))
+        if opt is not None and opt.name in values:
+            raise ConfigError(f"{opt.flag} is given twice ({key!r} and another spelling)")
         if opt is None:
             import difflib
             near = difflib.get_close_matches(key, by_flag, n=1)

@@ -104,3 +104,14 @@ def test_bad_aslr_value_is_one_clear_line():
     r = omtl("run", "--aslr", "off")
     assert r.returncode == 2
     assert "--aslr" in r.stderr and "'auto'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_re_execution_happens_before_numpy_is_imported():
+    """The interpreter that re-executes itself has loaded next to nothing (no numpy, no
+    learners): what __main__ imports to decide is that light."""
+    import subprocess
+    code = ("import sys; import omtl_mpi.runtime.launch; "
+            "print(sorted(m for m in ('numpy', 'omtl_mpi.config', 'click') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -115,7 +115,9 @@ def test_bool_fields_are_flags_that_set_the_other_value():
     assert options.to_args({"relationship": False, "synth_normalize": True}) == \
         ["--no-relationship", "--synth-normalize"]
     assert options.to_args({"relationship": True, "synth_normalize": False}) == []     # defaults
-    assert options.from_flags({"no-relationship": True, "no_relationship": False}) == {"relationship": None}
+    assert options.from_flags({"no-relationship": False}) == {"relationship": None}
+    with pytest.raises(ConfigError, match="--no-relationship is given twice"):
+        options.from_flags({"no-relationship": True, "no_relationship": False})
     assert parse(["--no-relationship"])[0].params.relationship is False
     with pytest.raises(ConfigError, match="relationship = True has no command-line flag"):
         options.to_args({"algo": "admm-single", "relationship": True})

@@ -127,7 +127,7 @@ def test_bells_that_cannot_be_set_up_fall_back_to_mpi_or_are_an_error(tmp_path, 
         return kind
 
     roles = Roles.__new__(Roles)                # only the transport part of a rank's roles
-    roles.transport = "shm"
+    roles.transport, roles._policy = "shm", None
     assert roles._connect(True, build) == "mpi" and roles.transport == "mpi"   # --transport auto
     assert built == ["shm", "mpi"]
     roles.transport = "shm"

@@ -130,7 +130,7 @@ class TaskBlock:
     Holds ``W`` and ``Z`` (kb x d), the message ``C`` (kb x d, rewritten in place every round)
     and the latest ``u`` (d,) and ``V`` rows (kb x d) of the consensus step.  All steps are
     vectorised over the block and the mini-batch, and written to make few numpy calls: at
-    K = 5, d = 9 each call costs more than its arithmetic (docs/PERFORMANCE.md).
+    K = 5, d = 9 each call costs more than its arithmetic (docs/DESIGN.md, "The round's hot path").
 
     Parameters
     ----------

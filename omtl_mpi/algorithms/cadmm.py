@@ -64,13 +64,6 @@ class CAdmmServer:
         self._down = np.empty((len(rows), dim))
         self.reply = self.consensus.uv.reshape(-1) if self._rows is None else self._down.reshape(-1)
 
-    @property
-    def reply_rows(self) -> np.ndarray:
-        """Row indices into ``[u; V]`` of every worker's reply, in rank order (int64)."""
-        if self._rows is None:
-            return np.arange(self.K + 1, dtype=np.int64)
-        return self._rows.astype(np.int64)
-
     def step(self, up_all: np.ndarray) -> np.ndarray:
         """Gathered C (flat, task order) in; every worker's reply (flat, rank order) out (the
         same buffer every round)."""

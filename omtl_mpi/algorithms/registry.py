@@ -39,11 +39,17 @@ class Algorithm:
         option of the run (:mod:`omtl_mpi.options`), with its help in the field's metadata.
     worker, server : type
         Role classes for the ``server`` pattern: ``worker(params, start, stop, d, K)`` with
-        ``up``/``down``/``up_size``/``down_size``; ``server(params, K, d, blocks)`` with
-        ``step``/``after_reply``; an optional ``sync_every`` (rounds) on both.
+        ``up``/``down``/``up_size``/``down_size``/``task_rows``; ``server(params, K, d, blocks)``
+        with ``step``/``after_reply``/``global_arrays``; an optional ``sync_every`` (rounds) on
+        both.
     node : type
         Role class for the ``neighbours`` and ``none`` patterns (``build(params, K, d, start, stop,
-        topology, node)``, ``message``, ``local_step``, ``merge``, ``finish_round``).
+        topology, node)``, ``message``, ``local_step``, ``merge``, ``finish_round``,
+        ``task_rows``, ``node_arrays``); ``none`` nodes get ``message``, ``merge`` and
+        ``node_arrays`` from ``independent._NoMessage``.
+
+    Every role also has ``state()`` and ``load_state(state)``: all the arrays that determine
+    its next round (checkpoints, the generic checks).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks.
     """

@@ -6,7 +6,7 @@ that decomposition, and the Omega update produces it for free: Omega = S / tr(S)
 S = (V^T V)^{1/2} + eps I shares the eigenvectors of V^T V.
 
 These functions run once per round on K x K matrices, where Python's cost per numpy call, not
-arithmetic, is the price: they are written to make few calls (docs/PERFORMANCE.md).
+arithmetic, is the price: they are written to make few calls (docs/DESIGN.md).
 """
 from __future__ import annotations
 

@@ -111,7 +111,6 @@ class DromServer:
         self.omega = np.eye(n_tasks) / n_tasks
         self.steps = 0
 
-
     def step(self, up_all):
         W = up_all.reshape(self.K, self.dim)          # rows = tasks (W^T in the paper's layout)
         # a large mu feeds W Omega^-1 back into W until it overflows: stop with a reason, not a

@@ -89,10 +89,8 @@ class MpiStar:
 
     Per round each worker's flat message goes up once and the server's reply comes down once,
     as persistent point-to-point requests (``Send_init``/``Recv_init``, started every round):
-    the buffers, counts and peers never change, so nothing is set up per round, and with
-    more ranks than cores this costs about half of what the nonblocking collectives
-    ``Igatherv`` and ``Iscatterv`` cost (measured on the 2-core development machines).
-    Requests complete with
+    the buffers, counts and peers never change, so nothing is set up per round (unlike the
+    nonblocking collectives ``Igatherv`` and ``Iscatterv``). Requests complete with
     :func:`omtl_mpi.comm.waiting.wait_all`, so a waiting rank yields its core.
 
     Parameters

@@ -6,7 +6,7 @@ them, and only :mod:`omtl_mpi.runtime` imports this package:
 
 * ``--transport shm`` (:mod:`.shm`, :mod:`.doorbell`): one node's messages through MPI shared
   memory, waiting ranks asleep on a FIFO instead of polling, which is what makes more ranks
-  than cores usable on a laptop (docs/PERFORMANCE.md);
+  than cores cheap on a laptop (docs/PERFORMANCE.md: wall and CPU time per round);
 * ``--aslr auto`` (:mod:`.addresses`): ranks that share cores re-started without address-space
   layout randomisation, so that they share the core's branch predictors;
 * ``--kernel numba`` (:mod:`.kernels`, :mod:`._compiled`, :mod:`.steps`): the ADMM learners'
@@ -14,12 +14,8 @@ them, and only :mod:`omtl_mpi.runtime` imports this package:
 """
 from __future__ import annotations
 
-from ..config import KERNELS
-from ..errors import ConfigError
-
-# --kernel auto compiles runs of at least this many rounds per rank sharing a CPU: loading the
-# compiled steps costs each process about a second of CPU, which a run this long wins back
-AUTO_KERNEL_ROUNDS = 10000
+# Nothing is imported here at module level: ranks re-execute themselves without address
+# randomisation (.addresses) before they import numpy or the learners.
 
 
 def compilable(params) -> bool:
@@ -31,6 +27,8 @@ def compilable(params) -> bool:
 
 def check_kernel(kernel: str, params) -> None:
     """ConfigError (one line) unless ``--kernel kernel`` can run the learner of ``params``."""
+    from ..config import KERNELS
+    from ..errors import ConfigError
     from . import kernels
     if kernel not in KERNELS:
         raise ConfigError(f"--kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
@@ -44,20 +42,36 @@ def check_kernel(kernel: str, params) -> None:
                           "--kernel numpy)")
 
 
-def choose_kernel(kernel: str, params, rounds: int, ranks_per_cpu: float) -> str:
-    """``"numpy"`` or ``"numba"``: what ``--kernel kernel`` means for a run of ``rounds``
-    rounds whose busiest node runs ``ranks_per_cpu`` ranks per CPU (each pays the load)."""
+def choose_kernel(kernel: str, params, rounds: int, ranks_per_cpu: float) -> str | None:
+    """What ``--kernel kernel`` means for a run of ``rounds`` rounds whose busiest node runs
+    ``ranks_per_cpu`` ranks per CPU (each process pays the load).
+
+    Returns
+    -------
+    str or None
+        ``"numpy"`` or ``"numba"``; None for a learner that has no compiled steps (the report
+        then names no kernel).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`check_kernel`.
+    """
+    from ..config import AUTO_KERNEL_ROUNDS
     from . import kernels
     check_kernel(kernel, params)
+    if not compilable(params):
+        return None
     if kernel != "auto":
         return kernel
     long_enough = rounds >= AUTO_KERNEL_ROUNDS * max(1.0, ranks_per_cpu)
-    return "numba" if compilable(params) and long_enough and kernels.available() else "numpy"
+    return "numba" if long_enough and kernels.available() else "numpy"
 
 
 def load_kernels() -> None:
     """Import (compiling if its sources changed) the compiled steps; ConfigError if they
     cannot load."""
+    from ..errors import ConfigError
     from . import kernels
     try:
         kernels.load()

@@ -6,7 +6,7 @@ and a core's branch predictors, which are indexed by virtual address, must learn
 copy anew after each switch between ranks. The same C-ADMM worker round costs 1.5 to 2 times as
 much among 4 independently started processes on one CPU as among 4 forked ones, and nothing more
 when the independent ones run without ASLR; whole runs of 5 or 6 ranks on 2 cores take about
-1.5x to 2x as long with it (docs/PERFORMANCE.md, *Address layout*).
+1.5x as long with it (docs/PERFORMANCE.md, *Address layout*).
 
 So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
 itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same
@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 
-MODES = ("auto", "on")
 ADDR_NO_RANDOMIZE = 0x0040000       # linux/personality.h
 _QUERY = 0xFFFFFFFF
 

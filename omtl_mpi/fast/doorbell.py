@@ -2,9 +2,9 @@
 
 MPI libraries wait by polling, and so does omtl-mpi's own MPI wait (test, then yield the CPU).
 With more ranks than cores, a polling rank is runnable all the time, and the scheduler gives it
-its fair share of the core it shares with the rank everybody is waiting for: on 2 cores with 6
-C-ADMM ranks both cores were 100% busy, mostly polling (docs/PERFORMANCE.md). A rank blocked in
-``read`` is not runnable at all, so the rank with work gets the whole core.
+its fair share of the core it shares with the rank everybody is waiting for (CPU per round in
+docs/PERFORMANCE.md, *More ranks than cores*). A rank blocked in ``read`` is not runnable at
+all, so the rank with work gets the whole core.
 
 Each rank of the node owns one named pipe (FIFO), its *bell*.  Ringing a peer writes a 4-byte
 token (the ringer's rank) into the peer's bell; waiting reads tokens until every peer it waits
@@ -30,8 +30,6 @@ import shutil
 import sys
 import tempfile
 import threading
-
-import numpy as np
 
 _POISON = 0xFFFFFFFF
 _TOKEN = 4                      # bytes per token (an unsigned 32-bit rank, native byte order)

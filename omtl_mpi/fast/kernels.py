@@ -1,7 +1,7 @@
 """Compiled per-round steps of the ADMM learners (``--kernel numba``), beside the numpy reference.
 
 At K = 5, d = 9 a round is a few hundred floating-point operations spread over a hundred numpy
-calls, and each call costs more than its arithmetic (docs/PERFORMANCE.md). The functions of
+calls, and each call costs more than its arithmetic (docs/DESIGN.md). The functions of
 :mod:`._compiled` do the same steps in one compiled call each, and :mod:`.steps` puts them in
 subclasses of the numpy learners' pieces:
 

@@ -5,7 +5,7 @@ same verbs as :mod:`omtl_mpi.comm.mpi` and :mod:`omtl_mpi.comm.graph`, for the c
 matters on a laptop: more ranks than cores.  Messages are written straight into one MPI-3
 shared-memory window (``MPI.Win.Allocate_shared`` on the node), and a rank that waits for its
 peers sleeps on a :class:`~omtl_mpi.fast.doorbell.Doorbells` FIFO instead of polling MPI, so
-the rank with work gets the whole core (docs/PERFORMANCE.md, docs/DESIGN.md "Transports").
+the rank with work gets the whole core (docs/DESIGN.md, "The speed plug-in"; docs/PERFORMANCE.md).
 The numbers moved are the same bits as over MPI point-to-point.
 
 Synchronisation, and why it is enough:
@@ -25,6 +25,7 @@ Synchronisation, and why it is enough:
 """
 from __future__ import annotations
 
+import os
 from time import perf_counter
 
 import numpy as np
@@ -164,3 +165,33 @@ class ShmGraph(_Shared):
         clock.wait += t2 - t1
         return [self._recv]
 
+
+def set_batch_policy() -> object:
+    """Mark this process as a batch (CPU-bound) task for the Linux scheduler, and return what
+    :func:`restore_policy` needs to undo it.
+
+    Under SCHED_BATCH a rank that rings a peer sharing its core is not pre-empted by the peer it
+    just woke: it goes on to its own wait (or work) and the peer runs when it blocks, one
+    context switch instead of two.  Nothing is done (None returned) where the policy does not
+    exist or may not be set, or when the environment sets ``OMTL_MPI_SCHED_BATCH=0`` (for the
+    benchmarks that measure what it is worth).
+    """
+    if not hasattr(os, "SCHED_BATCH") or os.environ.get("OMTL_MPI_SCHED_BATCH") == "0":
+        return None
+    try:
+        before = (os.sched_getscheduler(0), os.sched_getparam(0))
+        if before[0] == os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+            return before
+    except OSError:
+        pass
+    return None
+
+
+def restore_policy(before) -> None:
+    """Undo :func:`set_batch_policy`."""
+    if before is not None:
+        try:
+            os.sched_setscheduler(0, before[0], before[1])
+        except OSError:
+            pass

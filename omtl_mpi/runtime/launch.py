@@ -48,7 +48,7 @@ def launch(n_ranks: int, args: list[str], before=None) -> int:
     """Run ``omtl-mpi ARGS`` under mpiexec with ``n_ranks`` ranks; return its exit code.
 
     ``before`` is called in mpiexec's process before it starts (what the ranks inherit, such as
-    :func:`omtl_mpi.runtime.addresses.for_launch`'s personality).
+    :func:`omtl_mpi.fast.addresses.for_launch`'s personality).
     """
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")

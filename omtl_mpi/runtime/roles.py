@@ -28,6 +28,7 @@ class Roles:
         self.algo, self.server, self.holders = algo, None, []
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else transport
+        self._policy = None
         if algo.pattern == "server":
             if local:
                 self.holders = [algo.worker(params, *local[0], d, K)]
@@ -77,12 +78,17 @@ class Roles:
         back to MPI on every rank, else it is an error."""
         from ..fast.doorbell import SetupError
         if self.transport == "shm":
+            from ..fast.shm import set_batch_policy
             try:
-                return build("shm")
+                comm = build("shm")
             except SetupError as exc:
                 if not fallback:
                     raise SetupFailed(f"--transport shm: {exc}; use --transport mpi") from None
                 self.transport = "mpi"
+            else:
+                # ranks that sleep and wake each other: the one that rings keeps its core
+                self._policy = set_batch_policy()
+                return comm
         return build(self.transport)
 
     def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
@@ -107,10 +113,14 @@ class Roles:
 
     def close(self) -> None:
         """Release the exchange's resources (persistent requests, the graph communicator, the
-        shared window and bells)."""
+        shared window and bells) and the scheduling policy the shared-memory exchange set."""
         free = getattr(self.comm, "free", None)
         if free is not None:
             free()
+        if self._policy is not None:
+            from ..fast.shm import restore_policy
+            restore_policy(self._policy)
+            self._policy = None
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

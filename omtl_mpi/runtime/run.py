@@ -164,8 +164,25 @@ class Job:
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transport="auto",
            resume=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
-    roles and their exchange, and restore a checkpoint. Collective; SetupFailed on every rank
-    when any rank found a user error."""
+    roles and their exchange, and restore a checkpoint. Collective.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+    world : LocalWorld or MpiWorld
+    out, notice, fault, transport, resume
+        As in :func:`run`.
+
+    Returns
+    -------
+    Job
+        This rank's part of the run, ready for :func:`learn`.
+
+    Raises
+    ------
+    SetupFailed
+        On every rank, when any rank found a user error.
+    """
     rank, size = world.rank, world.size
     source = make_source(cfg)
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
@@ -198,9 +215,8 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     else:
         blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
         local = blocks if size == 1 else [blocks[rank]]
-    batches = _load_batches(cfg, world, source, local, T, d, notice)
     my_fault = fault(rank) if fault else NEVER
-    my_fault.check("load")
+    batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     kind = collective(world, lambda: transports.choose(world, transport))
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
                   fallback=transport == "auto", kernel=kernel or "numpy")
@@ -211,11 +227,12 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     return job
 
 
-def _load_batches(cfg, world, source, local, T, d, notice) -> list:
+def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
     """This rank's tasks, shuffled by the run's seed, as round-major batches (one per block)."""
     from ..data.source import shuffled
     mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
     streams = collective(world, lambda: shuffled(source.load(mine), cfg.seed) if len(mine) else None)
+    fault.check("load")
     notices = world.agree(list(streams.notices) if streams is not None else [])
     if world.rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
@@ -262,24 +279,45 @@ def _save_checkpoint(job: Job, path: str, done: int) -> None:
 
 
 def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
-    """The rounds after the checkpoint (all of them without one), timed: wall time and this
-    rank's CPU."""
+    """Run the rounds after the checkpoint (all of them without one) and time them.
+
+    Parameters
+    ----------
+    job : Job
+        From :func:`set_up`; gets the predictions, the wall seconds and this rank's CPU seconds.
+    progress : bool
+        Show a progress bar (rank 0 only).
+    checkpoint : (int, callable), optional
+        ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
+    """
     bar = Progress(job.rounds, enabled=progress and job.world.rank == 0)
     job.world.barrier()
     cpu0 = _cpu_seconds()
     t0 = perf_counter()
-    job.preds, _ = job.roles.run(job.batches, job.clock, bar, first_round=job.first_round, fault=job.fault,
-                  checkpoint=checkpoint)
+    job.preds, _ = job.roles.run(job.batches, job.clock, bar, first_round=job.first_round,
+                                 fault=job.fault, checkpoint=checkpoint)
     job.seconds = perf_counter() - t0
     # with more ranks than cores, a rank that polls while it waits uses CPU that the rank with
-    # work needed (docs/PERFORMANCE.md)
+    # work needed (CPU per round in docs/PERFORMANCE.md)
     job.cpu_seconds = _cpu_seconds() - cpu0
     job.roles.close()
 
 
 def collect(job: Job, out: str | None) -> dict | None:
-    """Gather the predictions, model and timings on rank 0 in task order; write the results
-    file (``out``) and return the report there, None on the other ranks. Collective."""
+    """Gather the predictions, model and timings on rank 0 in task order. Collective.
+
+    Parameters
+    ----------
+    job : Job
+        After :func:`learn`.
+    out : str, optional
+        Results file (HDF5), written atomically by rank 0.
+
+    Returns
+    -------
+    dict or None
+        The report on rank 0 (what ``--json`` prints), None on the other ranks.
+    """
     world, roles, algo, meta = job.world, job.roles, job.algo, job.meta
     rank, size = world.rank, world.size
     K, d, B, T = meta.n_tasks, meta.dim, job.cfg.batch, job.rounds

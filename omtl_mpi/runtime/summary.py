@@ -45,8 +45,7 @@ def format_summary(report: dict) -> str:
         f"{'mean':<24}{report['mean_error']:>18.4f}",
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
         f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round"
-        + (f" (transport {report['transport']}: {_TRANSPORTS[report['transport']]}"
-           + ")"
+        + (f" (transport {report['transport']}: {_TRANSPORTS[report['transport']]})"
            if report.get("transport") in _TRANSPORTS else ""),
         "",
         "per-rank time per round:",

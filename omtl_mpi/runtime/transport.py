@@ -11,7 +11,7 @@
 Why the split: a polling rank is always runnable, so with more ranks than cores the scheduler
 gives the polling ranks their share of the core that the rank with work needs; a sleeping rank
 takes nothing.  With a core per rank, polling wakes up sooner than a sleeper can be woken, and
-MPI is the right choice (docs/PERFORMANCE.md measures both).
+MPI is the right choice (docs/PERFORMANCE.md measures both with more ranks than cores).
 
 :func:`decide` is pure, so the rule is tested directly.
 """
@@ -21,8 +21,9 @@ import os
 from typing import Sequence
 
 from ..errors import ConfigError
+from ..options import TRANSPORT
 
-MODES = ("auto", "mpi", "shm")
+MODES = TRANSPORT.choices
 
 
 def cpu_mask() -> list[int]:
