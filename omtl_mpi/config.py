@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .algorithms.admm import AdmmParams
+from .data.features import SCALES
 from .errors import ConfigError
 
 Params = Any
@@ -43,6 +44,13 @@ class RunConfig:
     seed: int | None = field(default=None, metadata={
         "help": "Present each task's stream in a random order drawn from this seed (default: the "
                 "file's order). Sweeps repeat runs over seeds this way."})
+    intercept: bool = field(default=False, metadata={
+        "help": "Append a constant feature 1 to every instance: its weight is the bias (the ADMM "
+                "learners share it through u and V like any weight)."})
+    scale: str = field(default="none", metadata={
+        "help": "Feature scaling without look-ahead. online: each feature divided by the largest "
+                "absolute value it has taken so far in its task's stream; none: as they are.",
+        "choices": SCALES})
     params: Params = field(default_factory=AdmmParams)
     topology: str = field(default="ring", metadata={
         "help": "Neighbour graph of d-admm/d-psgd: ring, full, star, torus, random-regular, "
@@ -72,6 +80,8 @@ class RunConfig:
             problems.append(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.nodes is not None and (not isinstance(self.nodes, int) or self.nodes < 1):
             problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
+        if self.scale not in SCALES:
+            problems.append(f"--scale must be one of {', '.join(SCALES)}, got {self.scale!r}")
         if self.kernel not in KERNELS:
             problems.append(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
         if problems:

@@ -13,6 +13,7 @@ from .. import metrics
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
+from ..data.features import model_dim, prepare
 from ..data.rounds import RoundBatches, rounds_needed
 from ..errors import ConfigError
 from .. import fast
@@ -67,7 +68,7 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
     if free is None:
         return
     gib = 2 ** 30
-    K, d = meta.n_tasks, meta.dim
+    K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     if hasattr(cfg.params, "omega_eps"):
         need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
         if need > free:
@@ -145,6 +146,7 @@ class Job:
     source: object
     algo: object
     meta: object
+    dim: int                    # weights per task: the data's features, and the intercept's
     topology: object
     params: object
     kernel: str | None
@@ -186,7 +188,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     rank, size = world.rank, world.size
     source = make_source(cfg)
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
-    K, d = meta.n_tasks, meta.dim
+    K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     T = rounds_needed(meta.lengths, cfg.batch)
     # collective, so on every rank before anything that depends on the configuration: ranks
     # started with different learners must reach the agreement below, not hang here
@@ -220,7 +222,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     kind = collective(world, lambda: transports.choose(world, transport))
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
                   fallback=transport == "auto", kernel=kernel or "numpy")
-    job = Job(cfg, world, source, algo, meta, topology, params, kernel, T, local, batches, roles,
+    job = Job(cfg, world, source, algo, meta, d, topology, params, kernel, T, local, batches, roles,
               PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
     if resume:
         _resume(job, resume, notice)
@@ -233,6 +235,8 @@ def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
     mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
     streams = collective(world, lambda: shuffled(source.load(mine), cfg.seed) if len(mine) else None)
     fault.check("load")
+    # after the shuffle: online scaling follows the order in which the stream is presented
+    X = prepare(streams.X, cfg.intercept, cfg.scale) if streams is not None else []
     notices = world.agree(list(streams.notices) if streams is not None else [])
     if world.rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
@@ -240,7 +244,7 @@ def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
     batches = []
     for a, b in local:
         i, j = a - local[0][0], b - local[0][0]
-        batches.append(RoundBatches(streams.X[i:j], streams.y[i:j], cfg.batch, T, d))
+        batches.append(RoundBatches(X[i:j], streams.y[i:j], cfg.batch, T, d))
     return batches
 
 
@@ -320,7 +324,7 @@ def collect(job: Job, out: str | None) -> dict | None:
     """
     world, roles, algo, meta = job.world, job.roles, job.algo, job.meta
     rank, size = world.rank, world.size
-    K, d, B, T = meta.n_tasks, meta.dim, job.cfg.batch, job.rounds
+    K, d, B, T = meta.n_tasks, job.dim, job.cfg.batch, job.rounds
     extras = {}
     if algo.pattern != "server":
         if job.topology is not None:
@@ -347,7 +351,7 @@ def collect(job: Job, out: str | None) -> dict | None:
         "algo": algo.name, "variant": getattr(params, "variant", "-"),
         "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
         "data": job.source.describe(), "tasks": K, "dim": d, "ranks": size, "rounds": T, "batch": B,
-        "seed": job.cfg.seed,
+        "seed": job.cfg.seed, "intercept": job.cfg.intercept, "scale": job.cfg.scale,
         "mean_error": summary["mean_error"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],

@@ -31,6 +31,10 @@ def format_summary(report: dict) -> str:
     if report.get("kernel"):
         eta += f", {report['kernel']} kernel"
     where = f", topology {report['topology']} on {report['nodes']} nodes" if "topology" in report else ""
+    if report.get("intercept"):
+        eta += ", intercept"
+    if report.get("scale", "none") != "none":
+        eta += f", {report['scale']} feature scaling"
     lines = [
         f"{report['algo']} ({report['variant']}, {report['loss']} loss"
         f"{', no relationship learning' if not report['relationship'] else ''}) on {report['data']}",

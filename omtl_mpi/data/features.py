@@ -1,0 +1,60 @@
+"""What a learner sees of each instance: the stream's features, optionally scaled online and
+with a constant feature for the intercept (``omtl-mpi run --scale online --intercept``).
+
+Both are applied to each task's stream in the order it is presented, before learning starts,
+and neither looks ahead: instance t is transformed with what the stream showed up to and
+including instance t (its features are known before its prediction; only its label is not).
+So a prefix of a stream transforms to the prefix of its transform, every layout of ranks sees
+the same numbers, and every learner gets them without a line of its own.
+
+* ``scale="online"``: each feature divided by the largest absolute value it has taken so far
+  in this task's stream (1 while it has only been 0), so every feature lies in [-1, 1] as in
+  Vowpal Wabbit's normalized updates, without knowing the data set's range in advance.
+* ``intercept``: a last feature that is always 1, whose weight is the bias. In the ADMM
+  learners it is shared like any feature: w_k = u + v_k has a shared and a task-specific part
+  of the bias, regularised by lambda2 and lambda1 + lambda3 like the other weights.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SCALES = ("none", "online")
+
+
+def model_dim(dim: int, intercept: bool) -> int:
+    """The number of weights per task for a data set of ``dim`` features."""
+    return dim + int(bool(intercept))
+
+
+def online_scale(X: np.ndarray) -> np.ndarray:
+    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0)."""
+    if not len(X):
+        return np.array(X, dtype=np.float64)
+    scale = np.maximum.accumulate(np.abs(X), axis=0)
+    return X / np.where(scale > 0.0, scale, 1.0)
+
+
+def prepare(X_list, intercept: bool = False, scale: str = "none") -> list:
+    """Every task's features as the learners see them (the inputs are not changed).
+
+    Parameters
+    ----------
+    X_list : list of ndarray, each (n_k, d)
+        The streams in the order they are presented.
+    intercept : bool
+        Append a constant feature 1.
+    scale : {"none", "online"}
+
+    Returns
+    -------
+    list of ndarray, each (n_k, d + intercept)
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+    out = []
+    for X in X_list:
+        X = online_scale(X) if scale == "online" else X
+        if intercept:
+            X = np.hstack((X, np.ones((len(X), 1))))
+        out.append(X)
+    return out

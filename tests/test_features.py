@@ -1,0 +1,70 @@
+"""What learners see of an instance (--intercept, --scale online): no look-ahead, the same on
+every layout of ranks, through checkpoints, and for every learner."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_in_process_equals_mpiexec, omtl
+from omtl_mpi.algorithms import REGISTRY
+from omtl_mpi.data.features import model_dim, online_scale, prepare
+from omtl_mpi.runtime.checks import check_algorithm
+from test_checkpoint import interrupted_then_resumed
+
+FEATURES = ["--intercept", "--scale", "online"]
+
+
+def test_online_scaling_never_looks_ahead():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4)) * [1.0, 100.0, 1e-3, 0.0]
+    full = online_scale(X)
+    for t in (1, 7, 30):
+        np.testing.assert_array_equal(online_scale(X[:t]), full[:t])
+    assert np.abs(full).max() <= 1.0
+    np.testing.assert_array_equal(full[:, 3], 0.0)                    # a column of zeros stays 0
+    np.testing.assert_array_equal(np.abs(full).max(axis=0)[:3], 1.0)  # the largest value so far is +-1
+    # row t is divided by the largest |x| of rows 0..t, column by column
+    t = 20
+    np.testing.assert_allclose(full[t, :3], X[t, :3] / np.abs(X[: t + 1, :3]).max(axis=0))
+
+
+def test_intercept_is_a_last_constant_feature_and_inputs_stay():
+    X = [np.arange(6.0).reshape(3, 2), np.zeros((0, 2))]
+    before = [x.copy() for x in X]
+    out = prepare(X, intercept=True, scale="online")
+    assert [o.shape for o in out] == [(3, 3), (0, 3)]
+    np.testing.assert_array_equal(out[0][:, -1], 1.0)
+    for x, b in zip(X, before):
+        np.testing.assert_array_equal(x, b)
+    assert prepare(X)[0] is X[0]                                      # nothing asked, nothing done
+    assert model_dim(9, True) == 10 and model_dim(9, False) == 9
+    with pytest.raises(ValueError, match="unknown scale"):
+        prepare(X, scale="zscore")
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_generic_checks_with_an_intercept_and_online_scaling(name, unequal_streams):
+    X, y = unequal_streams
+    check_algorithm(name, prepare(X, intercept=True, scale="online"), y)
+
+
+def test_the_run_reports_and_learns_with_them(small_tasks):
+    r = omtl("run", "--data", small_tasks, *FEATURES, "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert (report["intercept"], report["scale"]) == (True, "online")
+    plain = json.loads(omtl("run", "--data", small_tasks, "--json").stdout)
+    assert report["dim"] == plain["dim"] + 1
+    r = omtl("run", "--data", small_tasks, "--scale", "zscore")
+    assert r.returncode == 2 and "'zscore' is not one of 'none', 'online'" in r.stderr
+
+
+@pytest.mark.parametrize("algo, ranks, local", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
+def test_in_process_equals_mpiexec_with_them(algo, ranks, local, mpiexec, small_tasks, tmp_path):
+    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--seed", "1", *FEATURES],
+                                     local, ranks, tmp_path)
+
+
+def test_resume_with_them(mpiexec, tmp_path, small_tasks):
+    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
+                                        *FEATURES], 3, 1, "raise")
