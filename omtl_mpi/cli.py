@@ -623,6 +623,11 @@ def main(argv=None) -> None:
         code = cli.main(args=argv, prog_name="omtl-mpi", standalone_mode=False)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except click.UsageError as exc:
+        # one line, as for every other bad input: what is wrong, and where the options are
+        where = exc.ctx.command_path if exc.ctx is not None else "omtl-mpi"
+        click.echo(f"error: {exc.format_message()} (see '{where} --help')", err=True)
+        code = exc.exit_code
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code

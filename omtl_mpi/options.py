@@ -99,7 +99,22 @@ ASLR = Option(
          "than CPUs run without it (re-started before MPI starts), so that the ranks sharing a "
          "core share its branch predictors too (faster rounds there; docs/PERFORMANCE.md). on: "
          "keep the system's randomisation, e.g. for jobs that read untrusted files.")
-EXECUTION = (TRANSPORT, ASLR)
+# Named starting points of a run: a preset sets these options unless they are given
+# explicitly. "paper" is exactly the model and settings of Li et al. 2025 (spec section 1), so
+# that its figures stay reproducible whatever the defaults become. A learner keeps the fields
+# its own dataclass fixes differently (ADMM-Single's lambda4 = 0, PMSC-Log's logistic loss).
+PRESETS = {
+    "paper": {"intercept": False, "scale": "none", "variant": "exact", "loss": "hinge",
+              "w_step": "euclid", "eta": None, "rho": 0.1, "lambda1": 0.01, "lambda2": 0.1,
+              "lambda3": 0.01, "lambda4": 0.01, "relationship": True},
+}
+PRESET = Option(
+    name="preset", flag="--preset", type=str, default=None, kind="execution",
+    choices=tuple(PRESETS),
+    help="Start from named settings; options given explicitly still win. paper: the paper's "
+         "model and settings (no intercept or scaling, euclid w-step, eta = sqrt(T), rho = "
+         "lambda2 = 0.1, lambda1 = lambda3 = lambda4 = 0.01).")
+EXECUTION = (PRESET, TRANSPORT, ASLR)
 
 
 def table() -> dict[str, Option]:
@@ -140,15 +155,15 @@ def _hints(owner: type) -> dict:
 
 
 def _option(f, owner: type, default, **more) -> Option:
-    kind = _hints(owner)[f.name]
-    if isinstance(kind, types.UnionType):       # "int | None": None is "not given"
-        kind = next(k for k in typing.get_args(kind) if k is not type(None))
-    if kind not in _TYPES:
-        raise ValueError(f"{owner.__name__}.{f.name}: an option is bool, int, float or str, not {kind}")
+    py_type = _hints(owner)[f.name]
+    if isinstance(py_type, types.UnionType):    # "int | None": None is "not given"
+        py_type = next(k for k in typing.get_args(py_type) if k is not type(None))
+    if py_type not in _TYPES:
+        raise ValueError(f"{owner.__name__}.{f.name}: an option is bool, int, float or str, not {py_type}")
     dashed = f.name.replace("_", "-")
     meta = f.metadata
-    return Option(name=f.name, flag=f"--no-{dashed}" if kind is bool and default else f"--{dashed}",
-                  type=kind, default=default, help=meta.get("help", ""),
+    return Option(name=f.name, flag=f"--no-{dashed}" if py_type is bool and default else f"--{dashed}",
+                  type=py_type, default=default, help=meta.get("help", ""),
                   choices=tuple(meta["choices"]) if "choices" in meta else None,
                   metavar=meta.get("metavar"), none_text=meta.get("none_text"), **more)
 
@@ -161,8 +176,9 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
     """The RunConfig of a run from option values keyed by name (None or missing: not given,
     so that RunConfig's or the learner's own default applies).
 
-    What ``omtl-mpi run``, sweeps and Python callers build a run from. Execution options
-    (``transport``, ``aslr``) are checked and left out. A hyper-parameter the chosen learner does not
+    What ``omtl-mpi run``, sweeps and Python callers build a run from. ``preset`` fills in the
+    options not given (:data:`PRESETS`); the other execution options (``transport``, ``aslr``)
+    are checked and left out. A hyper-parameter the chosen learner does not
     have is an error, not silently ignored.
 
     Raises
@@ -180,8 +196,27 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
         own = [o.flag for o in opts.values() if algo.name in o.defaults]
         raise ConfigError(f"{opts[foreign[0]].flag} does not apply to {algo.name}; its hyper-parameters: "
                           f"{', '.join(own) or 'none'} (see 'omtl-mpi algos')")
-    params = algo.params(**{k: v for k, v in given.items() if opts[k].kind == "param"})
-    return RunConfig(**{k: v for k, v in given.items() if opts[k].kind == "run"}, params=params)
+    preset = _preset(given.get("preset"), algo, opts)
+    chosen = {**preset, **given}
+    params = algo.params(**{k: v for k, v in chosen.items() if opts[k].kind == "param"})
+    return RunConfig(**{k: v for k, v in chosen.items() if opts[k].kind == "run"}, params=params)
+
+
+def _preset(name: str | None, algo, opts: dict) -> dict:
+    """The values preset ``name`` gives learner ``algo``: its run options, and the
+    hyper-parameters the learner has and does not fix itself (its dataclass's default differs
+    from the same field's in the first learner that has it, C-ADMM's for the ADMM ones)."""
+    if name is None:
+        return {}
+    own = {f.name: _default(f) for f in fields(algo.params)}
+    out = {}
+    for key, value in PRESETS[name].items():
+        opt = opts[key]
+        if opt.kind == "run":
+            out[key] = value
+        elif key in own and own[key] == opt.default:
+            out[key] = value
+    return out
 
 
 def _checked(opts: dict, name: str, value):

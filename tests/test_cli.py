@@ -109,12 +109,16 @@ def test_bad_file_stops_every_rank_with_one_message(mpiexec, tmp_path, ranks):
     (["--data", "/nonexistent/x.h5"], "/nonexistent/x.h5: no such file"),
     (["--out", "/nonexistent/dir/r.h5"], "folder /nonexistent/dir does not exist"),
     (["--variant", "both"], "Invalid value for '--variant'"),
+    (["--scale", "zscore"], "'zscore' is not one of 'none', 'online'"),
+    (["--kernel", "fast"], "Invalid value for '--kernel'"),
+    (["--rhoo", "1"], "No such option '--rhoo'. Did you mean '--rho'?"),
 ])
 def test_bad_options_give_one_clear_line(args, message):
     r = omtl("run", "--synth-samples", "50", *args)
     assert r.returncode == 2
     assert message in r.stderr
     assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_too_many_ranks_says_what_to_use(mpiexec):

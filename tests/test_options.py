@@ -154,3 +154,21 @@ def test_values_of_the_wrong_type_are_one_line(values, message):
     with pytest.raises(ConfigError, match=None) as err:
         options.run_config(values)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_the_paper_preset_is_todays_defaults_for_every_learner(name):
+    """What reproduces the paper's figures: today the defaults are the paper's settings, so
+    --preset paper changes nothing; once the defaults move, the preset keeps the paper's."""
+    assert options.run_config({"algo": name, "preset": "paper"}) == options.run_config({"algo": name})
+
+
+def test_a_preset_fills_in_what_is_not_given():
+    cfg = options.run_config({"preset": "paper", "w_step": "arow", "intercept": True})
+    assert (cfg.params.w_step, cfg.intercept, cfg.params.rho) == ("arow", True, 0.1)
+    # a learner keeps what its own dataclass fixes (ADMM-Single has no lambda4 term)
+    assert options.run_config({"algo": "admm-single", "preset": "paper"}).params.lambda4 == 0.0
+    assert options.to_args({"preset": "paper"}) == ["--preset", "paper"]
+    assert parse(["--preset", "paper", "--rho", "0.5"])[0].params.rho == 0.5
+    with pytest.raises(ConfigError, match="--preset must be one of paper, got 'mine'"):
+        options.run_config({"preset": "mine"})

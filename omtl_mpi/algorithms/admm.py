@@ -51,8 +51,8 @@ class AdmmParams:
 
     rho: float = field(default=0.1, metadata={"help": "ADMM penalty (> 0)."})
     eta: float | None = field(default=None, metadata={
-        "help": "Step control (>= 0); in sqrt(T), T is the longest stream's number of rounds "
-                "(with --w-step adagrad or arow the default is 1).", "none_text": "sqrt(T)"})
+        "help": "Step control (>= 0); sqrt(T) by default, T the longest stream's number of "
+                "rounds (1 with --w-step adagrad or arow).", "none_text": "sqrt(T)"})
     lambda1: float = field(default=0.01, metadata={"help": "Weight of |V|^2 (> 0)."})
     lambda2: float = field(default=0.1, metadata={"help": "Weight of |u|^2 (> 0)."})
     lambda3: float = field(default=0.01, metadata={"help": "Second weight of |V|^2 (>= 0)."})
