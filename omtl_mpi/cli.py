@@ -178,21 +178,55 @@ def data():
 
 @data.command("synth")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--tasks", default=5, show_default=True, help="Number of tasks K.")
-@click.option("--samples", default=10000, show_default=True, help="Instances per task.")
+@click.option("--family", type=click.Choice(["paper", "identical", "clustered", "unrelated"]),
+              default="paper", show_default=True,
+              help="paper: the paper's family (below). identical, clustered, unrelated: linear "
+                   "test beds whose task relationship is known (docs/DATASETS.md).")
+@click.option("--tasks", type=int, default=None, help="Number of tasks K (paper 5, test beds 10).")
+@click.option("--samples", type=int, default=None,
+              help="Instances per task (paper 10000, test beds 300).")
 @click.option("--seed", default=0, show_default=True, help="Generator seed.")
-@click.option("--normalize", is_flag=True, help="L2-normalise every feature vector.")
-def data_synth(out, tasks, samples, seed, normalize):
-    """The paper's synthetic family: 9 monomial features of p in [-3,3]^2, rotated sine boundaries.
+@click.option("--normalize", is_flag=True, help="paper: L2-normalise every feature vector.")
+@click.option("--dims", type=int, default=None, help="Test beds: features d (default 50).")
+@click.option("--clusters", type=int, default=None,
+              help="clustered: groups of tasks (default 2: weight vectors around +w and -w).")
+@click.option("--spread", type=float, default=None,
+              help="Test beds: spread of the tasks' weight vectors around their centre (default 0.3).")
+@click.option("--noise", type=float, default=None,
+              help="Test beds: standard deviation of the label noise added to the margin (default 0.5).")
+def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spread, noise):
+    """Generated task streams: the paper's synthetic family, or a known-answer test bed.
 
-    Task parameters follow a random walk from a = (0,1,1,1,1), theta = 0, so neighbouring
-    tasks are related.
+    The paper's family: 9 monomial features of p in [-3,3]^2, rotated sine boundaries; task
+    parameters follow a random walk from a = (0,1,1,1,1), theta = 0, so neighbouring tasks are
+    related. The test beds: x ~ N(0, I), labels sign(x . w_k + noise), with the w_k identical up
+    to a spread, in clusters (two: around +w and -w), or unrelated.
     """
     from .data import generate, write_tasks
-    names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
-    write_tasks(out, names, X, y, source="omtl-mpi synthetic (Li et al. 2025)",
-                description=f"synthetic tasks={tasks} samples={samples} seed={seed} normalize={normalize}")
-    click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d=9")
+    from .data.testbeds import DEFAULTS, generate_testbed
+    testbed = {"dims": dims, "clusters": clusters, "spread": spread, "noise": noise}
+    if family == "paper":
+        given = [k for k, v in testbed.items() if v is not None]
+        if given:
+            raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
+                              "clustered or unrelated), not to the paper's family")
+        tasks, samples = tasks or 5, samples or 10000
+        names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
+        source, what = "omtl-mpi synthetic (Li et al. 2025)", f"normalize={normalize}"
+    else:
+        if normalize:
+            raise ConfigError("--normalize applies to the paper's family only")
+        if clusters is not None and family != "clustered":
+            raise ConfigError(f"--clusters applies to --family clustered, not {family}")
+        tasks = DEFAULTS["tasks"] if tasks is None else tasks
+        samples = DEFAULTS["samples"] if samples is None else samples
+        given = {k: v for k, v in testbed.items() if v is not None}
+        names, X, y = generate_testbed(family, tasks=tasks, samples=samples, seed=seed, **given)
+        source = f"omtl-mpi test bed '{family}'"
+        what = " ".join(f"{k}={v}" for k, v in given.items())
+    write_tasks(out, names, X, y, source=source,
+                description=f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip())
+    click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d={X[0].shape[1]}")
 
 
 @data.group("import")
