@@ -68,3 +68,19 @@ def test_in_process_equals_mpiexec_with_them(algo, ranks, local, mpiexec, small_
 def test_resume_with_them(mpiexec, tmp_path, small_tasks):
     interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
                                         *FEATURES], 3, 1, "raise")
+
+
+def test_table_4_counts_only_runs_without_them():
+    """The ablation compares the paper's model: a run with an intercept or scaling is not one
+    of its cells, however default its hyper-parameters."""
+    from dataclasses import asdict
+
+    from omtl_mpi.config import RunConfig
+    from omtl_mpi.report.collect import _has_default_params
+    plain = RunConfig().to_dict()
+    assert _has_default_params("c-admm", plain)
+    for change in ({"intercept": True}, {"scale": "online"}):
+        assert not _has_default_params("c-admm", {**plain, **change})
+    older = {k: v for k, v in plain.items() if k not in ("intercept", "scale")}   # files of 0.1
+    assert _has_default_params("c-admm", older)
+    assert not _has_default_params("c-admm", {**plain, "params": {**asdict(RunConfig().params), "rho": 1.0}})

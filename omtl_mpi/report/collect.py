@@ -26,7 +26,7 @@ class Outcome:
     ranks: int
     topology: str | None
     relationship: bool
-    default_params: bool    # every hyper-parameter at its default (relationship aside)
+    default_params: bool    # every hyper-parameter and model option at its default (relationship aside)
     mean_error: float
     balanced_error: float
     f1: float
@@ -55,10 +55,19 @@ def _variant_label(rec: dict, algorithms: dict) -> str:
     return " ".join(parts)
 
 
-def _has_default_params(algo: str, params: dict) -> bool:
+# the run options that change the learned model, beside the learner's hyper-parameters
+_MODEL_OPTIONS = ("intercept", "scale")
+
+
+def _has_default_params(algo: str, cfg: dict) -> bool:
+    """Every hyper-parameter (relationship learning aside) and every model option of the run's
+    configuration at its default: what Table 4 compares."""
     from ..algorithms.registry import get
+    from ..config import RunConfig
     defaults = dataclasses.asdict(get(algo).params())
-    return all(params.get(k) == v for k, v in defaults.items() if k != "relationship")
+    base = RunConfig()
+    return (all(cfg["params"].get(k) == v for k, v in defaults.items() if k != "relationship")
+            and all(cfg.get(k, getattr(base, k)) == getattr(base, k) for k in _MODEL_OPTIONS))
 
 
 def load_sweep(folder: str) -> Sweep:
@@ -94,7 +103,7 @@ def load_sweep(folder: str) -> Sweep:
                     algo=rec["algo"], seed=rec["seed"],
                     ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
                     relationship=bool(cfg["params"].get("relationship", False)),
-                    default_params=_has_default_params(rec["algo"], cfg["params"]),
+                    default_params=_has_default_params(rec["algo"], cfg),
                     mean_error=float(f.attrs["mean_error"]),
                     balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
                     ms_per_round=float(f.attrs["ms_per_round"]),
