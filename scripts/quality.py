@@ -26,6 +26,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import replace_section  # noqa: E402
 from paper import OMTL, _machine, _table, import_sweep_report, step, sweep_arguments  # noqa: E402
+from paperfigures import SUBSTITUTES, TABLE2, beside  # noqa: E402
 
 # the test beds of docs/DATASETS.md: the recipe's draw of each family, and issue 24's larger one
 TESTBEDS = {
@@ -34,18 +35,8 @@ TESTBEDS = {
     "unrelated": ["--family", "unrelated"],
     "clustered-large": ["--family", "clustered", "--tasks", "20", "--samples", "200", "--dims", "100"],
 }
-# The paper's Table 2 (../shared/spec/PAPER_TABLES.md), by our row label and data set label.
-_PAPER_T2 = {
-    "ADMM-Single": {"Synthetic": 0.214, "TweetEval": 0.341, "Chem": 0.304, "Landmine": 0.379, "MNIST": 0.154},
-    "C-ADMM": {"Synthetic": 0.138, "TweetEval": 0.232, "Chem": 0.319, "Landmine": 0.304, "MNIST": 0.079},
-    "D-ADMM ring": {"Synthetic": 0.173, "TweetEval": 0.161, "Chem": 0.276, "Landmine": 0.332, "MNIST": 0.070},
-}
-# ... and Table 4's "W/O RL" column for C-ADMM
-_PAPER_T4 = {"Synthetic": 0.162, "TweetEval": 0.356, "Chem": 0.344, "Landmine": 0.348, "MNIST": 0.106}
-PAPER = {"C-ADMM (--preset paper)": _PAPER_T2["C-ADMM"], "C-ADMM W/O RL": _PAPER_T4,
-         "D-ADMM ring (defaults)": _PAPER_T2["D-ADMM ring"], "ADMM-Single": _PAPER_T2["ADMM-Single"]}
-# where our features are not the paper's (docs/DATASETS.md)
-SUBSTITUTES = ("MNIST", "TweetEval", "Chem")
+# our rows that stand for a row of the paper's tables
+PAPER_ROWS = {"C-ADMM (--preset paper)": "C-ADMM", "D-ADMM ring (defaults)": "D-ADMM ring"}
 
 
 def draw_testbeds(folder: str) -> None:
@@ -56,17 +47,6 @@ def draw_testbeds(folder: str) -> None:
             print(f"{out} exists; not drawn again (delete it to draw again)")
         else:
             step(OMTL + ["data", "synth", "-o", out, *args])
-
-
-def with_paper(table) -> str:
-    """An error table (report.tables.metric_table) whose cells gain the paper's figure, in
-    brackets, where the paper has one for that learner and data set."""
-    labels = table.columns[1:]
-    for row in table.rows:
-        paper = PAPER.get(row[0], {})
-        row[1:] = [f"{cell} (paper {paper[d]:.3f})" if cell and d in paper else cell
-                   for cell, d in zip(row[1:], labels)]
-    return _table(table.markdown())
 
 
 # issue 24's criteria on the test beds, for the default multi-task learner:
@@ -105,6 +85,8 @@ def write_docs(out: str, docs: str) -> None:
     from omtl_mpi.report.tables import metric_table
     sweep = load_sweep(out)
     err, bal = metric_table(sweep, "mean_error"), metric_table(sweep, "balanced_error")
+    records = list(err.records)
+    beside(err, TABLE2, PAPER_ROWS)
     f1 = metric_table(sweep, "f1")
     f1.title = "F1 of the positive class (mean ± std over seeds)"
     text = [
@@ -117,11 +99,11 @@ def write_docs(out: str, docs: str) -> None:
         "Beside our figure, in brackets: the paper's Table 2 (Table 4 for W/O RL) where it has "
         f"one; {', '.join(SUBSTITUTES)} use substitute features (docs/DATASETS.md), so their "
         "paper figures are for other features.", "",
-        "### Final mean cumulative error (mean ± std over 3 seeds)", "", with_paper(err), "",
+        "### Final mean cumulative error (mean ± std over 3 seeds)", "", _table(err.markdown()), "",
         "### Balanced error", "", _table(bal.markdown()), "",
         "### F1 of the positive class", "", _table(f1.markdown()), "",
         "### The test beds: where the default multi-task learner stands", "",
-        *[f"- {line}" for line in transfer_lines(err.records)], "",
+        *[f"- {line}" for line in transfer_lines(records)], "",
         *_omega_figure(out),
     ]
     replace_section(docs, "quality", "\n".join(text))
