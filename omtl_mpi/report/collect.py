@@ -26,7 +26,7 @@ class Outcome:
     ranks: int
     topology: str | None
     relationship: bool
-    default_params: bool    # every hyper-parameter and model option at its default (relationship aside)
+    default_params: bool    # the paper's hyper-parameters and model options (relationship aside)
     mean_error: float
     balanced_error: float
     f1: float
@@ -61,13 +61,13 @@ _MODEL_OPTIONS = ("intercept", "scale")
 
 def _has_default_params(algo: str, cfg: dict) -> bool:
     """Every hyper-parameter (relationship learning aside) and every model option of the run's
-    configuration at its default: what Table 4 compares."""
-    from ..algorithms.registry import get
-    from ..config import RunConfig
-    defaults = dataclasses.asdict(get(algo).params())
-    base = RunConfig()
-    return (all(cfg["params"].get(k) == v for k, v in defaults.items() if k != "relationship")
-            and all(cfg.get(k, getattr(base, k)) == getattr(base, k) for k in _MODEL_OPTIONS))
+    configuration as the paper sets them (``--preset paper``, today also the defaults): the
+    runs that Table 4, the paper's ablation, compares."""
+    from ..options import run_config
+    paper = run_config({"algo": algo, "preset": "paper"})
+    params = dataclasses.asdict(paper.params)
+    return (all(cfg["params"].get(k) == v for k, v in params.items() if k != "relationship")
+            and all(cfg.get(k, getattr(paper, k)) == getattr(paper, k) for k in _MODEL_OPTIONS))
 
 
 def load_sweep(folder: str) -> Sweep:

@@ -147,7 +147,7 @@ _FULL = {"full", "fully-connected", "complete"}
 
 
 def _ablation_cell(sweep: Sweep, data: str, algo: str, topology, relationship) -> list:
-    """Runs with default hyper-parameters that make one cell of Table 4."""
+    """Runs with the paper's settings (``--preset paper``) that make one cell of Table 4."""
     chosen = []
     for o in sweep.outcomes:
         if o.data != data or not o.default_params:
@@ -184,7 +184,7 @@ def table4(sweep: Sweep) -> Table:
             records.append(rec)
     notes = ["independent: admm-single (each task on its own, the same for every architecture); "
              "W/O RL: --no-relationship (Omega fixed at I/K); RL: the learned Omega. Only runs "
-             "with default hyper-parameters count."]
+             "with the paper's settings (--preset paper; today the defaults) count."]
     if not rows:
         notes.append("no ablation runs in this sweep: add admm-single, and c-admm / d-admm with and "
                       "without options = { no-relationship = true }")
