@@ -210,7 +210,8 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
         if given:
             raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
                               "clustered or unrelated), not to the paper's family")
-        tasks, samples = tasks or 5, samples or 10000
+        tasks = 5 if tasks is None else tasks
+        samples = 10000 if samples is None else samples
         names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
         source, what = "omtl-mpi synthetic (Li et al. 2025)", f"normalize={normalize}"
     else:

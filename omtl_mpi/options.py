@@ -255,12 +255,12 @@ def from_flags(items: Mapping[str, Any]) -> dict:
     values = {}
     for key, value in items.items():
         opt = by_flag.get(key.replace("_", "-"))
-        if opt is not None and opt.name in values:
-            raise ConfigError(f"{opt.flag} is given twice ({key!r} and another spelling)")
         if opt is None:
             import difflib
             near = difflib.get_close_matches(key, by_flag, n=1)
             raise ConfigError(f"No such option '--{key}'" + (f". Did you mean '--{near[0]}'?" if near else ""))
+        if opt.name in values:
+            raise ConfigError(f"{opt.flag} is given twice ({key!r} and another spelling)")
         if opt.type is bool:
             if not isinstance(value, bool):
                 raise ConfigError(f"{opt.flag} is a flag: give true or false, got {value!r}")
