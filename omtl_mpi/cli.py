@@ -77,7 +77,8 @@ def _click_option(opt, default_algo: str) -> click.Option:
         text = f"{', '.join(opt.learners)}: {text[:1].lower()}{text[1:]}"
     if opt.default_text():
         text += f"  [default: {opt.default_text()}]"
-    default = None if opt.kind == "param" else opt.default
+    # not given: None, so that a --preset, then the learner's or RunConfig's default, applies
+    default = None if opt.kind in ("param", "run") else opt.default
     if opt.type is bool:
         return click.Option([opt.flag, opt.name], flag_value=opt.flag_value, default=default, help=text)
     kind = click.Choice(opt.choices) if opt.choices else opt.type

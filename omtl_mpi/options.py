@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from .algorithms.admm import PAPER
 from .config import RunConfig
 from .errors import ConfigError
 
@@ -103,17 +104,13 @@ ASLR = Option(
 # explicitly. "paper" is exactly the model and settings of Li et al. 2025 (spec section 1), so
 # that its figures stay reproducible whatever the defaults become. A learner keeps the fields
 # its own dataclass fixes differently (ADMM-Single's lambda4 = 0, PMSC-Log's logistic loss).
-PRESETS = {
-    "paper": {"intercept": False, "scale": "none", "variant": "exact", "loss": "hinge",
-              "w_step": "euclid", "eta": None, "rho": 0.1, "lambda1": 0.01, "lambda2": 0.1,
-              "lambda3": 0.01, "lambda4": 0.01, "relationship": True},
-}
+PRESETS = {"paper": {"intercept": False, "scale": "none", **PAPER}}
 PRESET = Option(
     name="preset", flag="--preset", type=str, default=None, kind="execution",
     choices=tuple(PRESETS),
     help="Start from named settings; options given explicitly still win. paper: the paper's "
          "model and settings (no intercept or scaling, euclid w-step, eta = sqrt(T), rho = "
-         "lambda2 = 0.1, lambda1 = lambda3 = lambda4 = 0.01).")
+         "lambda2 = 0.1, lambda1 = lambda3 = lambda4 = 0.01, hinge loss, no experts' vote).")
 EXECUTION = (PRESET, TRANSPORT, ASLR)
 
 

@@ -44,7 +44,7 @@ def brute_force_minimiser(C, omega, p):
 def test_exact_variant_is_the_joint_minimiser(lambda4, K):
     rng = np.random.default_rng(1)
     d = 6
-    p = AdmmParams(eta=10.0, lambda4=lambda4, relationship=False)
+    p = AdmmParams.paper(eta=10.0, lambda4=lambda4, relationship=False)
     cons = Consensus(p, K, d)
     omega = random_omega(rng, K)
     evals, evecs = np.linalg.eigh(omega)
@@ -60,8 +60,8 @@ def test_exact_with_lambda4_zero_equals_paper_u():
     """Spec equivalence 3: u of eq. solution1-2 and v_k = (c_k - rho u) / (a + rho)."""
     rng = np.random.default_rng(2)
     K, d = 5, 9
-    exact = Consensus(AdmmParams(eta=1.0, lambda4=0.0), K, d)
-    paper = Consensus(AdmmParams(eta=1.0, lambda4=0.0, variant="paper"), K, d)
+    exact = Consensus(AdmmParams.paper(eta=1.0, lambda4=0.0), K, d)
+    paper = Consensus(AdmmParams.paper(eta=1.0, lambda4=0.0, variant="paper"), K, d)
     for _ in range(5):
         C = rng.normal(size=(K, d))
         u_e, V_e = exact.step(C)
@@ -76,7 +76,7 @@ def test_exact_with_lambda4_zero_equals_paper_u():
 def test_paper_variant_is_the_printed_formula():
     rng = np.random.default_rng(3)
     K, d = 3, 4
-    p = AdmmParams(eta=1.0, variant="paper", relationship=False)
+    p = AdmmParams.paper(eta=1.0, variant="paper", relationship=False)
     cons = Consensus(p, K, d)
     V_old = rng.normal(size=(K, d))
     cons.V = V_old.copy()
@@ -159,7 +159,7 @@ def test_one_task_loss_in_python_floats_gives_the_same_bits(loss):
     """A block of one task (a rank per task) takes the loss factor in Python floats; the
     model, duals and messages are bit for bit those of the array code."""
     rng = np.random.default_rng(9)
-    p = AdmmParams(eta=30.0, loss=loss)
+    p = AdmmParams.paper(eta=30.0, loss=loss)
     fast, slow = TaskBlock(p, 1, 9), TaskBlock(p, 1, 9)
     assert fast._scalar_loss == loss
     slow._scalar_loss = None
@@ -176,13 +176,13 @@ def test_one_task_loss_in_python_floats_gives_the_same_bits(loss):
         slow.dual_step(u, V)
     assert np.array_equal(fast.W, slow.W) and np.array_equal(fast.Z, slow.Z)
     assert TaskBlock(p, 2, 9)._scalar_loss is None
-    assert TaskBlock(AdmmParams(eta=1.0, loss=loss, w_step="adagrad"), 1, 9)._scalar_loss is None
+    assert TaskBlock(AdmmParams.paper(eta=1.0, loss=loss, w_step="adagrad"), 1, 9)._scalar_loss is None
 
 
 def test_w_step_matches_equation():
     rng = np.random.default_rng(6)
     kb, d = 3, 4
-    p = AdmmParams(eta=7.0)
+    p = AdmmParams.paper(eta=7.0)
     blk = TaskBlock(p, kb, d)
     W0, Z0 = rng.normal(size=(kb, d)), rng.normal(size=(kb, d))
     u0, V0 = rng.normal(size=d), rng.normal(size=(kb, d))
@@ -206,7 +206,7 @@ def test_w_step_matches_equation():
                                  dict(variant="nope"), dict(loss="squared"), dict(omega_eps=-1)])
 def test_invalid_hyper_parameters_are_refused(bad):
     with pytest.raises(ConfigError) as err:
-        AdmmParams(**bad)
+        AdmmParams.paper(**bad)
     assert "--" in str(err.value)
 
 
@@ -222,7 +222,7 @@ def test_drom_divergence_is_an_error_not_a_linalg_traceback():
 def test_paper_variant_divergence_is_an_error_not_nan():
     from omtl_mpi.algorithms.admm import DivergenceError
     rng = np.random.default_rng(7)
-    cons = Consensus(AdmmParams(eta=1.0, variant="paper", lambda4=0.9), 5, 4)
+    cons = Consensus(AdmmParams.paper(eta=1.0, variant="paper", lambda4=0.9), 5, 4)
     with pytest.raises(DivergenceError, match="lower --lambda4 or use --variant exact"):
         for _ in range(10000):
             cons.step(rng.normal(size=(5, 4)))
@@ -236,7 +236,7 @@ def test_exact_step_does_not_cancel_at_huge_rho(rho):
     and the exact step must equal it to rounding at any rho."""
     rng = np.random.default_rng(8)
     K, d = 5, 4
-    p = AdmmParams(eta=1.0, rho=rho, lambda4=0.0)
+    p = AdmmParams.paper(eta=1.0, rho=rho, lambda4=0.0)
     cons = Consensus(p, K, d)
     cons.rel = update_omega(rng.normal(size=(K, d)), 1e-8, Relationship.identity(K))
     C = rng.normal(size=(K, d))

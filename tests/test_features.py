@@ -11,7 +11,7 @@ from omtl_mpi.data.features import model_dim, online_scale, prepare
 from omtl_mpi.runtime.checks import check_algorithm
 from test_checkpoint import interrupted_then_resumed
 
-FEATURES = ["--intercept", "--scale", "online"]
+FEATURES = ["--scale", "online"]          # with the intercept, which is on by default
 
 
 def test_online_scaling_never_looks_ahead():
@@ -53,7 +53,7 @@ def test_the_run_reports_and_learns_with_them(small_tasks):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert (report["intercept"], report["scale"]) == (True, "online")
-    plain = json.loads(omtl("run", "--data", small_tasks, "--json").stdout)
+    plain = json.loads(omtl("run", "--data", small_tasks, "--no-intercept", "--json").stdout)
     assert report["dim"] == plain["dim"] + 1
     r = omtl("run", "--data", small_tasks, "--scale", "zscore")
     assert r.returncode == 2 and "'zscore' is not one of 'none', 'online'" in r.stderr
@@ -73,17 +73,17 @@ def test_resume_with_them(mpiexec, tmp_path, small_tasks):
 def test_table_4_counts_only_runs_without_them():
     """The ablation compares the paper's model: a run with an intercept or scaling is not one
     of its cells, however default its hyper-parameters."""
-    from dataclasses import asdict
 
     from omtl_mpi.config import RunConfig
     from omtl_mpi.report.collect import _has_default_params
-    plain = RunConfig().to_dict()
-    assert _has_default_params("c-admm", plain)
+    from omtl_mpi import options
+    plain = options.run_config({"preset": "paper"}).to_dict()
+    assert _has_default_params("c-admm", plain) and not _has_default_params("c-admm", RunConfig().to_dict())
     for change in ({"intercept": True}, {"scale": "online"}):
         assert not _has_default_params("c-admm", {**plain, **change})
     older = {k: v for k, v in plain.items() if k not in ("intercept", "scale")}   # files of 0.1
     assert _has_default_params("c-admm", older)
-    assert not _has_default_params("c-admm", {**plain, "params": {**asdict(RunConfig().params), "rho": 1.0}})
+    assert not _has_default_params("c-admm", {**plain, "params": {**plain["params"], "rho": 1.0}})
 
 
 def test_table_4_follows_the_paper_preset_not_the_defaults(monkeypatch):

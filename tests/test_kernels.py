@@ -22,11 +22,13 @@ from omtl_mpi.runtime.checks import check_algorithm, simulate
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed (the 'fast' extra)")
 
-COMPILED = sorted(n for n, a in REGISTRY.items() if fast.compilable(a.params()))
-
-
 def P(name, **kw):
-    return REGISTRY[name].params(**kw)
+    """Learner ``name``'s parameters with the paper's settings (the compiled steps' model)."""
+    params = REGISTRY[name].params
+    return params.paper(**kw) if hasattr(params, "paper") else params(**kw)
+
+
+COMPILED = sorted(n for n in REGISTRY if fast.compilable(P(n)))
 
 
 def compiled(piece):
@@ -144,7 +146,7 @@ def test_many_tasks_keep_blas_for_omega(unequal_streams):
     X, y = unequal_streams
     X, y = X * 4, y * 4                                       # 20 tasks
     assert len(X) > kernels.MAX_TASKS
-    cons = compiled(Consensus(AdmmParams(eta=1.0), len(X), X[0].shape[1]))
+    cons = compiled(Consensus(AdmmParams.paper(eta=1.0), len(X), X[0].shape[1]))
     assert type(cons) is Consensus
     preds_n, rows_n = simulate("c-admm", X, y, params=P("c-admm", relationship=False), kernel="numpy")
     preds_c, rows_c = simulate("c-admm", X, y, params=P("c-admm", relationship=False), kernel="numba")
@@ -176,14 +178,14 @@ def test_dadmm_on_the_full_graph_predicts_as_cadmm_with_the_kernel(unequal_strea
 
 @pytest.mark.parametrize("algo,ranks,local", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
 def test_in_process_equals_mpiexec_with_the_kernel(algo, ranks, local, mpiexec, small_tasks, tmp_path):
-    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--kernel", "numba"],
+    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--kernel", "numba", "--preset", "paper"],
                                      local, ranks, tmp_path)
 
 
 # -- the pieces, on inputs that reach every branch -------------------------------------------
 
 def block_pair(kb, d, loss, shared_u=True):
-    p = AdmmParams(loss=loss, eta=7.0)
+    p = AdmmParams.paper(loss=loss, eta=7.0)
     return TaskBlock(p, kb, d, shared_u=shared_u), compiled(TaskBlock(p, kb, d, shared_u=shared_u))
 
 
@@ -215,7 +217,7 @@ def test_worker_and_dual_steps(loss, kb, B):
 def consensus_pair(d=8, **kw):
     """A numpy and a compiled Consensus for K = 5 tasks of d features (d >= K: V V^T of full
     rank, so that Omega is well-conditioned)."""
-    p = AdmmParams(eta=1.0, **kw)
+    p = AdmmParams.paper(eta=1.0, **kw)
     return Consensus(p, 5, d), compiled(Consensus(p, 5, d))
 
 
@@ -275,8 +277,8 @@ def test_cancelling_consensus_matrix_takes_the_stable_path():
 def test_merge_keeps_the_freshest_row_and_our_own_on_a_tie():
     from omtl_mpi.algorithms.dadmm import DAdmmNode
     rng = np.random.default_rng(2)
-    nodes = [DAdmmNode(AdmmParams(eta=1.0), 4, 3, 1, 2, n_neighbours=2),
-             compiled(DAdmmNode(AdmmParams(eta=1.0), 4, 3, 1, 2, n_neighbours=2))]
+    nodes = [DAdmmNode(AdmmParams.paper(eta=1.0), 4, 3, 1, 2, n_neighbours=2),
+             compiled(DAdmmNode(AdmmParams.paper(eta=1.0), 4, 3, 1, 2, n_neighbours=2))]
     slots = rng.normal(size=nodes[0].slots.shape)
     slots[:, :, -1] = [[5, 3, 7, 2], [5, 4, 6, 2], [1, 4, 9, 2]]      # stamps: tie, tie, 2, own
     for node in nodes:
@@ -293,14 +295,14 @@ def test_merge_keeps_the_freshest_row_and_our_own_on_a_tie():
 # -- choosing the kernel -----------------------------------------------------------------------
 
 def test_auto_compiles_long_runs_of_the_euclid_step_only():
-    euclid = AdmmParams()
+    euclid = AdmmParams.paper()
     assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS - 1, 1.0) == "numpy"
     assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS, 1.0) == "numba"
     # 6 ranks on 2 CPUs: every process pays the load on a shared core
     assert choose_kernel("auto", euclid, 2 * AUTO_KERNEL_ROUNDS, 3.0) == "numpy"
     assert choose_kernel("auto", euclid, 3 * AUTO_KERNEL_ROUNDS, 3.0) == "numba"
     assert choose_kernel("auto", euclid, AUTO_KERNEL_ROUNDS, 0.25) == "numba"
-    assert choose_kernel("auto", AdmmParams(w_step="arow"), 10 * AUTO_KERNEL_ROUNDS, 1.0) is None
+    assert choose_kernel("auto", AdmmParams.paper(w_step="arow"), 10 * AUTO_KERNEL_ROUNDS, 1.0) is None
     assert choose_kernel("auto", P("pa"), 10 * AUTO_KERNEL_ROUNDS, 1.0) is None     # nothing to compile
     assert choose_kernel("numpy", euclid, 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
     assert choose_kernel("numba", euclid, 10, 1.0) == "numba"
@@ -310,23 +312,27 @@ def test_bad_kernel_choices_are_refused(monkeypatch):
     from omtl_mpi.config import RunConfig
     with pytest.raises(ConfigError, match="--kernel must be one of auto, numpy, numba"):
         RunConfig(kernel="cuda")
-    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step only"):
-        fast.check_kernel("numba", AdmmParams(w_step="adagrad"))
-    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step only"):
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step and --no-experts only"):
+        fast.check_kernel("numba", AdmmParams.paper(w_step="adagrad"))
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step and --no-experts only"):
         fast.check_kernel("numba", P("arow"))
     monkeypatch.setattr(kernels, "available", lambda: False)
     with pytest.raises(ConfigError, match=r"needs numba: pip install 'omtl-mpi\[fast\]'"):
-        fast.check_kernel("numba", AdmmParams())
-    assert choose_kernel("auto", AdmmParams(), 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
+        fast.check_kernel("numba", AdmmParams.paper())
+    assert choose_kernel("auto", AdmmParams.paper(), 10 * AUTO_KERNEL_ROUNDS, 1.0) == "numpy"
 
 
 def test_command_line_reports_and_refuses():
-    r = omtl("run", "--synth-samples", "300", "--kernel", "numba", "--json")
+    r = omtl("run", "--synth-samples", "300", "--preset", "paper", "--kernel", "numba", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kernel"] == "numba"
-    r = omtl("run", "--synth-samples", "300", "--json")
+    r = omtl("run", "--synth-samples", "300", "--preset", "paper", "--json")
     assert json.loads(r.stdout)["kernel"] == "numpy"          # auto, short run
-    r = omtl("run", "--synth-samples", "300", "--kernel", "numba", "--w-step", "arow")
+    r = omtl("run", "--synth-samples", "300", "--json")
+    assert json.loads(r.stdout)["kernel"] is None              # the default has no compiled steps
+    r = omtl("run", "--synth-samples", "300", "--kernel", "numba")
+    assert r.returncode == 2 and "--kernel numba compiles the ADMM learners with the euclid" in r.stderr
+    r = omtl("run", "--synth-samples", "300", "--preset", "paper", "--kernel", "numba", "--w-step", "arow")
     assert r.returncode == 2 and "--kernel numba compiles the ADMM learners with the euclid" in r.stderr
     r = omtl("run", "--algo", "pa", "--synth-samples", "300", "--kernel", "numba")
     assert r.returncode == 2 and "--kernel numba compiles the ADMM learners with the euclid" in r.stderr
@@ -342,8 +348,8 @@ def test_the_compiled_functions_are_what_runs(monkeypatch, unequal_streams):
             calls[_name] = calls.get(_name, 0) + 1
             return _fn(*args)
         monkeypatch.setattr(compiled, name, counted)
-    simulate("c-admm", *unequal_streams, kernel="numba")
-    simulate("d-admm", *unequal_streams, kernel="numba")
+    simulate("c-admm", *unequal_streams, params=P("c-admm"), kernel="numba")
+    simulate("d-admm", *unequal_streams, params=P("d-admm"), kernel="numba")
     assert calls["worker_step"] == calls["dual_step"] == 300 + 5 * 300   # one worker, 5 nodes
     # the server updates Omega after each of its 300 steps, a node before each step but the first
     assert calls["relationship_step"] == 300 + 5 * 299

@@ -30,9 +30,11 @@ optional = true
 
 [algorithms.c-admm]
 ranks = "tasks+1"
+options = { preset = "paper" }
 
 [algorithms.d-admm]
 topology = "ring"
+options = { preset = "paper" }
 """
 
 
@@ -90,10 +92,10 @@ def test_bad_rank_expressions_are_refused(expr):
 
 @pytest.mark.parametrize("edit, message", [
     (("[algorithms.c-admm]", "[algorithms.c-admm]\nspeed = 3"), "unknown key speed"),
-    (("[algorithms.c-admm]", "[algorithms.c-admm]\noptions = { rhoo = 1 }"), "No such option '--rhoo'"),
-    (("[algorithms.c-admm]", "[algorithms.c-admm]\noptions = { rho = -1 }"), "--rho must be > 0"),
-    (("[algorithms.c-admm]", "[algorithms.c-admm]\noptions = { gamma0 = 1 }"), "--gamma0 does not apply to c-admm"),
-    (("[algorithms.c-admm]", "[algorithms.c-admm]\noptions = { seed = 1 }"), "set by the sweep itself"),
+    (('ranks = "tasks+1"\noptions = { preset = "paper" }', 'ranks = "tasks+1"\noptions = { rhoo = 1 }'), "No such option '--rhoo'"),
+    (('ranks = "tasks+1"\noptions = { preset = "paper" }', 'ranks = "tasks+1"\noptions = { rho = -1 }'), "--rho must be > 0"),
+    (('ranks = "tasks+1"\noptions = { preset = "paper" }', 'ranks = "tasks+1"\noptions = { gamma0 = 1 }'), "--gamma0 does not apply to c-admm"),
+    (('ranks = "tasks+1"\noptions = { preset = "paper" }', 'ranks = "tasks+1"\noptions = { seed = 1 }'), "set by the sweep itself"),
     (("[algorithms.c-admm]", "[algorithms.c-admm]\ntopology = \"ring\""), "topology applies to the neighbour"),
     (("topology = \"ring\"", "topology = \"moebius\""), "moebius"),
     (("[algorithms.d-admm]", "[algorithms.d-admm]\nalgo = \"d-adm\""), "unknown algorithm 'd-adm'"),

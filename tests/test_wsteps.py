@@ -182,7 +182,7 @@ def test_bad_w_step_options_are_one_clear_line(args, message):
 def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
     path = write_declared_only(tmp_path / "wide.h5", rows=3, dim=400_000)
     r = omtl("run", "--data", path, "--w-step", "arow")
-    assert r.returncode == 2 and "400000 x 400000 matrix per task" in r.stderr, r.stderr
+    assert r.returncode == 2 and "400001 x 400001 matrix per task" in r.stderr, r.stderr  # + intercept
     r = omtl("run", "--data", path, "--algo", "arow")
     assert r.returncode == 2 and "--w-step adagrad" in r.stderr
 

@@ -19,12 +19,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import ConfigError, UserError
+from .experts import ExpertVote
 from .losses import LOSSES, descent_coef, predict
 from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
+# The paper's model and settings (spec section 1): what --preset paper gives the ADMM learners
+PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
+         "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
+         "relationship": True, "experts": False}
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -35,7 +40,11 @@ class DivergenceError(UserError):
 
 @dataclass(frozen=True)
 class AdmmParams:
-    """Hyper-parameters of the ADMM learners; defaults are the paper's (spec section 1).
+    """Hyper-parameters of the ADMM learners.
+
+    The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
+    with the squared hinge, the paper's lambdas / 10, and the experts' vote. :data:`PAPER` holds
+    the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
     for the Euclidean w-step, and :data:`ADAPTIVE_ETA` for the adaptive ones (their metric
@@ -53,15 +62,15 @@ class AdmmParams:
     eta: float | None = field(default=None, metadata={
         "help": "Step control (>= 0); sqrt(T) by default, T the longest stream's number of "
                 "rounds (1 with --w-step adagrad or arow).", "none_text": "sqrt(T)"})
-    lambda1: float = field(default=0.01, metadata={"help": "Weight of |V|^2 (> 0)."})
-    lambda2: float = field(default=0.1, metadata={"help": "Weight of |u|^2 (> 0)."})
-    lambda3: float = field(default=0.01, metadata={"help": "Second weight of |V|^2 (>= 0)."})
-    lambda4: float = field(default=0.01, metadata={
+    lambda1: float = field(default=0.001, metadata={"help": "Weight of |V|^2 (> 0)."})
+    lambda2: float = field(default=0.01, metadata={"help": "Weight of |u|^2 (> 0)."})
+    lambda3: float = field(default=0.001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
+    lambda4: float = field(default=0.001, metadata={
         "help": "Weight of the relationship term tr(V Omega^-1 V^T) (>= 0)."})
     variant: str = field(default="exact", metadata={
         "help": "(u, V) step: the exact joint minimiser, or the paper's printed closed forms.",
         "choices": VARIANTS})
-    loss: str = field(default="hinge", metadata={
+    loss: str = field(default="squared-hinge", metadata={
         "help": "Loss whose (sub)gradient drives the w-step (squared-hinge scales it by the "
                 "missed margin, as AROW does).", "choices": LOSSES})
     relationship: bool = field(default=True, metadata={
@@ -71,7 +80,7 @@ class AdmmParams:
     omega_eps: float = field(default=1e-8, metadata={
         "help": "Ridge eps added to (V^T V)^(1/2) before normalising Omega (drom: added to Omega "
                 "before inverting)."})
-    w_step: str = field(default="euclid", metadata={
+    w_step: str = field(default="arow", metadata={
         "help": "ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from past "
                 "gradients) or arow (full precision from margin errors). See docs/WSTEP.md.",
         "choices": W_STEPS})
@@ -79,6 +88,11 @@ class AdmmParams:
         "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
     arow_r: float = field(default=1.0, metadata={
         "help": "--w-step arow, and arow: confidence parameter r (> 0)."})
+    experts: bool = field(default=True, metadata={
+        "help": "Predict with the ADMM model alone, instead of the default vote of three experts "
+                "per task (its multi-task model, the shared u and the related tasks' models, "
+                "weighted by their mistakes on it), which lets the sharing adapt to how related "
+                "the tasks are (docs/SHARING.md)."})
 
     def __post_init__(self):
         problems = []
@@ -105,10 +119,17 @@ class AdmmParams:
             problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if not isinstance(self.experts, bool):
+            problems.append(f"--experts must be true or false, got {self.experts!r}")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
             problems.append(f"--omega-every must be an integer >= 1 (rounds), got {self.omega_every!r}")
         if problems:
             raise ConfigError("\n".join(problems))
+
+    @classmethod
+    def paper(cls, **changes) -> "AdmmParams":
+        """The paper's settings (:data:`PAPER`), with ``changes``."""
+        return cls(**{**PAPER, **changes})
 
     @property
     def a(self) -> float:
@@ -159,6 +180,8 @@ class TaskBlock:
         self._rho = np.array(params.rho)               # a cheaper numpy operand than a float
         self.w_step = make_w_step(params, n_tasks, dim)
         self.w_step.prepare(self._rY, self.Z)
+        # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
+        self.experts = ExpertVote(n_tasks, dim) if params.experts else None
         # One task, the paper's setting (a rank per task): the loss factor of a single instance
         # is taken in Python floats, with the same IEEE operations as descent_coef's arrays,
         # which saves three numpy calls a round.  Only for the w-step that does not read it.
@@ -188,6 +211,10 @@ class TaskBlock:
         p = self.p
         margins = np.vecdot(self.W, X)
         positive = predict(margins)
+        if self.experts is not None:
+            np.copyto(self.experts.models[0], self.W)
+            vote = self.experts.predict(X)
+            self.experts.update(y)
         if self._scalar_loss is not None and X.shape[0] == 1:
             m, label = margins.item(), y.item()
             if self._scalar_loss == "hinge":       # np.where(y m < 1, y, 0)
@@ -208,15 +235,19 @@ class TaskBlock:
         C = self.C
         np.multiply(W, self._rho, out=C)
         C += self.Z
-        return positive, C
+        return (positive if self.experts is None else vote), C
 
-    def dual_step(self, u: np.ndarray, V: np.ndarray) -> None:
+    def dual_step(self, u: np.ndarray, V: np.ndarray, related: np.ndarray | None = None) -> None:
         """Take the consensus (u, V rows of this block) and the z-step (eq. solution1-4).
 
         ``u`` and ``V`` are kept by reference, not copied: they are the consensus message,
-        which stays unchanged until the next round (read them between rounds).
+        which stays unchanged until the next round (read them between rounds). ``related``
+        (with ``--experts``): this block's rows of :func:`.experts.related_models`, copied.
         """
         self.u, self.V = u, V
+        if related is not None:
+            self.experts.models[1] = u
+            self.experts.models[2] = related
         rY = self._target()
         # z + rho (w - u - v_k), with z + rho w the message C just sent
         np.subtract(self.C, rY, out=self.Z)
@@ -232,6 +263,8 @@ class TaskBlock:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
         out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": np.array(self.u), "V": np.array(self.V)}
         out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
+        if self.experts is not None:
+            out.update({f"experts_{k}": v for k, v in self.experts.state().items()})
         return out
 
     def load_state(self, state: dict) -> None:
@@ -239,6 +272,8 @@ class TaskBlock:
         for key in ("W", "Z", "u", "V"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
+        if self.experts is not None:
+            self.experts.load_state({k[8:]: v for k, v in state.items() if k.startswith("experts_")})
         # what dual_step derived from (u, V, Z): the same operations give the same bits
         self.w_step.prepare(self._target(), self.Z)
 

@@ -7,7 +7,8 @@ Each node holds a contiguous block of tasks and a table with one row per task j,
 2. (runtime) exchange the whole table with its neighbours; keep the freshest row per task;
 3. every m-th round rebuild its own Omega from the table's V;
 4. compute (u, V) from the table's C with the C-ADMM server's formulas;
-5. z-step; write the new v_k into its own rows.
+5. z-step; write the new v_k into its own rows (with ``--experts``, also this block's rows of
+   the related models, :func:`~omtl_mpi.algorithms.experts.related_models`, from the same V).
 
 Steps 3-4 run the very same :class:`~omtl_mpi.algorithms.admm.Consensus` object as the C-ADMM
 server, which is why D-ADMM on a fully connected graph predicts exactly like C-ADMM.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .admm import AdmmParams, Consensus, TaskBlock
+from .experts import related_models
 
 
 class DAdmmNode:
@@ -98,7 +100,11 @@ class DAdmmNode:
             cons.V = self._table_v                          # V_old of the "paper" variant
         u, V = cons.step(self._table_c)
         own_v = V[self.start:self.stop]
-        self.block.dual_step(u, own_v)
+        # --experts: every v_j is in the gossiped table, so the node computes the related
+        # models itself (C-ADMM's server sends them)
+        related = (related_models(u, V)[self.start:self.stop] if self.block.experts is not None
+                   else None)
+        self.block.dual_step(u, own_v, related)
         self._own_v[...] = own_v
 
     def state(self) -> dict:

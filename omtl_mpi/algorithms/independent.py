@@ -129,10 +129,11 @@ class SingleParams(AdmmParams):
 
     lambda4: float = 0.0
     relationship: bool = False
+    experts: bool = False           # no shared model to vote with: each task is alone
 
     def resolved(self, rounds: int) -> AdmmParams:
         return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0,
-                             "relationship": False})
+                             "relationship": False, "experts": False})
 
 
 @dataclass(frozen=True)

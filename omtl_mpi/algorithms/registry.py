@@ -39,7 +39,7 @@ class Algorithm:
         option of the run (:mod:`omtl_mpi.options`), with its help in the field's metadata.
     worker, server : type
         Role classes for the ``server`` pattern: ``worker(params, start, stop, d, K)`` with
-        ``up``/``down``/``up_size``/``down_size``/``task_rows``; ``server(params, K, d, blocks)``
+        ``up``/``down``/``up_size(params, kb, d)``/``down_size(params, kb, d)``/``task_rows``; ``server(params, K, d, blocks)``
         with ``step``/``after_reply``/``global_arrays``; an optional ``sync_every`` (rounds) on
         both.
     node : type

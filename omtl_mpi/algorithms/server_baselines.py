@@ -25,9 +25,16 @@ class PmscLogParams(AdmmParams):
     loss: str = "logistic"
     lambda4: float = 0.0
     relationship: bool = False
+    # the published method's settings, not C-ADMM's defaults
+    w_step: str = "euclid"
+    lambda1: float = 0.01
+    lambda2: float = 0.1
+    lambda3: float = 0.01
+    experts: bool = False
 
     def resolved(self, rounds: int) -> AdmmParams:
-        fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False}
+        fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False,
+                 "experts": False}
         return AdmmParams(**{**asdict(super().resolved(rounds)), **fixed})
 
 
@@ -70,11 +77,11 @@ class DromWorker:
         self.round = 0
 
     @staticmethod
-    def up_size(n_tasks, dim):
+    def up_size(params, n_tasks, dim):
         return n_tasks * dim
 
     @staticmethod
-    def down_size(n_tasks, dim):
+    def down_size(params, n_tasks, dim):
         return n_tasks * dim
 
     def up(self, X, y, inv_count):
@@ -119,15 +126,25 @@ class DromServer:
             raise DivergenceError(f"drom diverged by synchronisation {self.steps + 1} (|W| > 1e100): "
                                   f"the relationship term mu = {self.p.mu} W Omega^-1 outgrows the "
                                   "loss; lower --mu or --gamma0")
-        inv = np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
+        inv = self._inverse()
         grad = inv @ (W @ W.T) @ inv                   # Omega^-1 W^T W Omega^-1 (K x K)
         _, vecs = np.linalg.eigh((grad + grad.T) / 2.0)
         q = vecs[:, -1]
         beta = 2.0 / (self.steps + 2.0)
         self.omega = (1.0 - beta) * self.omega + beta * np.outer(q, q)
         self.steps += 1
-        inv = np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
-        return (inv @ W).reshape(-1)                   # row k = [W Omega^-1]_{:,k}
+        return (self._inverse() @ W).reshape(-1)       # row k = [W Omega^-1]_{:,k}
+
+    def _inverse(self) -> np.ndarray:
+        """``(Omega + eps I)^-1``; Frank-Wolfe makes Omega nearly rank one, so a tiny eps can
+        leave nothing to invert."""
+        try:
+            return np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
+        except np.linalg.LinAlgError:
+            raise DivergenceError(f"drom: Omega + eps I is singular at synchronisation "
+                                  f"{self.steps + 1} (--omega-eps {self.p.omega_eps} is too small "
+                                  "for an Omega that is nearly rank one); raise --omega-eps "
+                                  "(default 0.01)") from None
 
     def after_reply(self):
         pass
@@ -164,11 +181,11 @@ class MtPerceptronWorker:
         self.K = n_tasks
 
     @staticmethod
-    def up_size(n_tasks, dim):
+    def up_size(params, n_tasks, dim):
         return n_tasks * dim
 
     @staticmethod
-    def down_size(n_tasks, dim):
+    def down_size(params, n_tasks, dim):
         return dim
 
     def up(self, X, y, inv_count):
@@ -240,11 +257,11 @@ class PooledWorker:
         self._msg = np.zeros((stop - start, dim + 1))
 
     @staticmethod
-    def up_size(n_tasks, dim):
+    def up_size(params, n_tasks, dim):
         return n_tasks * (dim + 1)
 
     @staticmethod
-    def down_size(n_tasks, dim):
+    def down_size(params, n_tasks, dim):
         return dim + 1
 
     def up(self, X, y, inv_count):

@@ -30,7 +30,7 @@ class CompiledTaskBlock(TaskBlock):
                             self._loss_code, self._keep, self._inv, self.p.rho)
         return positive, self.C
 
-    def dual_step(self, u, V) -> None:
+    def dual_step(self, u, V, related=None) -> None:     # compiled only without --experts
         self.u, self.V = u, V
         self._k.dual_step(u if u.ndim == 2 else u[None], V, self.C, self.Z, self.w_step.R,
                           self._rY, self.p.rho, self._inv)
@@ -101,7 +101,7 @@ def _applies(piece) -> bool:
     if isinstance(piece, Consensus):
         return piece.p.variant == "exact" and piece.K <= kernels.MAX_TASKS
     if isinstance(piece, TaskBlock):
-        return piece.p.w_step == "euclid"
+        return piece.p.w_step == "euclid" and piece.experts is None
     return True
 
 

@@ -61,12 +61,13 @@ _MODEL_OPTIONS = ("intercept", "scale")
 
 def _has_default_params(algo: str, cfg: dict) -> bool:
     """Every hyper-parameter (relationship learning aside) and every model option of the run's
-    configuration as the paper sets them (``--preset paper``, today also the defaults): the
-    runs that Table 4, the paper's ablation, compares."""
+    configuration as the paper sets them (``--preset paper``): the runs that Table 4, the
+    paper's ablation, compares. A hyper-parameter that a results file of an older version does
+    not record had the paper's value there (a new option starts at the paper's model)."""
     from ..options import run_config
     paper = run_config({"algo": algo, "preset": "paper"})
     params = dataclasses.asdict(paper.params)
-    return (all(cfg["params"].get(k) == v for k, v in params.items() if k != "relationship")
+    return (all(cfg["params"].get(k, v) == v for k, v in params.items() if k != "relationship")
             and all(cfg.get(k, getattr(paper, k)) == getattr(paper, k) for k in _MODEL_OPTIONS))
 
 

@@ -38,8 +38,8 @@ class Roles:
             if size == 1:
                 self.comm = LocalStar()
             else:
-                up = [0] + [algo.worker.up_size(b - a, d) for a, b in blocks]
-                down = [0] + [algo.worker.down_size(b - a, d) for a, b in blocks]
+                up = [0] + [algo.worker.up_size(params, b - a, d) for a, b in blocks]
+                down = [0] + [algo.worker.down_size(params, b - a, d) for a, b in blocks]
                 worker = self.holders[0] if self.holders else None
                 self.comm = self._connect(fallback, lambda kind: transports.star(
                     kind, world, up, down, up_buffer=getattr(worker, "message", None),
