@@ -80,7 +80,7 @@ def _click_option(opt, default_algo: str) -> click.Option:
     # not given: None, so that a --preset, then the learner's or RunConfig's default, applies
     default = None if opt.kind in ("param", "run") else opt.default
     if opt.type is bool:
-        return click.Option([opt.flag, opt.name], flag_value=opt.flag_value, default=default, help=text)
+        return click.Option([f"{opt.flag}/{opt.off_flag}", opt.name], default=default, help=text)
     kind = click.Choice(opt.choices) if opt.choices else opt.type
     return click.Option([opt.flag, opt.name], type=kind, default=default, metavar=opt.metavar, help=text)
 

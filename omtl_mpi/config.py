@@ -45,9 +45,9 @@ class RunConfig:
         "help": "Present each task's stream in a random order drawn from this seed (default: the "
                 "file's order). Sweeps repeat runs over seeds this way."})
     intercept: bool = field(default=True, metadata={
-        "help": "Leave out the constant feature 1 that every instance gets by default: its "
-                "weight is the bias (the ADMM learners share it through u and V like any "
-                "weight). The paper's model has none (--preset paper)."})
+        "help": "Append a constant feature 1 to every instance: its weight is the bias (the ADMM "
+                "learners share it through u and V like any weight). --no-intercept, and "
+                "--preset paper, leave it out, as the paper's model does."})
     scale: str = field(default="none", metadata={
         "help": "Feature scaling without look-ahead. online: each feature divided by the largest "
                 "absolute value it has taken so far in its task's stream; none: as they are.",

@@ -31,8 +31,8 @@ class Option:
     name : str
         The field name: the key of a value (``lambda1``, ``w_step``, ``relationship``).
     flag : str
-        On the command line: ``--w-step``; a bool field is a flag that sets the opposite of
-        its default (``--synth-normalize``, ``--no-relationship``).
+        On the command line: ``--w-step``; a bool field has two flags, this one for true and
+        :attr:`off_flag` for false (``--relationship`` / ``--no-relationship``).
     type : {bool, int, float, str}
     default : object
         RunConfig's default; for a hyper-parameter the first learner's (see ``defaults``).
@@ -65,18 +65,20 @@ class Option:
         return tuple(self.defaults)
 
     @property
-    def flag_value(self):
-        """A bool option's value when its flag is given."""
-        return not self.default
+    def off_flag(self) -> str:
+        """A bool option's flag for false (``--no-relationship``)."""
+        return f"--no-{self.flag[2:]}"
 
     def show(self, value) -> str:
         """``value`` as ``--help`` and ``omtl-mpi algos`` print it."""
+        if isinstance(value, bool):
+            return "on" if value else "off"
         return self.none_text if value is None and self.none_text else str(value)
 
     def default_text(self) -> str:
         """The default for ``--help``: ``0.1``, or ``0.1; adagrad: 1.0`` where learners differ;
-        empty for flags and for a None nobody named."""
-        if self.type is bool or (self.default is None and not self.none_text):
+        empty for a None nobody named."""
+        if self.default is None and not self.none_text:
             return ""
         others = {}
         for learner, value in self.defaults.items():
@@ -159,7 +161,7 @@ def _option(f, owner: type, default, **more) -> Option:
         raise ValueError(f"{owner.__name__}.{f.name}: an option is bool, int, float or str, not {py_type}")
     dashed = f.name.replace("_", "-")
     meta = f.metadata
-    return Option(name=f.name, flag=f"--no-{dashed}" if py_type is bool and default else f"--{dashed}",
+    return Option(name=f.name, flag=f"--{dashed}",
                   type=py_type, default=default, help=meta.get("help", ""),
                   choices=tuple(meta["choices"]) if "choices" in meta else None,
                   metavar=meta.get("metavar"), none_text=meta.get("none_text"), **more)
@@ -205,15 +207,9 @@ def _preset(name: str | None, algo, opts: dict) -> dict:
     from the same field's in the first learner that has it, C-ADMM's for the ADMM ones)."""
     if name is None:
         return {}
-    own = {f.name: _default(f) for f in fields(algo.params)}
-    out = {}
-    for key, value in PRESETS[name].items():
-        opt = opts[key]
-        if opt.kind == "run":
-            out[key] = value
-        elif key in own and own[key] == opt.default:
-            out[key] = value
-    return out
+    own = {f.name for f in fields(algo.params)} - set(getattr(algo.params, "FIXED", ()))
+    return {key: value for key, value in PRESETS[name].items()
+            if opts[key].kind == "run" or key in own}
 
 
 def _checked(opts: dict, name: str, value):
@@ -239,16 +235,19 @@ def _checked(opts: dict, name: str, value):
 
 def from_flags(items: Mapping[str, Any]) -> dict:
     """Options keyed by flag without its dashes, as sweep files write them (``rho``,
-    ``w-step`` or ``w_step``, ``no-relationship = true``), as values keyed by name.
-
-    A flag given ``false`` is not given. Values are not checked here (see :func:`run_config`).
+    ``w-step`` or ``w_step``, ``relationship = false`` or ``no-relationship = true``), as values
+    keyed by name. Values are not checked here (see :func:`run_config`).
 
     Raises
     ------
     ConfigError
         For a key that is no option, or a flag given something other than true or false.
     """
-    by_flag = {o.flag[2:]: o for o in table().values()}
+    by_flag = {}
+    for o in table().values():
+        by_flag[o.flag[2:]] = o
+        if o.type is bool:
+            by_flag[o.off_flag[2:]] = o
     values = {}
     for key, value in items.items():
         opt = by_flag.get(key.replace("_", "-"))
@@ -261,7 +260,7 @@ def from_flags(items: Mapping[str, Any]) -> dict:
         if opt.type is bool:
             if not isinstance(value, bool):
                 raise ConfigError(f"{opt.flag} is a flag: give true or false, got {value!r}")
-            value = opt.flag_value if value else None
+            value = value != key.replace("_", "-").startswith("no-")
         values[opt.name] = value
     return values
 
@@ -270,17 +269,14 @@ def to_args(values: Mapping[str, Any]) -> list[str]:
     """Option values keyed by name as ``omtl-mpi run`` arguments, in the mapping's order.
 
     Values are written as given (``str()``), so ``--rho 1`` stays ``--rho 1``; None is left
-    out, and a bool option is its flag, or nothing where its value is the default (of the
-    learner ``values["algo"]``, else of the default learner).
+    out, and a bool option is its flag for true or for false (``--no-relationship``).
 
     Raises
     ------
     ConfigError
-        For an unknown name, or a bool value that no flag gives (``relationship = True`` for a
-        learner whose default is False).
+        For an unknown name.
     """
     opts = table()
-    algo = values.get("algo") or opts["algo"].default
     args = []
     for name, value in values.items():
         opt = opts.get(name)
@@ -290,8 +286,6 @@ def to_args(values: Mapping[str, Any]) -> list[str]:
             continue
         if opt.type is not bool:
             args += [opt.flag, str(value)]
-        elif value == opt.flag_value:
-            args.append(opt.flag)
-        elif value != opt.defaults.get(algo, opt.default):
-            raise ConfigError(f"{name} = {value!r} has no command-line flag (only {opt.flag})")
+        else:
+            args.append(opt.flag if value else opt.off_flag)
     return args

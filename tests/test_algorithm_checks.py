@@ -17,7 +17,15 @@ def test_generic_checks(name, unequal_streams):
 def test_state_round_trip_check_can_fail(unequal_streams, monkeypatch):
     """The checkpoint check must catch a learner that forgets part of its state."""
     from omtl_mpi.algorithms.cadmm import CAdmmServer
+    from omtl_mpi.algorithms.admm import AdmmParams
     monkeypatch.setattr(CAdmmServer, "load_state", lambda self, state: None)
+    with pytest.raises(AssertionError, match="state round trip"):     # Omega is the server's state
+        check_algorithm("c-admm", *unequal_streams, params=AdmmParams(relationship=True))
+
+
+def test_state_round_trip_check_catches_a_vote_that_forgets(unequal_streams, monkeypatch):
+    from omtl_mpi.algorithms.experts import ExpertVote
+    monkeypatch.setattr(ExpertVote, "load_state", lambda self, state: None)
     with pytest.raises(AssertionError, match="state round trip"):
         check_algorithm("c-admm", *unequal_streams)
 

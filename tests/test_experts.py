@@ -37,7 +37,7 @@ def test_weights_sum_to_one_and_follow_the_fewest_mistakes():
     np.testing.assert_allclose(vote.weights(), 1.0 / len(EXPERTS))
     vote.mistakes[:] = [[0, 5], [3, 5], [9, 5]]
     vote.seen[:] = [10, 10]
-    vote._p = vote._weights()
+    vote._q = vote._unnormalised()
     p = vote.weights()
     np.testing.assert_allclose(p.sum(axis=0), 1.0)
     assert p[0, 0] > p[1, 0] > p[2, 0]

@@ -110,19 +110,32 @@ def test_every_flag_is_unique_and_every_option_explained():
     assert all(o.help for o in options.table().values())
 
 
-def test_bool_fields_are_flags_that_set_the_other_value():
+def test_bool_fields_have_a_flag_for_each_value():
+    """Both flags, so that a value a preset sets can be set back (--preset paper --no-relationship)."""
     opts = options.table()
-    assert opts["relationship"].flag == "--no-relationship"
-    assert opts["synth_normalize"].flag == "--synth-normalize"
+    assert (opts["relationship"].flag, opts["relationship"].off_flag) == ("--relationship", "--no-relationship")
     assert options.to_args({"relationship": False, "synth_normalize": True}) == \
         ["--no-relationship", "--synth-normalize"]
-    assert options.to_args({"relationship": True, "synth_normalize": False}) == []     # defaults
-    assert options.from_flags({"no-relationship": False}) == {"relationship": None}
-    with pytest.raises(ConfigError, match="--no-relationship is given twice"):
+    assert options.to_args({"relationship": True, "intercept": False}) == ["--relationship", "--no-intercept"]
+    assert options.from_flags({"no-relationship": True}) == {"relationship": False}
+    assert options.from_flags({"no-relationship": False}) == {"relationship": True}
+    assert options.from_flags({"relationship": False}) == {"relationship": False}
+    with pytest.raises(ConfigError, match="--relationship is given twice"):
         options.from_flags({"no-relationship": True, "no_relationship": False})
     assert parse(["--no-relationship"])[0].params.relationship is False
-    with pytest.raises(ConfigError, match="relationship = True has no command-line flag"):
-        options.to_args({"algo": "admm-single", "relationship": True})
+    assert parse(["--relationship"])[0].params.relationship is True
+    assert parse(["--preset", "paper"])[0].params.relationship is True
+    assert parse(["--preset", "paper", "--no-relationship"])[0].params.relationship is False
+    assert parse(["--preset", "paper", "--intercept"])[0].intercept is True
+
+
+def test_what_a_learner_fixes_cannot_be_set():
+    with pytest.raises(ConfigError, match="--relationship cannot be set: admm-single learns each task alone"):
+        options.run_config({"algo": "admm-single", "relationship": True})
+    with pytest.raises(ConfigError, match="--experts cannot be set: pmsc-log"):
+        options.run_config({"algo": "pmsc-log", "experts": True})
+    # and a preset leaves it as the learner fixes it
+    assert options.run_config({"algo": "admm-single", "preset": "paper"}).params.relationship is False
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

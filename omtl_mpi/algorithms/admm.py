@@ -14,7 +14,8 @@ block of tasks is a contiguous slice and a row is what travels over MPI.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -60,8 +61,8 @@ class AdmmParams:
 
     rho: float = field(default=0.1, metadata={"help": "ADMM penalty (> 0)."})
     eta: float | None = field(default=None, metadata={
-        "help": "Step control (>= 0); sqrt(T) by default, T the longest stream's number of "
-                "rounds (1 with --w-step adagrad or arow).", "none_text": "sqrt(T)"})
+        "help": "Step control (>= 0). auto: sqrt(T) for the euclid w-step, T the longest "
+                "stream's number of rounds; 1 for adagrad and arow.", "none_text": "auto"})
     lambda1: float = field(default=0.001, metadata={"help": "Weight of |V|^2 (> 0)."})
     lambda2: float = field(default=0.01, metadata={"help": "Weight of |u|^2 (> 0)."})
     lambda3: float = field(default=0.001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
@@ -73,8 +74,12 @@ class AdmmParams:
     loss: str = field(default="squared-hinge", metadata={
         "help": "Loss whose (sub)gradient drives the w-step (squared-hinge scales it by the "
                 "missed margin, as AROW does).", "choices": LOSSES})
-    relationship: bool = field(default=True, metadata={
-        "help": "Ablation 'W/O RL': keep Omega = I/K for the whole run."})
+    relationship: bool = field(default=False, metadata={
+        "help": "Learn the task-relationship matrix Omega from V (the paper's model, which "
+                "--preset paper turns on). Off, Omega stays I/K (the paper's ablation 'W/O "
+                "RL'): the default, since with the experts' vote learning Omega changed the "
+                "error by less than the seeds' spread, at a K x K eigendecomposition per "
+                "round (docs/SHARING.md)."})
     omega_every: int = field(default=1, metadata={
         "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
     omega_eps: float = field(default=1e-8, metadata={
@@ -89,10 +94,10 @@ class AdmmParams:
     arow_r: float = field(default=1.0, metadata={
         "help": "--w-step arow, and arow: confidence parameter r (> 0)."})
     experts: bool = field(default=True, metadata={
-        "help": "Predict with the ADMM model alone, instead of the default vote of three experts "
-                "per task (its multi-task model, the shared u and the related tasks' models, "
-                "weighted by their mistakes on it), which lets the sharing adapt to how related "
-                "the tasks are (docs/SHARING.md)."})
+        "help": "Predict each task by a vote of three experts (its multi-task model, the shared "
+                "u and the related tasks' models) weighted by their mistakes on it, so that "
+                "the sharing adapts to how related the tasks are (docs/SHARING.md); "
+                "--no-experts predicts with the ADMM model alone, as the paper does."})
 
     def __post_init__(self):
         problems = []
@@ -126,10 +131,12 @@ class AdmmParams:
         if problems:
             raise ConfigError("\n".join(problems))
 
+    FIXED: ClassVar[tuple] = ()     # fields a learner built on these fixes (fixed_fields)
+
     @classmethod
     def paper(cls, **changes) -> "AdmmParams":
-        """The paper's settings (:data:`PAPER`), with ``changes``."""
-        return cls(**{**PAPER, **changes})
+        """The paper's settings (:data:`PAPER`, but what the class fixes), with ``changes``."""
+        return cls(**{**{k: v for k, v in PAPER.items() if k not in cls.FIXED}, **changes})
 
     @property
     def a(self) -> float:
@@ -143,6 +150,16 @@ class AdmmParams:
             return self
         eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
         return AdmmParams(**{**asdict(self), "eta": eta})
+
+
+def fixed_fields(params, why: str) -> None:
+    """ConfigError unless every field in ``type(params).FIXED`` has its class default: for the
+    learners built on these parameters that fix some of them (``why`` says why)."""
+    cls = type(params)
+    wrong = [f"--{f.name.replace('_', '-')}" for f in fields(cls)
+             if f.name in cls.FIXED and getattr(params, f.name) != f.default]
+    if wrong:
+        raise ConfigError(f"{', '.join(wrong)} cannot be set: {why} (see 'omtl-mpi algos')")
 
 
 class TaskBlock:

@@ -81,7 +81,7 @@ class CAdmmServer:
         if self.experts:
             src = self._source
             src[: self.K + 1] = self.consensus.uv
-            src[self.K + 1:] = related_models(u, V)
+            related_models(u, V, out=src[self.K + 1:])
             np.take(src, self._rows, axis=0, out=self._down, mode="clip")
         elif self._rows is not None:
             # mode="clip": the indices are valid, and with the default mode numpy copies through a

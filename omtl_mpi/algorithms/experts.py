@@ -38,13 +38,15 @@ import numpy as np
 EXPERTS = ("multi-task", "shared", "related")
 
 
-def related_models(u: np.ndarray, V: np.ndarray) -> np.ndarray:
+def related_models(u: np.ndarray, V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Every task's ``related`` expert: ``r_k = sum_j c_kj a_j / sum_j |c_kj|``, a_j = u + v_j.
 
     Parameters
     ----------
     u : ndarray, shape (d,)
     V : ndarray, shape (K, d)
+    out : ndarray, shape (K, d), optional
+        Where to write the result.
 
     Returns
     -------
@@ -57,8 +59,8 @@ def related_models(u: np.ndarray, V: np.ndarray) -> np.ndarray:
     norms = np.sqrt(G.diagonal())
     norms[norms == 0.0] = 1.0
     c = G / np.outer(norms, norms)
-    np.fill_diagonal(c, 1.0)
-    out = c @ A
+    c.flat[:: len(c) + 1] = 1.0
+    out = np.matmul(c, A, out=out)
     out /= np.abs(c).sum(axis=1)[:, None]
     return out
 
@@ -74,40 +76,49 @@ class ExpertVote:
     """
 
     def __init__(self, n_tasks: int, dim: int, n_experts: int = len(EXPERTS)):
-        self._log_n = math.log(n_experts)
+        self._rate = 8.0 * math.log(n_experts)            # eta_k^2 n_k
         self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e}, expert-major
         self.seen = np.zeros(n_tasks)                      # n_k, real instances so far
         # the experts' models, one (kb, d) slice each: w_k, u, r_k (set by the caller)
         self.models = np.zeros((n_experts, n_tasks, dim))
-        self._p = self._weights()
-        self._votes = None                                 # this round's votes (3, B, kb)
+        self._q = self._unnormalised()
+        self._votes = None                                 # this round's votes (experts, B, kb)
 
-    def _weights(self) -> np.ndarray:
-        p = self.mistakes - self.mistakes.min(axis=0)      # exp(-eta m) / exp(-eta min m)
-        p *= -np.sqrt((8.0 * self._log_n) / np.maximum(self.seen, 1.0))
-        p = np.exp(p, out=p)
-        p /= p.sum(axis=0)
-        return p[:, None, :]
+    def _unnormalised(self) -> np.ndarray:
+        """``exp(-eta_k (m_(k,e) - min_f m_(k,f)))``, (experts x 1 x kb): the weights up to
+        their sum, which the vote does not need."""
+        m = self.mistakes
+        q = m - m.min(axis=0)
+        q *= np.sqrt(self._rate / np.maximum(self.seen, 1.0))
+        np.negative(q, out=q)
+        return np.exp(q, out=q)[:, None, :]
 
     def weights(self) -> np.ndarray:
         """``p_{k,e}`` (experts x kb), each column summing to 1."""
-        return self._p[:, 0, :].copy()
+        q = self._q[:, 0, :]
+        return q / q.sum(axis=0)
 
     def predict(self, X) -> np.ndarray:
         """The vote on a round's instances ``X`` (B, kb, d), with :attr:`models` as they are:
         True for +1, shape (B, kb)."""
-        votes = np.vecdot(self.models[:, None], X) >= 0.0          # (3, B, kb)
+        votes = np.vecdot(self.models[:, None], X) >= 0.0          # (experts, B, kb)
         self._votes = votes
-        # the weight voting +1 (the weights sum to 1): at least half of it predicts +1
-        return (votes * self._p).sum(axis=0) >= 0.5
+        # at least half the weight predicts +1: sum of the weights, +1 for +1 and -1 for -1, >= 0
+        return np.where(votes, self._q, -self._q).sum(axis=0) >= 0.0
 
     def update(self, y) -> None:
         """Count each expert's mistakes on the round just predicted (labels ``y``, (B, kb), 0
         for padding), and the weights of the next round."""
         real = y != 0.0
-        self.mistakes += ((self._votes != (y > 0.0)) & real).sum(axis=1)
-        self.seen += real.sum(axis=0)
-        self._p = self._weights()
+        wrong = self._votes != (y > 0.0)
+        wrong &= real
+        if y.shape[0] == 1:             # one instance per task: no sums over the batch
+            self.mistakes += wrong[:, 0]
+            self.seen += real[0]
+        else:
+            self.mistakes += wrong.sum(axis=1)
+            self.seen += real.sum(axis=0)
+        self._q = self._unnormalised()
 
     def state(self) -> dict:
         return {"mistakes": self.mistakes.copy(), "seen": self.seen.copy(),
@@ -117,4 +128,4 @@ class ExpertVote:
         for key in ("mistakes", "seen"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
         self.models[...] = state["models"]
-        self._p = self._weights()
+        self._q = self._unnormalised()

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .admm import AdmmParams, TaskBlock
+from .admm import AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
 from .wsteps import inverse_rank_one
@@ -130,6 +130,12 @@ class SingleParams(AdmmParams):
     lambda4: float = 0.0
     relationship: bool = False
     experts: bool = False           # no shared model to vote with: each task is alone
+    # what this learner fixes: --preset leaves them, and setting them otherwise is an error
+    FIXED = ("lambda4", "relationship", "experts")
+
+    def __post_init__(self):
+        super().__post_init__()
+        fixed_fields(self, "admm-single learns each task alone")
 
     def resolved(self, rounds: int) -> AdmmParams:
         return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0,

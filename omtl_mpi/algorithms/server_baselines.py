@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import ConfigError
-from .admm import AdmmParams, DivergenceError
+from .admm import AdmmParams, DivergenceError, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
 
@@ -31,6 +31,11 @@ class PmscLogParams(AdmmParams):
     lambda2: float = 0.1
     lambda3: float = 0.01
     experts: bool = False
+    FIXED = ("variant", "loss", "lambda4", "relationship", "experts")
+
+    def __post_init__(self):
+        super().__post_init__()
+        fixed_fields(self, "pmsc-log is the published method, with Omega fixed at I/K")
 
     def resolved(self, rounds: int) -> AdmmParams:
         fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False,

@@ -129,6 +129,11 @@ class AdagradStep(EuclidStep):
         self.S = np.array(state["S"], dtype=np.float64)
 
 
+# up to this many weights per task, ArowStep updates every task's matrix with broadcast array
+# operations; above it, in place per margin error
+BATCHED_DIM = 64
+
+
 class ArowStep(EuclidStep):
     """Full AROW-style precision ``D_t = I + sum over margin errors of x x^T / r`` (Crammer,
     Kulesza & Dredze 2009) per task, held as ``M = (eta D_t + rho I)^{-1}`` (kb x d x d).
@@ -148,10 +153,20 @@ class ArowStep(EuclidStep):
     def step(self, W, D, X, coef, inv_count):
         p = self.p
         c = (p.eta / p.arow_r) * inv_count
-        # one rank-one update per margin error; there is no batched rank-one BLAS call, and a
-        # broadcast outer product would build a kb x d x d temporary every round
-        for b, k in zip(*np.nonzero(coef)):
-            inverse_rank_one(self.M[k], X[b, k], float(c[k]))
+        if X.shape[-1] <= BATCHED_DIM:
+            # every task's rank-one update in a few array operations: at small d a numpy call
+            # costs more than its arithmetic, and the kb x d x d temporary is small
+            M = self.M
+            for b in range(X.shape[0]):
+                x = X[b]
+                Mx = np.matmul(M, x[:, :, None])[:, :, 0]
+                f = np.where(coef[b] != 0.0, c, 0.0)
+                f /= 1.0 + f * np.vecdot(x, Mx)
+                M -= (f[:, None, None] * Mx[:, :, None]) * Mx[:, None, :]
+        else:
+            # one in-place rank-one update per margin error (BLAS dger, no d x d temporary)
+            for b, k in zip(*np.nonzero(coef)):
+                inverse_rank_one(self.M[k], X[b, k], float(c[k]))
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
         G = W * p.rho
         G -= self.R

@@ -1,0 +1,123 @@
+"""Does a different Omega make relationship learning pay? Issue 20's candidates, measured on the
+selection sets of docs/SHARING.md's protocol (the test beds, the paper's synthetic family,
+Landmine), for the paper's model and for the defaults' model.
+
+    python scripts/relationship.py [--data-dir results/data] [--seeds 0 1 2]
+
+Each variant changes only how Omega is formed (spec section 4 is the reference, "V"):
+
+* ``W``: Omega from the rows of u + V (the task models w_k, as in Zhang and Yeung's MTRL) instead
+  of V alone;
+* ``shrink``: Omega shrunk towards I/K with a weight that falls as evidence grows,
+  ``(1 - s_t) Omega + s_t I/K``, s_t = 100 / (100 + t) after t rounds;
+* ``warm-up``: Omega = I/K for the first 100 rounds, then the usual update;
+* ``lambda4 / K``: the relationship term's weight divided by K, since tr(V Omega^-1 V^T) grows
+  with K when Omega has trace 1;
+* ``W/O RL``: Omega = I/K throughout (the paper's ablation).
+
+Prints a Markdown table of mean final cumulative errors over the seeds (stream orders): for the
+defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the same model alone
+(`--no-experts`), and for the paper's model (`--preset paper`). docs/SHARING.md holds its output.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock   # noqa: E402
+from omtl_mpi.algorithms.experts import related_models                  # noqa: E402
+from omtl_mpi.algorithms.relationship import Relationship, update_omega # noqa: E402
+from omtl_mpi.data.features import prepare                              # noqa: E402
+from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
+from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
+
+SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
+        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
+EVIDENCE = 100          # rounds: the shrinkage's half-weight point, and the warm-up's length
+
+
+class Variant(Consensus):
+    """The consensus step with one of the variants' Omega updates."""
+
+    kind = "V"
+
+    def update_relationship(self, V=None) -> None:
+        p, t = self.p, self.rounds
+        if not (p.relationship and t > 0 and t % p.omega_every == 0):
+            return
+        V = self.V if V is None else V
+        if self.kind == "warm-up" and t < EVIDENCE:
+            return
+        source = V + self.u if self.kind == "W" else V
+        rel = update_omega(source, p.omega_eps, self.rel)
+        if self.kind == "shrink":
+            s = EVIDENCE / (EVIDENCE + t)
+            rel = Relationship((1.0 - s) * rel.evals + s / self.K, rel.evecs)
+        self.rel = rel
+        self._cached_operator()
+
+
+VARIANTS = ["V", "W", "shrink", "warm-up", "lambda4 / K", "W/O RL"]
+
+
+def stream(path, seed, intercept):
+    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
+    meta = source.meta()
+    s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
+    X = prepare(s.X, intercept=intercept)
+    return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
+
+
+def error(path, seed, model: str, variant: str) -> float:
+    paper = model == "paper"
+    data = stream(path, seed, intercept=not paper)
+    K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
+    changes = {"experts": model == "vote"}
+    if variant == "W/O RL":
+        changes["relationship"] = False
+    p = (AdmmParams.paper(**changes) if paper else AdmmParams(**changes))
+    if variant == "lambda4 / K":
+        p = AdmmParams(**{**p.__dict__, "lambda4": p.lambda4 / K})
+    p = p.resolved(T)
+    block, consensus = TaskBlock(p, K, d), Variant(p, K, d)
+    consensus.kind = variant
+    mistakes = np.zeros(K)
+    for t in range(T):
+        X, y, inv_count = data[t]
+        positive, C = block.predict_and_step(X, y, inv_count)
+        mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
+        u, V = consensus.step(C)
+        consensus.update_relationship()
+        block.dual_step(u, V, related_models(u, V) if p.experts else None)
+    return float(np.mean(mistakes / data.lengths))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default="results/data")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args()
+    sets = []
+    for label, name in SETS:
+        path = None if name is None else os.path.join(args.data_dir, name)
+        if path is not None and not os.path.exists(path):
+            print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
+            continue
+        sets.append((label, path))
+    print("| model | Omega | " + " | ".join(label for label, _ in sets) + " | mean |")
+    print("|---|---|" + "---|" * (len(sets) + 1))
+    for model, shown in (("vote", "defaults"), ("alone", "defaults, `--no-experts`"),
+                         ("paper", "`--preset paper`")):
+        for variant in VARIANTS:
+            row = [np.mean([error(path, s, model, variant) for s in args.seeds]) for _, path in sets]
+            print(f"| {shown} | {variant} | " + " | ".join(f"{v:.4f}" for v in row)
+                  + f" | {np.mean(row):.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
