@@ -312,9 +312,9 @@ def test_bad_kernel_choices_are_refused(monkeypatch):
     from omtl_mpi.config import RunConfig
     with pytest.raises(ConfigError, match="--kernel must be one of auto, numpy, numba"):
         RunConfig(kernel="cuda")
-    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step and --no-experts only"):
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step, --no-experts and no --class-weight only"):
         fast.check_kernel("numba", AdmmParams.paper(w_step="adagrad"))
-    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step and --no-experts only"):
+    with pytest.raises(ConfigError, match="compiles the ADMM learners with the euclid w-step, --no-experts and no --class-weight only"):
         fast.check_kernel("numba", P("arow"))
     monkeypatch.setattr(kernels, "available", lambda: False)
     with pytest.raises(ConfigError, match=r"needs numba: pip install 'omtl-mpi\[fast\]'"):

@@ -30,7 +30,7 @@ W_STEPS = tuple(W_STEP_CLASSES)
 # The paper's model and settings (spec section 1): what --preset paper gives the ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
          "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
-         "relationship": True, "experts": False}
+         "relationship": True, "class_weight": "none", "experts": False}
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -93,6 +93,11 @@ class AdmmParams:
         "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
     arow_r: float = field(default=1.0, metadata={
         "help": "--w-step arow, and arow: confidence parameter r (> 0)."})
+    class_weight: str = field(default="none", metadata={
+        "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
+                "with n_y the task's instances of class y seen before this round (plus one, "
+                "so the first round has weight 1): scikit-learn's 'balanced' without "
+                "look-ahead; a number c > 0: c for +1, 1 for -1.", "metavar": "none|balanced|C"})
     experts: bool = field(default=True, metadata={
         "help": "Predict each task by a vote of three experts (its multi-task model, the shared "
                 "u and the related tasks' models) weighted by their mistakes on it, so that "
@@ -124,6 +129,9 @@ class AdmmParams:
             problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.loss not in LOSSES:
             problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if class_weights(self.class_weight) is None:
+            problems.append(f"--class-weight must be none, balanced or a number > 0 (the weight of "
+                            f"class +1), got {self.class_weight!r}")
         if not isinstance(self.experts, bool):
             problems.append(f"--experts must be true or false, got {self.experts!r}")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
@@ -150,6 +158,18 @@ class AdmmParams:
             return self
         eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
         return AdmmParams(**{**asdict(self), "eta": eta})
+
+
+def class_weights(value):
+    """``--class-weight`` as the learners use it: "none", "balanced" or the weight of class +1
+    (a float > 0); None for a value that is none of these."""
+    if value in ("none", "balanced"):
+        return value
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        return None
+    return c if math.isfinite(c) and c > 0 else None
 
 
 def fixed_fields(params, why: str) -> None:
@@ -203,7 +223,11 @@ class TaskBlock:
         # is taken in Python floats, with the same IEEE operations as descent_coef's arrays,
         # which saves three numpy calls a round.  Only for the w-step that does not read it.
         self._scalar_loss = (params.loss if n_tasks == 1 and params.w_step == "euclid"
-                             and params.loss in ("hinge", "perceptron") else None)
+                             and params.loss in ("hinge", "perceptron")
+                             and params.class_weight == "none" else None)
+        # --class-weight: each task's instances of class -1 and +1 seen so far
+        self._weighted = class_weights(params.class_weight)
+        self.class_seen = np.zeros((2, n_tasks)) if self._weighted != "none" else None
 
     def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
         """Predict a round's instances, then take the w-step and write the message C.
@@ -242,6 +266,8 @@ class TaskBlock:
             coef = None                            # the Euclidean step does not read it
         else:
             coef = descent_coef(p.loss, y, margins, positive)
+            if self.class_seen is not None:
+                coef = coef * self._class_weights(y)
             if X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
                 D = X[0] * coef.T
             else:
@@ -253,6 +279,19 @@ class TaskBlock:
         np.multiply(W, self._rho, out=C)
         C += self.Z
         return (positive if self.experts is None else vote), C
+
+    def _class_weights(self, y: np.ndarray) -> np.ndarray:
+        """Every instance's class weight (B, kb), from the counts before this round; then the
+        round's labels are counted."""
+        seen = self.class_seen
+        if self._weighted == "balanced":
+            w = (seen.sum(axis=0) + 2.0) / (2.0 * (seen + 1.0))      # rows: class -1, +1
+            weight = np.where(y > 0.0, w[1], w[0])
+        else:
+            weight = np.where(y > 0.0, self._weighted, 1.0)
+        seen[0] += (y < 0.0).sum(axis=0)
+        seen[1] += (y > 0.0).sum(axis=0)
+        return weight
 
     def dual_step(self, u: np.ndarray, V: np.ndarray, related: np.ndarray | None = None) -> None:
         """Take the consensus (u, V rows of this block) and the z-step (eq. solution1-4).
@@ -280,6 +319,8 @@ class TaskBlock:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
         out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": np.array(self.u), "V": np.array(self.V)}
         out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
+        if self.class_seen is not None:
+            out["class_seen"] = self.class_seen.copy()
         if self.experts is not None:
             out.update({f"experts_{k}": v for k, v in self.experts.state().items()})
         return out
@@ -289,6 +330,8 @@ class TaskBlock:
         for key in ("W", "Z", "u", "V"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
+        if self.class_seen is not None:
+            self.class_seen = np.array(state["class_seen"], dtype=np.float64)
         if self.experts is not None:
             self.experts.load_state({k[8:]: v for k, v in state.items() if k.startswith("experts_")})
         # what dual_step derived from (u, V, Z): the same operations give the same bits

@@ -21,9 +21,10 @@ from __future__ import annotations
 def compilable(params) -> bool:
     """Whether the learner with these hyper-parameters has compiled steps: the ADMM learners
     (C-ADMM, D-ADMM, ADMM-Single, PMSC-Log) with the Euclidean w-step and without the
-    experts' vote (the paper's model, ``--preset paper``)."""
+    experts' vote or class weights (the paper's model, ``--preset paper``)."""
     from ..algorithms.admm import AdmmParams
-    return isinstance(params, AdmmParams) and params.w_step == "euclid" and not params.experts
+    return (isinstance(params, AdmmParams) and params.w_step == "euclid" and not params.experts
+            and params.class_weight == "none")
 
 
 def check_kernel(kernel: str, params) -> None:
@@ -36,9 +37,9 @@ def check_kernel(kernel: str, params) -> None:
     if kernel != "numba":
         return
     if not compilable(params):
-        raise ConfigError("--kernel numba compiles the ADMM learners with the euclid w-step and "
-                          "--no-experts only (as --preset paper runs them); use --kernel numpy "
-                          "(or auto)")
+        raise ConfigError("--kernel numba compiles the ADMM learners with the euclid w-step, "
+                          "--no-experts and no --class-weight only (as --preset paper runs them); "
+                          "use --kernel numpy (or auto)")
     if not kernels.available():
         raise ConfigError("--kernel numba needs numba: pip install 'omtl-mpi[fast]' (or use "
                           "--kernel numpy)")

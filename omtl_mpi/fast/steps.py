@@ -101,7 +101,7 @@ def _applies(piece) -> bool:
     if isinstance(piece, Consensus):
         return piece.p.variant == "exact" and piece.K <= kernels.MAX_TASKS
     if isinstance(piece, TaskBlock):
-        return piece.p.w_step == "euclid" and piece.experts is None
+        return piece.p.w_step == "euclid" and piece.experts is None and piece.class_seen is None
     return True
 
 
