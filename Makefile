@@ -1,5 +1,5 @@
 # Everything runs from .venv, which `make setup` creates with the package, an MPI runtime
-# (the mpich wheel: mpiexec lands in .venv/bin), numba for --kernel numba, and the test tools.
+# (the mpich wheel: mpiexec lands in .venv/bin) and the test tools.
 # Idempotent.
 PYTHON ?= python3
 VENV   := .venv
@@ -15,9 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[mpich,test,fast]'
-	# compile the --kernel numba steps once (about 10 s), not in the first job's ranks
-	$(PY) -c 'from omtl_mpi.fast import kernels; kernels.load()'
+	$(PY) -m pip install --quiet -e '.[mpich,test]'
 	touch $(STAMP)
 
 demo: setup
@@ -35,7 +33,6 @@ bench: setup
 	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs $(if $(BASE),--base $(BASE))
 	$(PY) scripts/bench.py scripts/bench/transport.toml --docs
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
-	$(PY) scripts/bench.py scripts/bench/kernels.toml --docs
 	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
 
 # The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):

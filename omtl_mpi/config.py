@@ -11,12 +11,6 @@ from .data.features import SCALES
 from .errors import ConfigError
 
 Params = Any
-# how the ADMM learners' per-round steps are computed (omtl_mpi.fast): part of the configuration,
-# because numpy and the compiled steps agree to rounding, not to the bit
-KERNELS = ("auto", "numpy", "numba")
-# --kernel auto compiles runs of at least this many rounds per rank sharing a CPU: loading the
-# compiled steps costs each process most of a second of CPU, which a run this long wins back
-AUTO_KERNEL_ROUNDS = 10000
 
 
 @dataclass(frozen=True)
@@ -26,8 +20,7 @@ class RunConfig:
     ``data`` is a task-stream HDF5 path or ``"synthetic"`` (then the ``synth_*`` fields apply).
     ``params`` is the algorithm's own hyper-parameter dataclass. ``topology`` and ``nodes``
     apply to the neighbour-pattern learners (``nodes=None``: one node per task in one process,
-    one node per rank under MPI). ``kernel`` is how the ADMM learners' steps are computed
-    (:func:`omtl_mpi.fast.choose_kernel`). Each field's metadata holds its option's help
+    one node per rank under MPI). Each field's metadata holds its option's help
     (:mod:`omtl_mpi.options`).
     """
 
@@ -60,13 +53,6 @@ class RunConfig:
     nodes: int | None = field(default=None, metadata={
         "help": "d-admm/d-psgd in one process: nodes to simulate (default: one per task). Under "
                 "MPI every rank is a node."})
-    kernel: str = field(default="auto", metadata={
-        "help": "ADMM learners: how each round's steps are computed. numpy: the reference; numba: "
-                "the same formulas compiled (needs the 'fast' extra; euclid w-step; equal round by "
-                "round to rounding, not to the bit); auto: numba when it is installed and the run "
-                f"has at least {AUTO_KERNEL_ROUNDS} rounds per rank sharing a CPU (each process "
-                "spends most of a second loading it), numpy otherwise.",
-        "choices": KERNELS})
 
     def __post_init__(self):
         problems = []
@@ -83,8 +69,6 @@ class RunConfig:
             problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
         if self.scale not in SCALES:
             problems.append(f"--scale must be one of {', '.join(SCALES)}, got {self.scale!r}")
-        if self.kernel not in KERNELS:
-            problems.append(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
         if problems:
             raise ConfigError("\n".join(problems))
 

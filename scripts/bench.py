@@ -182,12 +182,12 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
     list of dict
         One per row (what ``--json`` prints): the row's label, ranks, K, d, metric, target,
         options and env, and ``trees``: tree name ("this", or the base's short hash) -> median,
-        fastest, slowest, runs (every recorded value) and chose (the reports' kernel, transport).
+        fastest, slowest, runs (every recorded value) and chose (the reports' transport).
     """
     data = {(r["K"], r["d"]): make_random_tasks(folder, r["K"], r["d"], samples) for r in rows}
     runs = [{name: [] for name in trees} for _ in rows]
     chose = [{name: set() for name in trees} for _ in rows]
-    # the warm-up (repeat -1) fills numba's cache in a fresh worktree, and the file cache. Rows
+    # the warm-up (repeat -1) fills the file cache (and an older tree's caches). Rows
     # and trees take turns, so that a slow spell of the machine hits them all alike; the trees
     # swap places every repeat, so that neither always runs right after the other
     for repeat in range(-1, repeats):
@@ -196,8 +196,7 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
                 value, report = run_once(row, trees[name], data[row["K"], row["d"]], folder)
                 if repeat >= 0:
                     runs[i][name].append(value)
-                    chose[i][name].add(", ".join(str(report[key]) for key in
-                                                 ("kernel", "transport") if key in report))
+                    chose[i][name].add(str(report.get("transport")))
         print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
               file=sys.stderr, flush=True)
     return [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target")},
@@ -214,7 +213,7 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
     metrics = list(dict.fromkeys(row["metric"] for row in rows))
     heading = METRICS[metrics[0]][0] if len(metrics) == 1 else "median"
     targets = any(row["target"] is not None for row in rows)
-    cols = ["run", "ranks", "K, d", "options", "chose (kernel, transport)"]
+    cols = ["run", "ranks", "K, d", "options", "transport chosen"]
     cols += ["metric"] if len(metrics) > 1 else []
     for name in ["this tree", base] if base else ["this tree"]:
         cols += [f"{name}: {heading}", f"{name}: fastest - slowest"]

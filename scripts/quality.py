@@ -97,7 +97,7 @@ def _transfer_line(by, learner, family, against, margin):
 def target_lines(err_records: list, bal_records: list) -> list:
     """Issue 20's criteria on the real sets and the synthetic family, computed from the runs."""
     by = {(r["learner"], r["data"]): r["mean_error"] for r in err_records}
-    bal = {(r["learner"], r["data"]): r["mean_error"] for r in bal_records}
+    bal = {(r["learner"], r["data"]): r["balanced_error"] for r in bal_records}
     lines = []
     for data, target in TARGETS.items():
         if (DEFAULT, data) not in by:

@@ -77,9 +77,7 @@ def error(path, seed, model: str, variant: str) -> float:
     paper = model == "paper"
     data = stream(path, seed, intercept=not paper)
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
-    changes = {"experts": model == "vote"}
-    if variant == "W/O RL":
-        changes["relationship"] = False
+    changes = {"experts": model == "vote", "relationship": variant != "W/O RL"}
     p = (AdmmParams.paper(**changes) if paper else AdmmParams(**changes))
     if variant == "lambda4 / K":
         p = AdmmParams(**{**p.__dict__, "lambda4": p.lambda4 / K})

@@ -110,7 +110,6 @@ def test_bad_file_stops_every_rank_with_one_message(mpiexec, tmp_path, ranks):
     (["--out", "/nonexistent/dir/r.h5"], "folder /nonexistent/dir does not exist"),
     (["--variant", "both"], "Invalid value for '--variant'"),
     (["--scale", "zscore"], "'zscore' is not one of 'none', 'online'"),
-    (["--kernel", "fast"], "Invalid value for '--kernel'"),
     (["--rhoo", "1"], "No such option '--rhoo'. Did you mean '--rho'?"),
 ])
 def test_bad_options_give_one_clear_line(args, message):

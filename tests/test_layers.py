@@ -1,6 +1,5 @@
 """The package's import graph keeps its layers (docs/DESIGN.md, "Layers"): each layer imports
-only from the layers below it, the speed plug-in (omtl_mpi/fast) only from the runtime, and
-neither the math nor the plain transports know numba.
+only from the layers below it, and the speed plug-in (omtl_mpi/fast) only from the runtime.
 
 Every import counts, also those inside functions (the package imports lazily for start-up time).
 """
@@ -91,14 +90,14 @@ def test_only_the_entry_point_imports_the_command_line():
     assert not users
 
 
-@pytest.mark.parametrize("layer", ["algorithms", "comm"])
-def test_no_numba_below_the_plug_in(layer):
-    assert not [p for p in (PACKAGE / layer).rglob("*.py") if "numba" in p.read_text()]
+def test_no_numba_anywhere():
+    """The compiled steps were removed (they no longer served the default path)."""
+    assert not [p for p in PACKAGE.rglob("*.py") if "import numba" in p.read_text()]
 
 
 def test_the_checker_sees_imports():
     """The checks above would pass on a parser that finds nothing."""
     graph = _graph()
-    assert "omtl_mpi.fast" in graph["omtl_mpi.runtime.roles"]
-    assert "omtl_mpi.algorithms.admm" in graph["omtl_mpi.fast.steps"]
+    assert "omtl_mpi.fast.shm" in graph["omtl_mpi.runtime.roles"]      # a lazy import
+    assert "omtl_mpi.algorithms.experts" in graph["omtl_mpi.algorithms.admm"]
     assert "omtl_mpi.runtime.run" in graph["omtl_mpi.cli"]          # a lazy import, in a function

@@ -141,7 +141,7 @@ def test_what_a_learner_fixes_cannot_be_set():
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_values_render_to_args_that_parse_to_the_same_run(name):
     algo = REGISTRY[name]
-    values = {"algo": name, "synth_normalize": True, "seed": 3, "batch": 2, "kernel": "numpy",
+    values = {"algo": name, "synth_normalize": True, "seed": 3, "batch": 2,
               "transport": "shm", **asdict(algo.params())}
     cfg, parsed = parse(options.to_args(values))
     assert cfg == options.run_config(values)

@@ -45,7 +45,7 @@ def write(folder, text, name="sweep.toml"):
 
 
 # ----------------------------------------------------------------------------- the plan
-def test_plan_expands_the_cross_product_with_stable_ids(tmp_path):
+def test_plan_expands_the_cross_product_with_stable_ids(tmp_path, monkeypatch):
     path = write(tmp_path, TINY + """
 [algorithms.grid]
 algo = "d-admm"
@@ -70,6 +70,11 @@ ranks = 2
     assert again == {r.id: r.config_hash for r in plan.runs}
     changed = load_plan(str(write(tmp_path, TINY.replace("samples = 400", "samples = 500"), "b.toml")))
     assert changed.runs[0].id == plan.runs[0].id and changed.runs[0].config_hash != plan.runs[0].config_hash
+    # so does a change of what the same arguments mean (a default of a newer version): the
+    # resolved configuration is part of the hash, so the run is not taken as done
+    from omtl_mpi.config import RunConfig
+    monkeypatch.setattr(RunConfig, "fingerprint", lambda self: "another version's defaults")
+    assert load_plan(str(path)).runs[0].config_hash != plan.runs[0].config_hash
 
 
 def test_max_ranks_caps_every_run(tmp_path):

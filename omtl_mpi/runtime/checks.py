@@ -22,12 +22,11 @@ class _Stop(Exception):
 
 
 def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: int | None = None,
-             topology: str = "ring", restart_at: int | None = None, kernel: str = "numpy"):
+             topology: str = "ring", restart_at: int | None = None):
     """Run learner ``name`` in one process on the given streams.
 
     With ``restart_at = r`` the run stops after r rounds, every role's state is copied out,
     brand-new roles are built and loaded with it, and the run continues: a checkpoint round trip.
-    ``kernel="numba"`` runs the ADMM learners' compiled steps (:mod:`omtl_mpi.fast`).
 
     Returns
     -------
@@ -53,7 +52,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     batches = [RoundBatches(X_list[a:b], y_list[a:b], batch, T, d) for a, b in blocks]
 
     def build():
-        return Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo, kernel=kernel)
+        return Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
 
     roles = build()
     quiet = Progress(T, enabled=False)
@@ -87,11 +86,10 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     return flat, {k: np.concatenate(v) for k, v in rows.items()}
 
 
-def check_algorithm(name: str, X_list, y_list, params=None, kernel: str = "numpy") -> None:
+def check_algorithm(name: str, X_list, y_list, params=None) -> None:
     """Assert the generic properties of learner ``name`` on the given streams (AssertionError).
 
-    ``params``: the learner's hyper-parameters (default: its defaults); ``kernel``: as in
-    :func:`simulate`.
+    ``params``: the learner's hyper-parameters (default: its defaults).
 
     * seeding is idempotent: two runs give bit-identical predictions and variables;
     * inputs are not mutated;
@@ -100,8 +98,8 @@ def check_algorithm(name: str, X_list, y_list, params=None, kernel: str = "numpy
     """
     X_copy = [x.copy() for x in X_list]
     y_copy = [y.copy() for y in y_list]
-    preds_a, rows_a = simulate(name, X_list, y_list, params=params, kernel=kernel)
-    preds_b, rows_b = simulate(name, X_list, y_list, params=params, kernel=kernel)
+    preds_a, rows_a = simulate(name, X_list, y_list, params=params)
+    preds_b, rows_b = simulate(name, X_list, y_list, params=params)
     for k, (pa, pb) in enumerate(zip(preds_a, preds_b)):
         assert pa.tobytes() == pb.tobytes(), f"{name}: task {k} predictions differ run to run"
     for key in rows_a:
@@ -110,11 +108,11 @@ def check_algorithm(name: str, X_list, y_list, params=None, kernel: str = "numpy
         assert np.array_equal(X_list[k], X_copy[k]) and np.array_equal(y_list[k], y_copy[k]), \
             f"{name}: input stream of task {k} was modified"
     half = max(len(y) for y in y_list) // 2
-    preds_r, rows_r = simulate(name, X_list, y_list, params=params, kernel=kernel, restart_at=half)
+    preds_r, rows_r = simulate(name, X_list, y_list, params=params, restart_at=half)
     for k, (pa, pr) in enumerate(zip(preds_a, preds_r)):
         assert np.array_equal(pa, pr), f"{name}: task {k} predictions change after a state round trip"
     for key in rows_a:
         assert np.array_equal(rows_a[key], rows_r[key]), f"{name}: {key} changes after a state round trip"
-    preds_m, _ = simulate(name, X_list, y_list, params=params, kernel=kernel, batch=3)
+    preds_m, _ = simulate(name, X_list, y_list, params=params, batch=3)
     assert [len(p) for p in preds_m] == [len(y) for y in y_list], f"{name}: mini-batch lost instances"
     assert all(set(np.unique(p)) <= {-1, 1} for p in preds_m), f"{name}: predictions not in {{-1, +1}}"

@@ -5,8 +5,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error,
                                  balanced_error, f1, seconds, ms_per_round (of the rounds
                                  this invocation ran: those after the checkpoint of a resumed
-                                 run), transport (local, mpi, shm or none), kernel
-                                 (numpy or numba), config (JSON), ...
+                                 run), transport (local, mpi, shm or none), config
+                                 (JSON), ...
     /config               attrs: every configuration field (flattened, "params." prefix)
     /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths
     /metrics/mistakes     (K, T) mistakes per task per round

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import fast
 from ..comm.local import LocalStar
 from . import transport as transports
 from .graph import run_graph
@@ -24,7 +23,7 @@ class Roles:
     """
 
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
-                 transport: str = "mpi", fallback: bool = False, kernel: str = "numpy"):
+                 transport: str = "mpi", fallback: bool = False):
         self.algo, self.server, self.holders = algo, None, []
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else transport
@@ -34,7 +33,6 @@ class Roles:
                 self.holders = [algo.worker(params, *local[0], d, K)]
             if rank == 0:
                 self.server = algo.server(params, K, d, blocks)
-            self._compile(kernel)
             if size == 1:
                 self.comm = LocalStar()
             else:
@@ -48,7 +46,6 @@ class Roles:
         first = 0 if size == 1 else rank
         self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
                         for i, (a, b) in enumerate(local)]
-        self._compile(kernel)
         if topology is None:
             from .graph import NoExchange
             self.comm = NoExchange()
@@ -63,14 +60,6 @@ class Roles:
             self.comm = self._connect(fallback, lambda kind: transports.graph(
                 kind, world, topology, node.message.shape,
                 message=node.message if inbox is not None else None, inbox=inbox))
-
-    def _compile(self, kernel: str) -> None:
-        """With ``--kernel numba``, the roles' compiled steps (:mod:`omtl_mpi.fast`), swapped in
-        before the exchange binds to their buffers (which the swap keeps)."""
-        if kernel == "numba":
-            for role in [*self.holders, self.server]:
-                if role is not None:
-                    fast.accelerate(role)
 
     def _connect(self, fallback: bool, build):
         """The exchange of :attr:`transport`, built by ``build(kind)`` (collective); with

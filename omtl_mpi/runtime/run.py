@@ -16,7 +16,6 @@ from ..config import RunConfig
 from ..data.features import model_dim, prepare
 from ..data.rounds import RoundBatches, rounds_needed
 from ..errors import ConfigError
-from .. import fast
 from ..fast import addresses
 from . import checkpoint as ckpt
 from . import transport as transports
@@ -43,7 +42,6 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     algo = registry.get(cfg.algo)
     if not isinstance(cfg.params, algo.params):
         raise SetupFailed(f"{algo.name} takes {algo.params.__name__} hyper-parameters")
-    fast.check_kernel(cfg.kernel, cfg.params)
     meta = source.meta()
     topology = None
     if algo.pattern == "server":
@@ -149,7 +147,6 @@ class Job:
     dim: int                    # weights per task: the data's features, and the intercept's
     topology: object
     params: object
-    kernel: str | None
     rounds: int
     local: list
     batches: list
@@ -190,25 +187,14 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     T = rounds_needed(meta.lengths, cfg.batch)
-    # collective, so on every rank before anything that depends on the configuration: ranks
-    # started with different learners must reach the agreement below, not hang here
-    sharing = transports.ranks_per_cpu(world)
     params = cfg.params.resolved(T)
-    kernel = collective(world, lambda: fast.choose_kernel(cfg.kernel, params, T, sharing))
-    # Every rank must run the same configuration on the same data: compare before learning
-    # (the kernel too: --kernel auto depends on numba being installed where the rank runs).
+    # Every rank must run the same configuration on the same data: compare before learning.
     signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim,
-                 transport, kernel)
+                 transport)
     if len(set(world.agree(signature))) > 1:
         raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
-                          "options, versions or installed packages, such as numba for --kernel "
-                          "auto, on different nodes?); start every rank with the same command "
-                          "and data")
-    if kernel == "numba":
-        # after a change to their sources numba compiles them (seconds): rank 0 alone first,
-        # while the others wait without spinning, then every rank loads them from the cache
-        collective(world, lambda: fast.load_kernels() if rank == 0 else None)
-        collective(world, fast.load_kernels)
+                          "options or versions on different nodes?); start every rank with the "
+                          "same command and data")
 
     # who holds what: blocks of tasks, and which of them live on this rank
     if algo.pattern == "server":
@@ -221,8 +207,8 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     kind = collective(world, lambda: transports.choose(world, transport))
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
-                  fallback=transport == "auto", kernel=kernel or "numpy")
-    job = Job(cfg, world, source, algo, meta, d, topology, params, kernel, T, local, batches, roles,
+                  fallback=transport == "auto")
+    job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
               PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
     if resume:
         _resume(job, resume, notice)
@@ -357,7 +343,7 @@ def collect(job: Job, out: str | None) -> dict | None:
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         # the rounds this invocation ran (all of them, or those after the checkpoint)
         "seconds": job.seconds, "ms_per_round": 1000.0 * job.seconds / ran,
-        "task_names": list(meta.names), "eta": getattr(params, "eta", None), "kernel": job.kernel,
+        "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "transport": roles.transport,
         "cpu_ms_per_round": (1000.0 * cpu_seconds / ran).tolist(),
         # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown

@@ -28,8 +28,6 @@ _TRANSPORTS = {"mpi": "MPI messages, waiting ranks poll",
 def format_summary(report: dict) -> str:
     """The readable end-of-run summary printed by ``omtl-mpi run`` (without ``--json``)."""
     eta = f", eta={report['eta']:.4g}" if report.get("eta") is not None else ""
-    if report.get("kernel"):
-        eta += f", {report['kernel']} kernel"
     where = f", topology {report['topology']} on {report['nodes']} nodes" if "topology" in report else ""
     if report.get("intercept"):
         eta += ", intercept"

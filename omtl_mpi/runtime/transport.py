@@ -33,13 +33,6 @@ def cpu_mask() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def ranks_per_cpu(world) -> float:
-    """Ranks per usable CPU on the job's busiest node (1 or less: a core each). Collective."""
-    _, masks = world.node_peers(cpu_mask())
-    cpus = set().union(*map(set, masks))
-    return max(world.agree(len(masks) / max(len(cpus), 1)))
-
-
 def decide(mode: str, world_size: int, node_masks: Sequence[Sequence[int]]) -> str:
     """``"mpi"`` or ``"shm"`` for a job of ``world_size`` ranks, seen from one node.
 

@@ -82,6 +82,9 @@ class Run:
     ranks: int
     timeout: float
     args: tuple = field(repr=False)
+    # the resolved configuration's fingerprint: what the arguments mean to this version, so
+    # that a run is not taken as done when the defaults it relied on have changed
+    fingerprint: str = field(default="", repr=False)
 
     @property
     def variant(self) -> str:
@@ -91,7 +94,7 @@ class Run:
     @property
     def config_hash(self) -> str:
         """Changes whenever anything that determines the run's results changes."""
-        return hashlib.sha256(json.dumps([self.args, self.ranks]).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([self.args, self.ranks, self.fingerprint]).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -334,7 +337,8 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
                 try:
                     _check_faults(faults)
                     # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
-                    preflight(run_options.run_config(values), ranks, None)
+                    cfg = run_options.run_config(values)
+                    preflight(cfg, ranks, None)
                 except UserError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
                 # a topology names the run only where the entry lists several
@@ -343,7 +347,8 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
                             + ([f"s{seed}"] if seed is not None else []))
                 runs.append(Run(id=rid, data=ds.key, algorithm=key, algo=algo.name, topology=topology,
                                 shown_topology=shown,
-                                grid=point, seed=seed, ranks=ranks, timeout=timeout, args=tuple(args)))
+                                grid=point, seed=seed, ranks=ranks, timeout=timeout, args=tuple(args),
+                                fingerprint=cfg.fingerprint()))
     ids = [r.id for r in runs]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[0]
