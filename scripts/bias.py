@@ -15,30 +15,15 @@ the experts' vote. Prints a Markdown table of mean final cumulative errors over 
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import numpy as np
+from selection import arguments, selection_sets, stream, table_row
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock   # noqa: E402
-from omtl_mpi.algorithms.experts import related_models                  # noqa: E402
-from omtl_mpi.data.features import prepare                              # noqa: E402
-from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
-from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
-
-SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
-        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
+from omtl_mpi.algorithms.experts import related_models
 
 
 def error(path, seed, bias: str, experts: bool) -> float:
-    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
-    meta = source.meta()
-    s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
-    X = prepare(s.X, intercept=bias != "none")
-    data = RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
+    data = stream(path, seed, intercept=bias != "none")
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
     p = AdmmParams(experts=experts).resolved(T)
     block, consensus = TaskBlock(p, K, d), Consensus(p, K, d)
@@ -48,7 +33,7 @@ def error(path, seed, bias: str, experts: bool) -> float:
         positive, C = block.predict_and_step(Xt, y, inv_count)
         mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
         u, V = consensus.step(C)
-        block.dual_step(u, V, related_models(u, V) if experts else None)
+        block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if experts else ()))
         if bias == "per-task":
             # the bias coordinate: target = the task's own bias, no dual, so no pull at all
             block.Z[:, -1] = 0.0
@@ -58,19 +43,14 @@ def error(path, seed, bias: str, experts: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default="results/data")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
-    sets = [(label, None if name is None else os.path.join(args.data_dir, name)) for label, name in SETS]
-    sets = [(label, path) for label, path in sets if path is None or os.path.exists(path)]
+    args = arguments(__doc__)
+    sets = selection_sets(args.data_dir)
     print("| bias | vote | " + " | ".join(label for label, _ in sets) + " | mean |")
     print("|---|---|" + "---|" * (len(sets) + 1))
     for experts in (True, False):
         for bias in ("shared", "per-task", "none"):
             row = [np.mean([error(path, s, bias, experts) for s in args.seeds]) for _, path in sets]
-            print(f"| {bias} | {'yes' if experts else 'no'} | " + " | ".join(f"{v:.4f}" for v in row)
-                  + f" | {np.mean(row):.4f} |", flush=True)
+            print(table_row([bias, "yes" if experts else "no"], row), flush=True)
 
 
 if __name__ == "__main__":

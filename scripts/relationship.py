@@ -21,23 +21,13 @@ defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the s
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import numpy as np
+from selection import arguments, selection_sets, stream, table_row
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
+from omtl_mpi.algorithms.experts import related_models
+from omtl_mpi.algorithms.relationship import Relationship, update_omega
 
-from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock   # noqa: E402
-from omtl_mpi.algorithms.experts import related_models                  # noqa: E402
-from omtl_mpi.algorithms.relationship import Relationship, update_omega # noqa: E402
-from omtl_mpi.data.features import prepare                              # noqa: E402
-from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
-from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
-
-SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
-        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
 EVIDENCE = 100          # rounds: the shrinkage's half-weight point, and the warm-up's length
 
 
@@ -65,14 +55,6 @@ class Variant(Consensus):
 VARIANTS = ["V", "W", "shrink", "warm-up", "lambda4 / K", "W/O RL"]
 
 
-def stream(path, seed, intercept):
-    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
-    meta = source.meta()
-    s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
-    X = prepare(s.X, intercept=intercept)
-    return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
-
-
 def error(path, seed, model: str, variant: str) -> float:
     paper = model == "paper"
     data = stream(path, seed, intercept=not paper)
@@ -91,30 +73,20 @@ def error(path, seed, model: str, variant: str) -> float:
         mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
         u, V = consensus.step(C)
         consensus.update_relationship()
-        block.dual_step(u, V, related_models(u, V) if p.experts else None)
+        block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if p.experts else ()))
     return float(np.mean(mistakes / data.lengths))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default="results/data")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
-    sets = []
-    for label, name in SETS:
-        path = None if name is None else os.path.join(args.data_dir, name)
-        if path is not None and not os.path.exists(path):
-            print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
-            continue
-        sets.append((label, path))
+    args = arguments(__doc__)
+    sets = selection_sets(args.data_dir)
     print("| model | Omega | " + " | ".join(label for label, _ in sets) + " | mean |")
     print("|---|---|" + "---|" * (len(sets) + 1))
     for model, shown in (("vote", "defaults"), ("alone", "defaults, `--no-experts`"),
                          ("paper", "`--preset paper`")):
         for variant in VARIANTS:
             row = [np.mean([error(path, s, model, variant) for s in args.seeds]) for _, path in sets]
-            print(f"| {shown} | {variant} | " + " | ".join(f"{v:.4f}" for v in row)
-                  + f" | {np.mean(row):.4f} |", flush=True)
+            print(table_row([shown, variant], row), flush=True)
 
 
 if __name__ == "__main__":

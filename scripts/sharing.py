@@ -7,29 +7,19 @@ Runs C-ADMM with the defaults' model (intercept, AROW w-step, squared hinge, the
 / 10) in one process, and beside it the single-task AROW of every task and one AROW on all tasks
 pooled, so that every candidate vote is scored on the same stream: each candidate is a set of
 experts (and a way to weigh the related tasks), voted on exactly as
-:class:`omtl_mpi.algorithms.experts.ExpertVote` votes. Prints a Markdown table of mean final
+:class:`omtl_mpi.algorithms.experts.ExpertVote` votes (weights shared by every task), or with
+weights of its own per task. Prints a Markdown table of mean final
 cumulative errors over the seeds (stream orders). `make quality` draws the test beds and
 imports Landmine into results/data first.
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import numpy as np
+from selection import arguments, selection_sets, stream, table_row
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock   # noqa: E402
-from omtl_mpi.algorithms.experts import ExpertVote, related_models      # noqa: E402
-from omtl_mpi.algorithms.independent import ArowNode, ArowParams        # noqa: E402
-from omtl_mpi.data.features import prepare                              # noqa: E402
-from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
-from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
-
-SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
-        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
+from omtl_mpi.algorithms.experts import STEP, ExpertVote, related_models
+from omtl_mpi.algorithms.independent import ArowNode, ArowParams
 
 
 def related_squared(u, V):
@@ -42,23 +32,29 @@ def related_squared(u, V):
     return (c @ A) / np.abs(c).sum(axis=1)[:, None]
 
 
+class PerTaskVote(ExpertVote):
+    """The candidate with weights of its own per task: exp(-eta_k m_(k,e)), with the anytime
+    step eta_k = sqrt(8 ln N / n_k) of task k's own n_k instances (no sums to exchange)."""
+
+    def _unnormalised(self):
+        m = self.mistakes
+        q = (m - m.min(axis=0)) * -np.sqrt(self._rate / STEP ** 2 / max(self.steps, 1.0))
+        return np.exp(q)[:, None, :]
+
+
 # name -> the experts' models from (W, u, related, related squared, single-task, pooled)
 CANDIDATES = {
     "ADMM model alone (--no-experts)": None,
     "multi-task, shared, related (the default)": ("W", "u", "rel"),
+    "the same, weights per task (c = 1)": ("W", "u", "rel"),
+    "the same, c = 1": ("W", "u", "rel"),
+    "the same, c = 4": ("W", "u", "rel"),
+    "the same, c = 64": ("W", "u", "rel"),
     "multi-task, shared, single-task, related": ("W", "u", "single", "rel"),
     "multi-task, shared, single-task": ("W", "u", "single"),
     "multi-task, related": ("W", "rel"),
     "multi-task, shared, related with weights c abs(c)": ("W", "u", "rel2"),
 }
-
-
-def stream(path, seed):
-    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
-    meta = source.meta()
-    s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
-    X = prepare(s.X, intercept=True)
-    return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
 
 
 def errors(path, seed) -> dict:
@@ -68,7 +64,11 @@ def errors(path, seed) -> dict:
     block, consensus = TaskBlock(p, K, d), Consensus(p, K, d)
     single, pooled = ArowNode(ArowParams(), K, d), ArowNode(ArowParams(), 1, d)
     related = related2 = np.zeros((K, d))
-    votes = {name: ExpertVote(K, d, len(parts)) for name, parts in CANDIDATES.items() if parts}
+    votes = {name: (PerTaskVote if "per task" in name else ExpertVote)(K, d, K, len(parts))
+             for name, parts in CANDIDATES.items() if parts}
+    for name, vote in votes.items():
+        if ", c = " in name:                     # another multiple of the anytime step
+            vote._rate *= (float(name.split("c = ")[1]) / STEP) ** 2
     mistakes = {name: np.zeros(K) for name in CANDIDATES}
     mistakes.update({"single-task AROW": np.zeros(K), "pooled AROW": np.zeros(K)})
     for t in range(T):
@@ -81,6 +81,7 @@ def errors(path, seed) -> dict:
                 vote.models[i] = models[part]
             mistakes[name] += (vote.predict(X)[0] != (y[0] > 0)) & real
             vote.update(y)
+            vote.set_totals(vote.partial())      # one block holds every task
         for name, W in (("single-task AROW", single.W), ("pooled AROW", pooled.W)):
             mistakes[name] += ((np.vecdot(W, X[0]) >= 0) != (y[0] > 0)) & real
         positive, C = block.predict_and_step(X, y, inv_count)
@@ -96,24 +97,17 @@ def errors(path, seed) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default="results/data")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
-    columns, table = [], {}
-    for label, name in SETS:
-        path = None if name is None else os.path.join(args.data_dir, name)
-        if path is not None and not os.path.exists(path):
-            print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
-            continue
-        columns.append(label)
+    args = arguments(__doc__)
+    sets = selection_sets(args.data_dir)
+    table = {}
+    for _, path in sets:
         runs = [errors(path, seed) for seed in args.seeds]
         for key in runs[0]:
             table.setdefault(key, []).append(np.mean([r[key] for r in runs]))
-    print("| prediction | " + " | ".join(columns) + " |")
-    print("|---|" + "---|" * len(columns))
+    print("| prediction | " + " | ".join(label for label, _ in sets) + " | mean |")
+    print("|---|" + "---|" * (len(sets) + 1))
     for key, values in table.items():
-        print(f"| {key} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+        print(table_row([key], values))
 
 
 if __name__ == "__main__":

@@ -249,3 +249,13 @@ def test_too_many_tasks_for_omega_are_refused_before_learning(capsys):
     code = cli_exit(["run", "--synth-tasks", "99999", "--synth-samples", "2"])
     err = capsys.readouterr().err
     assert code == 2 and "99999 x 99999 task-relationship matrix" in err and "Traceback" not in err
+
+
+def test_drom_with_an_omega_it_cannot_invert_is_one_line(capsys):
+    """What the property test above found: Frank-Wolfe makes DROM's Omega nearly rank one, and
+    a tiny --omega-eps leaves Omega + eps I singular."""
+    code = cli_exit(["run", "--algo", "drom", "--omega-eps", "5.476761068851331e-113",
+                     "--synth-samples", "300"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Omega + eps I is singular" in err and "--omega-eps" in err
+    assert "Traceback" not in err and err.count("\n") == 1

@@ -43,7 +43,7 @@ def rounds(block, rng, n, B=1):
 @pytest.mark.parametrize("B", [1, 3])
 def test_adagrad_step_is_the_closed_form_with_its_diagonal_metric(B):
     rng = np.random.default_rng(0)
-    p = AdmmParams(w_step="adagrad", eta=0.7, delta=0.5)
+    p = AdmmParams(w_step="adagrad", eta=0.7, delta=0.5, experts=False)
     block = random_block(rng, p)
     S = np.zeros_like(block.W)
     for X, coef, G, W0, target, Z in rounds(block, rng, 20, B):
@@ -62,7 +62,7 @@ def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
     """The stored inverse, kept by rank-one updates, equals a fresh solve with
     D_t = I + sum over margin errors of x x^T / r (each instance weighted 1/B)."""
     rng = np.random.default_rng(1)
-    p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, loss=loss)
+    p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, loss=loss, experts=False)
     block = random_block(rng, p)
     kb, d = block.W.shape
     D = np.broadcast_to(np.eye(d), (kb, d, d)).copy()
@@ -80,7 +80,7 @@ def test_every_w_step_starts_as_the_euclidean_one():
     """D_0 = I: with no loss gradient yet, the three steps are the same step."""
     out = []
     for w_step in ("euclid", "adagrad", "arow"):
-        block = random_block(np.random.default_rng(3), AdmmParams(w_step=w_step, eta=1.5))
+        block = random_block(np.random.default_rng(3), AdmmParams(w_step=w_step, eta=1.5, experts=False))
         X = np.zeros((1, 3, 6))
         block.predict_and_step(X, np.zeros((1, 3)), np.ones(3))
         out.append(block.W)

@@ -201,10 +201,12 @@ class TaskBlock:
         Where to write ``C`` every round (a view of D-ADMM's table, so that no copy is needed);
         by default a buffer of the block's own.  Either way it is the same array every round,
         which lets MPI bind a persistent request to it.
+    total_tasks : int, optional
+        Every task of the run (K), for the experts' vote; the block's own by default.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, shared_u: bool = True,
-                 message: np.ndarray | None = None):
+                 message: np.ndarray | None = None, total_tasks: int | None = None):
         if params.eta is None:
             raise ValueError("resolve eta (AdmmParams.resolved) before building a TaskBlock")
         self.p = params
@@ -218,7 +220,8 @@ class TaskBlock:
         self.w_step = make_w_step(params, n_tasks, dim)
         self.w_step.prepare(self._rY, self.Z)
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
-        self.experts = ExpertVote(n_tasks, dim) if params.experts else None
+        self.experts = (ExpertVote(n_tasks, dim, total_tasks or n_tasks) if params.experts
+                        else None)
         # One task, the paper's setting (a rank per task): the loss factor of a single instance
         # is taken in Python floats, with the same IEEE operations as descent_coef's arrays,
         # which saves three numpy calls a round.  Only for the w-step that does not read it.
@@ -293,17 +296,22 @@ class TaskBlock:
         seen[1] += (y > 0.0).sum(axis=0)
         return weight
 
-    def dual_step(self, u: np.ndarray, V: np.ndarray, related: np.ndarray | None = None) -> None:
+    def dual_step(self, u: np.ndarray, V: np.ndarray, related: np.ndarray | None = None,
+                  totals: np.ndarray | None = None) -> None:
         """Take the consensus (u, V rows of this block) and the z-step (eq. solution1-4).
 
         ``u`` and ``V`` are kept by reference, not copied: they are the consensus message,
-        which stays unchanged until the next round (read them between rounds). ``related``
-        (with ``--experts``): this block's rows of :func:`.experts.related_models`, copied.
+        which stays unchanged until the next round (read them between rounds). With
+        ``--experts``: ``related``, this block's rows of :func:`.experts.related_models`, and
+        ``totals``, every task's experts' mistakes (copied).
         """
         self.u, self.V = u, V
-        if related is not None:
+        if self.experts is not None:
+            if related is None or totals is None:
+                raise ValueError("with --experts, dual_step needs the related models and totals")
             self.experts.models[1] = u
             self.experts.models[2] = related
+            self.experts.set_totals(totals)
         rY = self._target()
         # z + rho (w - u - v_k), with z + rho w the message C just sent
         np.subtract(self.C, rY, out=self.Z)

@@ -1,7 +1,8 @@
 """D-ADMM (paper Algorithm 2, spec section 3): no server; nodes gossip a table of all tasks.
 
 Each node holds a contiguous block of tasks and a table with one row per task j,
-``[c_j (d), v_j (d), stamp_j (1)]``: its freshest knowledge of that task.  Per round t:
+``[c_j (d), v_j (d), m_j (3, with --experts), stamp_j (1)]``: its freshest knowledge of that
+task (m_j: the experts' mistakes on task j, docs/SHARING.md).  Per round t:
 
 1. predict and take the w-step for its own tasks; write ``(c_k, v_k, t)`` into its own rows;
 2. (runtime) exchange the whole table with its neighbours; keep the freshest row per task;
@@ -18,13 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from .admm import AdmmParams, Consensus, TaskBlock
-from .experts import related_models
+from .experts import EXPERTS, related_models
 
 
 class DAdmmNode:
     """One D-ADMM node holding tasks ``start..stop-1`` of ``n_tasks``.
 
-    ``slots`` (n_neighbours + 1, K, 2d + 1) holds this node's table in slot 0 (what it sends)
+    ``slots`` (n_neighbours + 1, K, width) holds this node's table in slot 0 (what it sends)
     and what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so
     that merging is one argmax over the stamps and no message is copied on the way.
     """
@@ -33,20 +34,26 @@ class DAdmmNode:
                  n_neighbours: int = 0):
         self.K, self.d, self.start, self.stop = n_tasks, dim, start, stop
         d = dim
-        # the gossiped table: columns [0, d) = c, [d, 2d) = v, 2d = stamp (round of c)
-        self.slots = np.zeros((n_neighbours + 1, n_tasks, 2 * d + 1))
+        # the gossiped table: columns [0, d) = c, [d, 2d) = v, then the experts' mistakes on
+        # the task (with --experts), and last the stamp (round of c)
+        m = len(EXPERTS) if params.experts else 0
+        self.width = width = 2 * d + m + 1
+        self.slots = np.zeros((n_neighbours + 1, n_tasks, width))
         self.table = self.slots[0]
         self.inbox = self.slots[1:]
         own = self.table[start:stop]
         # the block writes its messages c_k straight into its own rows of the table
-        self.block = TaskBlock(params, stop - start, dim, message=own[:, :d])
+        self.block = TaskBlock(params, stop - start, dim, message=own[:, :d], total_tasks=n_tasks)
         self.consensus = Consensus(params, n_tasks, dim)
         self._own_v = own[:, d: 2 * d]
-        self._own_stamp = own[:, 2 * d]
-        self._stamps = self.slots[:, :, 2 * d]
+        self._own_mistakes = own[:, 2 * d: 2 * d + m]
+        self._table_mistakes = self.table[:, 2 * d: 2 * d + m]
+        self._totals = np.zeros(m)
+        self._own_stamp = own[:, width - 1]
+        self._stamps = self.slots[:, :, width - 1]
         self._table_c = self.table[:, :d]
         self._table_v = self.table[:, d: 2 * d]
-        self._table_stamp = self.table[:, 2 * d]
+        self._table_stamp = self.table[:, width - 1]
         self._tasks = np.arange(n_tasks)
         self._paper = params.variant == "paper"
         self.round = 0
@@ -58,13 +65,16 @@ class DAdmmNode:
 
     @property
     def message(self) -> np.ndarray:
-        """What goes to every neighbour: the whole table, K (2d + 1) numbers."""
+        """What goes to every neighbour: the whole table, K (2d + 1) numbers (3 more per task
+        with --experts)."""
         return self.table
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         """Step 1: predictions (B, kb); the node's own rows now hold (c_k, v_k, t)."""
         self.round += 1
         positive, _ = self.block.predict_and_step(X, y, inv_count)
+        if self.block.experts is not None:
+            self._own_mistakes[...] = self.block.experts.mistakes.T
         self._own_stamp[...] = self.round
         return positive
 
@@ -73,7 +83,7 @@ class DAdmmNode:
 
         Parameters
         ----------
-        received : ndarray, shape (n_neighbours, K, 2d+1)
+        received : ndarray, shape (n_neighbours, K, width)
             The neighbours' tables (normally :attr:`inbox` itself, filled by the exchange).
 
         Returns
@@ -85,7 +95,7 @@ class DAdmmNode:
             slots, stamps = self.slots, self._stamps
             if received is not self.inbox:      # not received in place: stack them here
                 slots = np.concatenate((self.table[None], received))
-                stamps = slots[:, :, 2 * self.d]
+                stamps = slots[:, :, self.width - 1]
             # argmax returns the first maximum: on a tie our own copy wins (ties are copies of
             # the same version, except our own rows, which nobody else has fresher)
             best = stamps.argmax(axis=0)
@@ -100,11 +110,13 @@ class DAdmmNode:
             cons.V = self._table_v                          # V_old of the "paper" variant
         u, V = cons.step(self._table_c)
         own_v = V[self.start:self.stop]
-        # --experts: every v_j is in the gossiped table, so the node computes the related
-        # models itself (C-ADMM's server sends them)
-        related = (related_models(u, V)[self.start:self.stop] if self.block.experts is not None
-                   else None)
-        self.block.dual_step(u, own_v, related)
+        if self.block.experts is None:
+            self.block.dual_step(u, own_v)
+        else:
+            # every v_j and every task's mistakes are in the gossiped table, so the node computes
+            # the related models and the sums itself (C-ADMM's server sends them)
+            np.sum(self._table_mistakes, axis=0, out=self._totals)
+            self.block.dual_step(u, own_v, related_models(u, V)[self.start:self.stop], self._totals)
         self._own_v[...] = own_v
 
     def state(self) -> dict:

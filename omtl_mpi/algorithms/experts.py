@@ -36,6 +36,8 @@ import math
 import numpy as np
 
 EXPERTS = ("multi-task", "shared", "related")
+# c, the multiple of the anytime step sqrt(8 ln N / t): chosen by docs/SHARING.md's protocol
+STEP = 16.0
 
 
 def related_models(u: np.ndarray, V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -66,37 +68,44 @@ def related_models(u: np.ndarray, V: np.ndarray, out: np.ndarray | None = None) 
 
 
 class ExpertVote:
-    """The vote of a block of ``n_tasks`` tasks, and each expert's mistakes on each task.
+    """The vote of a block of ``n_tasks`` tasks, with weights shared by every task of the run.
+
+    Each task's experts' mistakes are counted here; the weights come from their sums over every
+    task of the run (:attr:`totals`), which the consensus step returns (:meth:`partial` is this
+    block's share of them).
 
     Parameters
     ----------
     n_tasks, dim : int
+        This block's tasks, and weights per task.
+    total_tasks : int
+        Every task of the run (K): the sums are divided by it.
     n_experts : int
         :data:`EXPERTS` by default (other numbers: the comparisons of scripts/sharing.py).
     """
 
-    def __init__(self, n_tasks: int, dim: int, n_experts: int = len(EXPERTS)):
-        self._rate = 8.0 * math.log(n_experts)            # eta_k^2 n_k
-        self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e}, expert-major
-        self.seen = np.zeros(n_tasks)                      # n_k, real instances so far
+    def __init__(self, n_tasks: int, dim: int, total_tasks: int, n_experts: int = len(EXPERTS)):
+        self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
+        self.K = total_tasks
+        self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e} of this block, expert-major
+        self.totals = np.zeros(n_experts)                  # M_e: summed over every task
+        self.steps = 0.0                                   # t: instances per task so far
         # the experts' models, one (kb, d) slice each: w_k, u, r_k (set by the caller)
         self.models = np.zeros((n_experts, n_tasks, dim))
         self._q = self._unnormalised()
         self._votes = None                                 # this round's votes (experts, B, kb)
 
     def _unnormalised(self) -> np.ndarray:
-        """``exp(-eta_k (m_(k,e) - min_f m_(k,f)))``, (experts x 1 x kb): the weights up to
-        their sum, which the vote does not need."""
-        m = self.mistakes
-        q = m - m.min(axis=0)
-        q *= np.sqrt(self._rate / np.maximum(self.seen, 1.0))
-        np.negative(q, out=q)
-        return np.exp(q, out=q)[:, None, :]
+        """``exp(-eta_t (M_e - min_f M_f) / K)``, (experts x 1 x 1): the weights up to their sum,
+        which the vote does not need."""
+        q = self.totals - self.totals.min()
+        q *= -math.sqrt(self._rate / max(self.steps, 1.0)) / self.K
+        return np.exp(q)[:, None, None]
 
     def weights(self) -> np.ndarray:
-        """``p_{k,e}`` (experts x kb), each column summing to 1."""
-        q = self._q[:, 0, :]
-        return q / q.sum(axis=0)
+        """``p_e`` (experts,), summing to 1: the same for every task."""
+        q = self._q[:, 0, 0]
+        return q / q.sum()
 
     def predict(self, X) -> np.ndarray:
         """The vote on a round's instances ``X`` (B, kb, d), with :attr:`models` as they are:
@@ -108,24 +117,28 @@ class ExpertVote:
 
     def update(self, y) -> None:
         """Count each expert's mistakes on the round just predicted (labels ``y``, (B, kb), 0
-        for padding), and the weights of the next round."""
-        real = y != 0.0
+        for padding)."""
         wrong = self._votes != (y > 0.0)
-        wrong &= real
-        if y.shape[0] == 1:             # one instance per task: no sums over the batch
-            self.mistakes += wrong[:, 0]
-            self.seen += real[0]
-        else:
-            self.mistakes += wrong.sum(axis=1)
-            self.seen += real.sum(axis=0)
+        wrong &= y != 0.0
+        self.mistakes += wrong[:, 0] if y.shape[0] == 1 else wrong.sum(axis=1)
+        self.steps += y.shape[0]
+
+    def partial(self) -> np.ndarray:
+        """This block's part of :attr:`totals`: its tasks' mistakes so far, per expert."""
+        return self.mistakes.sum(axis=1)
+
+    def set_totals(self, totals) -> None:
+        """Every task's mistakes so far, per expert (the sum of every block's :meth:`partial`,
+        in block order): the weights of the next round."""
+        self.totals[...] = totals
         self._q = self._unnormalised()
 
     def state(self) -> dict:
-        return {"mistakes": self.mistakes.copy(), "seen": self.seen.copy(),
-                "models": self.models.copy()}
+        return {"mistakes": self.mistakes.copy(), "totals": self.totals.copy(),
+                "steps": np.float64(self.steps), "models": self.models.copy()}
 
     def load_state(self, state: dict) -> None:
-        for key in ("mistakes", "seen"):
-            setattr(self, key, np.array(state[key], dtype=np.float64))
+        self.mistakes = np.array(state["mistakes"], dtype=np.float64)
+        self.steps = float(state["steps"])
         self.models[...] = state["models"]
-        self._q = self._unnormalised()
+        self.set_totals(np.array(state["totals"], dtype=np.float64))

@@ -1,0 +1,55 @@
+"""The selection sets of docs/SHARING.md's protocol, for the scripts that compare candidate
+defaults on them (sharing.py, relationship.py, bias.py): the known-answer test beds, the paper's
+synthetic family and Landmine, as `make quality` leaves them in results/data."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from omtl_mpi.data.features import prepare                              # noqa: E402
+from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
+from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
+
+SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
+        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
+
+
+def arguments(doc: str):
+    """``--data-dir`` and ``--seeds`` (stream orders), with ``doc``'s first paragraph as help."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--data-dir", default="results/data")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    return parser.parse_args()
+
+
+def selection_sets(data_dir: str) -> list:
+    """(label, path) of every selection set found (path None: the synthetic family)."""
+    found = []
+    for label, name in SETS:
+        path = None if name is None else os.path.join(data_dir, name)
+        if path is not None and not os.path.exists(path):
+            print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
+            continue
+        found.append((label, path))
+    return found
+
+
+def stream(path, seed: int, intercept: bool = True) -> RoundBatches:
+    """The set at ``path`` (None: the paper's synthetic family, 5 x 10000, seed 0) in stream
+    order ``seed``, one instance per task per round, as `omtl-mpi run` presents it."""
+    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
+    meta = source.meta()
+    s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
+    X = prepare(s.X, intercept=intercept)
+    return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
+
+
+def table_row(cells: list, values: list) -> str:
+    """A Markdown row: the label cells, each value, and their mean."""
+    return ("| " + " | ".join(cells) + " | " + " | ".join(f"{v:.4f}" for v in values)
+            + f" | {np.mean(values):.4f} |")
