@@ -100,7 +100,7 @@ class AdmmParams:
                 "look-ahead; a number c > 0: c for +1, 1 for -1.", "metavar": "none|balanced|C"})
     experts: bool = field(default=True, metadata={
         "help": "Predict each task by a vote of three experts (its multi-task model, the shared "
-                "u and the related tasks' models) weighted by their mistakes on it, so that "
+                "u and the related tasks' models) weighted by their mistakes on all tasks, so that "
                 "the sharing adapts to how related the tasks are (docs/SHARING.md); "
                 "--no-experts predicts with the ADMM model alone, as the paper does."})
 

@@ -1,33 +1,28 @@
 """Adaptive sharing for the ADMM multi-task learners (``--experts``, the default): each task
-predicts by a weighted vote of four experts, weighted by how few mistakes each has made on it.
+predicts by a weighted vote of three experts, weighted by how few mistakes each has made on
+all the tasks (docs/SHARING.md, which states exactly what each rank computes, and why).
 
 The experts of task k, each a linear model whose margin on x is computed before y is revealed:
 
 * ``multi-task``: w_k, the ADMM model itself;
 * ``shared``: u, the pattern shared by every task (near what pooling all tasks learns);
-* ``single-task``: s_k, AROW on task k's stream alone (Crammer, Kulesza & Dredze 2009; the
-  ``--algo arow`` learner, run beside the ADMM model on the same rank);
-* ``related``: r_k = sum_j c_kj (u + v_j) / sum_j |c_kj|, the other tasks' models weighted by
-  their cosine similarity c_kj to task k's model u + v_k, sign included (:func:`related_models`):
+* ``related``: r_k = sum_j c_kj (u + v_j) / sum_j |c_kj|, the tasks' models weighted by their
+  cosine similarity c_kj to task k's model u + v_k, sign included (:func:`related_models`):
   tasks that point the same way pool their evidence, anti-correlated ones count with a minus
   sign, unrelated ones hardly count.
 
-Each task keeps its experts' mistake counts m_{k,e} over the n_k instances it has seen and
-predicts the sign (0 counts as +1) of the vote ``sum_e p_{k,e} sign(x . expert_e)`` with
-``p_{k,e} proportional to exp(-eta_k m_{k,e})``, ``eta_k = sqrt(8 ln 4 / max(n_k, 1))``.
-With these weights, the forecaster that follows expert e with probability p_{k,e} makes in
-expectation at most ``min_e m_{k,e} + sqrt(2 n ln 4) + sqrt(ln 4 / 8)`` mistakes on a stream of
-n instances (exponentially weighted average forecaster with the anytime step, Cesa-Bianchi and
-Lugosi 2006, Theorem 2.3), and the weighted majority errs only where that forecaster errs with
-probability at least 1/2, so its mistakes are at most twice that. The bound is per task and
-makes no assumption on the data; the figures in docs/RESULTS.md ("quality") are measured.
+Every task counts its experts' mistakes m_(k,e); the weights, the same for every task, are
+``p_e proportional to exp(-eta_t M_e / K)`` with M_e = sum_k m_(k,e) and
+``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP`); a task predicts
++1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
+average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and so half
+the weighted majority's mistakes, the guarantee in docs/SHARING.md bounds.
 
-Where each piece is computed: the vote, the mistake counts and the single-task AROW are local
-to the rank holding the task; u is already sent to it every round; the related models need
-every task's v_j, so C-ADMM's server computes them with (u, V) and sends each worker its rows
-beside (u, V) (kb d more numbers per round), and a D-ADMM node computes them from its gossiped
-table, which holds every v_j already. The ADMM updates themselves are not changed: the vote
-only decides what is predicted. docs/SHARING.md has the measurements behind the choice.
+Where each piece is computed: the vote and the mistake counts on the rank holding the task; u
+comes with every reply already; the related models and the sums M need every task, so C-ADMM's
+server computes them (workers send their sums, 3 numbers) and returns each worker its rows and
+M, and a D-ADMM node computes them from its gossiped table, whose rows carry every task's
+m_(k,e). The ADMM updates are not changed: the vote only decides what is predicted.
 """
 from __future__ import annotations
 
@@ -77,7 +72,7 @@ class ExpertVote:
     Parameters
     ----------
     n_tasks, dim : int
-        This block's tasks, and weights per task.
+        This block's tasks, and the weights of each task's model.
     total_tasks : int
         Every task of the run (K): the sums are divided by it.
     n_experts : int
