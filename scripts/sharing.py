@@ -39,6 +39,7 @@ class PerTaskVote(ExpertVote):
     def _unnormalised(self):
         m = self.mistakes
         q = (m - m.min(axis=0)) * -np.sqrt(self._rate / STEP ** 2 / max(self.steps, 1.0))
+        # (equal prior weights: the candidate as it was first measured)
         return np.exp(q)[:, None, :]
 
 
@@ -46,7 +47,10 @@ class PerTaskVote(ExpertVote):
 CANDIDATES = {
     "ADMM model alone (--no-experts)": None,
     "multi-task, shared, related (the default)": ("W", "u", "rel"),
-    "the same, weights per task (c = 1)": ("W", "u", "rel"),
+    "the same, weights per task (c = 1, equal prior)": ("W", "u", "rel"),
+    "the same, equal prior": ("W", "u", "rel"),
+    "the same, prior 0.5 on the multi-task model": ("W", "u", "rel"),
+    "the same, prior 0.999 on the multi-task model": ("W", "u", "rel"),
     "the same, c = 1": ("W", "u", "rel"),
     "the same, c = 4": ("W", "u", "rel"),
     "the same, c = 64": ("W", "u", "rel"),
@@ -67,8 +71,13 @@ def errors(path, seed) -> dict:
     votes = {name: (PerTaskVote if "per task" in name else ExpertVote)(K, d, K, len(parts))
              for name, parts in CANDIDATES.items() if parts}
     for name, vote in votes.items():
-        if ", c = " in name:                     # another multiple of the anytime step
+        if name.startswith("the same, c = "):    # another multiple of the anytime step
             vote._rate *= (float(name.split("c = ")[1]) / STEP) ** 2
+        if "equal prior" in name:
+            vote._log_prior[:] = -np.log(len(vote._log_prior))
+        elif "prior 0." in name:
+            first = float(name.split("prior ")[1].split()[0])
+            vote._log_prior[:] = np.log([first] + [(1 - first) / 2] * 2)
     mistakes = {name: np.zeros(K) for name in CANDIDATES}
     mistakes.update({"single-task AROW": np.zeros(K), "pooled AROW": np.zeros(K)})
     for t in range(T):

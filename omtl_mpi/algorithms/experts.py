@@ -12,7 +12,8 @@ The experts of task k, each a linear model whose margin on x is computed before 
   sign, unrelated ones hardly count.
 
 Every task counts its experts' mistakes m_(k,e); the weights, the same for every task, are
-``p_e proportional to exp(-eta_t M_e / K)`` with M_e = sum_k m_(k,e) and
+``p_e proportional to pi_e exp(-eta_t M_e / K)`` with the prior pi = (0.99, 0.005, 0.005)
+(:data:`PRIOR_FIRST`: the ADMM model first), M_e = sum_k m_(k,e) and
 ``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP`); a task predicts
 +1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
 average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and so half
@@ -31,7 +32,10 @@ import math
 import numpy as np
 
 EXPERTS = ("multi-task", "shared", "related")
-# c, the multiple of the anytime step sqrt(8 ln N / t): chosen by docs/SHARING.md's protocol
+# the prior weight of the first expert, the ADMM model (the others share the rest): it is
+# trusted until the others have shown fewer mistakes
+PRIOR_FIRST = 0.99
+# c, the multiple of the anytime step sqrt(8 ln N / t): both chosen by docs/SHARING.md's protocol
 STEP = 16.0
 
 
@@ -76,11 +80,14 @@ class ExpertVote:
     total_tasks : int
         Every task of the run (K): the sums are divided by it.
     n_experts : int
-        :data:`EXPERTS` by default (other numbers: the comparisons of scripts/sharing.py).
+        :data:`EXPERTS` by default (other numbers: the comparisons of scripts/sharing.py); the
+        first is the ADMM model, with the prior weight :data:`PRIOR_FIRST`.
     """
 
     def __init__(self, n_tasks: int, dim: int, total_tasks: int, n_experts: int = len(EXPERTS)):
         self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
+        rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
+        self._log_prior = np.log([PRIOR_FIRST] + [rest] * (n_experts - 1))
         self.K = total_tasks
         self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e} of this block, expert-major
         self.totals = np.zeros(n_experts)                  # M_e: summed over every task
@@ -91,10 +98,11 @@ class ExpertVote:
         self._votes = None                                 # this round's votes (experts, B, kb)
 
     def _unnormalised(self) -> np.ndarray:
-        """``exp(-eta_t (M_e - min_f M_f) / K)``, (experts x 1 x 1): the weights up to their sum,
-        which the vote does not need."""
+        """``pi_e exp(-eta_t (M_e - min_f M_f) / K)``, (experts x 1 x 1): the weights up to their
+        sum, which the vote does not need."""
         q = self.totals - self.totals.min()
         q *= -math.sqrt(self._rate / max(self.steps, 1.0)) / self.K
+        q += self._log_prior
         return np.exp(q)[:, None, None]
 
     def weights(self) -> np.ndarray:
