@@ -74,10 +74,11 @@ def errors(path, seed) -> dict:
         if name.startswith("the same, c = "):    # another multiple of the anytime step
             vote._rate *= (float(name.split("c = ")[1]) / STEP) ** 2
         if "equal prior" in name:
-            vote._log_prior[:] = -np.log(len(vote._log_prior))
+            vote._log_prior = [-np.log(len(vote._log_prior))] * len(vote._log_prior)
         elif "prior 0." in name:
             first = float(name.split("prior ")[1].split()[0])
-            vote._log_prior[:] = np.log([first] + [(1 - first) / 2] * 2)
+            vote._log_prior = list(np.log([first] + [(1 - first) / 2] * 2))
+        vote.set_totals(vote.totals)                 # the weights with this prior
     mistakes = {name: np.zeros(K) for name in CANDIDATES}
     mistakes.update({"single-task AROW": np.zeros(K), "pooled AROW": np.zeros(K)})
     for t in range(T):

@@ -87,7 +87,7 @@ class ExpertVote:
     def __init__(self, n_tasks: int, dim: int, total_tasks: int, n_experts: int = len(EXPERTS)):
         self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
-        self._log_prior = np.log([PRIOR_FIRST] + [rest] * (n_experts - 1))
+        self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]
         self.K = total_tasks
         self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e} of this block, expert-major
         self.totals = np.zeros(n_experts)                  # M_e: summed over every task
@@ -100,10 +100,11 @@ class ExpertVote:
     def _unnormalised(self) -> np.ndarray:
         """``pi_e exp(-eta_t (M_e - min_f M_f) / K)``, (experts x 1 x 1): the weights up to their
         sum, which the vote does not need."""
-        q = self.totals - self.totals.min()
-        q *= -math.sqrt(self._rate / max(self.steps, 1.0)) / self.K
-        q += self._log_prior
-        return np.exp(q)[:, None, None]
+        # three numbers: Python floats cost less than numpy calls on this per-round path
+        totals = self.totals.tolist()
+        low, scale = min(totals), math.sqrt(self._rate / max(self.steps, 1.0)) / self.K
+        q = [math.exp(p - scale * (m - low)) for p, m in zip(self._log_prior, totals)]
+        return np.array(q).reshape(-1, 1, 1)
 
     def weights(self) -> np.ndarray:
         """``p_e`` (experts,), summing to 1: the same for every task."""
