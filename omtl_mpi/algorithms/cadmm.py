@@ -106,20 +106,27 @@ class CAdmmServer:
         self._related = self._source[(1 + K) * d: (1 + 2 * K) * d].reshape(K, d)
         self._totals = self._source[(1 + 2 * K) * d:]
         self._reply_index = np.asarray(reply, dtype=np.intp)
-        self.reply = np.empty(len(reply))
+        # one worker (one process): its message is [C; mistakes] and its reply the whole source
+        self._single = len(blocks) == 1
+        self.reply = self._source if self._single else np.empty(len(reply))
 
     def step(self, up_all: np.ndarray) -> np.ndarray:
         """Gathered messages (flat, rank order) in; every worker's reply (flat, rank order) out
         (the same buffer every round)."""
         if self.experts:
-            np.take(up_all, self._c_index, out=self._C.reshape(-1), mode="clip")
-            u, V = self.consensus.step(self._C)
             src, K, d = self._source, self.K, self.dim
+            if self._single:
+                u, V = self.consensus.step(up_all[: K * d].reshape(K, d))
+                self._totals[...] = up_all[K * d:]
+            else:
+                np.take(up_all, self._c_index, out=self._C.reshape(-1), mode="clip")
+                u, V = self.consensus.step(self._C)
+                # every task's mistakes: the workers' sums added in rank order (integers: exact)
+                np.sum(up_all[self._m_index], axis=0, out=self._totals)
             src[: (K + 1) * d] = self.consensus.uv.reshape(-1)
             related_models(u, V, out=self._related)
-            # every task's mistakes: the workers' sums added in rank order (integers: exact)
-            np.sum(up_all[self._m_index], axis=0, out=self._totals)
-            np.take(src, self._reply_index, out=self.reply, mode="clip")
+            if not self._single:
+                np.take(src, self._reply_index, out=self.reply, mode="clip")
             return self.reply
         self.consensus.step(up_all.reshape(self.K, self.dim))
         if self._rows is not None:
