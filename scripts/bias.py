@@ -16,7 +16,7 @@ the experts' vote. Prints a Markdown table of mean final cumulative errors over 
 from __future__ import annotations
 
 import numpy as np
-from selection import arguments, selection_sets, stream, table_row
+from selection import comparison, stream
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
 from omtl_mpi.algorithms.experts import related_models
@@ -43,14 +43,9 @@ def error(path, seed, bias: str, experts: bool) -> float:
 
 
 def main() -> None:
-    args = arguments(__doc__)
-    sets = selection_sets(args.data_dir)
-    print("| bias | vote | " + " | ".join(label for label, _ in sets) + " | mean |")
-    print("|---|---|" + "---|" * (len(sets) + 1))
-    for experts in (True, False):
-        for bias in ("shared", "per-task", "none"):
-            row = [np.mean([error(path, s, bias, experts) for s in args.seeds]) for _, path in sets]
-            print(table_row([bias, "yes" if experts else "no"], row), flush=True)
+    comparison(__doc__, ["bias", "vote"],
+               [([bias, "yes" if experts else "no"], bias, experts)
+                for experts in (True, False) for bias in ("shared", "per-task", "none")], error)
 
 
 if __name__ == "__main__":

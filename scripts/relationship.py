@@ -22,7 +22,7 @@ defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the s
 from __future__ import annotations
 
 import numpy as np
-from selection import arguments, selection_sets, stream, table_row
+from selection import comparison, stream
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
 from omtl_mpi.algorithms.experts import related_models
@@ -78,15 +78,10 @@ def error(path, seed, model: str, variant: str) -> float:
 
 
 def main() -> None:
-    args = arguments(__doc__)
-    sets = selection_sets(args.data_dir)
-    print("| model | Omega | " + " | ".join(label for label, _ in sets) + " | mean |")
-    print("|---|---|" + "---|" * (len(sets) + 1))
-    for model, shown in (("vote", "defaults"), ("alone", "defaults, `--no-experts`"),
-                         ("paper", "`--preset paper`")):
-        for variant in VARIANTS:
-            row = [np.mean([error(path, s, model, variant) for s in args.seeds]) for _, path in sets]
-            print(table_row([shown, variant], row), flush=True)
+    models = (("vote", "defaults"), ("alone", "defaults, `--no-experts`"), ("paper", "`--preset paper`"))
+    comparison(__doc__, ["model", "Omega"],
+               [([shown, variant], model, variant) for model, shown in models for variant in VARIANTS],
+               error)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,19 @@ def stream(path, seed: int, intercept: bool = True) -> RoundBatches:
     return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
 
 
+def comparison(doc: str, columns: list, rows: list, error) -> None:
+    """Parse ``--data-dir``/``--seeds``, then print a Markdown table: one row per ``(cells,
+    *args)`` of ``rows``, ``error(path, seed, *args)`` averaged over the seeds on every selection
+    set, and their mean."""
+    args = arguments(doc)
+    sets = selection_sets(args.data_dir)
+    print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets) + " | mean |")
+    print("|" + "---|" * (len(columns) + len(sets) + 1))
+    for cells, *extra in rows:
+        row = [np.mean([error(path, s, *extra) for s in args.seeds]) for _, path in sets]
+        print(table_row(cells, row), flush=True)
+
+
 def table_row(cells: list, values: list) -> str:
     """A Markdown row: the label cells, each value, and their mean."""
     return ("| " + " | ".join(cells) + " | " + " | ".join(f"{v:.4f}" for v in values)
