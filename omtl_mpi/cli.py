@@ -187,7 +187,9 @@ def data():
 @click.option("--samples", type=int, default=None,
               help="Instances per task (paper 10000, test beds 300).")
 @click.option("--seed", default=0, show_default=True, help="Generator seed.")
-@click.option("--normalize", is_flag=True, help="paper: L2-normalise every feature vector.")
+@click.option("--normalize", is_flag=True,
+              help="L2-normalise every feature vector (test beds: after the labels are drawn, so "
+                   "the tasks are the same at the scale of unit-norm features).")
 @click.option("--dims", type=int, default=None, help="Test beds: features d (default 50).")
 @click.option("--clusters", type=int, default=None,
               help="clustered: groups of tasks (default 2: weight vectors around +w and -w).")
@@ -216,16 +218,16 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
         names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
         source, what = "omtl-mpi synthetic (Li et al. 2025)", f"normalize={normalize}"
     else:
-        if normalize:
-            raise ConfigError("--normalize applies to the paper's family only")
         if clusters is not None and family != "clustered":
             raise ConfigError(f"--clusters applies to --family clustered, not {family}")
         tasks = DEFAULTS["tasks"] if tasks is None else tasks
         samples = DEFAULTS["samples"] if samples is None else samples
         given = {k: v for k, v in testbed.items() if v is not None}
-        names, X, y = generate_testbed(family, tasks=tasks, samples=samples, seed=seed, **given)
+        names, X, y = generate_testbed(family, tasks=tasks, samples=samples, seed=seed,
+                                       normalize=normalize, **given)
         source = f"omtl-mpi test bed '{family}'"
-        what = " ".join(f"{k}={v}" for k, v in given.items())
+        what = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
+                        if v is not None)
     write_tasks(out, names, X, y, source=source,
                 description=f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip())
     click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d={X[0].shape[1]}")

@@ -10,36 +10,27 @@ sets of docs/SHARING.md's protocol.
   so the w-step moves it by task k's loss gradient alone (unregularised, not shared);
 * ``none``: no intercept (the paper's model).
 
-The C-ADMM model is the defaults' (AROW w-step, squared hinge, lambdas / 10), with and without
+The C-ADMM model is the defaults' (AROW w-step, squared hinge, lambdas / 10 / t), with and without
 the experts' vote. Prints a Markdown table of mean final cumulative errors over the seeds.
 """
 from __future__ import annotations
 
-import numpy as np
-from selection import comparison, stream
+from selection import admm_error, comparison, stream
 
-from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
-from omtl_mpi.algorithms.experts import related_models
+from omtl_mpi.algorithms.admm import AdmmParams
 
 
 def error(path, seed, bias: str, experts: bool) -> float:
     data = stream(path, seed, intercept=bias != "none")
-    K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
-    p = AdmmParams(experts=experts).resolved(T)
-    block, consensus = TaskBlock(p, K, d), Consensus(p, K, d)
-    mistakes = np.zeros(K)
-    for t in range(T):
-        Xt, y, inv_count = data[t]
-        positive, C = block.predict_and_step(Xt, y, inv_count)
-        mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
-        u, V = consensus.step(C)
-        block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if experts else ()))
-        if bias == "per-task":
-            # the bias coordinate: target = the task's own bias, no dual, so no pull at all
-            block.Z[:, -1] = 0.0
-            block._rY[:, -1] = p.rho * block.W[:, -1]
-            block.w_step.prepare(block._rY, block.Z)
-    return float(np.mean(mistakes / data.lengths))
+    p = AdmmParams(experts=experts).resolved(data.rounds)
+
+    def own_bias(block):
+        # the bias coordinate: target = the task's own bias, no dual, so no pull at all
+        block.Z[:, -1] = 0.0
+        block._rY[:, -1] = p.rho * block.W[:, -1]
+        block.w_step.prepare(block._rY, block.Z)
+
+    return admm_error(data, p, after_round=own_bias if bias == "per-task" else None)
 
 
 def main() -> None:

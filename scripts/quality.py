@@ -34,6 +34,10 @@ TESTBEDS = {
     "clustered": ["--family", "clustered"],
     "unrelated": ["--family", "unrelated"],
     "clustered-large": ["--family", "clustered", "--tasks", "20", "--samples", "200", "--dims", "100"],
+    # the same draws at the scale of unit-norm features (docs/SHARING.md, stage 1b)
+    "identical-normalized": ["--family", "identical", "--normalize"],
+    "clustered-normalized": ["--family", "clustered", "--normalize"],
+    "unrelated-normalized": ["--family", "unrelated", "--normalize"],
 }
 # our rows that stand for a row of the paper's tables
 PAPER_ROWS = {"C-ADMM (defaults)": "C-ADMM", "C-ADMM (--preset paper)": "C-ADMM",

@@ -21,11 +21,9 @@ defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the s
 """
 from __future__ import annotations
 
-import numpy as np
-from selection import comparison, stream
+from selection import admm_error, comparison, stream
 
-from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
-from omtl_mpi.algorithms.experts import related_models
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus
 from omtl_mpi.algorithms.relationship import Relationship, update_omega
 
 EVIDENCE = 100          # rounds: the shrinkage's half-weight point, and the warm-up's length
@@ -64,17 +62,9 @@ def error(path, seed, model: str, variant: str) -> float:
     if variant == "lambda4 / K":
         p = AdmmParams(**{**p.__dict__, "lambda4": p.lambda4 / K})
     p = p.resolved(T)
-    block, consensus = TaskBlock(p, K, d), Variant(p, K, d)
+    consensus = Variant(p, K, d)
     consensus.kind = variant
-    mistakes = np.zeros(K)
-    for t in range(T):
-        X, y, inv_count = data[t]
-        positive, C = block.predict_and_step(X, y, inv_count)
-        mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
-        u, V = consensus.step(C)
-        consensus.update_relationship()
-        block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if p.experts else ()))
-    return float(np.mean(mistakes / data.lengths))
+    return admm_error(data, p, consensus)
 
 
 def main() -> None:

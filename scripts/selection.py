@@ -11,12 +11,21 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from omtl_mpi.algorithms.admm import Consensus, TaskBlock               # noqa: E402
+from omtl_mpi.algorithms.experts import related_models                  # noqa: E402
 from omtl_mpi.data.features import prepare                              # noqa: E402
 from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
 from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
 
+NORMALIZED_SYNTHETIC = "synthetic, normalized"      # not a file: the family drawn normalised
+
 SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
-        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5")]
+        ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5"),
+        # the same tasks at the scale of unit-norm features (stage 1b of the protocol)
+        ("identical, unit norm", "testbed-identical-normalized.h5"),
+        ("clustered, unit norm", "testbed-clustered-normalized.h5"),
+        ("unrelated, unit norm", "testbed-unrelated-normalized.h5"),
+        ("Synthetic, unit norm", NORMALIZED_SYNTHETIC)]
 
 
 def arguments(doc: str):
@@ -31,8 +40,8 @@ def selection_sets(data_dir: str) -> list:
     """(label, path) of every selection set found (path None: the synthetic family)."""
     found = []
     for label, name in SETS:
-        path = None if name is None else os.path.join(data_dir, name)
-        if path is not None and not os.path.exists(path):
+        path = name if name in (None, NORMALIZED_SYNTHETIC) else os.path.join(data_dir, name)
+        if path not in (None, NORMALIZED_SYNTHETIC) and not os.path.exists(path):
             print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
             continue
         found.append((label, path))
@@ -40,13 +49,37 @@ def selection_sets(data_dir: str) -> list:
 
 
 def stream(path, seed: int, intercept: bool = True) -> RoundBatches:
-    """The set at ``path`` (None: the paper's synthetic family, 5 x 10000, seed 0) in stream
-    order ``seed``, one instance per task per round, as `omtl-mpi run` presents it."""
-    source = SyntheticSource(5, 10000, 0) if path is None else FileSource(path)
+    """The set at ``path`` (None: the paper's synthetic family, 5 x 10000, seed 0;
+    :data:`NORMALIZED_SYNTHETIC`: the same L2-normalised) in stream order ``seed``, one instance
+    per task per round, as `omtl-mpi run` presents it."""
+    if path in (None, NORMALIZED_SYNTHETIC):
+        source = SyntheticSource(5, 10000, 0, normalize=path is not None)
+    else:
+        source = FileSource(path)
     meta = source.meta()
     s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
     X = prepare(s.X, intercept=intercept)
     return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
+
+
+def admm_error(data: RoundBatches, p, consensus=None, after_round=None) -> float:
+    """Mean final cumulative error of C-ADMM in one process on ``data``, with the resolved
+    parameters ``p``: what `omtl-mpi run` predicts. ``consensus``: a Consensus of one's own (a
+    variant to compare); ``after_round(block)``: called after every round's z-step."""
+    K, d = data.n_tasks, data.X.shape[-1]
+    block = TaskBlock(p, K, d)
+    consensus = Consensus(p, K, d) if consensus is None else consensus
+    mistakes = np.zeros(K)
+    for t in range(data.rounds):
+        X, y, inv_count = data[t]
+        positive, C = block.predict_and_step(X, y, inv_count)
+        mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
+        u, V = consensus.step(C)
+        consensus.update_relationship()
+        block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if p.experts else ()))
+        if after_round is not None:
+            after_round(block)
+    return float(np.mean(mistakes / data.lengths))
 
 
 def comparison(doc: str, columns: list, rows: list, error) -> None:

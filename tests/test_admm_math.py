@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
-from omtl_mpi.algorithms.relationship import (Relationship, exact_operator, pseudo_inverse,
-                                              update_omega)
+from omtl_mpi.algorithms.relationship import (Relationship, consensus_matrix, exact_operator,
+                                              pseudo_inverse, update_omega)
 from omtl_mpi.errors import ConfigError
 
 
@@ -245,3 +245,56 @@ def test_exact_step_does_not_cancel_at_huge_rho(rho):
     u_ref = a * C.sum(axis=0) / (a * (p.lambda2 + rho * K) + p.lambda2 * rho)
     np.testing.assert_allclose(u, u_ref, rtol=1e-9, atol=0)
     np.testing.assert_allclose(V, (C - rho * u) / (a + rho), rtol=1e-6, atol=1e-25)
+
+
+@pytest.mark.parametrize("K", [1, 5, 30])
+def test_identity_consensus_is_the_exact_step_for_omega_i_over_k(K):
+    """The two-number step for Omega = I/K equals the general (K+1) x K matrix's."""
+    rng = np.random.default_rng(K)
+    p = AdmmParams.paper(eta=1.0, relationship=False, lambda4=0.3)
+    C = rng.normal(size=(K, 7))
+    u, V = Consensus(p, K, 7).step(C)
+    M = consensus_matrix(Relationship.identity(K), p.a, p.rho, p.lambda2, p.lambda4)
+    np.testing.assert_allclose(u, M[0] @ C, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(V, M[1:] @ C, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("variant, learned", [("exact", False), ("exact", True), ("paper", True)])
+def test_lambda_decay_divides_the_lambdas_by_the_round_number(variant, learned):
+    """Round t of a run with lambda_decay is the step of lambda1-4 / t (Omega as it is)."""
+    rng = np.random.default_rng(7)
+    K, d = 4, 5
+    base = dict(eta=1.0, variant=variant, relationship=False)
+    decaying = Consensus(AdmmParams.paper(lambda_decay=True, **base), K, d)
+    if learned:
+        omega = random_omega(rng, K)
+        decaying.rel = Relationship(*np.linalg.eigh(omega))
+    for t in range(1, 4):
+        C = rng.normal(size=(K, d))
+        V_old = decaying.V.copy()
+        u, V = decaying.step(C)
+        scaled = {f"lambda{i}": getattr(decaying.p, f"lambda{i}") / t for i in range(1, 5)}
+        fixed = Consensus(AdmmParams.paper(lambda_decay=False, **base, **scaled), K, d)
+        fixed.rel, fixed.V = decaying.rel, V_old
+        u_ref, V_ref = fixed.step(C)
+        np.testing.assert_allclose(u, u_ref, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(V, V_ref, rtol=1e-12, atol=1e-14)
+
+
+def test_admm_single_is_c_admm_alone_per_task_with_the_decay():
+    """ADMM-Single's closed form equals C-ADMM run on each task alone (K = 1, lambda4 = 0)."""
+    from omtl_mpi.algorithms.independent import AdmmSingleNode, SingleParams
+    rng = np.random.default_rng(3)
+    K, d, T = 3, 4, 6
+    X, y = rng.normal(size=(T, 1, K, d)), np.where(rng.normal(size=(T, 1, K)) > 0, 1.0, -1.0)
+    params = SingleParams().resolved(T)
+    node = AdmmSingleNode(params, d, 0, K)
+    alone = [(TaskBlock(params, 1, d), Consensus(params, 1, d)) for _ in range(K)]
+    for t in range(T):
+        node.local_step(X[t], y[t], np.ones(K))
+        for k, (block, cons) in enumerate(alone):
+            _, C = block.predict_and_step(X[t][:, k:k + 1], y[t][:, k:k + 1], np.ones(1))
+            block.dual_step(*cons.step(C))
+    for k, (block, _) in enumerate(alone):
+        np.testing.assert_allclose(node.block.W[k], block.W[0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(node.block.V[k], block.V[0], rtol=1e-12, atol=1e-14)

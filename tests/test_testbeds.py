@@ -72,8 +72,17 @@ def test_the_command_line_writes_a_task_file_learners_run_on(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["tasks"] == 4
     for args, message in ((["--dims", "3"], "--dims applies to the test beds"),
-                          (["--family", "unrelated", "--clusters", "3"], "--clusters applies to --family clustered"),
-                          (["--family", "identical", "--normalize"], "--normalize applies to the paper's family")):
+                          (["--family", "unrelated", "--clusters", "3"], "--clusters applies to --family clustered")):
         r = omtl("data", "synth", "-o", tmp_path / "x.h5", *args)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "x.h5").exists()
+
+
+def test_normalize_keeps_the_tasks_and_labels_at_unit_norm():
+    """--normalize: the same labels, and instances that are the raw ones scaled to norm 1."""
+    _, X, y = generate_testbed("clustered", tasks=3, samples=50, dims=8, seed=4)
+    _, Xn, yn = generate_testbed("clustered", tasks=3, samples=50, dims=8, seed=4, normalize=True)
+    for a, an, b, bn in zip(X, Xn, y, yn):
+        np.testing.assert_array_equal(b, bn)
+        np.testing.assert_allclose(np.linalg.norm(an, axis=1), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(an * np.linalg.norm(a, axis=1, keepdims=True), a, rtol=1e-12)

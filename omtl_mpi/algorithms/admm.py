@@ -22,7 +22,8 @@ import numpy as np
 from ..errors import ConfigError, UserError
 from .experts import ExpertVote
 from .losses import LOSSES, descent_coef, predict
-from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
+from .relationship import (Relationship, consensus_matrix, identity_consensus, pseudo_inverse,
+                           update_omega)
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
@@ -30,7 +31,7 @@ W_STEPS = tuple(W_STEP_CLASSES)
 # The paper's model and settings (spec section 1): what --preset paper gives the ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
          "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
-         "relationship": True, "class_weight": "none", "experts": False}
+         "relationship": True, "class_weight": "none", "experts": False, "lambda_decay": False}
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -44,7 +45,8 @@ class AdmmParams:
     """Hyper-parameters of the ADMM learners.
 
     The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
-    with the squared hinge, the paper's lambdas / 10, and the experts' vote. :data:`PAPER` holds
+    with the squared hinge, the paper's lambdas / 10 divided by the round number t
+    (``lambda_decay``), and the experts' vote. :data:`PAPER` holds
     the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
@@ -68,6 +70,12 @@ class AdmmParams:
     lambda3: float = field(default=0.001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
     lambda4: float = field(default=0.001, metadata={
         "help": "Weight of the relationship term tr(V Omega^-1 V^T) (>= 0)."})
+    lambda_decay: bool = field(default=True, metadata={
+        "help": "Divide lambda1-4 by the round number t: the regulariser then weighs once against "
+                "the t instances seen, as in the batch objective, so that each task's model "
+                "approaches its own best fit as evidence grows, whatever the features' scale "
+                "(docs/SHARING.md, stage 1b). --no-lambda-decay: the same lambdas every round, "
+                "as the paper does."})
     variant: str = field(default="exact", metadata={
         "help": "(u, V) step: the exact joint minimiser, or the paper's printed closed forms.",
         "choices": VARIANTS})
@@ -132,6 +140,8 @@ class AdmmParams:
         if class_weights(self.class_weight) is None:
             problems.append(f"--class-weight must be none, balanced or a number > 0 (the weight of "
                             f"class +1), got {self.class_weight!r}")
+        if not isinstance(self.lambda_decay, bool):
+            problems.append(f"--lambda-decay must be true or false, got {self.lambda_decay!r}")
         if not isinstance(self.experts, bool):
             problems.append(f"--experts must be true or false, got {self.experts!r}")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
@@ -150,6 +160,11 @@ class AdmmParams:
     def a(self) -> float:
         """``a = lambda1 + lambda3``."""
         return self.lambda1 + self.lambda3
+
+    def lambda_scale(self, rounds: int) -> float:
+        """What lambda1-4 are multiplied by in round ``rounds`` (1, 2, ...): 1 / rounds with
+        ``lambda_decay``, else 1."""
+        return 1.0 / rounds if self.lambda_decay else 1.0
 
     def resolved(self, rounds: int) -> "AdmmParams":
         """These parameters with ``eta`` fixed for a run of ``rounds`` rounds: the paper's
@@ -350,17 +365,20 @@ class Consensus:
     """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node).
 
     Call :meth:`step` once per round with all tasks' messages C (K x d, task order).  For the
-    exact variant the step is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`),
-    with M rebuilt only when Omega changes.
+    exact variant with Omega fixed at I/K (relationship learning off) the step is two numbers,
+    ``u = r sum_k c_k`` and ``v_k = f (c_k - rho u)`` (:func:`identity_consensus`); with Omega
+    learned it is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`), with M
+    rebuilt only when Omega or the lambdas' scale (``lambda_decay``) changes.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
         self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
-        self._rel = Relationship.identity(n_tasks)
         self.rounds = 0                          # consensus steps taken so far
-        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
+        self._scale = None                       # the lambdas' scale _operator was built for
+        self.rel = Relationship.identity(n_tasks)
+        self._rho_u = np.zeros(dim)
 
     @property
     def u(self) -> np.ndarray:
@@ -381,16 +399,28 @@ class Consensus:
     @rel.setter
     def rel(self, value: Relationship) -> None:
         self._rel = value
-        self._operator = None
+        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
+        # Omega = I/K exactly (never learned, or restored so): the step needs no K x K matrix
+        K = value.evals.shape[0]
+        Q = value.evecs
+        self._identity = (self.p.variant == "exact" and bool(np.all(value.evals == 1.0 / K))
+                          and bool(np.all(Q.diagonal() == 1.0)) and np.count_nonzero(Q) == K)
 
-    def _cached_operator(self) -> np.ndarray:
-        if self._operator is None:
-            p = self.p
-            if p.variant == "exact":
-                self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
+    def _cached_operator(self):
+        """What the next step needs besides C, for its round's lambdas: ``(r, f)`` for Omega =
+        I/K, M for the exact variant, the lambda4 term's map for the paper's."""
+        p = self.p
+        scale = p.lambda_scale(self.rounds + 1)
+        if self._operator is None or scale != self._scale:
+            a, lambda2, lambda4 = p.a * scale, p.lambda2 * scale, p.lambda4 * scale
+            if self._identity:
+                self._operator = identity_consensus(self.K, a, p.rho, lambda2, lambda4)
+            elif p.variant == "exact":
+                self._operator = consensus_matrix(self._rel, a, p.rho, lambda2, lambda4)
             else:
                 pinv = pseudo_inverse(self._rel)
-                self._operator = (p.lambda4 / 2.0) * (pinv + pinv.T)
+                self._operator = (lambda4 / 2.0) * (pinv + pinv.T)
+            self._scale = scale
         return self._operator
 
     def step(self, C: np.ndarray):
@@ -403,15 +433,23 @@ class Consensus:
             Views of :attr:`uv`, valid until the next step.
         """
         p, K = self.p, self.K
-        op = self._operator if self._operator is not None else self._cached_operator()
-        if p.variant == "exact":
+        op = self._cached_operator()
+        if self._identity:
+            r, f = op
+            u, V = self.uv[0], self.uv[1:]
+            np.sum(C, axis=0, out=u)
+            u *= r
+            np.multiply(u, p.rho, out=self._rho_u)
+            np.subtract(C, self._rho_u, out=V)
+            V *= f
+        elif p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
             np.dot(op, C, out=self.uv)
         else:
-            a = p.a
+            a, lambda2 = p.a * self._scale, p.lambda2 * self._scale
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
-            u = a * C.sum(axis=0) / (a * (p.lambda2 + p.rho * K) + p.lambda2 * p.rho)
-            V = (p.lambda2 / (p.lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
+            u = a * C.sum(axis=0) / (a * (lambda2 + p.rho * K) + lambda2 * p.rho)
+            V = (lambda2 / (lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
             # The printed "+" sign feeds V back into itself with gain lambda4 / omega_i, so large
             # lambda4 makes V grow geometrically: stop with a reason, not NaN in the results.
             if not np.abs(V).max() < 1e100:

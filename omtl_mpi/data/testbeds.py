@@ -46,8 +46,12 @@ def task_weights(family: str, tasks: int, dims: int, clusters: int = 2, spread: 
 
 def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
                      clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
-                     only=None):
+                     normalize: bool = False, only=None):
     """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice).
+
+    ``normalize`` divides every instance by its L2 norm after its label is drawn: the same tasks,
+    labels and best classifiers, at the scale of unit-norm features (hashed text, embeddings),
+    so that a learner whose defaults depend on the features' scale shows it.
 
     Returns
     -------
@@ -81,6 +85,8 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
         rng = np.random.default_rng([seed, k])
         X = rng.normal(size=(samples, dims))
         margin = X @ W[k] + noise * rng.normal(size=samples)
+        if normalize:
+            X /= np.linalg.norm(X, axis=1, keepdims=True)
         names.append(f"task{k}")
         X_list.append(X)
         y_list.append(np.where(margin >= 0.0, 1, -1).astype(np.int8))
