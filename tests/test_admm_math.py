@@ -298,3 +298,16 @@ def test_admm_single_is_c_admm_alone_per_task_with_the_decay():
     for k, (block, _) in enumerate(alone):
         np.testing.assert_allclose(node.block.W[k], block.W[0], rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(node.block.V[k], block.V[0], rtol=1e-12, atol=1e-14)
+
+
+def test_a_learned_omega_takes_the_matrix_step_from_the_first_round():
+    """With K > d a run is sensitive to the last bit, so the paper's model (Omega learned) keeps
+    the matrix product even while Omega is still I/K: the same bits as before the two-number
+    step existed."""
+    rng = np.random.default_rng(5)
+    K, d = 6, 3
+    p = AdmmParams.paper(eta=1.0)
+    C = rng.normal(size=(K, d))
+    u, V = Consensus(p, K, d).step(C)
+    M = consensus_matrix(Relationship.identity(K), p.a, p.rho, p.lambda2, p.lambda4)
+    np.testing.assert_array_equal(np.vstack([u, V]), M @ C)

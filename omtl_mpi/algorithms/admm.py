@@ -400,10 +400,13 @@ class Consensus:
     def rel(self, value: Relationship) -> None:
         self._rel = value
         self._operator = None                    # M (exact) or the lambda4 term's map (paper)
-        # Omega = I/K exactly (never learned, or restored so): the step needs no K x K matrix
+        # Omega = I/K for the whole run (not learned, and not set otherwise): the step needs no
+        # K x K matrix. A learned Omega takes the matrix from its first round on, so that the
+        # paper's model keeps its bits (with K > d they decide the run: docs/DESIGN.md)
         K = value.evals.shape[0]
         Q = value.evecs
-        self._identity = (self.p.variant == "exact" and bool(np.all(value.evals == 1.0 / K))
+        self._identity = (self.p.variant == "exact" and not self.p.relationship
+                          and bool(np.all(value.evals == 1.0 / K))
                           and bool(np.all(Q.diagonal() == 1.0)) and np.count_nonzero(Q) == K)
 
     def _cached_operator(self):
