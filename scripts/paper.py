@@ -160,6 +160,7 @@ def write_docs(summary: dict, index: dict, docs: str) -> None:
         "there the paper's figures are for other features; Multi-Lingual is not available here.", "",
         "### Table 2: final mean cumulative error (mean ± std over 3 seeds)", "", _table(t2.markdown()), "",
         "### Table 2b: balanced error", "", _table(open(os.path.join(report, "table2-balanced.md")).read()), "",
+        "### Table 2c: F1 of the positive class", "", _table(open(os.path.join(report, "table2-f1.md")).read()), "",
         "### Table 3: rounds to the paper's target accuracy, and ms per round", "",
         "The paper's cell is rounds / ms per round on its own machine and layout.", "",
         _table(t3.markdown()), "",

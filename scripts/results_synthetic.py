@@ -49,13 +49,13 @@ def main():
 
     def add(label, params, cmd):
         rep = run(RunConfig(intercept=False, params=params))     # the paper's model
-        rows.append((label, rep["mean_error"], rep["balanced_error"], cmd))
+        rows.append((label, rep["mean_error"], rep["balanced_error"], rep["f1"], cmd))
         print(f"{label:<58} {rep['mean_error']:.4f}", flush=True)
 
     base = "omtl-mpi run --preset paper"
     with tempfile.TemporaryDirectory() as folder:
         alone = single_task(folder, AdmmParams.paper(lambda4=0.0, relationship=False))
-        rows.append(("each task alone (C-ADMM math, K = 1, lambda4 = 0)", alone, None,
+        rows.append(("each task alone (C-ADMM math, K = 1, lambda4 = 0)", alone, None, None,
                      "scripts/results_synthetic.py (5 one-task files)"))
         print(f"{'each task alone':<58} {alone:.4f}", flush=True)
         add("C-ADMM exact, hinge, the paper's settings", AdmmParams.paper(), base)
@@ -84,11 +84,12 @@ def main():
         "is revealed. Every row runs the paper's model (`--preset paper`: no intercept, the paper's settings) in one process; under mpiexec the predictions are identical "
         "(tests/test_equivalence.py).",
         "",
-        "| learner | command | final mean cumulative error | balanced error |",
-        "|---|---|---|---|",
+        "| learner | command | final mean cumulative error | balanced error | F1 (positive) |",
+        "|---|---|---|---|---|",
     ]
-    for label, err, ber, cmd in rows:
-        lines.append(f"| {label} | `{cmd}` | {err:.4f} | {'' if ber is None else f'{ber:.4f}'} |")
+    for label, err, ber, f1, cmd in rows:
+        lines.append(f"| {label} | `{cmd}` | {err:.4f} | {'' if ber is None else f'{ber:.4f}'} | "
+                     f"{'' if f1 is None else f'{f1:.4f}'} |")
     lines += [
         "",
         f"Relationship learning lowers the mean cumulative error from {alone:.4f} (each task alone) "

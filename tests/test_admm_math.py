@@ -247,7 +247,7 @@ def test_exact_step_does_not_cancel_at_huge_rho(rho):
     np.testing.assert_allclose(V, (C - rho * u) / (a + rho), rtol=1e-6, atol=1e-25)
 
 
-@pytest.mark.parametrize("K", [1, 5, 30])
+@pytest.mark.parametrize("K", [1, 5, 30, 100])       # 100: above SMALL_K, no matrix
 def test_identity_consensus_is_the_exact_step_for_omega_i_over_k(K):
     """The two-number step for Omega = I/K equals the general (K+1) x K matrix's."""
     rng = np.random.default_rng(K)

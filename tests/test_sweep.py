@@ -196,6 +196,12 @@ def test_tiny_sweep_interrupted_resumed_and_reported(mpiexec, tmp_path):
     assert float(rows[0]["mean_error"]) == pytest.approx(sum(errors) / 2, abs=1e-12)
     table2 = (out / "table2.md").read_text()
     assert "| learner | Synthetic |" in table2 and "| c-admm | " in table2 and " ± " in table2
+    with open(out / "table2-f1.csv") as f:          # and its companions, from the same runs
+        f1 = list(csv.DictReader(f))
+    f1s = [runs[f"synthetic.c-admm.s{s}"]["summary"]["f1"] for s in (0, 1)]
+    assert float(f1[0]["f1"]) == pytest.approx(sum(f1s) / 2, abs=1e-12)
+    assert "Table 2c: final F1 of the positive class" in (out / "table2-f1.md").read_text()
+    assert (out / "table2-balanced.md").exists()
     table3 = (out / "table3.md").read_text()
     assert "Synthetic: rounds to 0.8" in table3 and "Synthetic: ms/round" in table3
     table4 = (out / "table4.md").read_text()

@@ -361,14 +361,21 @@ class TaskBlock:
         self.w_step.prepare(self._target(), self.Z)
 
 
+# Omega = I/K: up to this many tasks the (u, V) step is one product with the (K+1) x K matrix
+# built from its two numbers (one BLAS call costs less than five numpy calls); above it the two
+# numbers are applied directly, and no K x K matrix exists
+SMALL_K = 64
+
+
 class Consensus:
     """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node).
 
     Call :meth:`step` once per round with all tasks' messages C (K x d, task order).  For the
-    exact variant with Omega fixed at I/K (relationship learning off) the step is two numbers,
-    ``u = r sum_k c_k`` and ``v_k = f (c_k - rho u)`` (:func:`identity_consensus`); with Omega
-    learned it is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`), with M
-    rebuilt only when Omega or the lambdas' scale (``lambda_decay``) changes.
+    exact variant the step is ``[u; V] = M C`` (:func:`consensus_matrix`), M rebuilt only when
+    Omega or the lambdas' scale (``lambda_decay``) changes.  With Omega fixed at I/K
+    (relationship learning off) M comes from two numbers, ``u = r sum_k c_k`` and ``v_k = f (c_k
+    - rho u)`` (:func:`identity_consensus`), which above :data:`SMALL_K` tasks are applied
+    directly: O(K d) a round and no K x K matrix.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
@@ -379,6 +386,7 @@ class Consensus:
         self._scale = None                       # the lambdas' scale _operator was built for
         self.rel = Relationship.identity(n_tasks)
         self._rho_u = np.zeros(dim)
+        self._M = np.empty((n_tasks + 1, n_tasks)) if n_tasks <= SMALL_K else None
 
     @property
     def u(self) -> np.ndarray:
@@ -417,7 +425,15 @@ class Consensus:
         if self._operator is None or scale != self._scale:
             a, lambda2, lambda4 = p.a * scale, p.lambda2 * scale, p.lambda4 * scale
             if self._identity:
-                self._operator = identity_consensus(self.K, a, p.rho, lambda2, lambda4)
+                r, f = identity_consensus(self.K, a, p.rho, lambda2, lambda4)
+                M = self._M
+                if M is None:
+                    self._operator = (r, f)
+                else:       # [r 1^T; f I - f rho r 1 1^T], in place
+                    M.fill(-f * p.rho * r)
+                    M[0] = r
+                    M[1:].reshape(-1)[:: self.K + 1] = f - f * p.rho * r
+                    self._operator = M
             elif p.variant == "exact":
                 self._operator = consensus_matrix(self._rel, a, p.rho, lambda2, lambda4)
             else:
@@ -437,7 +453,7 @@ class Consensus:
         """
         p, K = self.p, self.K
         op = self._cached_operator()
-        if self._identity:
+        if self._identity and self._M is None:
             r, f = op
             u, V = self.uv[0], self.uv[1:]
             np.sum(C, axis=0, out=u)

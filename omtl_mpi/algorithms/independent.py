@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .admm import AdmmParams, TaskBlock, fixed_fields
-from .relationship import identity_consensus
 from .losses import gradient_coef, predict
 from .params import require_positive
+from .relationship import identity_consensus
 from .wsteps import inverse_rank_one
 
 

@@ -5,6 +5,7 @@ Writes into ``DIR/report`` (or ``out``)::
     report.md               every table and figure, with the runs that did not finish
     table2.md/.csv          final mean cumulative error, learners x data sets
     table2-balanced.md/.csv balanced error, the same layout
+    table2-f1.md/.csv       F1 of the positive class, the same layout
     table3.md/.csv          rounds to the target accuracy and ms per round
     table4.md/.csv          ablation: independent / without / with relationship learning
     runs.csv                one row per finished run
@@ -65,7 +66,7 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     os.makedirs(out, exist_ok=True)
     goals = {k: v.get("target") for k, v in sweep.data.items()}
     goals.update(targets or {})
-    tables = [metric_table(sweep, "mean_error"), metric_table(sweep, "balanced_error"),
+    tables = [*(metric_table(sweep, m) for m in ("mean_error", "balanced_error", "f1")),
               table3(sweep, goals), table4(sweep), runs_table(sweep)]
     written = {}
     for t in tables:

@@ -71,9 +71,16 @@ def _group(sweep: Sweep, data: str, variant: str) -> list:
     return [o for o in sweep.outcomes if o.data == data and o.variant == variant]
 
 
+# metric -> (what it is, the table's file name, its number)
+METRICS = {"mean_error": ("mean cumulative error", "table2", "2"),
+           "balanced_error": ("mean balanced error", "table2-balanced", "2b"),
+           "f1": ("F1 of the positive class", "table2-f1", "2c")}
+
+
 def metric_table(sweep: Sweep, metric: str = "mean_error") -> Table:
-    """Table 2: final mean cumulative error (``metric="mean_error"``), or its balanced-error
-    companion (``"balanced_error"``), learners x data sets."""
+    """Table 2: final mean cumulative error (``metric="mean_error"``), or its companions with
+    the balanced error (``"balanced_error"``) or the positive class's F1 (``"f1"``), learners x
+    data sets."""
     data = _data_sets(sweep)
     rows, records = [], []
     for variant, label in _rows(sweep):
@@ -86,8 +93,7 @@ def metric_table(sweep: Sweep, metric: str = "mean_error") -> Table:
                 records.append({"learner": label, "variant": variant, "data": sweep.data[d]["label"],
                                 metric: mean, "std": std, "seeds": n})
         rows.append(row)
-    what = "mean cumulative error" if metric == "mean_error" else "mean balanced error"
-    name, number = ("table2", "2") if metric == "mean_error" else ("table2-balanced", "2b")
+    what, name, number = METRICS[metric]
     return Table(name, f"Table {number}: final {what} (mean ± std over seeds)",
                  ["learner"] + [sweep.data[d]["label"] for d in data], rows, records, [_seed_note(sweep)])
 
