@@ -3,59 +3,57 @@ selection sets, the unit-norm copies included.
 
     python scripts/lambdas.py [--data-dir results/data] [--seeds 0 1 2]
 
-The lambdas (lambda1-4) multiply a penalty that the online ADMM step pays every round, so a
-fixed lambda regularises as if the batch objective's penalty grew with the number of instances,
-and how much that shrinks a model depends on the features' scale (scaling x by s asks for
-lambda times s^2). The candidates: the paper's lambdas / 10 (stage 1's choice) times 1, 0.1,
-0.01 and 0.001, every round; and the same / 10 times a factor that fades with the round number
-t: 1 / t (``lambda_decay``, which weighs the penalty once against the t instances seen),
-1 / sqrt(t) (a penalty whose total grows as sqrt(T), the rate of online learning's regret
-bounds) and 10 / (10 + t). Each is C-ADMM with the defaults otherwise, with and without the
-experts' vote. Prints a Markdown table of mean final cumulative
-errors over the seeds.
+The lambdas (lambda1-4) weigh a penalty that the online ADMM step pays every round, so how far
+they shrink a model depends on the features' scale (scaling x by s asks for lambda times s^2).
+The candidates, from stage 1's choice (the paper's lambdas / 10): that times 1, 0.1, 0.01 and
+0.001, every round; and that times a factor fading with the round number t: 1 / t (the penalty
+weighed once against the t instances seen), 1 / sqrt(t) (a penalty whose total grows as
+sqrt(T), the rate of online learning's regret bounds) and 10 / (10 + t), for which the (u, V)
+step's matrix is rebuilt every round. Each is C-ADMM with the defaults otherwise, with and
+without the experts' vote. Prints a Markdown table of mean final cumulative errors over the seeds.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from selection import admm_error, comparison, stream
 
-from omtl_mpi.algorithms.admm import AdmmParams
+from omtl_mpi.algorithms.admm import AdmmParams, Consensus
+from omtl_mpi.algorithms.relationship import consensus_matrix
+
+# stage 1's lambdas: the paper's / 10
+STAGE1 = {"lambda1": 0.001, "lambda2": 0.01, "lambda3": 0.001, "lambda4": 0.001}
+FADING = {"1 / t": lambda t: 1.0 / t, "1 / sqrt(t)": lambda t: t ** -0.5,
+          "10 / (10 + t)": lambda t: 10.0 / (10.0 + t)}
 
 
-@dataclass(frozen=True)
-class Fading(AdmmParams):
-    """The parameters with another factor of t than ``lambda_decay``'s 1 / t."""
+class Fading(Consensus):
+    """The (u, V) step of round t with every lambda times ``fading(t)`` (Omega = I/K)."""
 
-    fading: str = "sqrt"
+    def __init__(self, params, n_tasks, dim, fading):
+        super().__init__(params, n_tasks, dim)
+        self.fading = fading
 
-    def lambda_scale(self, rounds: int) -> float:
-        return FADING[self.fading](rounds)
+    def step(self, C):
+        p, s = self.p, self.fading(self.rounds + 1)
+        self._operator = consensus_matrix(self.rel, p.a * s, p.rho, p.lambda2 * s, p.lambda4 * s)
+        return super().step(C)
 
 
-FADING = {"sqrt": lambda t: t ** -0.5, "10": lambda t: 10.0 / (10.0 + t)}
-
-
-def error(path, seed, factor: float, decay, experts: bool) -> float:
+def error(path, seed, factor: float, fading, experts: bool) -> float:
     data = stream(path, seed)
-    base = AdmmParams()
-    p = AdmmParams(experts=experts, lambda_decay=decay is True,
-                   **{f"lambda{i}": getattr(base, f"lambda{i}") * factor for i in range(1, 5)})
+    p = AdmmParams(experts=experts, **{k: v * factor for k, v in STAGE1.items()})
     p = p.resolved(data.rounds)
-    if decay in FADING:
-        p = Fading(**asdict(p), fading=decay)
-    return admm_error(data, p)
+    K, d = data.n_tasks, data.X.shape[-1]
+    return admm_error(data, p, None if fading is None else Fading(p, K, d, FADING[fading]))
 
 
-CANDIDATES = [("x 1", 1.0, False), ("x 0.1", 0.1, False), ("x 0.01", 0.01, False),
-              ("x 0.001", 0.001, False), ("x 1 / t (the default)", 1.0, True),
-              ("x 1 / sqrt(t)", 1.0, "sqrt"), ("x 10 / (10 + t)", 1.0, "10")]
+CANDIDATES = [("x 1", 1.0, None), ("x 0.1 (the default)", 0.1, None), ("x 0.01", 0.01, None),
+              ("x 0.001", 0.001, None)] + [(f"x {name}", 1.0, name) for name in FADING]
 
 
 def main() -> None:
-    comparison(__doc__, ["lambdas (the paper's / 10)", "vote"],
-               [([name, "yes" if experts else "no"], factor, decay, experts)
-                for experts in (True, False) for name, factor, decay in CANDIDATES], error)
+    comparison(__doc__, ["lambdas (stage 1's: the paper's / 10)", "vote"],
+               [([name, "yes" if experts else "no"], factor, fading, experts)
+                for experts in (True, False) for name, factor, fading in CANDIDATES], error)
 
 
 if __name__ == "__main__":

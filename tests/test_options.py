@@ -201,11 +201,3 @@ def test_a_preset_fills_in_what_is_not_given():
     assert parse(["--preset", "paper", "--rho", "0.5"])[0].params.rho == 0.5
     with pytest.raises(ConfigError, match="--preset must be one of paper, got 'mine'"):
         options.run_config({"preset": "mine"})
-
-
-def test_the_lambdas_fade_by_default_and_both_flags_exist():
-    assert options.run_config({}).params.lambda_decay is True
-    assert parse(["--no-lambda-decay"])[0].params.lambda_decay is False
-    assert parse(["--preset", "paper", "--lambda-decay"])[0].params.lambda_decay is True
-    # pmsc-log is the published method: fixed lambdas unless asked
-    assert options.run_config({"algo": "pmsc-log"}).params.lambda_decay is False

@@ -22,8 +22,7 @@ import numpy as np
 from ..errors import ConfigError, UserError
 from .experts import ExpertVote
 from .losses import LOSSES, descent_coef, predict
-from .relationship import (Relationship, consensus_matrix, identity_consensus, pseudo_inverse,
-                           update_omega)
+from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
 from .wsteps import W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
@@ -31,7 +30,7 @@ W_STEPS = tuple(W_STEP_CLASSES)
 # The paper's model and settings (spec section 1): what --preset paper gives the ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
          "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
-         "relationship": True, "class_weight": "none", "experts": False, "lambda_decay": False}
+         "relationship": True, "class_weight": "none", "experts": False}
 # eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
 ADAPTIVE_ETA = 1.0
 
@@ -45,8 +44,8 @@ class AdmmParams:
     """Hyper-parameters of the ADMM learners.
 
     The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
-    with the squared hinge, the paper's lambdas / 10 divided by the round number t
-    (``lambda_decay``), and the experts' vote. :data:`PAPER` holds
+    with the squared hinge, the paper's lambdas / 100 (small enough for unit-norm features,
+    stage 1b), and the experts' vote. :data:`PAPER` holds
     the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
@@ -65,17 +64,11 @@ class AdmmParams:
     eta: float | None = field(default=None, metadata={
         "help": "Step control (>= 0). auto: sqrt(T) for the euclid w-step, T the longest "
                 "stream's number of rounds; 1 for adagrad and arow.", "none_text": "auto"})
-    lambda1: float = field(default=0.001, metadata={"help": "Weight of |V|^2 (> 0)."})
-    lambda2: float = field(default=0.01, metadata={"help": "Weight of |u|^2 (> 0)."})
-    lambda3: float = field(default=0.001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
-    lambda4: float = field(default=0.001, metadata={
+    lambda1: float = field(default=0.0001, metadata={"help": "Weight of |V|^2 (> 0)."})
+    lambda2: float = field(default=0.001, metadata={"help": "Weight of |u|^2 (> 0)."})
+    lambda3: float = field(default=0.0001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
+    lambda4: float = field(default=0.0001, metadata={
         "help": "Weight of the relationship term tr(V Omega^-1 V^T) (>= 0)."})
-    lambda_decay: bool = field(default=True, metadata={
-        "help": "Divide lambda1-4 by the round number t: the regulariser then weighs once against "
-                "the t instances seen, as in the batch objective, so that each task's model "
-                "approaches its own best fit as evidence grows, whatever the features' scale "
-                "(docs/SHARING.md, stage 1b). --no-lambda-decay: the same lambdas every round, "
-                "as the paper does."})
     variant: str = field(default="exact", metadata={
         "help": "(u, V) step: the exact joint minimiser, or the paper's printed closed forms.",
         "choices": VARIANTS})
@@ -140,8 +133,6 @@ class AdmmParams:
         if class_weights(self.class_weight) is None:
             problems.append(f"--class-weight must be none, balanced or a number > 0 (the weight of "
                             f"class +1), got {self.class_weight!r}")
-        if not isinstance(self.lambda_decay, bool):
-            problems.append(f"--lambda-decay must be true or false, got {self.lambda_decay!r}")
         if not isinstance(self.experts, bool):
             problems.append(f"--experts must be true or false, got {self.experts!r}")
         if not isinstance(self.omega_every, int) or self.omega_every < 1:
@@ -160,11 +151,6 @@ class AdmmParams:
     def a(self) -> float:
         """``a = lambda1 + lambda3``."""
         return self.lambda1 + self.lambda3
-
-    def lambda_scale(self, rounds: int) -> float:
-        """What lambda1-4 are multiplied by in round ``rounds`` (1, 2, ...): 1 / rounds with
-        ``lambda_decay``, else 1."""
-        return 1.0 / rounds if self.lambda_decay else 1.0
 
     def resolved(self, rounds: int) -> "AdmmParams":
         """These parameters with ``eta`` fixed for a run of ``rounds`` rounds: the paper's
@@ -361,32 +347,21 @@ class TaskBlock:
         self.w_step.prepare(self._target(), self.Z)
 
 
-# Omega = I/K: up to this many tasks the (u, V) step is one product with the (K+1) x K matrix
-# built from its two numbers (one BLAS call costs less than five numpy calls); above it the two
-# numbers are applied directly, and no K x K matrix exists
-SMALL_K = 64
-
-
 class Consensus:
     """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node).
 
     Call :meth:`step` once per round with all tasks' messages C (K x d, task order).  For the
-    exact variant the step is ``[u; V] = M C`` (:func:`consensus_matrix`), M rebuilt only when
-    Omega or the lambdas' scale (``lambda_decay``) changes.  With Omega fixed at I/K
-    (relationship learning off) M comes from two numbers, ``u = r sum_k c_k`` and ``v_k = f (c_k
-    - rho u)`` (:func:`identity_consensus`), which above :data:`SMALL_K` tasks are applied
-    directly: O(K d) a round and no K x K matrix.
+    exact variant the step is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`),
+    with M rebuilt only when Omega changes.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
         self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
+        self._rel = Relationship.identity(n_tasks)
         self.rounds = 0                          # consensus steps taken so far
-        self._scale = None                       # the lambdas' scale _operator was built for
-        self.rel = Relationship.identity(n_tasks)
-        self._rho_u = np.zeros(dim)
-        self._M = np.empty((n_tasks + 1, n_tasks)) if n_tasks <= SMALL_K else None
+        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
 
     @property
     def u(self) -> np.ndarray:
@@ -407,39 +382,16 @@ class Consensus:
     @rel.setter
     def rel(self, value: Relationship) -> None:
         self._rel = value
-        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
-        # Omega = I/K for the whole run (not learned, and not set otherwise): the step needs no
-        # K x K matrix. A learned Omega takes the matrix from its first round on, so that the
-        # paper's model keeps its bits (with K > d they decide the run: docs/DESIGN.md)
-        K = value.evals.shape[0]
-        Q = value.evecs
-        self._identity = (self.p.variant == "exact" and not self.p.relationship
-                          and bool(np.all(value.evals == 1.0 / K))
-                          and bool(np.all(Q.diagonal() == 1.0)) and np.count_nonzero(Q) == K)
+        self._operator = None
 
-    def _cached_operator(self):
-        """What the next step needs besides C, for its round's lambdas: ``(r, f)`` for Omega =
-        I/K, M for the exact variant, the lambda4 term's map for the paper's."""
-        p = self.p
-        scale = p.lambda_scale(self.rounds + 1)
-        if self._operator is None or scale != self._scale:
-            a, lambda2, lambda4 = p.a * scale, p.lambda2 * scale, p.lambda4 * scale
-            if self._identity:
-                r, f = identity_consensus(self.K, a, p.rho, lambda2, lambda4)
-                M = self._M
-                if M is None:
-                    self._operator = (r, f)
-                else:       # [r 1^T; f I - f rho r 1 1^T], in place
-                    M.fill(-f * p.rho * r)
-                    M[0] = r
-                    M[1:].reshape(-1)[:: self.K + 1] = f - f * p.rho * r
-                    self._operator = M
-            elif p.variant == "exact":
-                self._operator = consensus_matrix(self._rel, a, p.rho, lambda2, lambda4)
+    def _cached_operator(self) -> np.ndarray:
+        if self._operator is None:
+            p = self.p
+            if p.variant == "exact":
+                self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
             else:
                 pinv = pseudo_inverse(self._rel)
-                self._operator = (lambda4 / 2.0) * (pinv + pinv.T)
-            self._scale = scale
+                self._operator = (p.lambda4 / 2.0) * (pinv + pinv.T)
         return self._operator
 
     def step(self, C: np.ndarray):
@@ -452,23 +404,15 @@ class Consensus:
             Views of :attr:`uv`, valid until the next step.
         """
         p, K = self.p, self.K
-        op = self._cached_operator()
-        if self._identity and self._M is None:
-            r, f = op
-            u, V = self.uv[0], self.uv[1:]
-            np.sum(C, axis=0, out=u)
-            u *= r
-            np.multiply(u, p.rho, out=self._rho_u)
-            np.subtract(C, self._rho_u, out=V)
-            V *= f
-        elif p.variant == "exact":
+        op = self._operator if self._operator is not None else self._cached_operator()
+        if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
             np.dot(op, C, out=self.uv)
         else:
-            a, lambda2 = p.a * self._scale, p.lambda2 * self._scale
+            a = p.a
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
-            u = a * C.sum(axis=0) / (a * (lambda2 + p.rho * K) + lambda2 * p.rho)
-            V = (lambda2 / (lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
+            u = a * C.sum(axis=0) / (a * (p.lambda2 + p.rho * K) + p.lambda2 * p.rho)
+            V = (p.lambda2 / (p.lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
             # The printed "+" sign feeds V back into itself with gain lambda4 / omega_i, so large
             # lambda4 makes V grow geometrically: stop with a reason, not NaN in the results.
             if not np.abs(V).max() < 1e100:

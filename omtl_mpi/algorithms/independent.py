@@ -17,7 +17,6 @@ import numpy as np
 from .admm import AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .relationship import identity_consensus
 from .wsteps import inverse_rank_one
 
 
@@ -59,20 +58,16 @@ class _SingleTaskNode(_NoMessage):
 class AdmmSingleNode(_NoMessage):
     """Each task of the block runs C-ADMM alone: u_k and v_k from its own c_k (K = 1).
 
-    With K = 1 and no lambda4 term the exact (u, v) step is, per task, ``u_k = r c_k`` and
-    ``v_k = f (c_k - rho u_k)`` with r and f of :func:`.relationship.identity_consensus` for
-    K = 1 (the lambdas scaled by 1 / t with ``lambda_decay``, as C-ADMM scales them).
+    With K = 1 and no lambda4 term the exact (u, v) step is, per task,
+    ``u_k = c_k (1 - rho p) / (lambda2 + rho - rho^2 p)`` and ``v_k = (c_k - rho u_k) p``
+    with ``p = 1 / (a + rho)``.
     """
 
     def __init__(self, params: AdmmParams, dim: int, start: int, stop: int):
         self.p = params
         self.block = TaskBlock(params, stop - start, dim, shared_u=False)
-        self.rounds = 0
-
-    def _coefficients(self) -> tuple:
-        p = self.p
-        scale = p.lambda_scale(self.rounds + 1)
-        return identity_consensus(1, p.a * scale, p.rho, p.lambda2 * scale, 0.0)
+        self._P = 1.0 / (params.a + params.rho)
+        self._u_scale = (1.0 - params.rho * self._P) / (params.lambda2 + params.rho - params.rho ** 2 * self._P)
 
     @classmethod
     def build(cls, params, n_tasks, dim, start, stop, topology, node):
@@ -80,21 +75,18 @@ class AdmmSingleNode(_NoMessage):
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         yhat, C = self.block.predict_and_step(X, y, inv_count)
-        r, f = self._coefficients()
-        u = r * C
-        self.block.dual_step(u, (C - self.p.rho * u) * f)
-        self.rounds += 1
+        u = self._u_scale * C
+        self.block.dual_step(u, (C - self.p.rho * u) * self._P)
         return yhat
 
     def finish_round(self) -> None:
         pass
 
     def state(self) -> dict:
-        return {**self.block.state(), "rounds": np.int64(self.rounds)}
+        return self.block.state()
 
     def load_state(self, state: dict) -> None:
         self.block.load_state(state)
-        self.rounds = int(state["rounds"])
 
     def task_rows(self) -> dict:
         return {"W": self.block.W, "Z": self.block.Z, "V": self.block.V, "U": self.block.u}

@@ -182,21 +182,6 @@ def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, la
     return M
 
 
-def identity_consensus(n_tasks: int, a: float, rho: float, lambda2: float,
-                       lambda4: float) -> tuple:
-    """The exact (u, V) step for Omega = I / K as two numbers ``(r, f)``:
-    ``u = r sum_k c_k`` and ``v_k = f (c_k - rho u)``.
-
-    With Omega = I / K, P = f I where ``f = 1 / (a + rho + lambda4 K)``, so ``1 - rho p = g 1``
-    with ``g = (a + lambda4 K) f`` and the denominator of u is ``lambda2 + rho K g`` (every term
-    positive: nothing cancels, for any rho). That is :func:`consensus_matrix`'s M without the
-    K x K matrix: O(K d) a round, and the same for one task or for 10^5.
-    """
-    f = 1.0 / (a + rho + lambda4 * n_tasks)
-    g = (a + lambda4 * n_tasks) * f
-    return g / (lambda2 + rho * n_tasks * g), f
-
-
 def _consensus_matrix_stable(rel: Relationship, a: float, rho: float, lambda2: float,
                              lambda4: float) -> np.ndarray:
     """:func:`consensus_matrix` without cancellation, for any rho.

@@ -30,7 +30,6 @@ class PmscLogParams(AdmmParams):
     lambda1: float = 0.01
     lambda2: float = 0.1
     lambda3: float = 0.01
-    lambda_decay: bool = False
     experts: bool = False
     FIXED = ("variant", "loss", "lambda4", "relationship", "experts")
 
