@@ -1,6 +1,7 @@
 """The selection sets of docs/SHARING.md's protocol, for the scripts that compare candidate
-defaults on them (sharing.py, relationship.py, bias.py): the known-answer test beds, the paper's
-synthetic family and Landmine, as `make quality` leaves them in results/data."""
+defaults on them (lambdas.py, sharing.py, relationship.py, bias.py): the known-answer test beds,
+the paper's synthetic family and Landmine, and the test beds and synthetic family at unit norm,
+as `make quality` leaves them in results/data."""
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ def selection_sets(data_dir: str) -> list:
     """(label, path) of every selection set found (path None: the synthetic family)."""
     found = []
     for label, name in SETS:
-        path = name if name in (None, NORMALIZED_SYNTHETIC) else os.path.join(data_dir, name)
-        if path not in (None, NORMALIZED_SYNTHETIC) and not os.path.exists(path):
+        if name in (None, NORMALIZED_SYNTHETIC):        # drawn, not read
+            found.append((label, name))
+            continue
+        path = os.path.join(data_dir, name)
+        if not os.path.exists(path):
             print(f"(skipped {label}: {path} not found; run make quality first)", file=sys.stderr)
             continue
         found.append((label, path))
