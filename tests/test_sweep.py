@@ -206,6 +206,8 @@ def test_tiny_sweep_interrupted_resumed_and_reported(mpiexec, tmp_path):
     assert "Synthetic: rounds to 0.8" in table3 and "Synthetic: ms/round" in table3
     table4 = (out / "table4.md").read_text()
     assert "| Synthetic | C-ADMM |" in table4 and "| Synthetic | D-ADMM ring |" in table4
+    assert "Table 4: ablation, final mean balanced error" in (out / "table4-balanced.md").read_text()
+    assert "| Synthetic | C-ADMM |" in (out / "table4-f1.md").read_text()
     for name in ("figure1.png", "timing-synthetic.c-admm.s0.png", "timing-synthetic.d-admm.s0.png",
                  "omega-synthetic.c-admm.s0.png", "omega-synthetic.d-admm.s0.png", "report.md"):
         assert (out / name).stat().st_size > 1000, name

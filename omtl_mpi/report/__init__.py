@@ -8,6 +8,7 @@ Writes into ``DIR/report`` (or ``out``)::
     table2-f1.md/.csv       F1 of the positive class, the same layout
     table3.md/.csv          rounds to the target accuracy and ms per round
     table4.md/.csv          ablation: independent / without / with relationship learning
+    table4-balanced.md/.csv, table4-f1.md/.csv: the same by balanced error and by F1
     runs.csv                one row per finished run
     figure1.png             mean cumulative error against rounds, a panel per data set
     timing-ID.png           per-rank compute / communication / wait of chosen runs
@@ -66,8 +67,9 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     os.makedirs(out, exist_ok=True)
     goals = {k: v.get("target") for k, v in sweep.data.items()}
     goals.update(targets or {})
-    tables = [*(metric_table(sweep, m) for m in ("mean_error", "balanced_error", "f1")),
-              table3(sweep, goals), table4(sweep), runs_table(sweep)]
+    metrics = ("mean_error", "balanced_error", "f1")
+    tables = [*(metric_table(sweep, m) for m in metrics), table3(sweep, goals),
+              *(table4(sweep, m) for m in metrics), runs_table(sweep)]
     written = {}
     for t in tables:
         for ext, text in (("md", t.markdown()), ("csv", t.csv())):
