@@ -5,7 +5,6 @@ import os
 import re
 import zipfile
 
-import h5py
 import numpy as np
 
 from ...errors import DataError
