@@ -114,7 +114,8 @@ class DAdmmNode:
             self.block.dual_step(u, own_v)
         else:
             # every v_j and every task's mistakes are in the gossiped table, so the node computes
-            # the related models and the sums itself (C-ADMM's server sends them)
+            # the related models and the sums itself (C-ADMM's server sends them); all K rows and
+            # then its own, so that the bits do not depend on how tasks are split into blocks
             np.sum(self._table_mistakes, axis=0, out=self._totals)
             self.block.dual_step(u, own_v, related_models(u, V)[self.start:self.stop], self._totals)
         self._own_v[...] = own_v

@@ -71,10 +71,10 @@ def _group(sweep: Sweep, data: str, variant: str) -> list:
     return [o for o in sweep.outcomes if o.data == data and o.variant == variant]
 
 
-# metric -> (what it is, the table's file name, its number)
-METRICS = {"mean_error": ("mean cumulative error", "table2", "2"),
-           "balanced_error": ("mean balanced error", "table2-balanced", "2b"),
-           "f1": ("F1 of the positive class", "table2-f1", "2c")}
+# metric -> (what it is, the suffix of its tables' file names, Table 2's letter for it)
+METRICS = {"mean_error": ("mean cumulative error", "", ""),
+           "balanced_error": ("mean balanced error", "-balanced", "b"),
+           "f1": ("F1 of the positive class", "-f1", "c")}
 
 
 def metric_table(sweep: Sweep, metric: str = "mean_error") -> Table:
@@ -93,8 +93,8 @@ def metric_table(sweep: Sweep, metric: str = "mean_error") -> Table:
                 records.append({"learner": label, "variant": variant, "data": sweep.data[d]["label"],
                                 metric: mean, "std": std, "seeds": n})
         rows.append(row)
-    what, name, number = METRICS[metric]
-    return Table(name, f"Table {number}: final {what} (mean ± std over seeds)",
+    what, suffix, letter = METRICS[metric]
+    return Table(f"table2{suffix}", f"Table 2{letter}: final {what} (mean ± std over seeds)",
                  ["learner"] + [sweep.data[d]["label"] for d in data], rows, records, [_seed_note(sweep)])
 
 
@@ -195,9 +195,8 @@ def table4(sweep: Sweep, metric: str = "mean_error") -> Table:
     if not rows:
         notes.append("no ablation runs in this sweep: add admm-single, and c-admm / d-admm with and "
                       "without options = { no-relationship = true }")
-    what, name, _ = METRICS[metric]
-    name = name.replace("table2", "table4")
-    return Table(name, f"Table 4: ablation, final {what} (mean ± std over seeds)",
+    what, suffix, _ = METRICS[metric]
+    return Table(f"table4{suffix}", f"Table 4: ablation, final {what} (mean ± std over seeds)",
                  ["data set", "architecture", "independent", "W/O RL", "RL"], rows, records, notes)
 
 
