@@ -10,11 +10,14 @@ The candidates, from stage 1's choice (the paper's lambdas / 10): that times 1, 
 weighed once against the t instances seen), 1 / sqrt(t) (a penalty whose total grows as
 sqrt(T), the rate of online learning's regret bounds) and 10 / (10 + t), for which the (u, V)
 step's matrix is rebuilt every round. Each is C-ADMM with the defaults otherwise, with and
-without the experts' vote. Prints a Markdown table of mean final cumulative errors over the seeds.
+without the experts' vote. Prints a Markdown table of mean final cumulative errors over the
+seeds, with the means over the sets of the balanced error and F1.
 """
 from __future__ import annotations
 
-from selection import admm_error, comparison, stream
+import numpy as np
+
+from selection import admm_scores, comparison, stream
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus
 from omtl_mpi.algorithms.relationship import consensus_matrix
@@ -38,12 +41,12 @@ class Fading(Consensus):
         return super().step(C)
 
 
-def error(path, seed, factor: float, fading, experts: bool) -> float:
+def error(path, seed, factor: float, fading, experts: bool) -> np.ndarray:
     data = stream(path, seed)
     p = AdmmParams(experts=experts, **{k: v * factor for k, v in STAGE1.items()})
     p = p.resolved(data.rounds)
     K, d = data.n_tasks, data.X.shape[-1]
-    return admm_error(data, p, None if fading is None else Fading(p, K, d, FADING[fading]))
+    return admm_scores(data, p, None if fading is None else Fading(p, K, d, FADING[fading]))
 
 
 CANDIDATES = [("x 1", 1.0, None), ("x 0.1 (the default)", 0.1, None), ("x 0.01", 0.01, None),

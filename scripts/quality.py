@@ -175,6 +175,7 @@ def write_docs(out: str, docs: str) -> None:
         "Beside our figure, in brackets: the paper's Table 2 (Table 4 for W/O RL) where it has "
         f"one; {', '.join(SUBSTITUTES)} use substitute features (docs/DATASETS.md), so their "
         "paper figures are for other features.", "",
+        *_failures(sweep),
         "### Final mean cumulative error (mean ± std over 3 seeds)", "", _table(err.markdown()), "",
         "### Balanced error", "", _table(bal.markdown()), "",
         "### F1 of the positive class", "", _table(f1.markdown()), "",
@@ -195,6 +196,18 @@ def write_docs(out: str, docs: str) -> None:
     ]
     replace_section(docs, "quality", "\n".join(text))
     print(f"updated {docs} (section 'quality')")
+
+
+def _failures(sweep) -> list:
+    """Why the runs that did not finish left their cells blank: one line per learner and set,
+    with the seeds and the first seed's error message."""
+    groups = {}
+    for rid, status, error in sweep.not_done:
+        name, _, seed = rid.rpartition(".s")
+        groups.setdefault(name, []).append((seed, status, error))
+    lines = [f"- `{name}`, seeds {', '.join(s for s, _, _ in runs)}: {runs[0][1]}: "
+             f"{(runs[0][2] or 'no message').rstrip('.')}." for name, runs in groups.items()]
+    return ["Runs that did not finish (their cells are blank):", "", *lines, ""] if lines else []
 
 
 def _omega_figure(out: str) -> list:

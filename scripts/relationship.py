@@ -15,13 +15,16 @@ Each variant changes only how Omega is formed (spec section 4 is the reference, 
   with K when Omega has trace 1;
 * ``W/O RL``: Omega = I/K throughout (the paper's ablation).
 
-Prints a Markdown table of mean final cumulative errors over the seeds (stream orders): for the
+Prints a Markdown table of mean final cumulative errors over the seeds (stream orders), with
+the means over the sets of the balanced error and F1: for the
 defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the same model alone
 (`--no-experts`), and for the paper's model (`--preset paper`). docs/SHARING.md holds its output.
 """
 from __future__ import annotations
 
-from selection import admm_error, comparison, stream
+import numpy as np
+
+from selection import admm_scores, comparison, stream
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus
 from omtl_mpi.algorithms.relationship import Relationship, update_omega
@@ -53,7 +56,7 @@ class Variant(Consensus):
 VARIANTS = ["V", "W", "shrink", "warm-up", "lambda4 / K", "W/O RL"]
 
 
-def error(path, seed, model: str, variant: str) -> float:
+def error(path, seed, model: str, variant: str) -> np.ndarray:
     paper = model == "paper"
     data = stream(path, seed, intercept=not paper)
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
@@ -64,7 +67,7 @@ def error(path, seed, model: str, variant: str) -> float:
     p = p.resolved(T)
     consensus = Variant(p, K, d)
     consensus.kind = variant
-    return admm_error(data, p, consensus)
+    return admm_scores(data, p, consensus)
 
 
 def main() -> None:

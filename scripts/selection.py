@@ -17,6 +17,7 @@ from omtl_mpi.algorithms.experts import related_models                  # noqa: 
 from omtl_mpi.data.features import prepare                              # noqa: E402
 from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
 from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
+from omtl_mpi.metrics import balanced_error, f1_positive                 # noqa: E402
 
 NORMALIZED_SYNTHETIC = "synthetic, normalized"      # not a file: the family drawn normalised
 
@@ -66,40 +67,69 @@ def stream(path, seed: int, intercept: bool = True) -> RoundBatches:
     return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
 
 
-def admm_error(data: RoundBatches, p, consensus=None, after_round=None) -> float:
-    """Mean final cumulative error of C-ADMM in one process on ``data``, with the resolved
-    parameters ``p``: what `omtl-mpi run` predicts. ``consensus``: a Consensus of one's own (a
-    variant to compare); ``after_round(block)``: called after every round's z-step."""
+class Tally:
+    """Confusion counts (tp, fp, fn, tn) of every task's real instances, as a run counts them."""
+
+    def __init__(self, n_tasks: int):
+        self.conf = np.zeros((n_tasks, 4), np.int64)
+
+    def add(self, positive: np.ndarray, y: np.ndarray) -> None:
+        """One round: ``positive`` (K,) the predictions of +1, ``y`` (K,) the labels (0: none)."""
+        real, pos = y != 0, y > 0
+        for i, hit in enumerate((positive & pos, positive & ~pos & real,
+                                 ~positive & pos, ~positive & ~pos & real)):
+            self.conf[:, i] += hit
+
+    def scores(self) -> np.ndarray:
+        """Final cumulative error, balanced error and F1 of the positive class, each the mean
+        over the tasks (what a run's summary reports)."""
+        tp, fp, fn, tn = self.conf.T
+        error = (fp + fn) / self.conf.sum(axis=1)
+        return np.array([error.mean(), balanced_error(self.conf).mean(),
+                         f1_positive(self.conf).mean()])
+
+
+def admm_scores(data: RoundBatches, p, consensus=None, after_round=None) -> np.ndarray:
+    """:meth:`Tally.scores` of C-ADMM in one process on ``data``, with the resolved parameters
+    ``p``: what `omtl-mpi run` predicts. ``consensus``: a Consensus of one's own (a variant to
+    compare); ``after_round(block)``: called after every round's z-step."""
     K, d = data.n_tasks, data.X.shape[-1]
     block = TaskBlock(p, K, d)
     consensus = Consensus(p, K, d) if consensus is None else consensus
-    mistakes = np.zeros(K)
+    tally = Tally(K)
     for t in range(data.rounds):
         X, y, inv_count = data[t]
         positive, C = block.predict_and_step(X, y, inv_count)
-        mistakes += (positive[0] != (y[0] > 0)) & (y[0] != 0)
+        tally.add(positive[0], y[0])
         u, V = consensus.step(C)
         consensus.update_relationship()
         block.dual_step(u, V, *((related_models(u, V), block.experts.partial()) if p.experts else ()))
         if after_round is not None:
             after_round(block)
-    return float(np.mean(mistakes / data.lengths))
+    return tally.scores()
 
 
-def comparison(doc: str, columns: list, rows: list, error) -> None:
+HEADER = " | mean | balanced error, mean | F1, mean |"
+
+
+def comparison(doc: str, columns: list, rows: list, scores) -> None:
     """Parse ``--data-dir``/``--seeds``, then print a Markdown table: one row per ``(cells,
-    *args)`` of ``rows``, ``error(path, seed, *args)`` averaged over the seeds on every selection
-    set, and their mean."""
+    *args)`` of ``rows``, ``scores(path, seed, *args)`` (:meth:`Tally.scores`) averaged over the
+    seeds on every selection set: the error on each set, then the means over the sets of the
+    error (what the protocol's rule compares), the balanced error and F1."""
     args = arguments(doc)
     sets = selection_sets(args.data_dir)
-    print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets) + " | mean |")
-    print("|" + "---|" * (len(columns) + len(sets) + 1))
+    print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets) + HEADER)
+    print("|" + "---|" * (len(columns) + len(sets) + 3))
     for cells, *extra in rows:
-        row = [np.mean([error(path, s, *extra) for s in args.seeds]) for _, path in sets]
+        row = [np.mean([scores(path, s, *extra) for s in args.seeds], axis=0) for _, path in sets]
         print(table_row(cells, row), flush=True)
 
 
-def table_row(cells: list, values: list) -> str:
-    """A Markdown row: the label cells, each value, and their mean."""
-    return ("| " + " | ".join(cells) + " | " + " | ".join(f"{v:.4f}" for v in values)
-            + f" | {np.mean(values):.4f} |")
+def table_row(cells: list, scores: list) -> str:
+    """A Markdown row: the label cells, each set's error, and the means over the sets of the
+    error, balanced error and F1 (``scores``: one (error, balanced error, F1) per set)."""
+    scores = np.asarray(scores)
+    means = scores.mean(axis=0)
+    return ("| " + " | ".join(cells) + " | " + " | ".join(f"{v:.4f}" for v in scores[:, 0])
+            + " | " + " | ".join(f"{v:.4f}" for v in means) + " |")

@@ -9,13 +9,14 @@ pooled, so that every candidate vote is scored on the same stream: each candidat
 experts (and a way to weigh the related tasks), voted on exactly as
 :class:`omtl_mpi.algorithms.experts.ExpertVote` votes (weights shared by every task), or with
 weights of its own per task. Prints a Markdown table of mean final
-cumulative errors over the seeds (stream orders). `make quality` draws the test beds and
+cumulative errors over the seeds (stream orders), with the means over the sets of the balanced
+error and F1. `make quality` draws the test beds and
 imports Landmine into results/data first.
 """
 from __future__ import annotations
 
 import numpy as np
-from selection import arguments, selection_sets, stream, table_row
+from selection import HEADER, Tally, arguments, selection_sets, stream, table_row
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
 from omtl_mpi.algorithms.experts import STEP, ExpertVote, related_models
@@ -61,7 +62,7 @@ CANDIDATES = {
 }
 
 
-def errors(path, seed) -> dict:
+def scores(path, seed) -> dict:
     data = stream(path, seed)
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
     p = AdmmParams(experts=False).resolved(T)
@@ -79,31 +80,29 @@ def errors(path, seed) -> dict:
             first = float(name.split("prior ")[1].split()[0])
             vote._log_prior = list(np.log([first] + [(1 - first) / 2] * 2))
         vote.set_totals(vote.totals)                 # the weights with this prior
-    mistakes = {name: np.zeros(K) for name in CANDIDATES}
-    mistakes.update({"single-task AROW": np.zeros(K), "pooled AROW": np.zeros(K)})
+    tallies = {name: Tally(K) for name in [*CANDIDATES, "single-task AROW", "pooled AROW"]}
     for t in range(T):
         X, y, inv_count = data[t]
-        real = y[0] != 0
         models = {"W": block.W, "u": np.broadcast_to(block.u, (K, d)), "rel": related,
                   "rel2": related2, "single": single.W, "pooled": np.broadcast_to(pooled.W, (K, d))}
         for name, vote in votes.items():
             for i, part in enumerate(CANDIDATES[name]):
                 vote.models[i] = models[part]
-            mistakes[name] += (vote.predict(X)[0] != (y[0] > 0)) & real
+            tallies[name].add(vote.predict(X)[0], y[0])
             vote.update(y)
             vote.set_totals(vote.partial())      # one block holds every task
         for name, W in (("single-task AROW", single.W), ("pooled AROW", pooled.W)):
-            mistakes[name] += ((np.vecdot(W, X[0]) >= 0) != (y[0] > 0)) & real
+            tallies[name].add(np.vecdot(W, X[0]) >= 0, y[0])
         positive, C = block.predict_and_step(X, y, inv_count)
-        mistakes["ADMM model alone (--no-experts)"] += (positive[0] != (y[0] > 0)) & real
+        tallies["ADMM model alone (--no-experts)"].add(positive[0], y[0])
         u, V = consensus.step(C)
         consensus.update_relationship()
         block.dual_step(u, V)
         related, related2 = related_models(u, V), related_squared(u, V)
         single.local_step(X, y, inv_count)
-        for k in np.nonzero(real)[0]:            # pooled: the round's instances one by one
+        for k in np.nonzero(y[0])[0]:            # pooled: the round's instances one by one
             pooled.local_step(X[:, k:k + 1], y[:, k:k + 1], inv_count[k:k + 1])
-    return {name: float(np.mean(m / data.lengths)) for name, m in mistakes.items()}
+    return {name: tally.scores() for name, tally in tallies.items()}
 
 
 def main() -> None:
@@ -111,11 +110,11 @@ def main() -> None:
     sets = selection_sets(args.data_dir)
     table = {}
     for _, path in sets:
-        runs = [errors(path, seed) for seed in args.seeds]
+        runs = [scores(path, seed) for seed in args.seeds]
         for key in runs[0]:
-            table.setdefault(key, []).append(np.mean([r[key] for r in runs]))
-    print("| prediction | " + " | ".join(label for label, _ in sets) + " | mean |")
-    print("|---|" + "---|" * (len(sets) + 1))
+            table.setdefault(key, []).append(np.mean([r[key] for r in runs], axis=0))
+    print("| prediction | " + " | ".join(label for label, _ in sets) + HEADER)
+    print("|---|" + "---|" * (len(sets) + 3))
     for key, values in table.items():
         print(table_row([key], values))
 
