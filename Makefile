@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test bench paper wstep quality clean
+.PHONY: setup demo test bench paper wstep quality minilm clean
 
 setup: $(STAMP)
 
@@ -51,6 +51,13 @@ wstep: setup
 # test beds, 3 seeds (scripts/quality.toml); rewrites the 'quality' section of docs/RESULTS.md.
 quality: setup
 	DATA=$(DATA) $(PY) scripts/quality.py --docs
+
+# TweetEval with hashed n-grams against MiniLM sentence embeddings (scripts/minilm.toml). Needs the
+# optional extra: $(VENV)/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu,
+# then $(VENV)/bin/pip install -e '.[embed]'. Imports TweetEval both ways into results/data (the
+# embeddings take about ten minutes on 2 cores, once); rewrites the 'minilm' section of docs/RESULTS.md.
+minilm: setup
+	DATA=$(DATA) $(PY) scripts/minilm.py --docs
 
 clean:
 	rm -rf $(VENV) results build *.egg-info .pytest_cache

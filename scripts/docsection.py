@@ -62,3 +62,15 @@ def replace_section(path: str, name: str, text: str, append: bool = True) -> Non
     with open(tmp, "w") as f:
         f.write(new)
     os.replace(tmp, path)
+
+
+def failed_runs(sweep) -> list:
+    """Markdown lines saying why a sweep's unfinished runs left their cells blank (none if every
+    run finished): one line per learner and set, with the seeds and the first seed's message."""
+    groups = {}
+    for rid, status, error in sweep.not_done:
+        name, _, seed = rid.rpartition(".s")
+        groups.setdefault(name, []).append((seed, status, error))
+    lines = [f"- `{name}`, seeds {', '.join(s for s, _, _ in runs)}: {runs[0][1]}: "
+             f"{(runs[0][2] or 'no message').rstrip('.')}." for name, runs in groups.items()]
+    return ["Runs that did not finish (their cells are blank):", "", *lines, ""] if lines else []

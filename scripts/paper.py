@@ -95,6 +95,14 @@ def _table(md: str) -> str:
     return "\n".join(line for line in md.splitlines() if not line.startswith("### ")).strip()
 
 
+def metric_sections(err, bal, f1) -> list:
+    """Lines of a generated section: the error, balanced error and F1 tables (report tables of
+    the same runs), each under its heading."""
+    return ["### Final mean cumulative error (mean ± std over 3 seeds)", "", _table(err.markdown()),
+            "", "### Balanced error", "", _table(bal.markdown()), "",
+            "### F1 of the positive class", "", _table(f1.markdown()), ""]
+
+
 def _facts(tables: dict) -> list:
     """Plain statements read off the tables: the best learner per data set, and what relationship
     learning changes for each architecture."""

@@ -3,6 +3,7 @@ interrupted and resumed, failures and timeouts recorded, and the report's tables
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,25 @@ ranks = 2
     from omtl_mpi.config import RunConfig
     monkeypatch.setattr(RunConfig, "fingerprint", lambda self: "another version's defaults")
     assert load_plan(str(path)).runs[0].config_hash != plan.runs[0].config_hash
+
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts")
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(SCRIPTS) if f.endswith(".toml")))
+def test_every_sweep_file_of_the_repository_plans(tmp_path, name):
+    """Every learner and option of the shipped sweep files (make paper, wstep, quality, minilm)
+    passes the option table whatever has been imported here: each file's data sets become small
+    synthetic ones, so that every run is planned and checked (a typo would otherwise surface
+    only where the real data is, an hour into a sweep)."""
+    text = open(os.path.join(SCRIPTS, name)).read()
+    text = re.sub(r'^path = ".*"$', "synthetic = { tasks = 6, samples = 20 }", text, flags=re.M)
+    text = re.sub(r"^optional = true$", "", text, flags=re.M)
+    plan = load_plan(str(write(tmp_path, text, name)))
+    algorithms = re.findall(r"^\[algorithms\.([^\]]+)\]$", text, flags=re.M)
+    data = re.findall(r"^\[data\.([^\]]+)\]$", text, flags=re.M)
+    assert {(r.algorithm, r.data) for r in plan.runs} == {(a, d) for a in algorithms for d in data}
+
 
 
 def test_max_ranks_caps_every_run(tmp_path):
