@@ -5,8 +5,7 @@ The package is layered (each layer imports only from the ones below it; tests/te
     cli                  what users type and read (click, matplotlib)
     sweep, report        grids of runs as separate jobs; tables and figures from them
     runtime              roles by rank, the round loop, timing, results file
-      fast               the speed plug-in (shared-memory transport, address layout, compiled
-                         steps): imported by the runtime only
+      fast               the speed plug-in (address layout): imported by the runtime only
     comm                 how arrays move: in-process | MPI star | MPI graph
     options, config      one table of run options; the validated description of a run
     algorithms           pure numpy math of one round, per role

@@ -106,12 +106,14 @@ def _click_option(opt, default_algo: str) -> click.Option:
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
-        checkpoint_path, resume, transport, aslr, **values):
+        checkpoint_path, resume, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
-    through the same code as under MPI. Defaults are the paper's (rho = lambda2 = 0.1,
-    lambda1 = lambda3 = lambda4 = 0.01, eta = sqrt(T)).
+    through the same code as under MPI. With no hyper-parameter flag, the defaults of
+    docs/SHARING.md (intercept, AROW w-step, squared hinge, the experts' vote); --preset paper
+    runs the paper's model and settings (rho = lambda2 = 0.1, lambda1 = lambda3 = lambda4 =
+    0.01, eta = sqrt(T)).
     """
     from .runtime import launch as launcher
     if n_ranks is None:
@@ -149,7 +151,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume, transport=transport)
+                         resume=resume)
     if report is None:          # not rank 0
         return 0
     if as_json:

@@ -88,14 +88,6 @@ class Option:
                          + [f"{', '.join(names)}: {text}" for text, names in others.items()])
 
 
-TRANSPORT = Option(
-    name="transport", flag="--transport", type=str, default="auto", kind="execution",
-    choices=("auto", "mpi", "shm"),
-    help="How the per-round messages travel. mpi: MPI point-to-point and neighbourhood "
-         "collectives, waiting ranks poll (any number of nodes). shm: one node's MPI shared "
-         "memory, waiting ranks sleep until woken, so they leave the core to the rank with "
-         "work. auto: shm when every rank is on one node and there are more ranks than CPUs, "
-         "else mpi (docs/PERFORMANCE.md).")
 ASLR = Option(
     name="aslr", flag="--aslr", type=str, default="auto", kind="execution", choices=("auto", "on"),
     help="Address-space layout randomisation of the ranks. auto: ranks of a node with more ranks "
@@ -113,7 +105,7 @@ PRESET = Option(
     help="Start from named settings; options given explicitly still win. paper: the paper's "
          "model and settings (no intercept or scaling, euclid w-step, eta = sqrt(T), rho = "
          "lambda2 = 0.1, lambda1 = lambda3 = lambda4 = 0.01, hinge loss, no experts' vote).")
-EXECUTION = (PRESET, TRANSPORT, ASLR)
+EXECUTION = (PRESET, ASLR)
 
 
 def table() -> dict[str, Option]:
@@ -176,8 +168,8 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
     so that RunConfig's or the learner's own default applies).
 
     What ``omtl-mpi run``, sweeps and Python callers build a run from. ``preset`` fills in the
-    options not given (:data:`PRESETS`); the other execution options (``transport``, ``aslr``)
-    are checked and left out. A hyper-parameter the chosen learner does not
+    options not given (:data:`PRESETS`); the other execution option (``aslr``)
+    is checked and left out. A hyper-parameter the chosen learner does not
     have is an error, not silently ignored.
 
     Raises

@@ -98,6 +98,6 @@ def test_no_numba_anywhere():
 def test_the_checker_sees_imports():
     """The checks above would pass on a parser that finds nothing."""
     graph = _graph()
-    assert "omtl_mpi.fast.shm" in graph["omtl_mpi.runtime.roles"]      # a lazy import
+    assert "omtl_mpi.comm.mpi" in graph["omtl_mpi.runtime.roles"]      # a lazy import
     assert "omtl_mpi.algorithms.experts" in graph["omtl_mpi.algorithms.admm"]
     assert "omtl_mpi.runtime.run" in graph["omtl_mpi.cli"]          # a lazy import, in a function

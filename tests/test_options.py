@@ -142,10 +142,10 @@ def test_what_a_learner_fixes_cannot_be_set():
 def test_values_render_to_args_that_parse_to_the_same_run(name):
     algo = REGISTRY[name]
     values = {"algo": name, "synth_normalize": True, "seed": 3, "batch": 2,
-              "transport": "shm", **asdict(algo.params())}
+              "aslr": "on", **asdict(algo.params())}
     cfg, parsed = parse(options.to_args(values))
     assert cfg == options.run_config(values)
-    assert cfg.params == algo.params() and parsed["transport"] == "shm"
+    assert cfg.params == algo.params() and parsed["aslr"] == "on"
 
 
 def test_unknown_sweep_option_is_one_line(tmp_path):
@@ -162,7 +162,7 @@ def test_unknown_sweep_option_is_one_line(tmp_path):
     ({"rho": "x"}, "--rho takes a number, got 'x'"),
     ({"tau": 1.5, "algo": "drom"}, "--tau takes an integer, got 1.5"),
     ({"synth_samples": True}, "--synth-samples takes an integer, got True"),
-    ({"transport": "pigeon"}, "--transport must be one of auto, mpi, shm, got 'pigeon'"),
+    ({"aslr": "pigeon"}, "--aslr must be one of auto, on, got 'pigeon'"),
     ({"speed": 3}, "unknown option 'speed'"),
 ])
 def test_values_of_the_wrong_type_are_one_line(values, message):

@@ -14,10 +14,6 @@ class LocalWorld:
         """All ranks' values, in rank order (here: just ours)."""
         return [value]
 
-    def node_peers(self, value):
-        """This rank's index among the ranks on its node, and their values (here: just ours)."""
-        return 0, [value]
-
     def gather_objects(self, value):
         return [value]
 

@@ -35,16 +35,6 @@ class MpiWorld:
         arrive(self.comm)
         return self.comm.allgather(value)
 
-    def node_peers(self, value):
-        """This rank's index among the ranks sharing its node (shared memory), and every such
-        rank's ``value`` in that order (a rare, small control message)."""
-        arrive(self.comm)
-        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
-        try:
-            return node.Get_rank(), node.allgather(value)
-        finally:
-            node.Free()
-
     def gather_objects(self, value):
         """Every rank's ``value`` on rank 0 (None elsewhere): checkpoints only, rare, and only
         the job's own arrays (never data read from outside the job)."""

@@ -5,7 +5,7 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error,
                                  balanced_error, f1, seconds, ms_per_round (of the rounds
                                  this invocation ran: those after the checkpoint of a resumed
-                                 run), transport (local, mpi, shm or none), config
+                                 run), transport (local, mpi or none), config
                                  (JSON), ...
     /config               attrs: every configuration field (flattened, "params." prefix)
     /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths

@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..comm.local import LocalStar
-from . import transport as transports
 from .graph import run_graph
 from .star import run_star
-from .world import SetupFailed
 
 
 class Roles:
@@ -22,12 +20,10 @@ class Roles:
         The blocks held by this rank (all of them in one process).
     """
 
-    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
-                 transport: str = "mpi", fallback: bool = False):
+    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
         self.algo, self.server, self.holders = algo, None, []
         self.preds = self.staleness = None        # what the rounds so far produced
-        self.transport = "local" if size == 1 else transport
-        self._policy = None
+        self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         if algo.pattern == "server":
             if local:
                 self.holders = [algo.worker(params, *local[0], d, K)]
@@ -36,12 +32,13 @@ class Roles:
             if size == 1:
                 self.comm = LocalStar()
             else:
+                from ..comm.mpi import MpiStar
                 up = [0] + [algo.worker.up_size(params, b - a, d) for a, b in blocks]
                 down = [0] + [algo.worker.down_size(params, b - a, d) for a, b in blocks]
                 worker = self.holders[0] if self.holders else None
-                self.comm = self._connect(fallback, lambda kind: transports.star(
-                    kind, world, up, down, up_buffer=getattr(worker, "message", None),
-                    reply_buffer=getattr(self.server, "reply", None)))
+                self.comm = MpiStar(world.comm, up, down,
+                                    up_buffer=getattr(worker, "message", None),
+                                    reply_buffer=getattr(self.server, "reply", None))
             return
         first = 0 if size == 1 else rank
         self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
@@ -54,31 +51,12 @@ class Roles:
             from ..comm.graph import LocalGraph
             self.comm = LocalGraph(topology, [getattr(h, "inbox", None) for h in self.holders])
         else:
+            from ..comm.graph import MpiGraph
             node = self.holders[0]
             inbox = getattr(node, "inbox", None)
             # a node with an inbox sends the same message array every round: bind to both
-            self.comm = self._connect(fallback, lambda kind: transports.graph(
-                kind, world, topology, node.message.shape,
-                message=node.message if inbox is not None else None, inbox=inbox))
-
-    def _connect(self, fallback: bool, build):
-        """The exchange of :attr:`transport`, built by ``build(kind)`` (collective); with
-        ``fallback`` (--transport auto) shared memory that cannot be set up on this node falls
-        back to MPI on every rank, else it is an error."""
-        from ..fast.doorbell import SetupError
-        if self.transport == "shm":
-            from ..fast.shm import set_batch_policy
-            try:
-                comm = build("shm")
-            except SetupError as exc:
-                if not fallback:
-                    raise SetupFailed(f"--transport shm: {exc}; use --transport mpi") from None
-                self.transport = "mpi"
-            else:
-                # ranks that sleep and wake each other: the one that rings keeps its core
-                self._policy = set_batch_policy()
-                return comm
-        return build(self.transport)
+            self.comm = MpiGraph(world.comm, topology, node.message.shape,
+                                 message=node.message if inbox is not None else None, inbox=inbox)
 
     def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
@@ -101,15 +79,10 @@ class Roles:
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
     def close(self) -> None:
-        """Release the exchange's resources (persistent requests, the graph communicator, the
-        shared window and bells) and the scheduling policy the shared-memory exchange set."""
+        """Release the exchange's resources (persistent requests, the graph communicator)."""
         free = getattr(self.comm, "free", None)
         if free is not None:
             free()
-        if self._policy is not None:
-            from ..fast.shm import restore_policy
-            restore_policy(self._policy)
-            self._policy = None
 
     def state(self) -> dict:
         """Every variable of this rank's learner objects (checkpoints, generic checks)."""

@@ -15,10 +15,8 @@ from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim, prepare
 from ..data.rounds import RoundBatches, rounds_needed
-from ..errors import ConfigError
 from ..fast import addresses
 from . import checkpoint as ckpt
-from . import transport as transports
 from .faults import NEVER
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
@@ -94,7 +92,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None, transport: str = "auto") -> dict | None:
+        resume: str | None = None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -114,20 +112,14 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Write the full state of every rank to ``checkpoint_path`` every so many rounds.
     resume : str, optional
         Continue from this checkpoint (same configuration, data and number of ranks).
-    transport : {"auto", "mpi", "shm"}
-        How the per-round messages travel (:mod:`.transport`): MPI, or one node's shared
-        memory with ranks that sleep while they wait; auto picks shared memory when every rank
-        is on one node and there are more ranks than CPUs.
 
     Raises
     ------
     SetupFailed
         On every rank, when any rank found a user error before learning started.
     """
-    if transport not in transports.MODES:
-        raise ConfigError(f"--transport must be one of {', '.join(transports.MODES)}, got {transport!r}")
     job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
-                 fault=fault, transport=transport, resume=resume)
+                 fault=fault, resume=resume)
     save = None
     if checkpoint_every:
         save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
@@ -160,8 +152,7 @@ class Job:
     cpu_seconds: float = 0.0
 
 
-def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transport="auto",
-           resume=None) -> Job:
+def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
     roles and their exchange, and restore a checkpoint. Collective.
 
@@ -169,7 +160,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     ----------
     cfg : RunConfig
     world : LocalWorld or MpiWorld
-    out, notice, fault, transport, resume
+    out, notice, fault, resume
         As in :func:`run`.
 
     Returns
@@ -189,8 +180,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
     T = rounds_needed(meta.lengths, cfg.batch)
     params = cfg.params.resolved(T)
     # Every rank must run the same configuration on the same data: compare before learning.
-    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim,
-                 transport)
+    signature = (cfg.fingerprint(), meta.names, tuple(int(n) for n in meta.lengths), meta.dim)
     if len(set(world.agree(signature))) > 1:
         raise SetupFailed("ranks disagree on the configuration or the data set (different files, "
                           "options or versions on different nodes?); start every rank with the "
@@ -205,9 +195,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, transpor
         local = blocks if size == 1 else [blocks[rank]]
     my_fault = fault(rank) if fault else NEVER
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
-    kind = collective(world, lambda: transports.choose(world, transport))
-    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world, kind,
-                  fallback=transport == "auto")
+    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
               PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
     if resume:

@@ -21,8 +21,7 @@ def timing_table(timing: np.ndarray, roles) -> list[str]:
     return lines
 
 
-_TRANSPORTS = {"mpi": "MPI messages, waiting ranks poll",
-               "shm": "one node's shared memory, waiting ranks sleep"}
+_TRANSPORTS = {"mpi": "MPI messages, waiting ranks yield, then sleep"}
 
 
 def format_summary(report: dict) -> str:
