@@ -28,10 +28,9 @@ test: setup
 	$(PY) -m pytest -q
 
 # BASE=REV sets an earlier revision's figures beside this tree's in the default-path table
-# (make bench BASE=fbea279 is how docs/PERFORMANCE.md's table was made)
+# (make bench BASE=64c7ce4 is how docs/PERFORMANCE.md's table was made)
 bench: setup
 	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs $(if $(BASE),--base $(BASE))
-	$(PY) scripts/bench.py scripts/bench/transport.toml --docs
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
 	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
 

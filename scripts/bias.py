@@ -23,7 +23,7 @@ from selection import admm_scores, comparison, stream
 from omtl_mpi.algorithms.admm import AdmmParams
 
 
-def error(path, seed, bias: str, experts: bool) -> np.ndarray:
+def scores(path, seed, bias: str, experts: bool) -> np.ndarray:
     data = stream(path, seed, intercept=bias != "none")
     p = AdmmParams(experts=experts).resolved(data.rounds)
 
@@ -39,7 +39,7 @@ def error(path, seed, bias: str, experts: bool) -> np.ndarray:
 def main() -> None:
     comparison(__doc__, ["bias", "vote"],
                [([bias, "yes" if experts else "no"], bias, experts)
-                for experts in (True, False) for bias in ("shared", "per-task", "none")], error)
+                for experts in (True, False) for bias in ("shared", "per-task", "none")], scores)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ class Fading(Consensus):
         return super().step(C)
 
 
-def error(path, seed, factor: float, fading, experts: bool) -> np.ndarray:
+def scores(path, seed, factor: float, fading, experts: bool) -> np.ndarray:
     data = stream(path, seed)
     p = AdmmParams(experts=experts, **{k: v * factor for k, v in STAGE1.items()})
     p = p.resolved(data.rounds)
@@ -56,7 +56,7 @@ CANDIDATES = [("x 1", 1.0, None), ("x 0.1 (the default)", 0.1, None), ("x 0.01",
 def main() -> None:
     comparison(__doc__, ["lambdas (stage 1's: the paper's / 10)", "vote"],
                [([name, "yes" if experts else "no"], factor, fading, experts)
-                for experts in (True, False) for name, factor, fading in CANDIDATES], error)
+                for experts in (True, False) for name, factor, fading in CANDIDATES], scores)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,11 @@ def import_sweep_report(shared: str, sweep_file: str, out: str, jobs: str) -> in
     """Import the local real sets into results/data (where the sweep files read them), run the
     sweep scripts/SWEEP_FILE into ``out`` and build its report; the sweep's exit code."""
     import_data(shared, os.path.join(ROOT, "results", "data"))
+    return sweep_and_report(sweep_file, out, jobs)
+
+
+def sweep_and_report(sweep_file: str, out: str, jobs: str) -> int:
+    """Run the sweep scripts/SWEEP_FILE into ``out`` and build its report; the sweep's exit code."""
     code = step(OMTL + ["sweep", os.path.join(ROOT, "scripts", sweep_file), "--out", out,
                         "--jobs", jobs], check=False)
     if code == 130:                     # interrupted: no report of half a sweep

@@ -56,7 +56,7 @@ class Variant(Consensus):
 VARIANTS = ["V", "W", "shrink", "warm-up", "lambda4 / K", "W/O RL"]
 
 
-def error(path, seed, model: str, variant: str) -> np.ndarray:
+def scores(path, seed, model: str, variant: str) -> np.ndarray:
     paper = model == "paper"
     data = stream(path, seed, intercept=not paper)
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
@@ -74,7 +74,7 @@ def main() -> None:
     models = (("vote", "defaults"), ("alone", "defaults, `--no-experts`"), ("paper", "`--preset paper`"))
     comparison(__doc__, ["model", "Omega"],
                [([shown, variant], model, variant) for model, shown in models for variant in VARIANTS],
-               error)
+               scores)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from omtl_mpi.algorithms.experts import related_models                  # noqa: 
 from omtl_mpi.data.features import prepare                              # noqa: E402
 from omtl_mpi.data.rounds import RoundBatches, rounds_needed            # noqa: E402
 from omtl_mpi.data.source import FileSource, SyntheticSource, shuffled  # noqa: E402
-from omtl_mpi.metrics import balanced_error, f1_positive                 # noqa: E402
+from omtl_mpi.metrics import balanced_error, confusion, f1_positive      # noqa: E402
 
 NORMALIZED_SYNTHETIC = "synthetic, normalized"      # not a file: the family drawn normalised
 
@@ -74,16 +74,13 @@ class Tally:
         self.conf = np.zeros((n_tasks, 4), np.int64)
 
     def add(self, positive: np.ndarray, y: np.ndarray) -> None:
-        """One round: ``positive`` (K,) the predictions of +1, ``y`` (K,) the labels (0: none)."""
-        real, pos = y != 0, y > 0
-        for i, hit in enumerate((positive & pos, positive & ~pos & real,
-                                 ~positive & pos, ~positive & ~pos & real)):
-            self.conf[:, i] += hit
+        """One round: ``positive`` (K,) whether +1 is predicted, ``y`` (K,) the labels (0: none)."""
+        self.conf += confusion(np.where(positive, 1, -1)[:, None], y[:, None])
 
     def scores(self) -> np.ndarray:
         """Final cumulative error, balanced error and F1 of the positive class, each the mean
         over the tasks (what a run's summary reports)."""
-        tp, fp, fn, tn = self.conf.T
+        _, fp, fn, _ = self.conf.T
         error = (fp + fn) / self.conf.sum(axis=1)
         return np.array([error.mean(), balanced_error(self.conf).mean(),
                          f1_positive(self.conf).mean()])
@@ -109,7 +106,11 @@ def admm_scores(data: RoundBatches, p, consensus=None, after_round=None) -> np.n
     return tally.scores()
 
 
-HEADER = " | mean | balanced error, mean | F1, mean |"
+def print_header(columns: list, sets: list) -> None:
+    """The header of a table of :func:`table_row` rows: ``columns``, the sets, the three means."""
+    print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets)
+          + " | mean | balanced error, mean | F1, mean |")
+    print("|" + "---|" * (len(columns) + len(sets) + 3))
 
 
 def comparison(doc: str, columns: list, rows: list, scores) -> None:
@@ -119,8 +120,7 @@ def comparison(doc: str, columns: list, rows: list, scores) -> None:
     error (what the protocol's rule compares), the balanced error and F1."""
     args = arguments(doc)
     sets = selection_sets(args.data_dir)
-    print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets) + HEADER)
-    print("|" + "---|" * (len(columns) + len(sets) + 3))
+    print_header(columns, sets)
     for cells, *extra in rows:
         row = [np.mean([scores(path, s, *extra) for s in args.seeds], axis=0) for _, path in sets]
         print(table_row(cells, row), flush=True)

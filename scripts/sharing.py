@@ -16,7 +16,7 @@ imports Landmine into results/data first.
 from __future__ import annotations
 
 import numpy as np
-from selection import HEADER, Tally, arguments, selection_sets, stream, table_row
+from selection import Tally, arguments, print_header, selection_sets, stream, table_row
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
 from omtl_mpi.algorithms.experts import STEP, ExpertVote, related_models
@@ -113,8 +113,7 @@ def main() -> None:
         runs = [scores(path, seed) for seed in args.seeds]
         for key in runs[0]:
             table.setdefault(key, []).append(np.mean([r[key] for r in runs], axis=0))
-    print("| prediction | " + " | ".join(label for label, _ in sets) + HEADER)
-    print("|---|" + "---|" * (len(sets) + 3))
+    print_header(["prediction"], sets)
     for key, values in table.items():
         print(table_row([key], values))
 

@@ -83,8 +83,8 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "script
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(SCRIPTS) if f.endswith(".toml")))
 def test_every_sweep_file_of_the_repository_plans(tmp_path, name):
-    """Every learner and option of the shipped sweep files (make paper, wstep, quality, minilm)
-    passes the option table whatever has been imported here: each file's data sets become small
+    """Every learner and option of the shipped sweep files (scripts/*.toml: make paper, wstep,
+    quality, minilm, and the protocol's defaults.toml) passes the option table whatever has been imported here: each file's data sets become small
     synthetic ones, so that every run is planned and checked (a typo would otherwise surface
     only where the real data is, an hour into a sweep)."""
     text = open(os.path.join(SCRIPTS, name)).read()
@@ -94,7 +94,6 @@ def test_every_sweep_file_of_the_repository_plans(tmp_path, name):
     algorithms = re.findall(r"^\[algorithms\.([^\]]+)\]$", text, flags=re.M)
     data = re.findall(r"^\[data\.([^\]]+)\]$", text, flags=re.M)
     assert {(r.algorithm, r.data) for r in plan.runs} == {(a, d) for a in algorithms for d in data}
-
 
 
 def test_max_ranks_caps_every_run(tmp_path):

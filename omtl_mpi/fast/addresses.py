@@ -5,8 +5,8 @@ Every rank is a separately started Python interpreter. With address-space layout
 and a core's branch predictors, which are indexed by virtual address, must learn every rank's
 copy anew after each switch between ranks. The same C-ADMM worker round costs 1.5 to 2 times as
 much among 4 independently started processes on one CPU as among 4 forked ones, and nothing more
-when the independent ones run without ASLR; rounds of 5 or 6 ranks on 2 cores take 1.5x to
-1.8x as long with it (docs/PERFORMANCE.md, *Address layout*).
+when the independent ones run without ASLR; rounds of 5 or 6 ranks on 2 cores take 1.6x to
+1.9x as long with it (docs/PERFORMANCE.md, *Address layout*).
 
 So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
 itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same

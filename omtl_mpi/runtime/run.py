@@ -275,8 +275,8 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
     job.preds, _ = job.roles.run(job.batches, job.clock, bar, first_round=job.first_round,
                                  fault=job.fault, checkpoint=checkpoint)
     job.seconds = perf_counter() - t0
-    # with more ranks than cores, a rank that polls while it waits uses CPU that the rank with
-    # work needed (CPU per round in docs/PERFORMANCE.md)
+    # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
+    # the report shows what the job took from the machine, not only how long it lasted
     job.cpu_seconds = _cpu_seconds() - cpu0
     job.roles.close()
 
