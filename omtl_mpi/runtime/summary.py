@@ -21,9 +21,6 @@ def timing_table(timing: np.ndarray, roles) -> list[str]:
     return lines
 
 
-_TRANSPORTS = {"mpi": "MPI messages, waiting ranks yield, then sleep"}
-
-
 def format_summary(report: dict) -> str:
     """The readable end-of-run summary printed by ``omtl-mpi run`` (without ``--json``)."""
     eta = f", eta={report['eta']:.4g}" if report.get("eta") is not None else ""
@@ -46,8 +43,8 @@ def format_summary(report: dict) -> str:
         f"{'mean':<24}{report['mean_error']:>18.4f}",
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
         f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round"
-        + (f" (transport {report['transport']}: {_TRANSPORTS[report['transport']]})"
-           if report.get("transport") in _TRANSPORTS else ""),
+        + (" (transport mpi: MPI messages, waiting ranks yield, then sleep)"
+           if report.get("transport") == "mpi" else ""),
         "",
         "per-rank time per round:",
     ]
