@@ -10,7 +10,7 @@ sets of docs/SHARING.md's protocol.
   so the w-step moves it by task k's loss gradient alone (unregularised, not shared);
 * ``none``: no intercept (the paper's model).
 
-The C-ADMM model is the defaults' (AROW w-step, squared hinge, the paper's lambdas / 100), with and without
+The C-ADMM model is the defaults' (AROW w-step, squared hinge, the paper's lambdas / 10^4), with and without
 the experts' vote. Prints a Markdown table of mean final cumulative errors over the seeds,
 with the means over the sets of the balanced error and F1.
 """

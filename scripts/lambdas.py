@@ -49,8 +49,8 @@ def scores(path, seed, factor: float, fading, experts: bool) -> np.ndarray:
     return admm_scores(data, p, None if fading is None else Fading(p, K, d, FADING[fading]))
 
 
-CANDIDATES = [("x 1", 1.0, None), ("x 0.1 (the default)", 0.1, None), ("x 0.01", 0.01, None),
-              ("x 0.001", 0.001, None)] + [(f"x {name}", 1.0, name) for name in FADING]
+CANDIDATES = [("x 1", 1.0, None), ("x 0.1", 0.1, None), ("x 0.01", 0.01, None),
+              ("x 0.001 (the default)", 0.001, None)] + [(f"x {name}", 1.0, name) for name in FADING]
 
 
 def main() -> None:

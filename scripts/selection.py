@@ -106,11 +106,12 @@ def admm_scores(data: RoundBatches, p, consensus=None, after_round=None) -> np.n
     return tally.scores()
 
 
-def print_header(columns: list, sets: list) -> None:
-    """The header of a table of :func:`table_row` rows: ``columns``, the sets, the three means."""
+def print_header(columns: list, sets: list, extra: tuple = ()) -> None:
+    """The header of a table of :func:`table_row` rows: ``columns``, the sets, the three means
+    (and the ``extra`` columns after them)."""
     print("| " + " | ".join(columns) + " | " + " | ".join(label for label, _ in sets)
-          + " | mean | balanced error, mean | F1, mean |")
-    print("|" + "---|" * (len(columns) + len(sets) + 3))
+          + " | mean | balanced error, mean | F1, mean |" + "".join(f" {e} |" for e in extra))
+    print("|" + "---|" * (len(columns) + len(sets) + 3 + len(extra)))
 
 
 def comparison(doc: str, columns: list, rows: list, scores) -> None:

@@ -11,7 +11,7 @@ from conftest import assert_in_process_equals_mpiexec, omtl, write_declared_only
 from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
 from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict
-from omtl_mpi.algorithms.wsteps import inverse_rank_one
+from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
 from omtl_mpi.data import generate
 from omtl_mpi.runtime.checks import check_algorithm, simulate
 
@@ -60,15 +60,15 @@ def test_adagrad_step_is_the_closed_form_with_its_diagonal_metric(B):
 @pytest.mark.parametrize("B", [1, 2])
 def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
     """The stored inverse, kept by rank-one updates, equals a fresh solve with
-    D_t = I + sum over margin errors of x x^T / r (each instance weighted 1/B)."""
+    D_t = r I + sum over margin errors of x x^T (each instance weighted 1/B)."""
     rng = np.random.default_rng(1)
     p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, loss=loss, experts=False)
     block = random_block(rng, p)
     kb, d = block.W.shape
-    D = np.broadcast_to(np.eye(d), (kb, d, d)).copy()
+    D = np.broadcast_to(p.arow_r * np.eye(d), (kb, d, d)).copy()
     for X, coef, G, W0, target, Z in rounds(block, rng, 30, B):
         for b, k in zip(*np.nonzero(coef)):
-            D[k] += np.outer(X[b, k], X[b, k]) / (p.arow_r * B)
+            D[k] += np.outer(X[b, k], X[b, k]) / B
         for k in range(kb):
             A = p.eta * D[k] + p.rho * np.eye(d)
             expected = np.linalg.solve(A, p.eta * D[k] @ W0[k] + p.rho * target[k] - G[k] - Z[k])
@@ -77,10 +77,12 @@ def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
 
 
 def test_every_w_step_starts_as_the_euclidean_one():
-    """D_0 = I: with no loss gradient yet, the three steps are the same step."""
+    """D_0 = I (arow: r I, here with r = 1): with no loss gradient yet, the three steps are the
+    same step."""
     out = []
     for w_step in ("euclid", "adagrad", "arow"):
-        block = random_block(np.random.default_rng(3), AdmmParams(w_step=w_step, eta=1.5, experts=False))
+        block = random_block(np.random.default_rng(3),
+                             AdmmParams(w_step=w_step, eta=1.5, arow_r=1.0, experts=False))
         X = np.zeros((1, 3, 6))
         block.predict_and_step(X, np.zeros((1, 3)), np.ones(3))
         out.append(block.W)
@@ -188,13 +190,57 @@ def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
 
 
 def test_arow_w_step_without_consensus_is_arow():
-    """docs/WSTEP.md section 3: squared hinge, eta = r and rho -> 0 give AROW's own update."""
+    """docs/WSTEP.md section 3: squared hinge, eta = 1 and rho -> 0 give AROW's own update."""
     from omtl_mpi.algorithms.independent import SingleParams
     _, X, y = generate(tasks=2, samples=300, seed=8)
     X = [x / np.linalg.norm(x, axis=1, keepdims=True) for x in X]
-    p = SingleParams(w_step="arow", loss="squared-hinge", eta=0.5, arow_r=0.5, rho=1e-12)
+    p = SingleParams(w_step="arow", loss="squared-hinge", eta=1.0, arow_r=0.5, rho=1e-12)
     preds, rows = simulate("admm-single", X, y, params=p)
     for k in range(2):
         ref_preds, ref_mu = reference_arow(X[k], y[k], 0.5)
         np.testing.assert_array_equal(preds[k], ref_preds)
         np.testing.assert_allclose(rows["W"][k], ref_mu, rtol=1e-6, atol=1e-8)
+
+
+def test_auto_r_is_set_from_each_tasks_first_nonzero_instances():
+    """settle_r: r = scale times the mean squared norm of the task's first mini-batch with a
+    nonzero instance; a task whose instances are all zero so far waits, and a known r stays."""
+    r = np.array([0.0, 0.0, 3.0])
+    X = np.zeros((2, 3, 2))
+    X[0, 0] = [3.0, 4.0]                     # task 0: one nonzero instance of |x|^2 = 25
+    X[:, 2] = 1.0                            # task 2 already has its r
+    assert settle_r(r, X, 0.2).tolist() == [True, False, False]
+    assert r.tolist() == [5.0, 0.0, 3.0]
+    X[:, 1] = [[1.0, 1.0], [2.0, 0.0]]       # task 1 at last: mean of 2 and 4
+    settle_r(r, X, 0.5)
+    assert r.tolist() == [5.0, 1.5, 3.0]
+
+
+def test_auto_r_waits_without_moving_w():
+    """Until a task has seen a nonzero instance, the arow w-step with r auto leaves its w put;
+    then its metric starts at (eta r + rho)^-1 I with its own r."""
+    p = AdmmParams(w_step="arow", eta=1.0, experts=False)
+    block = random_block(np.random.default_rng(6), p)
+    W0 = block.W.copy()
+    block.predict_and_step(np.zeros((1, 3, 6)), np.zeros((1, 3)), np.ones(3))
+    np.testing.assert_array_equal(block.W, W0)
+    X = np.zeros((1, 3, 6))
+    X[0, 1, 0] = 2.0
+    block.predict_and_step(X, np.array([[0.0, 1.0, 0.0]]), np.ones(3))
+    assert block.w_step.r.tolist() == [0.0, 0.2 * 4.0, 0.0]
+    assert not np.array_equal(block.W[1], W0[1])
+
+
+@pytest.mark.parametrize("algo", ["arow", "admm-single"])
+def test_auto_r_makes_arow_scale_free(algo):
+    """With r auto, scaling every feature by s = 8 (exact in floating point) changes nothing
+    but the models' scale, 1/s: AROW alone, and the arow w-step without consensus terms."""
+    from omtl_mpi.algorithms.independent import SingleParams
+    _, X, y = generate(tasks=2, samples=200, seed=9)
+    params = (ArowParams() if algo == "arow"
+              else SingleParams(w_step="arow", loss="squared-hinge", rho=1e-300))
+    preds, rows = simulate(algo, X, y, params=params)
+    preds8, rows8 = simulate(algo, [8.0 * x for x in X], y, params=params)
+    for k in range(2):
+        np.testing.assert_array_equal(preds8[k], preds[k])
+    np.testing.assert_allclose(8.0 * rows8["W"], rows["W"], rtol=1e-9 if algo == "arow" else 1e-6)

@@ -44,9 +44,9 @@ class AdmmParams:
     """Hyper-parameters of the ADMM learners.
 
     The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
-    with the squared hinge, the paper's lambdas / 100 (small enough for unit-norm features,
-    stage 1b), and the experts' vote. :data:`PAPER` holds
-    the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
+    with the squared hinge and AROW's r at each task's scale (stage 1c), the paper's lambdas
+    / 10^4 (small enough for unit-norm features, stage 1b), and the experts' vote.
+    :data:`PAPER` holds the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
     for the Euclidean w-step, and :data:`ADAPTIVE_ETA` for the adaptive ones (their metric
@@ -55,7 +55,8 @@ class AdmmParams:
 
     ``w_step`` picks the Bregman divergence of the w-step (docs/WSTEP.md):
     ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
-    squared past gradients)), ``arow`` with D_t = I + sum over margin errors of x x^T / arow_r.
+    squared past gradients)), ``arow`` with D_t = r I + sum over margin errors of x x^T, r =
+    ``arow_r`` or, when None, each task's own from its first instances (wsteps.settle_r).
 
     Each field's metadata holds its option's help (:mod:`omtl_mpi.options`).
     """
@@ -64,10 +65,10 @@ class AdmmParams:
     eta: float | None = field(default=None, metadata={
         "help": "Step control (>= 0). auto: sqrt(T) for the euclid w-step, T the longest "
                 "stream's number of rounds; 1 for adagrad and arow.", "none_text": "auto"})
-    lambda1: float = field(default=0.0001, metadata={"help": "Weight of |V|^2 (> 0)."})
-    lambda2: float = field(default=0.001, metadata={"help": "Weight of |u|^2 (> 0)."})
-    lambda3: float = field(default=0.0001, metadata={"help": "Second weight of |V|^2 (>= 0)."})
-    lambda4: float = field(default=0.0001, metadata={
+    lambda1: float = field(default=1e-6, metadata={"help": "Weight of |V|^2 (> 0)."})
+    lambda2: float = field(default=1e-5, metadata={"help": "Weight of |u|^2 (> 0)."})
+    lambda3: float = field(default=1e-6, metadata={"help": "Second weight of |V|^2 (>= 0)."})
+    lambda4: float = field(default=1e-6, metadata={
         "help": "Weight of the relationship term tr(V Omega^-1 V^T) (>= 0)."})
     variant: str = field(default="exact", metadata={
         "help": "(u, V) step: the exact joint minimiser, or the paper's printed closed forms.",
@@ -92,8 +93,10 @@ class AdmmParams:
         "choices": W_STEPS})
     delta: float = field(default=1.0, metadata={
         "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
-    arow_r: float = field(default=1.0, metadata={
-        "help": "--w-step arow, and arow: confidence parameter r (> 0)."})
+    arow_r: float | None = field(default=None, metadata={
+        "help": "--w-step arow, and arow: confidence parameter r (> 0). auto: each task's "
+                "r is 0.2 times the mean squared norm of its first instances, so that r "
+                "follows the features' scale (docs/SHARING.md, stage 1c).", "none_text": "auto"})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "
@@ -116,6 +119,8 @@ class AdmmParams:
 
         for name in ("rho", "lambda1", "lambda2", "delta", "arow_r"):
             value = getattr(self, name)
+            if value is None and name == "arow_r":      # auto
+                continue
             if finite(name, value) and value <= 0:
                 problems.append(f"--{name.replace('_', '-')} must be > 0, got {value!r}")
         if self.w_step not in W_STEPS:

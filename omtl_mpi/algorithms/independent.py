@@ -17,7 +17,7 @@ import numpy as np
 from .admm import AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .wsteps import inverse_rank_one
+from .wsteps import inverse_rank_one, settle_r
 
 
 class _NoMessage:
@@ -179,14 +179,24 @@ class AdagradNode(_SingleTaskNode):
         return yhat
 
 
+# AROW's r when none is given, times the mean squared norm of the task's first instances
+# (stage 1c of docs/SHARING.md's protocol; the arow w-step's is wsteps.AROW_SCALE)
+AROW_SCALE = 0.5
+
+
 @dataclass(frozen=True)
 class ArowParams:
-    """AROW's regularisation r (> 0): larger r, smaller and more cautious updates."""
+    """AROW's regularisation r (> 0): larger r, smaller and more cautious updates; None
+    (auto): each task's own, at the scale of its features (wsteps.settle_r)."""
 
-    arow_r: float = field(default=1.0, metadata={"help": "Confidence parameter r (> 0)."})
+    arow_r: float | None = field(default=None, metadata={
+        "help": "Confidence parameter r (> 0). auto: each task's r is 0.5 times the mean "
+                "squared norm of its first instances, so that r follows the features' scale "
+                "(docs/SHARING.md, stage 1c).", "none_text": "auto"})
 
     def __post_init__(self):
-        require_positive("arow_r", self.arow_r)
+        if self.arow_r is not None:
+            require_positive("arow_r", self.arow_r)
 
     def resolved(self, rounds: int) -> "ArowParams":
         return self
@@ -198,18 +208,22 @@ class ArowNode(_SingleTaskNode):
     On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
     ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
     predictions are all made first; its instances then update the model one after another.
+    r is per task: ``arow_r``, or each task's own from its first instances (wsteps.settle_r).
     """
 
-    _STATE = ("W", "Sigma")
+    _STATE = ("W", "Sigma", "r")
 
     def __init__(self, params: ArowParams, n_tasks: int, dim: int):
         self.p = params
         self.W = np.zeros((n_tasks, dim))
         self.Sigma = np.zeros((n_tasks, dim, dim))
         self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
+        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
-        r = self.p.arow_r
+        if not self.r.all():
+            settle_r(self.r, X, AROW_SCALE)
+        r = self.r
         margins = np.einsum("kd,bkd->bk", self.W, X)
         yhat = predict(margins)
         for b in range(X.shape[0]):
@@ -217,6 +231,6 @@ class ArowNode(_SingleTaskNode):
             yb = np.asarray(y[b], dtype=np.float64)
             # covariance updates are rank one per task (no batched BLAS for them)
             for k in np.nonzero((yb != 0) & (yb * m < 1.0))[0]:
-                sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r)
-                self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r) * yb[k]) * sx
+                sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r[k])
+                self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r[k]) * yb[k]) * sx
         return yhat

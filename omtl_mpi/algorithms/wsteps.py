@@ -15,9 +15,9 @@ every metric starts at D_0 = I, where all three steps coincide.
 
 * :class:`EuclidStep` - D_t = I, the paper's step;
 * :class:`AdagradStep` - D_t = diag(sqrt(delta + sum of squared past gradients)), elementwise;
-* :class:`ArowStep` - D_t = I + sum over margin errors of x x^T / r (AROW's precision), kept
-  as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one, O(d^2))
-  at each margin error: never a fresh d x d solve.
+* :class:`ArowStep` - D_t = r I + sum over margin errors of x x^T (AROW's precision times its
+  r), kept as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one,
+  O(d^2)) at each margin error: never a fresh d x d solve.
 
 Every class works on a block of kb tasks at once and has ``prepare`` (once the consensus
 step is known), ``step`` (with the round's data), ``state`` and ``load_state``; a state holds
@@ -27,6 +27,24 @@ from __future__ import annotations
 
 import numpy as np
 from .fortran import dger
+
+# the arow w-step's r when none is given: this times the mean squared norm of the task's first
+# instances, so that r follows the features' scale (stage 1c of docs/SHARING.md's protocol)
+AROW_SCALE = 0.2
+
+
+def settle_r(r: np.ndarray, X: np.ndarray, scale: float = AROW_SCALE) -> np.ndarray:
+    """Fill in place the entries of ``r`` (kb,) still 0 (not yet known) with ``scale`` times
+    the mean squared norm of the task's nonzero instances in ``X`` (B, kb, d), its first
+    mini-batch that has any; returns the mask of the tasks set.
+
+    An all-zero instance (padding, or zero features without intercept) says nothing of the
+    scale, so a task waits for one that is not."""
+    squares = np.einsum("bkd,bkd->bk", X, X)
+    seen = np.count_nonzero(squares, axis=0)
+    new = (r == 0.0) & (seen > 0)
+    r[new] = scale * squares[:, new].sum(axis=0) / seen[new]
+    return new
 
 
 def inverse_rank_one(M: np.ndarray, x: np.ndarray, c: float):
@@ -135,24 +153,35 @@ BATCHED_DIM = 64
 
 
 class ArowStep(EuclidStep):
-    """Full AROW-style precision ``D_t = I + sum over margin errors of x x^T / r`` (Crammer,
-    Kulesza & Dredze 2009) per task, held as ``M = (eta D_t + rho I)^{-1}`` (kb x d x d).
+    """Full AROW-style precision ``D_t = r I + sum over margin errors of x x^T`` (Crammer,
+    Kulesza & Dredze 2009: their precision times r) per task, held as
+    ``M = (eta D_t + rho I)^{-1}`` (kb x d x d); with eta = 1 and no consensus terms the step
+    is AROW's own.
 
     A margin error is an instance whose loss gradient is not zero (hinge: y w.x < 1; perceptron:
     a mistake; logistic: every instance).  With a mini-batch each instance counts 1/n of a
-    round, as the gradient is the batch mean.
+    round, as the gradient is the batch mean.  r is ``arow_r``, or when that is None each
+    task's own from its first instances (:func:`settle_r`); until then M = 0 and w stays put.
     """
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
+        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
         self.M = np.zeros((n_tasks, dim, dim))
-        self.M[:, np.arange(dim), np.arange(dim)] = 1.0 / (params.eta + params.rho)
+        self._start_metric(self.r != 0.0)
 
     _divide_R = False
 
+    def _start_metric(self, tasks: np.ndarray) -> None:
+        """M = (eta r + rho)^-1 I for the tasks of the mask ``tasks``."""
+        k, i = np.nonzero(tasks)[0], np.arange(self.M.shape[-1])
+        self.M[k[:, None], i, i] = (1.0 / (self.p.eta * self.r[k] + self.p.rho))[:, None]
+
     def step(self, W, D, X, coef, inv_count):
         p = self.p
-        c = (p.eta / p.arow_r) * inv_count
+        if not self.r.all():
+            self._start_metric(settle_r(self.r, X))
+        c = p.eta * inv_count
         if X.shape[-1] <= BATCHED_DIM:
             # every task's rank-one update in a few array operations: at small d a numpy call
             # costs more than its arithmetic, and the kb x d x d temporary is small
@@ -174,10 +203,11 @@ class ArowStep(EuclidStep):
         return W - np.matmul(self.M, G[:, :, None])[:, :, 0]
 
     def state(self) -> dict:
-        return {"M": self.M.copy()}
+        return {"M": self.M.copy(), "r": self.r.copy()}
 
     def load_state(self, state: dict) -> None:
         self.M = np.array(state["M"], dtype=np.float64)
+        self.r = np.array(state["r"], dtype=np.float64)
 
 
 W_STEP_CLASSES = {"euclid": EuclidStep, "adagrad": AdagradStep, "arow": ArowStep}
