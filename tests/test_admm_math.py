@@ -261,9 +261,11 @@ def test_admm_single_is_c_admm_alone_per_task():
         for k, (block, cons) in enumerate(alone):
             _, C = block.predict_and_step(X[t][:, k:k + 1], y[t][:, k:k + 1], np.ones(1))
             block.dual_step(*cons.step(C))
+    # two algebraically equal forms: with the defaults' lambdas (10^-6) V is a difference of
+    # near-equal numbers, which rounds differently by ~1e-12 relative
     for k, (block, _) in enumerate(alone):
-        np.testing.assert_allclose(node.block.W[k], block.W[0], rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(node.block.V[k], block.V[0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(node.block.W[k], block.W[0], rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(node.block.V[k], block.V[0], rtol=1e-10, atol=1e-14)
 
 
 def test_a_learned_omega_takes_the_matrix_step_from_the_first_round():

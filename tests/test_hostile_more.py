@@ -2,10 +2,8 @@
 values end to end, and random sweep files. The only failure allowed is the project's own error
 (exit code 2, one line per problem, no traceback), and a failed import leaves no output file."""
 import os
-import sys
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 

@@ -1,6 +1,5 @@
 """Every importer on small files of the real formats made here, and on ../shared/data when present."""
 import gzip
-import os
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +7,7 @@ import pytest
 
 from conftest import omtl
 from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
-                           import_tudataset, import_tweeteval, info, load_tasks, read_meta)
+                           import_tudataset, import_tweeteval, info, load_tasks)
 from omtl_mpi.data.featurise import hash_texts
 from omtl_mpi.errors import DataError
 

@@ -6,8 +6,6 @@ Every import counts, also those inside functions (the package imports lazily for
 import ast
 import pathlib
 
-import pytest
-
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "omtl_mpi"
 
 # lower number = lower layer; a module may import its own layer's modules and lower ones (the

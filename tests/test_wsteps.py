@@ -244,3 +244,18 @@ def test_auto_r_makes_arow_scale_free(algo):
     for k in range(2):
         np.testing.assert_array_equal(preds8[k], preds[k])
     np.testing.assert_allclose(8.0 * rows8["W"], rows["W"], rtol=1e-9 if algo == "arow" else 1e-6)
+
+
+def test_auto_r_arow_waits_for_a_nonzero_instance():
+    """Single-task AROW with r auto, a task whose first instances are all zero (no intercept):
+    nothing is learned from them, nothing turns NaN, and r comes from the first nonzero one."""
+    from omtl_mpi.algorithms.independent import ArowNode
+    node = ArowNode(ArowParams(), 2, 3)
+    X = np.zeros((1, 2, 3))
+    X[0, 1] = [1.0, 2.0, 2.0]
+    node.local_step(X, np.ones((1, 2)), np.ones(2))
+    assert node.r.tolist() == [0.0, 0.5 * 9.0] and np.isfinite(node.Sigma).all()
+    assert not node.W[0].any() and node.W[1].any()
+    X[0, 0] = [0.0, 4.0, 0.0]
+    node.local_step(X, -np.ones((1, 2)), np.ones(2))
+    assert node.r.tolist() == [0.5 * 16.0, 0.5 * 9.0] and node.W[0].any()

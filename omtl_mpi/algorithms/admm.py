@@ -95,8 +95,9 @@ class AdmmParams:
         "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
     arow_r: float | None = field(default=None, metadata={
         "help": "--w-step arow, and arow: confidence parameter r (> 0). auto: each task's "
-                "r is 0.2 times the mean squared norm of its first instances, so that r "
-                "follows the features' scale (docs/SHARING.md, stage 1c).", "none_text": "auto"})
+                "r is 0.2 (--algo arow: 0.5) times the mean squared norm of its first "
+                "instances, so that r follows the features' scale (docs/SHARING.md, stage "
+                "1c).", "none_text": "auto"})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "

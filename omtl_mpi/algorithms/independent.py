@@ -229,8 +229,9 @@ class ArowNode(_SingleTaskNode):
         for b in range(X.shape[0]):
             m = margins[0] if b == 0 else np.einsum("kd,kd->k", self.W, X[b])
             yb = np.asarray(y[b], dtype=np.float64)
-            # covariance updates are rank one per task (no batched BLAS for them)
-            for k in np.nonzero((yb != 0) & (yb * m < 1.0))[0]:
+            # covariance updates are rank one per task (no batched BLAS for them); a task whose
+            # r is not known yet has seen only zero instances, whose update is nothing
+            for k in np.nonzero((yb != 0) & (yb * m < 1.0) & (r > 0.0))[0]:
                 sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r[k])
                 self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r[k]) * yb[k]) * sx
         return yhat
