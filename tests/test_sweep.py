@@ -78,6 +78,35 @@ ranks = 2
     assert load_plan(str(path)).runs[0].config_hash != plan.runs[0].config_hash
 
 
+def test_a_run_is_done_for_the_data_and_code_it_ran_on_not_for_a_path(tmp_path, monkeypatch):
+    """The run hash follows the data file's bytes (a re-import under the same name re-runs; the
+    same file elsewhere, e.g. in a git worktree, does not) and the package's code."""
+    import shutil
+
+    import numpy as np
+
+    from omtl_mpi.data.taskfile import write_tasks
+    from omtl_mpi.sweep import plan as plan_module
+    rng = np.random.default_rng(0)
+
+    def data(folder, labels):
+        folder.mkdir(exist_ok=True)
+        write_tasks(str(folder / "d.h5"), ["a", "b"], [rng.normal(size=(6, 3))] * 2, [labels] * 2)
+        return write(folder, '[data.d]\npath = "d.h5"\n[algorithms.pa]\n')
+
+    def run_hash(sweep):
+        return load_plan(str(sweep)).runs[0].config_hash
+
+    first = data(tmp_path / "one", np.array([1, -1] * 3))
+    h = run_hash(first)
+    shutil.copytree(tmp_path / "one", tmp_path / "elsewhere")
+    assert run_hash(tmp_path / "elsewhere" / "sweep.toml") == h
+    assert run_hash(data(tmp_path / "one", np.array([-1, 1] * 3))) != h     # re-imported
+    again = run_hash(first)
+    monkeypatch.setattr(plan_module, "code_digest", lambda: "another version's code")
+    assert run_hash(first) != again
+
+
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts")
 
 

@@ -31,13 +31,14 @@ Runs are the cross product data x algorithms x topologies x grid x seeds, with i
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import itertools
 import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import options as run_options
 from ..errors import ConfigError, UserError
@@ -62,6 +63,9 @@ class DataSet:
     label: str
     values: dict = field(repr=False)        # the options that select it, by name
     args: tuple            # the same as 'omtl-mpi run' arguments
+    # a data file's digest (file_digest), which stands for its path where runs are compared:
+    # the results depend on its bytes, not on where it lies; None for synthetic data
+    identity: str | None
     tasks: int
     target: float | None
     describe: str
@@ -85,6 +89,8 @@ class Run:
     # the resolved configuration's fingerprint: what the arguments mean to this version, so
     # that a run is not taken as done when the defaults it relied on have changed
     fingerprint: str = field(default="", repr=False)
+    # args with the data file's path replaced by a digest of its contents (args if synthetic)
+    hashed_args: tuple = field(default=(), repr=False)
 
     @property
     def variant(self) -> str:
@@ -93,8 +99,42 @@ class Run:
 
     @property
     def config_hash(self) -> str:
-        """Changes whenever anything that determines the run's results changes."""
-        return hashlib.sha256(json.dumps([self.args, self.ranks, self.fingerprint]).encode()).hexdigest()[:16]
+        """Changes whenever anything that determines the run's results changes: the options
+        and what they resolve to, the ranks, the data file's contents (not where it lies) and
+        the package's code."""
+        return hashlib.sha256(json.dumps([self.hashed_args or self.args, self.ranks, self.fingerprint,
+                                          code_digest()]).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def code_digest() -> str:
+    """A digest of every source file of the installed omtl_mpi package, so that a sweep re-runs
+    what a change of the code may have changed instead of reporting runs of older code."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            h.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def file_digest(path: str) -> str:
+    """A digest of the file's bytes (computed once per process while the file is unchanged)."""
+    st = os.stat(path)
+    return _file_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
 @dataclass
@@ -247,8 +287,19 @@ def _data_set(key: str, entry: dict, base: str, where: str):
         args = run_options.to_args(values)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return DataSet(key=key, label=str(entry.get("label", key)), values=values, args=tuple(args), tasks=tasks,
+    return DataSet(key=key, label=str(entry.get("label", key)), values=values, args=tuple(args),
+                   identity=None if "synthetic" in entry else file_digest(path), tasks=tasks,
                    target=None if target is None else float(target), describe=describe), None
+
+
+def _compared(ds: DataSet, cfg, args: list) -> dict:
+    """The Run fields that decide whether an earlier run still stands: the configuration's
+    fingerprint and the arguments, with the data file's digest in place of its path."""
+    if ds.identity is None:
+        return {"fingerprint": cfg.fingerprint(), "hashed_args": tuple(args)}
+    return {"fingerprint": replace(cfg, data=ds.identity).fingerprint(),
+            "hashed_args": tuple(run_options.to_args({**ds.values, "data": ds.identity}))
+            + tuple(args[len(ds.args):])}
 
 
 def load_plan(path: str, max_ranks: int | None = None) -> Plan:
@@ -348,7 +399,7 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
                 runs.append(Run(id=rid, data=ds.key, algorithm=key, algo=algo.name, topology=topology,
                                 shown_topology=shown,
                                 grid=point, seed=seed, ranks=ranks, timeout=timeout, args=tuple(args),
-                                fingerprint=cfg.fingerprint()))
+                                **_compared(ds, cfg, args)))
     ids = [r.id for r in runs]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[0]
