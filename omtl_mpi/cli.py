@@ -82,7 +82,26 @@ def _click_option(opt, default_algo: str) -> click.Option:
     if opt.type is bool:
         return click.Option([f"{opt.flag}/{opt.off_flag}", opt.name], default=default, help=text)
     kind = click.Choice(opt.choices) if opt.choices else opt.type
-    return click.Option([opt.flag, opt.name], type=kind, default=default, metavar=opt.metavar, help=text)
+    metavar = opt.metavar
+    if opt.none_text and opt.type in (int, float):          # --eta auto: the default's rule
+        kind = _NumberOrWord(opt.type, opt.none_text)
+        metavar = metavar or f"{opt.type.__name__.upper()}|{opt.none_text}"
+    return click.Option([opt.flag, opt.name], type=kind, default=default, metavar=metavar, help=text)
+
+
+class _NumberOrWord(click.ParamType):
+    """A number, or the word the option's default reads as ("auto"): the same as not giving it."""
+
+    def __init__(self, number: type, word: str):
+        self.number, self.word, self.name = number, word, f"{number.__name__} or {word}"
+
+    def convert(self, value, param, ctx):
+        if value is None or value == self.word:
+            return None
+        try:
+            return self.number(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither a number nor {self.word!r}", param, ctx)
 
 
 @cli.command(cls=_RunCommand, epilog=EPILOG_RUN)

@@ -209,6 +209,8 @@ def _checked(opts: dict, name: str, value):
     opt = opts.get(name)
     if opt is None:
         raise ConfigError(f"unknown option {name!r}; options: {', '.join(opts)}")
+    if opt.none_text is not None and value == opt.none_text:       # eta = "auto": the default
+        return None
     py_type, ok = opt.type, False
     if isinstance(value, bool) or py_type in (bool, str):
         ok = type(value) is py_type

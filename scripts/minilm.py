@@ -172,9 +172,9 @@ def write_docs(out: str, docs: str, versions: dict, took: dict, jobs: str, share
         "(stream orders); every run in one process. The same streams on both feature sets: only "
         "the features differ. \"(defaults)\" is each learner as `omtl-mpi run` runs it with no "
         "option (as in the section 'quality'); \"(--preset paper)\" is the paper's model and "
-        "settings, the single-task learners without intercept (as in the section 'wstep'); the "
-        "C-ADMM arow row is the paper's model with the arow w-step, the squared hinge and the "
-        "lambdas / 10 (scripts/minilm.toml).", "",
+        "settings, the single-task learners without intercept and AROW with r = 1 (as in the "
+        "section 'wstep'); the C-ADMM arow row is the paper's model with the arow w-step (r = "
+        "1), the squared hinge and the lambdas / 10 (scripts/minilm.toml).", "",
         *failed_runs(sweep),
         *metric_sections(err, bal, f1),
         "### Observations (computed from the tables above)", "",

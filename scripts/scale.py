@@ -5,9 +5,10 @@ selection sets.
 
 AROW's precision grows by x x^T / r at every margin error, from the identity: how much the prior
 weighs against one instance depends on |x|^2, so a fixed r is not scale-free (scaling x by s
-asks for r times s^2). Stage 1 fixed r = 1 (and the w-step's eta = 1, which with eta = r makes
-the w-step AROW's own step, docs/WSTEP.md). The candidates set r = eta = c m_k per task k, with
-m_k a mean squared norm of the task's instances, which makes AROW scale-free:
+asks for r times s^2). Stage 1 fixed r = 1 (and the w-step's eta = 1). The candidates set
+r = c m_k per task k, with m_k a mean squared norm of the task's instances, which makes AROW
+scale-free; the w-step's metric is D_t = r I + sum x x^T, so that eta = 1 keeps its step AROW's
+(docs/WSTEP.md):
 
 * ``first``: m_k is the squared norm of the task's first instance (the mean of its first
   mini-batch), fixed from then on: nothing to redo, ever;
@@ -31,7 +32,7 @@ from selection import Tally, admm_scores, arguments, print_header, selection_set
 from omtl_mpi.algorithms import wsteps
 from omtl_mpi.algorithms.admm import AdmmParams
 from omtl_mpi.algorithms.independent import ArowNode, ArowParams
-from omtl_mpi.algorithms.wsteps import inverse_rank_one
+from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
 
 FACTORS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -90,13 +91,14 @@ class ScaledArow(ArowNode):
         for b in range(X.shape[0]):
             m = margins[0] if b == 0 else np.einsum("kd,kd->k", self.W, X[b])
             yb = np.asarray(y[b], dtype=np.float64)
-            before = self.count.copy()
-            self.count += yb != 0
-            self.squares += np.where(yb != 0, np.einsum("kd,kd->k", X[b], X[b]), 0.0)
-            due = (refresh_due(self.count, before, "first") if self.mode == "first"
-                   else self.count > before)
-            self.r[due] = self.factor * self.squares[due] / self.count[due]
-            for k in np.nonzero((yb != 0) & (yb * m < 1.0))[0]:
+            if self.mode == "first":        # the library's rule: its first nonzero mini-batch
+                settle_r(self.r, X, self.factor)
+            else:
+                self.count += yb != 0
+                self.squares += np.where(yb != 0, np.einsum("kd,kd->k", X[b], X[b]), 0.0)
+                due = self.count > 0
+                self.r[due] = self.factor * self.squares[due] / self.count[due]
+            for k in np.nonzero((yb != 0) & (yb * m < 1.0) & (self.r > 0))[0]:
                 r = self.r[k]
                 sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r)
                 self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r) * yb[k]) * sx

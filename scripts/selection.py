@@ -1,5 +1,5 @@
 """The selection sets of docs/SHARING.md's protocol, for the scripts that compare candidate
-defaults on them (lambdas.py, sharing.py, relationship.py, bias.py): the known-answer test beds,
+defaults on them (stage1.py, lambdas.py, scale.py, sharing.py, relationship.py, bias.py): the known-answer test beds,
 the paper's synthetic family and Landmine, and the test beds and synthetic family at unit norm,
 as `make quality` leaves them in results/data."""
 from __future__ import annotations
@@ -53,17 +53,17 @@ def selection_sets(data_dir: str) -> list:
     return found
 
 
-def stream(path, seed: int, intercept: bool = True) -> RoundBatches:
+def stream(path, seed: int, intercept: bool = True, scale: str = "none") -> RoundBatches:
     """The set at ``path`` (None: the paper's synthetic family, 5 x 10000, seed 0;
     :data:`NORMALIZED_SYNTHETIC`: the same L2-normalised) in stream order ``seed``, one instance
-    per task per round, as `omtl-mpi run` presents it."""
+    per task per round, as `omtl-mpi run` presents it (``--scale``: ``scale``)."""
     if path in (None, NORMALIZED_SYNTHETIC):
         source = SyntheticSource(5, 10000, 0, normalize=path is not None)
     else:
         source = FileSource(path)
     meta = source.meta()
     s = shuffled(source.load(np.arange(meta.n_tasks)), seed)
-    X = prepare(s.X, intercept=intercept)
+    X = prepare(s.X, intercept=intercept, scale=scale)
     return RoundBatches(X, s.y, 1, rounds_needed(meta.lengths, 1), X[0].shape[1])
 
 

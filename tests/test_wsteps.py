@@ -229,6 +229,7 @@ def test_auto_r_waits_without_moving_w():
     block.predict_and_step(X, np.array([[0.0, 1.0, 0.0]]), np.ones(3))
     assert block.w_step.r.tolist() == [0.0, 0.2 * 4.0, 0.0]
     assert not np.array_equal(block.W[1], W0[1])
+    np.testing.assert_array_equal(block.W[[0, 2]], W0[[0, 2]])
 
 
 @pytest.mark.parametrize("algo", ["arow", "admm-single"])
@@ -259,3 +260,37 @@ def test_auto_r_arow_waits_for_a_nonzero_instance():
     X[0, 0] = [0.0, 4.0, 0.0]
     node.local_step(X, -np.ones((1, 2)), np.ones(2))
     assert node.r.tolist() == [0.5 * 16.0, 0.5 * 9.0] and node.W[0].any()
+
+
+def test_an_older_checkpoint_without_r_resumes_where_its_state_means_the_same():
+    """Checkpoints written before r was kept per task: the arow w-step's M means the same only
+    at r = 1, AROW's Sigma at any fixed r; otherwise one clear error, never a KeyError."""
+    from omtl_mpi.algorithms.independent import ArowNode
+    from omtl_mpi.errors import UserError
+    block = random_block(np.random.default_rng(7), AdmmParams(w_step="arow", eta=1.0, arow_r=1.0))
+    state = {k: v for k, v in block.w_step.state().items() if k != "r"}
+    block.w_step.load_state(state)
+    assert block.w_step.r.tolist() == [1.0] * 3
+    for params in (AdmmParams(w_step="arow", eta=1.0, arow_r=2.0), AdmmParams(w_step="arow", eta=1.0)):
+        with pytest.raises(UserError, match="older omtl-mpi"):
+            random_block(np.random.default_rng(7), params).w_step.load_state(state)
+    node = ArowNode(ArowParams(arow_r=0.5), 2, 3)
+    old = {k: v for k, v in node.state().items() if k != "r"}
+    node.load_state(old)
+    assert node.r.tolist() == [0.5, 0.5]
+    with pytest.raises(UserError, match="older omtl-mpi"):
+        ArowNode(ArowParams(), 2, 3).load_state(old)
+
+
+def test_auto_can_be_typed_and_means_the_default():
+    """`--arow-r auto` and `--eta auto` (how --help shows their defaults) are the defaults;
+    another word is one clear line."""
+    import json
+    from omtl_mpi.options import run_config
+    runs = [omtl("run", "--synth-samples", "300", "--json", *extra) for extra in
+            ([], ["--arow-r", "auto", "--eta", "auto"], ["--arow-r", "1"])]
+    errors = [json.loads(r.stdout)["per_task_error"] for r in runs]
+    assert errors[1] == errors[0] != errors[2]
+    assert run_config({"arow_r": "auto", "eta": "auto"}).params == run_config({}).params
+    r = omtl("run", "--synth-samples", "20", "--arow-r", "often")
+    assert r.returncode == 2 and "'often' is neither a number nor 'auto'" in r.stderr

@@ -17,7 +17,7 @@ import numpy as np
 from .admm import AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .wsteps import inverse_rank_one, settle_r
+from .wsteps import inverse_rank_one, older_checkpoint_r, settle_r
 
 
 class _NoMessage:
@@ -219,10 +219,18 @@ class ArowNode(_SingleTaskNode):
         self.Sigma = np.zeros((n_tasks, dim, dim))
         self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
         self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
+        self._settled = bool(self.r.all())          # a bool: checked every round
+
+    def load_state(self, state: dict) -> None:
+        if "r" not in state:            # an older checkpoint: AROW's Sigma means the same
+            state = {**state, "r": older_checkpoint_r(self.p.arow_r, len(state["W"]), None)}
+        super().load_state(state)
+        self._settled = bool(self.r.all())
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
-        if not self.r.all():
+        if not self._settled:
             settle_r(self.r, X, AROW_SCALE)
+            self._settled = bool(self.r.all())
         r = self.r
         margins = np.einsum("kd,bkd->bk", self.W, X)
         yhat = predict(margins)

@@ -10,8 +10,8 @@ with ``B(w, w_t) = (w - w_t)^T D_t (w - w_t) / 2``.  Its solution is
       = w_t - (eta D_t + rho I)^{-1} (g_k + z_k + rho (w_t - u - v_k))
 
 so only the metric D_t differs between the three steps below; nothing else in ADMM changes
-(docs/WSTEP.md has the derivation).  D_t includes round t's own data (as AdaGrad does), so
-every metric starts at D_0 = I, where all three steps coincide.
+(docs/WSTEP.md has the derivation).  D_t includes round t's own data (as AdaGrad does); every
+metric starts at D_0 = I (arow: r I), so that with r = 1 the three steps start the same.
 
 * :class:`EuclidStep` - D_t = I, the paper's step;
 * :class:`AdagradStep` - D_t = diag(sqrt(delta + sum of squared past gradients)), elementwise;
@@ -26,6 +26,8 @@ everything needed to continue bit for bit.
 from __future__ import annotations
 
 import numpy as np
+
+from ..errors import UserError
 from .fortran import dger
 
 # the arow w-step's r when none is given: this times the mean squared norm of the task's first
@@ -169,6 +171,7 @@ class ArowStep(EuclidStep):
         self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
         self.M = np.zeros((n_tasks, dim, dim))
         self._start_metric(self.r != 0.0)
+        self._settled = bool(self.r.all())          # a bool: checked every round
 
     _divide_R = False
 
@@ -179,8 +182,9 @@ class ArowStep(EuclidStep):
 
     def step(self, W, D, X, coef, inv_count):
         p = self.p
-        if not self.r.all():
+        if not self._settled:
             self._start_metric(settle_r(self.r, X))
+            self._settled = bool(self.r.all())
         c = p.eta * inv_count
         if X.shape[-1] <= BATCHED_DIM:
             # every task's rank-one update in a few array operations: at small d a numpy call
@@ -207,7 +211,19 @@ class ArowStep(EuclidStep):
 
     def load_state(self, state: dict) -> None:
         self.M = np.array(state["M"], dtype=np.float64)
-        self.r = np.array(state["r"], dtype=np.float64)
+        r = state["r"] if "r" in state else older_checkpoint_r(self.p.arow_r, len(self.M), 1.0)
+        self.r = np.array(r, dtype=np.float64)
+        self._settled = bool(self.r.all())
+
+
+def older_checkpoint_r(arow_r, n_tasks: int, same_from) -> np.ndarray:
+    """r for a checkpoint written before r was kept per task (it had one fixed r): ``arow_r``
+    where its state means the same now (r == ``same_from``, or any r where ``same_from`` is
+    None), else a UserError."""
+    if arow_r is None or (same_from is not None and arow_r != same_from):
+        raise UserError("--resume: the checkpoint was written by an older omtl-mpi, whose AROW "
+                        "state means something else with this --arow-r; start the run afresh")
+    return np.full(n_tasks, float(arow_r))
 
 
 W_STEP_CLASSES = {"euclid": EuclidStep, "adagrad": AdagradStep, "arow": ArowStep}
