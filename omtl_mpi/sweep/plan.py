@@ -112,8 +112,7 @@ def code_digest() -> str:
     what a change of the code may have changed instead of reporting runs of older code."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
+    for folder, _, files in sorted(os.walk(root)):
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, name)
             h.update(os.path.relpath(path, root).encode() + b"\0")
