@@ -212,6 +212,7 @@ class ArowNode(_SingleTaskNode):
     """
 
     _STATE = ("W", "Sigma", "r")
+    scale = AROW_SCALE          # r = scale * m_k when arow_r is None (settle_r)
 
     def __init__(self, params: ArowParams, n_tasks: int, dim: int):
         self.p = params
@@ -229,7 +230,7 @@ class ArowNode(_SingleTaskNode):
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         if not self._settled:
-            settle_r(self.r, X, AROW_SCALE)
+            settle_r(self.r, X, self.scale)
             self._settled = bool(self.r.all())
         r = self.r
         margins = np.einsum("kd,bkd->bk", self.W, X)

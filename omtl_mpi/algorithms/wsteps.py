@@ -35,7 +35,7 @@ from .fortran import dger
 AROW_SCALE = 0.2
 
 
-def settle_r(r: np.ndarray, X: np.ndarray, scale: float = AROW_SCALE) -> np.ndarray:
+def settle_r(r: np.ndarray, X: np.ndarray, scale: float) -> np.ndarray:
     """Fill in place the entries of ``r`` (kb,) still 0 (not yet known) with ``scale`` times
     the mean squared norm of the task's nonzero instances in ``X`` (B, kb, d), its first
     mini-batch that has any; returns the mask of the tasks set.
@@ -166,6 +166,8 @@ class ArowStep(EuclidStep):
     task's own from its first instances (:func:`settle_r`); until then M = 0 and w stays put.
     """
 
+    scale = AROW_SCALE          # r = scale * m_k when arow_r is None (settle_r)
+
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
         self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
@@ -183,7 +185,7 @@ class ArowStep(EuclidStep):
     def step(self, W, D, X, coef, inv_count):
         p = self.p
         if not self._settled:
-            self._start_metric(settle_r(self.r, X))
+            self._start_metric(settle_r(self.r, X, self.scale))
             self._settled = bool(self.r.all())
         c = p.eta * inv_count
         if X.shape[-1] <= BATCHED_DIM:
