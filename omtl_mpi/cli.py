@@ -119,9 +119,9 @@ class _NumberOrWord(click.ParamType):
 @click.option("--fail-at", default=None, metavar="ROUND|load|write",
               help="Fault injection for testing deployments: make --fail-rank fail at this round, "
                    "after loading its data (load), or while results are written (write).")
-@click.option("--fail-rank", type=int, default=0, show_default=True, help="Rank that --fail-at fails.")
-@click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default="raise", show_default=True,
-              help="Raise an exception, or die by SIGKILL.")
+@click.option("--fail-rank", type=int, default=None, help="Rank that --fail-at fails.  [default: 0]")
+@click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default=None,
+              help="Raise an exception, or die by SIGKILL.  [default: raise]")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
@@ -144,27 +144,30 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     from .runtime.summary import format_summary
 
     cfg = run_config(values)
+    _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume)
+    if fail_at is None and (fail_rank is not None or fail_mode is not None):
+        raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
+                          "nothing without --fail-at; leave it out")
+    fail_rank, fail_mode = fail_rank or 0, fail_mode or "raise"
     if n_ranks is not None:
         from .runtime.run import preflight
         if n_ranks < 1:
             raise ConfigError(f"--np must be >= 1, got {n_ranks}")
+        if fail_rank >= n_ranks:
+            raise ConfigError(f"--fail-rank {fail_rank} is not a rank of this job (ranks 0..{n_ranks - 1})")
         # Check what can be checked here, so a bad option or file is one message, not P.
         preflight(cfg, n_ranks, out)
         args = _strip_option(sys.argv[1:], "--np")
         if progress and "--progress" not in args:
             args.append("--progress")
-        return launcher.launch(n_ranks, args, before=launcher.for_launch(aslr, n_ranks))
+        return launcher.launch(n_ranks, args, before=launcher.for_launch(aslr, n_ranks),
+                               echo=lambda line: click.echo(line, err=True))
     from .runtime.checkpoint import default_path
     from .runtime.faults import Fault
     from .runtime.results import check_writable
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     if checkpoint_every is not None:
-        if checkpoint_every < 1:
-            raise ConfigError(f"--checkpoint-every must be >= 1 (rounds), got {checkpoint_every}")
         checkpoint_path = checkpoint_path or default_path(out)
-        if not checkpoint_path:
-            raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
-                              "then goes next to the results file)")
         check_writable(checkpoint_path)
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
@@ -178,6 +181,30 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     else:
         click.echo(format_summary(report))
     return 0
+
+
+def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> None:
+    """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume)
+    nor each other, and the checkpoint options make sense together; before anything starts."""
+    from .paths import refuse_each_other, refuse_inputs
+    from .runtime.checkpoint import default_path
+    if checkpoint_every is None:
+        if checkpoint_path is not None:
+            raise ConfigError("--checkpoint does nothing without --checkpoint-every ROUNDS; give "
+                              "both, or leave --checkpoint out")
+    elif checkpoint_every < 1:
+        raise ConfigError(f"--checkpoint-every must be >= 1 (rounds), got {checkpoint_every}")
+    elif not (checkpoint_path or out):
+        raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
+                          "then goes next to the results file)")
+    data = None if cfg.data == "synthetic" else cfg.data
+    inputs = [(data, "the data set"), (resume, "the checkpoint to resume")]
+    refuse_inputs(out, inputs, "--out")
+    if checkpoint_every is not None:
+        checkpoint_path = checkpoint_path or default_path(out)
+        # resuming from a checkpoint and writing the next ones to it is the usual way to go on
+        refuse_inputs(checkpoint_path, inputs[:1], "--checkpoint")
+        refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:
@@ -227,7 +254,11 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
     to a spread, in clusters (two: around +w and -w), or unrelated.
     """
     from .data import generate, write_tasks
+    from .data.importers.common import check_options
     from .data.testbeds import DEFAULTS, generate_testbed
+    from .paths import writable_folder
+    writable_folder(out, "-o")
+    check_options(tasks=tasks, samples=samples, seed=seed, dims=dims, clusters=clusters)
     testbed = {"dims": dims, "clusters": clusters, "spread": spread, "noise": noise}
     if family == "paper":
         given = [k for k, v in testbed.items() if v is not None]
@@ -236,6 +267,7 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
                               "clustered or unrelated), not to the paper's family")
         tasks = 5 if tasks is None else tasks
         samples = 10000 if samples is None else samples
+        _synth_fits(tasks, samples, 9, "")
         names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
         source, what = "omtl-mpi synthetic (Li et al. 2025)", f"normalize={normalize}"
     else:
@@ -244,6 +276,7 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
         tasks = DEFAULTS["tasks"] if tasks is None else tasks
         samples = DEFAULTS["samples"] if samples is None else samples
         given = {k: v for k, v in testbed.items() if v is not None}
+        _synth_fits(tasks, samples, given.get("dims", DEFAULTS["dims"]), " or --dims")
         names, X, y = generate_testbed(family, tasks=tasks, samples=samples, seed=seed,
                                        normalize=normalize, **given)
         source = f"omtl-mpi test bed '{family}'"
@@ -254,20 +287,41 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
     click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d={X[0].shape[1]}")
 
 
+def _synth_fits(tasks: int, samples: int, dims: int, also: str) -> None:
+    """Refuse, before generating it, a data set larger than this machine's free memory."""
+    from .data.importers.common import require_memory
+    from .data.synthetic import footprint
+    require_memory(footprint(tasks, samples, dims),
+                   f"{tasks} tasks x {samples} samples x {dims} features",
+                   f"lower --tasks or --samples{also}")
+
+
 @data.group("import")
 def data_import():
-    """Convert a data set from another format into a task-stream file."""
+    """Convert a data set from another format into a task-stream file.
+
+    \b
+    Labels -1/+1 and 0/1 (0 -> -1) are imported as they are; any others (other values, more
+    than two, or values that differ between tasks) need --label-map, for example
+      omtl-mpi data import libsvm data/ -o tasks.h5 --label-map "1=-1,2=+1,3=drop"
+    """
+
+
+LABEL_MAP_OPTION = click.option(
+    "--label-map", default=None, metavar="LABEL=+1,LABEL=-1,LABEL=drop",
+    help="Which labels are +1 and -1 and which rows to drop, e.g. \"1=-1,2=+1,3=drop\" (needed for "
+         "labels other than -1/+1 or 0/1).")
 
 
 @data_import.command("npz")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-def import_npz_cmd(src, out):
+@LABEL_MAP_OPTION
+def import_npz_cmd(src, out, label_map):
     """NumPy .npz: 'xs' (K, n, d) + 'ys' (K, n) as in the paper's public code, or per-task
     arrays X_0, y_0, X_1, y_1, ... Labels in {-1,+1} or {0,1}. Pickled objects are refused."""
     from .data import import_npz
-    meta = import_npz(src, out)
-    click.echo(f"wrote {out}: {meta.n_tasks} tasks, d={meta.dim}, {int(meta.lengths.sum())} instances")
+    _imported(out, import_npz(src, out, label_map=label_map))
 
 
 def _imported(out, meta):
@@ -277,10 +331,11 @@ def _imported(out, meta):
 @data_import.command("landmine")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-def import_landmine_cmd(src, out):
+@LABEL_MAP_OPTION
+def import_landmine_cmd(src, out, label_map):
     """Landmine's LandmineData.mat: cells 'feature' (29 x n_k x 9) and 'label' (0/1)."""
     from .data import import_landmine
-    _imported(out, import_landmine(src, out))
+    _imported(out, import_landmine(src, out, label_map=label_map))
 
 
 @data_import.command("mnist")
@@ -310,12 +365,13 @@ FEATURISER_OPTION = click.option(
 @click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
 @click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
 @FEATURISER_OPTION
-def import_tweeteval_cmd(src, out, tasks, dims, featuriser):
+@LABEL_MAP_OPTION
+def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
     """TweetEval's <task>/{train,val,test}_{text,labels}.txt, in the order train, val, test;
     text featurised by signed hashing of word 1-2-grams and character 3-4-grams (or --featuriser)."""
     from .data import import_tweeteval
     _imported(out, import_tweeteval(src, out, tasks=tuple(t for t in tasks.split(",") if t), dims=dims,
-                                    featuriser=featuriser))
+                                    featuriser=featuriser, label_map=label_map))
 
 
 @data_import.command("text-csv")
@@ -325,16 +381,16 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser):
 @click.option("--label-col", default="label", show_default=True)
 @click.option("--task-col", default=None, help="Task column (default: one CSV file per task).")
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
-              help="Label mapping (default positive=1,negative=-1,neutral=drop).")
+              help="Label mapping (default: -1/+1 and 0/1 as they are, else "
+                   "positive=1,negative=-1,neutral=drop).")
 @click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
 @FEATURISER_OPTION
 def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims, featuriser):
     """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
     a label column: multilingual review corpora come in this way."""
     from .data import import_text_csv
-    from .data.importers.text import parse_mapping
     _imported(out, import_text_csv(src, out, text_col=text_col, label_col=label_col, task_col=task_col,
-                                   mapping=parse_mapping(label_map), dims=dims, featuriser=featuriser))
+                                   mapping=label_map, dims=dims, featuriser=featuriser))
 
 
 @data_import.command("tudataset")
@@ -344,12 +400,13 @@ def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims
               help="Data set folders under SRC, one task each.")
 @click.option("--dims", type=int, default=64, show_default=True, help="Hashed WL feature dimension.")
 @click.option("--iterations", type=int, default=3, show_default=True, help="WL refinement rounds.")
-def import_tudataset_cmd(src, out, sets, dims, iterations):
+@LABEL_MAP_OPTION
+def import_tudataset_cmd(src, out, sets, dims, iterations, label_map):
     """TU graph text format (<DS>_A.txt, _graph_indicator.txt, _graph_labels.txt, _node_labels.txt),
     one task per data set, as Weisfeiler-Lehman subtree label histograms hashed to --dims."""
     from .data import import_tudataset
     _imported(out, import_tudataset(src, out, sets=tuple(s for s in sets.split(",") if s), dims=dims,
-                                    iterations=iterations))
+                                    iterations=iterations, label_map=label_map))
 
 
 @data_import.command("csv")
@@ -357,20 +414,22 @@ def import_tudataset_cmd(src, out, sets, dims, iterations):
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--label-col", default="label", show_default=True)
 @click.option("--task-col", default="task", show_default=True)
-def import_csv_cmd(src, out, label_col, task_col):
+@LABEL_MAP_OPTION
+def import_csv_cmd(src, out, label_col, task_col, label_map):
     """One CSV with a header: numeric feature columns, a label column and a task column."""
     from .data import import_csv
-    _imported(out, import_csv(src, out, label_col=label_col, task_col=task_col))
+    _imported(out, import_csv(src, out, label_col=label_col, task_col=task_col, label_map=label_map))
 
 
 @data_import.command("libsvm")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--task-field", default=None, help="With one file: the 'NAME:' token giving each line's task (e.g. qid).")
-def import_libsvm_cmd(src, out, task_field):
+@LABEL_MAP_OPTION
+def import_libsvm_cmd(src, out, task_field, label_map):
     """LIBSVM text: a folder with one file per task, or one file with a task field per line."""
     from .data import import_libsvm
-    _imported(out, import_libsvm(src, out, task_field=task_field))
+    _imported(out, import_libsvm(src, out, task_field=task_field, label_map=label_map))
 
 
 EPILOG_FETCH = """\b
@@ -454,10 +513,10 @@ def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **
         groups = tuple(g for g in groups.split(",") if g)
         importer_opts[groups_opt] = groups
     out = out or os.path.join(dest, f"{name}.h5")
-    out_dir = os.path.dirname(os.path.abspath(out))
-    if not no_import and not os.path.isdir(out_dir) and out_dir != os.path.abspath(dest):
-        raise ConfigError(f"-o {out}: folder {out_dir} does not exist; create it first, or "
-                          "choose another -o")
+    if not no_import:
+        from .data.importers.common import check_options
+        check_options(**{k: importer_opts.get(k) for k in ("dims", "seed", "iterations")})
+        fetch_mod.check_out(name, dest, out, groups)
     fetched = fetch_mod.fetch(name, dest, mirror=mirror, groups=groups, timeout=timeout,
                               retries=retries, echo=lambda line: click.echo(line, err=True))
     meta = None if no_import else fetch_mod.import_fetched(fetched, out, **importer_opts)
@@ -516,6 +575,10 @@ def topo_show(spec, nodes, png, as_json):
     """Nodes, edges, degrees, diameter and the SLEM of the Metropolis-Hastings mixing matrix
     (the closer to 1, the slower gossip spreads)."""
     from .topology import describe, draw_png, load_topology
+    if png:
+        from .paths import refuse_inputs, writable_folder
+        writable_folder(png, "--png")
+        refuse_inputs(png, [(spec, "the topology file")] if os.path.exists(spec) else [], "--png")
     topology = load_topology(spec, nodes)
     facts = describe(topology)
     if png:
@@ -708,11 +771,21 @@ def main(argv=None) -> None:
         # A crash (or --fail-at) on one rank: one line naming the rank and the cause, then the
         # whole job ends at once instead of leaving the other ranks waiting for this one.
         from .runtime.faults import InjectedFailure
-        if _mpi_rank_size()[1] == 1 and not isinstance(exc, (InjectedFailure, MemoryError)):
+        if isinstance(exc, OSError) and exc.strerror:
+            # what the system refused (a full disk, a file that vanished, a permission): the
+            # file and the reason, as one line, on any rank
+            line = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+            code = _fail_this_rank([line], 2, _details())
+        elif _mpi_rank_size()[1] == 1 and not isinstance(exc, (InjectedFailure, MemoryError)):
             raise
-        code = _fail_this_rank([f"{type(exc).__name__}: {exc}; ending the job"], 1,
-                               traceback.format_exc() if os.environ.get("OMTL_MPI_TRACEBACK") else "")
+        else:
+            code = _fail_this_rank([f"{type(exc).__name__}: {exc}; ending the job"], 1, _details())
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _details() -> str:
+    """The traceback, when OMTL_MPI_TRACEBACK=1 asks for it (for bug reports)."""
+    return traceback.format_exc() if os.environ.get("OMTL_MPI_TRACEBACK") else ""
 
 
 def _fail_this_rank(lines, code: int, details: str = "") -> int:

@@ -72,6 +72,19 @@ class RunConfig:
         if problems:
             raise ConfigError("\n".join(problems))
 
+    def inactive(self, pattern: str) -> dict:
+        """The fields that have no effect for a learner of communication ``pattern`` with this
+        data, each with the reason (:meth:`omtl_mpi.options.run_config` refuses them if given)."""
+        out = {}
+        if pattern != "neighbours":
+            why = f"only d-admm and d-psgd exchange with neighbours, and {self.algo} does not"
+            out["topology"] = out["nodes"] = why
+        if self.data != "synthetic":
+            why = f"it describes the built-in synthetic data, and --data is {self.data}"
+            for name in ("synth_tasks", "synth_samples", "synth_seed", "synth_normalize"):
+                out[name] = why
+        return out
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["params"] = asdict(self.params)

@@ -190,7 +190,15 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
     preset = _preset(given.get("preset"), algo, opts)
     chosen = {**preset, **given}
     params = algo.params(**{k: v for k, v in chosen.items() if opts[k].kind == "param"})
-    return RunConfig(**{k: v for k, v in chosen.items() if opts[k].kind == "run"}, params=params)
+    cfg = RunConfig(**{k: v for k, v in chosen.items() if opts[k].kind == "run"}, params=params)
+    idle = {**cfg.inactive(algo.pattern), **getattr(params, "inactive", dict)()}
+    unused = [name for name in given if name in idle]
+    if unused:
+        # an option that changes nothing is a mistake the user should hear about: a run
+        # believed to be on a ring, or with some r, that is not
+        raise ConfigError("\n".join(f"{opts[n].flag} does nothing for this run: {idle[n]}; leave "
+                                     "it out" for n in unused))
+    return cfg
 
 
 def _preset(name: str | None, algo, opts: dict) -> dict:

@@ -15,6 +15,9 @@ def same(a, b):
 
 
 def interrupted_then_resumed(tmp_path, args, ranks=None, fail_rank=0, mode="raise"):
+    """Run ARGS alone, and again checkpointed every 150 rounds and failed at round 400, then
+    resumed from the checkpoint of round 300: the two end with the same bits. Returns the
+    results of the run left alone."""
     full, part = tmp_path / "full.h5", tmp_path / "part.h5"
     r = omtl("run", *args, "--out", full, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
@@ -27,7 +30,9 @@ def interrupted_then_resumed(tmp_path, args, ranks=None, fail_rank=0, mode="rais
     r = omtl("run", *args, "--out", part, "--resume", ckpt, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
     assert "resumed from" in r.stderr
-    same(read_results(full), read_results(part))
+    full = read_results(full)
+    same(full, read_results(part))
+    return full
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -52,6 +57,33 @@ def test_resume_with_arow_under_mpi(mpiexec, tmp_path, small_tasks):
                                                            ("drom", 3, 0, "raise")])
 def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank, mode):
     interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks], ranks, fail_rank, mode)
+
+
+@pytest.mark.parametrize("algo, settings", [
+    ("c-admm", ["--preset", "paper", "--omega-every", "7"]),
+    ("c-admm", ["--relationship", "--omega-every", "7"]),
+    ("d-admm", ["--preset", "paper", "--omega-every", "7"]),
+], ids=["c-admm-paper", "c-admm-relationship", "d-admm-paper"])
+def test_resume_with_omega_learned(tmp_path, small_tasks, algo, settings):
+    """Omega learned every 7th round, checkpointed at round 300 (300 = 7 * 42 + 6, between two
+    updates): the resumed run must know how many consensus steps were taken, or it updates
+    Omega at rounds 307, 314, ... instead of 301, 308, ... and ends elsewhere (the helper
+    checks that the checkpoint is round 300's)."""
+    full = interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks, *settings])
+    assert full["attrs"]["relationship"]
+    assert np.abs(full["model/omega"] - np.eye(5) / 5).max() > 1e-2     # Omega was learned
+
+
+@pytest.mark.parametrize("algo, settings, fail_rank, mode", [
+    ("c-admm", ["--preset", "paper", "--omega-every", "7"], 0, "kill"),
+    ("d-admm", ["--relationship", "--omega-every", "7"], 2, "raise"),
+], ids=["c-admm-paper-3-ranks", "d-admm-relationship-3-ranks"])
+def test_resume_with_omega_learned_under_mpi(mpiexec, tmp_path, small_tasks, algo, settings,
+                                             fail_rank, mode):
+    """The same on 3 ranks: C-ADMM's server holds the round count; every D-ADMM node its own."""
+    full = interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks, *settings],
+                                    3, fail_rank, mode)
+    assert np.abs(full["model/omega"] - np.eye(5) / 5).max() > 1e-2
 
 
 def test_foreign_checkpoints_are_refused(mpiexec, tmp_path, small_tasks):

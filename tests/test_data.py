@@ -199,6 +199,7 @@ def test_import_npz_paper_layout(tmp_path):
     assert meta.n_tasks == 3 and meta.dim == 4
     got = load_tasks(meta, [2])
     np.testing.assert_array_equal(got.y[0], np.where(ys[2, :, 0] == 1, 1, -1))
+    np.testing.assert_array_equal(got.X[0], xs[2])
 
 
 def test_import_npz_per_task_layout(tmp_path):
@@ -207,6 +208,12 @@ def test_import_npz_per_task_layout(tmp_path):
              X_1=rng.normal(size=(8, 2)), y_1=-np.ones(8))
     meta = import_npz(tmp_path / "q.npz", tmp_path / "q.h5")
     assert list(meta.lengths) == [5, 8]
+    # what was loaded, not only how much: each task's own arrays, in order
+    with np.load(tmp_path / "q.npz") as z:
+        got = load_tasks(meta, [0, 1])
+        for k in range(2):
+            np.testing.assert_array_equal(got.X[k], z[f"X_{k}"])
+            np.testing.assert_array_equal(got.y[k], z[f"y_{k}"])
 
 
 def test_import_npz_refuses_pickles_and_garbage(tmp_path):

@@ -33,7 +33,9 @@ def assert_same_predictions(a, b, models=("W", "Z", "V", "u"), atol=1e-10):
 
 @pytest.mark.parametrize("extra", [["--variant", "exact"], ["--variant", "paper"],
                                    ["--loss", "logistic", "--no-relationship"],
-                                   ["--loss", "perceptron", "--batch", "3", "--omega-every", "4"]])
+                                   # --relationship: without it --omega-every does nothing
+                                   ["--loss", "perceptron", "--batch", "3", "--relationship",
+                                    "--omega-every", "4"]])
 def test_dadmm_full_equals_cadmm_in_process(small_tasks, tmp_path, extra):
     c = run_file(tmp_path, "c", "--data", small_tasks, *extra)
     d = run_file(tmp_path, "d", "--data", small_tasks, *extra, "--algo", "d-admm", "--topology", "full")
@@ -41,9 +43,11 @@ def test_dadmm_full_equals_cadmm_in_process(small_tasks, tmp_path, extra):
 
 
 def test_dadmm_full_equals_cadmm_under_mpi(mpiexec, small_tasks, tmp_path):
-    c = run_file(tmp_path, "c", "--data", small_tasks, "--omega-every", "2")
-    d = run_file(tmp_path, "d", "--data", small_tasks, "--omega-every", "2", "--algo", "d-admm",
+    omega = ["--relationship", "--omega-every", "2"]        # Omega learned, every other round
+    c = run_file(tmp_path, "c", "--data", small_tasks, *omega)
+    d = run_file(tmp_path, "d", "--data", small_tasks, *omega, "--algo", "d-admm",
                  "--topology", "full", np_ranks=5)
+    assert np.abs(c["model/omega"] - np.eye(5) / 5).max() > 1e-2
     assert_same_predictions(c, d)
     with h5py.File(tmp_path / "d.h5") as f:
         assert f["timing/staleness"].shape == (5, 1000)

@@ -1,4 +1,5 @@
-"""Spec equivalences 1 and 4: in-process == mpiexec (2, 3, K+1 ranks) to 1e-10; same seed, same bits."""
+"""Spec equivalences 1 and 4: in-process == mpiexec (2, 3, K+1 ranks) to 1e-10, with Omega fixed at
+I/K (the defaults) and learned (--relationship, --preset paper); same seed, same bits."""
 import numpy as np
 import pytest
 
@@ -39,13 +40,46 @@ def test_mpi_equals_in_process(mpiexec, small_tasks, tmp_path, in_process, ranks
     assert_same_run(in_process[variant], mpi)
 
 
+def assert_omega_learned(results, K=5):
+    """Omega moved away from its start I/K (else an Omega test could pass without learning it);
+    D-ADMM: every node's own Omega too."""
+    start = np.eye(K) / K
+    assert np.abs(results["model/omega"] - start).max() > 1e-2, results["model/omega"]
+    for omega in results.get("model/node_omega", ()):
+        assert np.abs(omega - start).max() > 1e-2, omega
+
+
 def test_minibatch_and_other_losses_match_under_mpi(mpiexec, small_tasks, tmp_path):
-    args = ["--data", small_tasks, "--batch", "4", "--loss", "logistic", "--omega-every", "3",
-            "--seed", "5"]
-    assert omtl("run", *args, "--out", tmp_path / "a.h5").returncode == 0
+    # --relationship: without it Omega stays I/K and --omega-every does nothing
+    args = ["--data", small_tasks, "--batch", "4", "--loss", "logistic", "--relationship",
+            "--omega-every", "3", "--seed", "5"]
+    r = omtl("run", *args, "--out", tmp_path / "a.h5")
+    assert r.returncode == 0, r.stderr
     r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=4)
     assert r.returncode == 0, r.stderr
-    assert_same_run(read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5"))
+    a = read_results(tmp_path / "a.h5")
+    assert_omega_learned(a)
+    assert_same_run(a, read_results(tmp_path / "b.h5"))
+
+
+@pytest.mark.parametrize("settings", [["--relationship", "--omega-every", "3"], ["--preset", "paper"]],
+                         ids=["relationship-every-3", "preset-paper"])
+@pytest.mark.parametrize("algo, local", [("c-admm", []), ("d-admm", ["--nodes", "3"])])
+def test_mpi_equals_in_process_with_omega_learned(mpiexec, tmp_path, algo, local, settings):
+    """Omega learned (every 3rd round with the defaults' vote and AROW w-step; every round with
+    the paper's settings): one process and 3 ranks (C-ADMM: server + 2 workers; D-ADMM: 3 nodes
+    on a ring) agree, predictions and mistakes exactly, W, u, V, Z and every Omega to 1e-10."""
+    args = ["--algo", algo, "--synth-samples", "300", *settings]
+    r = omtl("run", *args, *local, "--out", tmp_path / "a.h5")
+    assert r.returncode == 0, r.stderr
+    r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=3)
+    assert r.returncode == 0, r.stderr
+    a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
+    assert a["attrs"]["relationship"] and b["attrs"]["ranks"] == 3
+    assert_omega_learned(a)
+    if algo == "d-admm":
+        assert a["model/node_omega"].shape == (3, 5, 5)
+    assert_same_run(a, b)
 
 
 def test_same_seed_same_bits(small_tasks, tmp_path):

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 
 from omtl_mpi.algorithms.admm import AdmmParams
-from omtl_mpi.algorithms.experts import PRIOR_FIRST, STEP, ExpertVote, related_models
-
-PRIOR = (PRIOR_FIRST, (1 - PRIOR_FIRST) / 2, (1 - PRIOR_FIRST) / 2)
+from omtl_mpi.algorithms.experts import ExpertVote, related_models
 from omtl_mpi.data.features import prepare
 from omtl_mpi.data.source import shuffled
 from omtl_mpi.data.taskfile import TaskStreams
@@ -35,17 +33,19 @@ def test_related_models_leave_unrelated_and_zero_models_nearly_alone():
 
 
 def test_weights_sum_to_one_and_follow_the_fewest_mistakes():
+    """The documented numbers, written out (not experts.PRIOR_FIRST and STEP, which a change
+    would carry into the expectation): prior (0.99, 0.005, 0.005), c = 16."""
     vote = ExpertVote(2, 1, total_tasks=4)
-    np.testing.assert_allclose(vote.weights(), PRIOR)           # before any mistake: the prior
+    np.testing.assert_allclose(vote.weights(), [0.99, 0.005, 0.005])    # before any mistake
     vote.steps = 10.0
     vote.set_totals([9.0, 0.0, 3.0])            # every task's mistakes, summed
     p = vote.weights()
     np.testing.assert_allclose(p.sum(), 1.0)
     assert p[1] > p[2] and p[1] > p[0]          # enough mistakes overcome the prior
-    # pi_e exp(-eta_t (M_e - min M) / K), eta_t = STEP sqrt(8 ln 3 / t)
-    eta = STEP * math.sqrt(8 * math.log(3) / 10.0)
+    # pi_e exp(-eta_t (M_e - min M) / K), eta_t = c sqrt(8 ln 3 / t)
+    eta = 16.0 * math.sqrt(8 * math.log(3) / 10.0)
     np.testing.assert_allclose(p[2] / p[1], math.exp(-eta * 3.0 / 4))
-    np.testing.assert_allclose(p[0] / p[1], PRIOR[0] / PRIOR[1] * math.exp(-eta * 9.0 / 4))
+    np.testing.assert_allclose(p[0] / p[1], 0.99 / 0.005 * math.exp(-eta * 9.0 / 4))
 
 
 def _stream(vote, rates, rounds, rng, kb):

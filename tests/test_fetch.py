@@ -108,6 +108,8 @@ def test_download_verify_and_keep(tmp_path):
         assert again["action"] == "present"
         assert len(server.log) == 1                      # the verified file was not fetched again
     assert leftovers(tmp_path / "d") == ["a/b.bin"]
+    # the bytes served, not only the fetcher's own word ("verified") for them
+    assert (tmp_path / "d/a/b.bin").read_bytes() == (tmp_path / "srv/a/b.bin").read_bytes()
     assert len(lines) == 2 and "sha256 ok" in lines[0] and "present" in lines[1]
 
 
@@ -135,6 +137,7 @@ def test_truncation_is_retried_in_the_same_call(tmp_path):
         row = F.fetch_file(spec, tmp_path / "d", [f"{url}/f.bin"], retries=1, echo=lambda s: None)
     assert row["action"] == "resumed" and [r for _, r in server.log] == [None, "bytes=150000-"]
     assert leftovers(tmp_path / "d") == ["f.bin"]
+    assert (tmp_path / "d/f.bin").read_bytes() == (tmp_path / "srv/f.bin").read_bytes()
 
 
 def test_server_ignoring_range_restarts_from_zero(tmp_path):
@@ -148,6 +151,8 @@ def test_server_ignoring_range_restarts_from_zero(tmp_path):
     assert server.log == [("/f.bin", "bytes=1000-")] and row["action"] == "downloaded"
     assert any("ignored the range request; restarting" in line for line in lines)
     assert leftovers(dest) == ["f.bin"]
+    # restarted from zero: none of the 1000 stale bytes of the .part are left at its start
+    assert (dest / "f.bin").read_bytes() == (tmp_path / "srv/f.bin").read_bytes()
 
 
 def test_stalled_server_times_out_and_keeps_the_part(tmp_path):
@@ -192,6 +197,7 @@ def test_404_names_the_url_and_next_url_is_tried(tmp_path):
             F.fetch_file(spec, tmp_path / "d", [f"{url}/nope.bin"], echo=lambda s: None)
         row = F.fetch_file(spec, tmp_path / "d", [f"{url}/nope.bin", f"{url}/f.bin"], echo=lambda s: None)
     assert row["url"] == f"{url}/f.bin" and leftovers(tmp_path / "d") == ["f.bin"]
+    assert (tmp_path / "d/f.bin").read_bytes() == (tmp_path / "srv/f.bin").read_bytes()
 
 
 def test_file_mirror_and_md5(tmp_path):
@@ -202,6 +208,7 @@ def test_file_mirror_and_md5(tmp_path):
                        echo=lambda s: None)
     assert row["action"] == "downloaded" and row["digest"].startswith("md5:")
     assert leftovers(tmp_path / "d") == ["m/f.gz"]
+    assert (tmp_path / "d/m/f.gz").read_bytes() == (tmp_path / "srv/m/f.gz").read_bytes()
 
 
 # ---------------------------------------------------------------- data sets, synthetic manifest

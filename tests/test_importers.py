@@ -30,11 +30,16 @@ def write_landmine(path, feats, labels):
 
 def test_landmine(tmp_path):
     rng = np.random.default_rng(0)
-    write_landmine(tmp_path / "l.mat", [rng.normal(size=(6, 9)), rng.normal(size=(4, 9))],
+    feats = [rng.normal(size=(6, 9)), rng.normal(size=(4, 9))]
+    write_landmine(tmp_path / "l.mat", feats,
                    [np.array([[0], [1], [0], [0], [0], [1]]), np.array([[0], [0], [1], [0]])])
     meta = import_landmine(tmp_path / "l.mat", tmp_path / "l.h5")
     assert meta.n_tasks == 2 and list(meta.lengths) == [6, 4] and meta.dim == 9
-    np.testing.assert_array_equal(load_tasks(meta, [1]).y[0], [-1, -1, 1, -1])
+    got = load_tasks(meta, [0, 1])
+    np.testing.assert_array_equal(got.y[1], [-1, -1, 1, -1])
+    np.testing.assert_array_equal(got.y[0], [-1, 1, -1, -1, -1, 1])
+    for k in range(2):
+        np.testing.assert_array_equal(got.X[k], feats[k])
 
 
 def test_landmine_bad_inputs(tmp_path):
@@ -132,11 +137,17 @@ def test_text_csv_folder_and_task_column(tmp_path):
     (folder / "fr.csv").write_text("text,label\nbien,positive\nmal,negative\n", encoding="utf-8")
     meta = import_text_csv(folder, tmp_path / "r.h5", dims=16)
     assert meta.names == ("de", "fr") and list(meta.lengths) == [2, 2]
+    got = load_tasks(meta, [0, 1])
+    assert [v.tolist() for v in got.y] == [[1, -1], [1, -1]]          # neutral left out
+    np.testing.assert_array_equal(got.X[0], hash_texts(["gut", "schlecht"], dims=16))
     (tmp_path / "one.csv").write_text("lang,body,stars\nen,great,good\nen,awful,bad\nes,bueno,good\n")
     from omtl_mpi.data.importers.text import parse_mapping
     meta = import_text_csv(tmp_path / "one.csv", tmp_path / "o.h5", text_col="body", label_col="stars",
                            task_col="lang", mapping=parse_mapping("good=1,bad=-1"), dims=16)
     assert meta.names == ("en", "es")
+    got = load_tasks(meta, [0, 1])
+    assert [v.tolist() for v in got.y] == [[1, -1], [1]]
+    np.testing.assert_array_equal(got.X[1], hash_texts(["bueno"], dims=16))
 
 
 def test_text_csv_unmapped_label(tmp_path):
@@ -182,12 +193,18 @@ def test_csv_and_libsvm(tmp_path):
     (tmp_path / "d.csv").write_text("f1,f2,label,task\n1,2,1,a\n3,4,0,a\n5,6,1,b\n")
     meta = import_csv(tmp_path / "d.csv", tmp_path / "c.h5")
     assert meta.names == ("a", "b") and meta.dim == 2
+    got = load_tasks(meta, [0, 1])
+    assert [x.tolist() for x in got.X] == [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0]]]
+    assert [v.tolist() for v in got.y] == [[1, -1], [1]]
     (tmp_path / "bad.csv").write_text("f1,label,task\n1,x,a\n")
     with pytest.raises(DataError, match="line 2"):
         import_csv(tmp_path / "bad.csv", tmp_path / "x.h5")
     (tmp_path / "s.txt").write_text("+1 qid:a 1:0.5 3:1\n-1 qid:b 2:2\n+1 qid:a 1:1\n")
     meta = import_libsvm(tmp_path / "s.txt", tmp_path / "l.h5", task_field="qid")
     assert meta.names == ("a", "b") and meta.dim == 3 and list(meta.lengths) == [2, 1]
+    got = load_tasks(meta, [0, 1])
+    assert [x.tolist() for x in got.X] == [[[0.5, 0.0, 1.0], [1.0, 0.0, 0.0]], [[0.0, 2.0, 0.0]]]
+    assert [v.tolist() for v in got.y] == [[1, 1], [-1]]
     (tmp_path / "t.txt").write_text("+1 1:0.5 x\n")
     with pytest.raises(DataError, match="t.txt: line 1"):
         import_libsvm(tmp_path / "t.txt", tmp_path / "m.h5", task_field="qid")

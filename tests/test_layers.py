@@ -19,7 +19,7 @@ LAYERS = {
     "options": 2.5, "config": 2.5,  # one description of a run, read by every layer above
     "algorithms": 2,
     "data": 1, "topology": 1,
-    "metrics": 0, "errors": 0, "atomic": 0, "__init__": 0,
+    "metrics": 0, "errors": 0, "atomic": 0, "paths": 0, "__init__": 0,
 }
 
 

@@ -63,7 +63,7 @@ class AdmmParams:
 
     rho: float = field(default=0.1, metadata={"help": "ADMM penalty (> 0)."})
     eta: float | None = field(default=None, metadata={
-        "help": "Step control (>= 0). auto: sqrt(T) for the euclid w-step, T the longest "
+        "help": "Step control (> 0). auto: sqrt(T) for the euclid w-step, T the longest "
                 "stream's number of rounds; 1 for adagrad and arow.", "none_text": "auto"})
     lambda1: float = field(default=1e-6, metadata={"help": "Weight of |V|^2 (> 0)."})
     lambda2: float = field(default=1e-5, metadata={"help": "Weight of |u|^2 (> 0)."})
@@ -130,8 +130,10 @@ class AdmmParams:
             value = getattr(self, name)
             if finite(name, value) and value < 0:
                 problems.append(f"--{name.replace('_', '-')} must be >= 0, got {value!r}")
-        if self.eta is not None and finite("eta", self.eta) and self.eta < 0:
-            problems.append(f"--eta must be >= 0, got {self.eta!r}")
+        # eta weighs the w-step's proximal term: at 0 the linearised step has nothing to bound
+        # it and the model runs off to inf within a few rounds
+        if self.eta is not None and finite("eta", self.eta) and self.eta <= 0:
+            problems.append(f"--eta must be > 0 (the w-step's proximal weight), got {self.eta!r}")
         if self.variant not in VARIANTS:
             problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.loss not in LOSSES:
@@ -147,6 +149,19 @@ class AdmmParams:
             raise ConfigError("\n".join(problems))
 
     FIXED: ClassVar[tuple] = ()     # fields a learner built on these fixes (fixed_fields)
+
+    def inactive(self) -> dict:
+        """The fields that have no effect with these values, each with the reason (an option
+        given for one of them is refused: :func:`omtl_mpi.options.run_config`)."""
+        out = {}
+        if self.w_step != "arow":
+            out["arow_r"] = f"it is the arow w-step's r, and the w-step is {self.w_step}"
+        if self.w_step != "adagrad":
+            out["delta"] = f"it is the adagrad w-step's, and the w-step is {self.w_step}"
+        if not self.relationship:
+            why = "Omega is learned only with --relationship (or --preset paper)"
+            out["omega_every"] = out["omega_eps"] = why
+        return out
 
     @classmethod
     def paper(cls, **changes) -> "AdmmParams":

@@ -1,9 +1,10 @@
 """Task streams: the HDF5 format, validation, the synthetic generator and importers."""
 from .importers import (import_csv, import_landmine, import_libsvm, import_mnist, import_npz,
-                        import_text_csv, import_tudataset, import_tweeteval, info)
+                        import_text_csv, import_tudataset, import_tweeteval)
 from .source import FileSource, SyntheticSource
 from .synthetic import generate
-from .taskfile import TaskMeta, TaskStreams, load_tasks, read_meta, write_tasks
+# info reads labels through taskfile's checks (a damaged task is one line naming it)
+from .taskfile import TaskMeta, TaskStreams, info, load_tasks, read_meta, write_tasks
 
 __all__ = ["write_tasks", "read_meta", "load_tasks", "TaskMeta", "TaskStreams", "FileSource",
            "SyntheticSource", "generate", "import_npz", "import_landmine", "import_mnist",

@@ -48,6 +48,8 @@ def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple 
             if b is None:
                 b = cache[g] = _bucket(g, dims)
             row[b[0]] += b[1]
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    np.divide(X, norms, out=X, where=norms > 0)
+        # row by row, not np.linalg.norm(X): that would hold a second matrix of X's size
+        norm = np.sqrt(np.add.reduce(row * row))
+        if norm > 0:
+            row /= norm
     return X

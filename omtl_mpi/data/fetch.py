@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..errors import ConfigError, UserError
+from ..paths import refuse_inputs, writable_folder
 from .fetch_manifest import DATASETS
 
 CHUNK = 1 << 20
@@ -388,6 +389,26 @@ def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -
         out.files.append(fetch_file(spec, dest, urls, timeout=timeout, retries=retries, echo=echo,
                                     index=f"[{i}/{len(files)}] "))
     return out
+
+
+def check_out(name: str, dest, out, groups=None) -> None:
+    """Refuse, before anything is downloaded, an output (-o) that would replace one of the data
+    set's files under ``dest`` or ``dest`` itself, that is a folder, or whose folder is missing
+    or not writable (``dest`` itself may be missing: fetch creates it).
+
+    Raises
+    ------
+    UserError
+    """
+    dest = os.path.abspath(str(dest))
+    inputs = [(dest, "the --dest folder")]
+    for variant, files in select_files(name, groups):
+        inputs.append((os.path.join(dest, *variant["import_src"].split("/")), f"the {name} data to import"))
+        inputs += [(os.path.join(dest, *f["path"].split("/")), f"a {name} file it downloads")
+                   for f in files]
+    refuse_inputs(out, inputs, "-o")
+    if os.path.dirname(os.path.abspath(out)) != dest or os.path.isdir(dest):
+        writable_folder(out, "-o")
 
 
 def import_fetched(fetched: Fetched, out, **options):

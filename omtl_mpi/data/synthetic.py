@@ -29,6 +29,14 @@ def task_parameters(tasks: int, seed: int):
     return a, theta
 
 
+def footprint(tasks: int, samples: int, dims: int = 9) -> float:
+    """Bytes a generated data set holds at its peak, for ``tasks`` x ``samples`` instances of
+    ``dims`` features (9 for the paper's family): every task's features and labels, one task's
+    temporaries while it is generated, the weights, and the check of the features when written."""
+    tasks, samples, dims = float(tasks), float(samples), float(dims)
+    return tasks * samples * (8 * dims + 1) + samples * (9 * dims + 16 * 8) + tasks * 8 * (dims + 6)
+
+
 def features(p: np.ndarray) -> np.ndarray:
     """The 9 monomials of points p (n, 2), in the paper's order."""
     p1, p2 = p[:, 0], p[:, 1]
@@ -48,6 +56,8 @@ def generate(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: boo
     """
     if int(tasks) < 1 or int(samples) < 1:
         raise ConfigError(f"synthetic data needs tasks >= 1 and samples >= 1, got {tasks} and {samples}")
+    if int(seed) < 0:
+        raise ConfigError(f"--seed must be >= 0, got {seed}")
     a, theta = task_parameters(tasks, seed)
     wanted = range(tasks) if only is None else [int(k) for k in only]
     names, X_list, y_list = [], [], []

@@ -10,16 +10,26 @@ Streams may have different lengths. A worker reads only its own tasks' groups.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
 from ..atomic import atomic_path
-from ..errors import DataError
+from ..errors import DataError, UserError
+from ..paths import regular_file
 
 FORMAT = "omtl-mpi-tasks"
+VERSION = 1
+# what h5py raises for a damaged file (a bad chunk, a broken link, an unreadable attribute):
+# each becomes one line naming the file (and the task where known), never a traceback
+H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError)
+# soft links followed before a chain is taken for a loop
+_MAX_LINK_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -140,16 +150,121 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
             t.create_dataset("y", data=np.asarray(y, dtype=np.int8))
 
 
-def _open(path: str) -> h5py.File:
-    if not os.path.exists(path):
+def reason(exc: BaseException) -> str:
+    """An h5py error's message on one line (HDF5 messages may span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextmanager
+def _open(path: str):
+    """The task file at ``path``, open for reading (a context manager).
+
+    Nothing but a regular file is opened (a FIFO would block forever), and an h5py error
+    raised while the file is read in the ``with`` block becomes a DataError naming the file.
+
+    Raises
+    ------
+    DataError
+    """
+    path = str(path)
+    if not os.path.lexists(path):
         raise DataError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise DataError(f"{path}: is a folder, not a task-stream HDF5 file")
     try:
-        return h5py.File(path, "r")
+        regular_file(path, "task-stream HDF5 file")
+    except UserError as exc:
+        raise DataError(str(exc)) from None
+    try:
+        f = h5py.File(path, "r")
     except OSError as exc:
         raise DataError(f"{path}: not a readable HDF5 file ({str(exc).split('(')[0].strip()}); "
                         "create one with 'omtl-mpi data synth' or 'omtl-mpi data import'") from None
+    with f:
+        try:
+            yield f
+        except H5_ERRORS as exc:
+            raise DataError(f"{path}: cannot read the file ({reason(exc)}); it is damaged: "
+                            "import or copy it again") from None
+
+
+def _read_values(group, name: str, where: str) -> np.ndarray:
+    """All values of ``group[name]``; a damaged dataset (a bad compressed chunk) is one line."""
+    try:
+        return group[name][()]
+    except H5_ERRORS as exc:
+        raise DataError(f"{where}: cannot read {name} ({reason(exc)}); the file is damaged: "
+                        "import or copy it again") from None
+
+
+def _check_version(path: str, f) -> None:
+    """Refuse a file of another format version; a file without one (older) is read as 1."""
+    version = f.attrs.get("format_version")
+    if version is None:
+        return
+    value = np.asarray(version)
+    if value.shape == () and value.dtype.kind in "iuf" and value == VERSION:
+        return
+    shown = value.item() if value.shape == () else value.tolist()
+    if isinstance(shown, bytes):
+        shown = shown.decode(errors="replace")
+    raise DataError(f"{path}: task-file format version {shown}; this release of omtl-mpi reads "
+                    f"version {VERSION}: use the omtl-mpi that wrote it, or import the data again")
+
+
+def _link_problem(f, group, name: str, depth: int = 0) -> str | None:
+    """Why the link ``group[name]`` may not be followed (it dangles, or leaves the file), as
+    the rest of a sentence whose subject is the link ("is a soft link to /x, which does not
+    exist in the file"); None for a link that stays in the file.
+
+    Links are inspected without being followed: following an external link would open
+    another file, which could be anything (a FIFO blocks forever).
+    """
+    link = group.get(name, getlink=True)
+    via = f"is a soft link to {link.path}, which" if isinstance(link, h5py.SoftLink) else ""
+    for _ in range(_MAX_LINK_DEPTH - depth):
+        if not isinstance(link, h5py.SoftLink):
+            break
+        link, group, why = _walk(f, group, link.path, depth + 1)
+        if why is not None:
+            return f"{via} {why}"
+    else:
+        return f"{via} leads back to itself; the file is damaged"
+    if isinstance(link, h5py.ExternalLink):
+        return (f"{via + ' is' if via else 'is'} an external link to {link.path} in "
+                f"{link.filename}; links leaving the file are refused: copy the data into the file")
+    return None
+
+
+def _has(group, name: str) -> bool:
+    """Whether ``group`` has a member ``name``, asked without following any link."""
+    return isinstance(group, h5py.Group) and group.get(name, getlink=True) is not None
+
+
+def _walk(f, group, target: str, depth: int):
+    """(the last link of the path ``target``, the group that holds it, None), or (None, None,
+    why the path cannot be followed)."""
+    here = f if target.startswith("/") else group
+    parts = [p for p in target.split("/") if p]
+    for i, part in enumerate(parts):
+        if not _has(here, part):
+            return None, None, "does not exist in the file"
+        link = here.get(part, getlink=True)
+        if i == len(parts) - 1:
+            return link, here, None
+        # a link in the middle of the path is followed only if it stays in the file
+        if not isinstance(link, h5py.HardLink) and _link_problem(f, here, part, depth) is not None:
+            return None, None, f"goes through {part}, a link that dangles or leaves the file"
+        here = here[part]
+    return h5py.HardLink(), here, None
+
+
+def _dataset_links(f, g, where: str) -> list:
+    """One line for each of a task group's X and y that is a link that cannot be followed."""
+    found = []
+    for name in ("X", "y"):
+        why = _link_problem(f, g, name) if _has(g, name) else None
+        if why is not None:
+            found.append(f"{where}: {name} {why}")
+    return found
 
 
 def read_meta(path) -> TaskMeta:
@@ -162,6 +277,10 @@ def read_meta(path) -> TaskMeta:
     """
     path = str(path)
     with _open(path) as f:
+        _check_version(path, f)
+        why = _link_problem(f, f, "tasks") if _has(f, "tasks") else None
+        if why is not None:
+            raise DataError(f"{path}: /tasks {why}")
         if "tasks" not in f or not isinstance(f["tasks"], h5py.Group):
             raise DataError(f"{path}: no /tasks group; this is not an omtl-mpi task-stream file "
                             "(convert it with 'omtl-mpi data import')")
@@ -177,23 +296,41 @@ def read_meta(path) -> TaskMeta:
         if not indices and not problems:
             raise DataError(f"{path}: /tasks holds no task groups")
         K = max(indices) + 1 if indices else 0
+        if len(indices) < K:
+            # one line, not one per gap: a group named 99999999 would otherwise give millions
+            gaps = K - len(indices)
+            first = next(k for k in range(K) if k not in indices)
+            raise DataError("\n".join(problems + [
+                f"{path}: task group /tasks/{first:04d} is missing"
+                f"{f' (and {gaps - 1} more)' if gaps > 1 else ''}; groups must be numbered "
+                f"0..{K - 1} without gaps"]))
         names, lengths, dims = [], [], {}
         for k in range(K):
-            if k not in indices:
-                problems.append(f"{path}: task group /tasks/{k:04d} is missing (groups must be numbered 0..{K - 1})")
+            why = _link_problem(f, groups, indices[k])
+            if why is not None:
+                problems.append(f"{path}: task {k}: /tasks/{indices[k]} {why}")
                 names.append(f"task{k}")
                 lengths.append(0)
                 continue
             g = groups[indices[k]]
             name = g.attrs.get("name", f"task{k}")
-            name = name.decode() if isinstance(name, bytes) else str(name)
+            name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
             names.append(name)
             where = f"{path}: {_label(k, name)}"
+            links = _dataset_links(f, g, where)
+            if links:
+                problems += links
+                lengths.append(0)
+                continue
             if not isinstance(g, h5py.Group) or "X" not in g or "y" not in g:
                 problems.append(f"{where}: missing dataset X or y")
                 lengths.append(0)
                 continue
             X, y = g["X"], g["y"]
+            if not (isinstance(X, h5py.Dataset) and isinstance(y, h5py.Dataset)):
+                problems.append(f"{where}: X and y must be datasets (arrays), not groups")
+                lengths.append(0)
+                continue
             if X.ndim != 2:
                 problems.append(f"{where}: X must be 2-D (samples x features), got shape {X.shape}")
             if y.ndim != 1:
@@ -270,8 +407,8 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
         for k in indices:
             g = f["tasks"][f"{int(k):04d}"]
             where = f"{meta.path}: {_label(int(k), meta.names[k])}"
-            X = np.ascontiguousarray(g["X"][()], dtype=np.float64)
-            y, probs, notes = check_values(where, X, g["y"][()])
+            X = np.ascontiguousarray(_read_values(g, "X", where), dtype=np.float64)
+            y, probs, notes = check_values(where, X, _read_values(g, "y", where))
             problems += probs
             notices += notes
             X_list.append(X)
@@ -280,3 +417,58 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
         raise DataError("\n".join(problems))
     return TaskStreams(indices=indices, names=tuple(meta.names[k] for k in indices),
                        X=X_list, y=y_list, notices=notices)
+
+
+def info(path) -> dict:
+    """The paper's Table 1 row of a task-stream file, plus per-task figures (reads labels only).
+
+    Raises
+    ------
+    DataError
+        For a file that is not a valid task-stream file, or whose labels cannot be read
+        (naming the task).
+    """
+    meta = read_meta(path)
+    per_task = []
+    with _open(meta.path) as f:
+        for k, name in enumerate(meta.names):
+            y = _read_values(f["tasks"][f"{k:04d}"], "y", f"{meta.path}: {_label(k, name)}")
+            per_task.append({"index": k, "name": name, "samples": int(len(y)),
+                             "positive_ratio": float(np.mean(y == 1)) if len(y) else 0.0})
+    lengths = meta.lengths
+    return {
+        "path": meta.path, "tasks": meta.n_tasks, "dims": meta.dim, "total": int(lengths.sum()),
+        "max": int(lengths.max()), "min": int(lengths.min()),
+        "positive_ratio": float(np.mean([t["positive_ratio"] for t in per_task])),
+        "per_task": per_task, "source": meta.source, "description": meta.description,
+    }
+
+
+def file_digest(path) -> str:
+    """A SHA-256 digest of the file's bytes: what a checkpoint records of its data set, so a
+    different file under the same name is noticed (computed once per process while the file
+    is unchanged).
+
+    Raises
+    ------
+    DataError
+        When the file cannot be read.
+    """
+    path = os.path.abspath(os.fspath(path))
+    try:
+        regular_file(path, "data file")
+        st = os.stat(path)
+        return _file_digest(path, st.st_size, st.st_mtime_ns)
+    except UserError as exc:
+        raise DataError(str(exc)) from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the file ({exc.strerror})") from None
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()

@@ -22,6 +22,7 @@ import json
 import os
 
 from ..atomic import atomic_path
+from ..paths import make_folder
 from .collect import Sweep, load_sweep
 from .figures import figure1, omega_figure, timing_figure
 from .tables import metric_table, runs_table, table3, table4
@@ -64,7 +65,7 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     """
     sweep = load_sweep(folder)
     out = out or os.path.join(folder, "report")
-    os.makedirs(out, exist_ok=True)
+    make_folder(out, "-o/--out")
     goals = {k: v.get("target") for k, v in sweep.data.items()}
     goals.update(targets or {})
     metrics = ("mean_error", "balanced_error", "f1")

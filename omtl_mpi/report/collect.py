@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 
 from ..errors import UserError
+from ..paths import regular_file
 
 
 @dataclass
@@ -77,43 +78,93 @@ def load_sweep(folder: str) -> Sweep:
     Raises
     ------
     UserError
-        If ``folder`` is not a sweep folder, or a results file it names cannot be read.
+        One line, if ``folder`` is not a sweep folder, its index is damaged, or a results file
+        it names cannot be read.
     """
     from ..sweep.runner import INDEX, read_index
-    if not os.path.isfile(os.path.join(folder, INDEX)):
+    index_path = os.path.join(folder, INDEX)
+    if not os.path.lexists(index_path):
         raise UserError(f"{folder} is not a sweep folder (no {INDEX}); run 'omtl-mpi sweep FILE.toml --out {folder}' first")
+    # nothing but a regular file is opened: a FIFO would block forever
+    regular_file(index_path, "sweep index")
     index = read_index(folder)
-    algorithms = index.get("algorithms", {})
-    plan = index.get("plan") or list(index["runs"])
+    algorithms, plan = _checked_index(index, index_path)
     outcomes, not_done, missing = [], [], []
     for rid in plan:
         rec = index["runs"].get(rid)
         if rec is None:
             missing.append(rid)
             continue
+        _check_record(rec, rid, index_path)
         if rec["status"] != "done":
             not_done.append((rid, rec["status"], rec.get("error")))
             continue
-        path = os.path.join(folder, rec["results"])
-        try:
-            with h5py.File(path, "r") as f:
-                cfg = json.loads(f.attrs["config"])
-                outcomes.append(Outcome(
-                    id=rid, data=rec["data"], variant=rec["variant"],
-                    label=_variant_label(rec, algorithms), algorithm=rec["algorithm"],
-                    algo=rec["algo"], seed=rec["seed"],
-                    ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
-                    relationship=bool(cfg["params"].get("relationship", False)),
-                    default_params=_has_default_params(rec["algo"], cfg),
-                    mean_error=float(f.attrs["mean_error"]),
-                    balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
-                    ms_per_round=float(f.attrs["ms_per_round"]),
-                    curve=f["metrics/mean_curve"][()],
-                    task_names=[n.decode() if isinstance(n, bytes) else str(n) for n in f["tasks/names"][()]],
-                    path=path))
-        except (OSError, KeyError, ValueError) as exc:
-            raise UserError(f"{path}: cannot read the results of run {rid} ({exc}); "
-                            f"delete it and re-run the sweep to redo that run") from None
-    return Sweep(folder=folder, name=index.get("name", os.path.basename(folder)),
+        outcomes.append(_outcome(folder, rid, rec, algorithms))
+    return Sweep(folder=folder, name=str(index.get("name", os.path.basename(folder))),
                  data=index.get("data", {}), algorithms=algorithms, outcomes=outcomes,
                  not_done=not_done, missing=missing)
+
+
+def _damaged_index(index_path: str, what: str) -> UserError:
+    return UserError(f"{index_path}: {what}; the sweep index is damaged: move it away and run "
+                     "the sweep again")
+
+
+def _checked_index(index: dict, index_path: str) -> tuple[dict, list]:
+    """The index's learner entries and run order, once their types are what the runner writes."""
+    algorithms = index.get("algorithms", {})
+    if not isinstance(algorithms, dict) or not all(isinstance(v, dict) for v in algorithms.values()):
+        raise _damaged_index(index_path, "'algorithms' is not a table of learner entries")
+    data = index.get("data", {})
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise _damaged_index(index_path, "'data' is not a table of data sets")
+    plan = index.get("plan") or list(index["runs"])
+    if not isinstance(plan, list) or not all(isinstance(rid, str) for rid in plan):
+        raise _damaged_index(index_path, "'plan' is not a list of run ids")
+    return algorithms, plan
+
+
+# the fields of a run's record that a report reads, and their types
+_RECORD = {"status": (str,), "data": (str,), "variant": (str,), "algorithm": (str,), "algo": (str,),
+           "seed": (int, type(None)), "results": (str,)}
+
+
+def _check_record(rec, rid: str, index_path: str) -> None:
+    if not isinstance(rec, dict) or not isinstance(rec.get("status"), str):
+        raise _damaged_index(index_path, f"the record of run {rid} has no status")
+    if rec["status"] != "done":
+        return
+    for key, types in _RECORD.items():
+        if not isinstance(rec.get(key), types) or isinstance(rec.get(key), bool):
+            raise _damaged_index(index_path, f"the record of run {rid} has no valid '{key}'")
+    if not isinstance(rec.get("grid") or {}, dict):
+        raise _damaged_index(index_path, f"the record of run {rid} has no valid 'grid'")
+
+
+def _outcome(folder: str, rid: str, rec: dict, algorithms: dict) -> Outcome:
+    """What a report needs of run ``rid``, read from its results file."""
+    path = os.path.join(folder, rec["results"])
+    try:
+        regular_file(path, "results file")
+        with h5py.File(path, "r") as f:
+            cfg = json.loads(f.attrs["config"])
+            return Outcome(
+                id=rid, data=rec["data"], variant=rec["variant"],
+                label=_variant_label(rec, algorithms), algorithm=rec["algorithm"],
+                algo=rec["algo"], seed=rec["seed"],
+                ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
+                relationship=bool(cfg["params"].get("relationship", False)),
+                default_params=_has_default_params(rec["algo"], cfg),
+                mean_error=float(f.attrs["mean_error"]),
+                balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
+                ms_per_round=float(f.attrs["ms_per_round"]),
+                curve=np.asarray(f["metrics/mean_curve"][()], dtype=np.float64),
+                task_names=[n.decode(errors="replace") if isinstance(n, bytes) else str(n)
+                            for n in f["tasks/names"][()]],
+                path=path)
+    except UserError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+    raise UserError(f"{path}: cannot read the results of run {rid} ({reason}); "
+                    f"delete it and re-run the sweep to redo that run")

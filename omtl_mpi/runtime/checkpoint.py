@@ -1,22 +1,35 @@
 """Checkpoints: the full learning state of every rank in one HDF5 file, written atomically.
 
-Layout: root attributes ``format``, ``round`` (rounds done), ``config`` (JSON), ``fingerprint``,
-``signature`` (JSON of the data set's names, lengths and d) and ``ranks``; one group
-``rank_NNNN`` per rank holding that rank's learner state, its predictions so far, its
-staleness and its per-round timings, as nested groups of plain arrays.
+Layout: root attributes ``format``, ``format_version``, ``round`` (rounds done), ``config``
+(JSON), ``fingerprint``, ``signature`` (JSON of the data set's names, lengths and d),
+``data_digest`` (SHA-256 of the data set's contents), ``state_digest`` (SHA-256 of the state
+below) and ``ranks``; one group ``rank_NNNN`` per rank holding that rank's learner state, its
+predictions so far, its staleness and its per-round timings, as nested groups of plain arrays.
+
+A checkpoint is read only after it is known to be one of this run's: same ranks, data set
+(names, lengths, d and contents) and configuration; its state is then checked against its
+digest and, on every rank, against the structure of that rank's learner (:func:`check_part`)
+before anything is restored. Nothing in it is ever unpickled.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from dataclasses import dataclass
 
 import h5py
 import numpy as np
 
 from ..atomic import atomic_path
 from ..errors import UserError
+from ..paths import regular_file
 
 FORMAT = "omtl-mpi-checkpoint"
+# 2: digests of the state and of the data set's contents (a checkpoint without is version 1)
+VERSION = 2
+# what h5py raises on a damaged file; each becomes one line naming the checkpoint
+_H5_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError)
 
 
 def default_path(out: str | None) -> str | None:
@@ -42,25 +55,74 @@ def _write(group, value) -> None:
             group.create_dataset(key, data=np.asarray(item))
 
 
+class _Damaged(Exception):
+    """A part of the file that cannot be what a checkpoint writes (message: what and where)."""
+
+
 def _read(group):
     if group.attrs.get("none", False):
         return None
     if "list" in group.attrs:
-        return [_read_item(group[str(i)]) for i in range(int(group.attrs["list"]))]
-    return {key: _read_item(item) for key, item in group.items()}
+        return [_read_item(group, str(i)) for i in range(int(group.attrs["list"]))]
+    return {key: _read_item(group, key) for key in group.keys()}
 
 
-def _read_item(item):
+def _read_item(group, key: str):
+    # a checkpoint holds no links: one would be followed into another file (anything, a FIFO)
+    link = group.get(key, getlink=True)
+    if link is None:
+        raise _Damaged(f"{group.name}/{key} is missing")
+    if not isinstance(link, h5py.HardLink):
+        raise _Damaged(f"{group.name}/{key} is a link; a checkpoint holds none")
+    item = group[key]
     return _read(item) if isinstance(item, h5py.Group) else item[()]
 
 
+def state_digest(done: int, ranks_state: list) -> str:
+    """SHA-256 of the rounds done and of every rank's state tree, as written and as read back
+    (keys in sorted order, each array's dtype, shape and bytes)."""
+    h = hashlib.sha256(f"round {int(done)} ranks {len(ranks_state)}\0".encode())
+    for r, state in enumerate(ranks_state):
+        _digest(h, f"rank_{r:04d}", state)
+    return "sha256:" + h.hexdigest()
+
+
+def _digest(h, where: str, value) -> None:
+    if isinstance(value, dict):
+        h.update(f"{where}:dict:{len(value)}\0".encode())
+        for key in sorted(value, key=str):
+            _digest(h, f"{where}/{key}", value[key])
+    elif isinstance(value, list):
+        h.update(f"{where}:list:{len(value)}\0".encode())
+        for i, item in enumerate(value):
+            _digest(h, f"{where}/{i}", item)
+    elif value is None:
+        h.update(f"{where}:none\0".encode())
+    else:
+        a = np.ascontiguousarray(value)
+        h.update(f"{where}:{a.dtype.str}:{a.shape}\0".encode())
+        h.update(a.tobytes())
+
+
+def data_digest(source) -> str:
+    """SHA-256 of what a run learns from: the task file's bytes (computed once per process
+    while the file is unchanged), or the description of the synthetic family."""
+    from ..data.source import FileSource
+    from ..data.taskfile import file_digest
+    if isinstance(source, FileSource):
+        return file_digest(source.path)
+    return "sha256:" + hashlib.sha256(source.describe().encode()).hexdigest()
+
+
 def write(path: str, done: int, ranks_state: list, *, config: str, fingerprint: str,
-          signature: str) -> None:
+          signature: str, data_digest: str) -> None:
     """Write every rank's state (rank order) after ``done`` rounds; the old file stays intact
     until the new one is complete."""
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        f.attrs.update({"format": FORMAT, "round": done, "config": config,
-                        "fingerprint": fingerprint, "signature": signature,
+        f.attrs.update({"format": FORMAT, "format_version": VERSION, "round": done,
+                        "config": config, "fingerprint": fingerprint, "signature": signature,
+                        "data_digest": data_digest,
+                        "state_digest": state_digest(done, ranks_state),
                         "ranks": len(ranks_state)})
         for r, state in enumerate(ranks_state):
             _write(f.create_group(f"rank_{r:04d}"), state)
@@ -72,33 +134,212 @@ def _differences(saved: str, current: str) -> str:
         for k, v in d.items():
             out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
         return out
-    a, b = flat(json.loads(saved)), flat(json.loads(current))
+    saved = json.loads(saved)
+    if not isinstance(saved, dict):
+        return "its recorded configuration is not readable"
+    a, b = flat(saved), flat(json.loads(current))
     keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     return ", ".join(f"{k} was {a.get(k)!r}, now {b.get(k)!r}" for k in keys[:4])
 
 
-def read(path: str, *, config: str, fingerprint: str, signature: str, ranks: int):
-    """(rounds done, every rank's state) of a checkpoint made by the same run; refuses others."""
-    if not os.path.isfile(path):
-        raise UserError(f"--resume {path}: no such checkpoint file")
+@dataclass
+class Checkpoint:
+    """A checkpoint of this run, read on rank 0: what it holds and whether it is intact."""
+
+    path: str
+    version: int
+    done: int
+    states: list            # every rank's part, in rank order
+    intact: bool            # its state matches its digest (True for a version-1 file: no digest)
+
+    def verify(self) -> None:
+        """Refuse a checkpoint whose state does not match its digest.
+
+        Raises
+        ------
+        UserError
+        """
+        if not self.intact:
+            raise UserError(f"--resume {self.path}: its state does not match its digest: the file "
+                            "is damaged; resume from another checkpoint or start the run afresh")
+
+
+def read(path: str, *, config: str, fingerprint: str, signature: str, data_digest, ranks: int,
+         rounds: int) -> Checkpoint:
+    """A checkpoint made by the same run (rank 0 reads it); refuses every other file in one line.
+
+    Parameters
+    ----------
+    path : str
+        The file given to ``--resume``.
+    config, fingerprint, signature : str
+        This run's, as :func:`write` records them.
+    data_digest : callable
+        ``data_digest()`` gives this run's data digest; called only when the checkpoint has one.
+    ranks, rounds : int
+        This run's number of ranks and of rounds.
+
+    Raises
+    ------
+    UserError
+        For a missing file, anything but a regular file, a damaged file, or a checkpoint of
+        another run (ranks, data set, contents or configuration).
+    """
+    where = f"--resume {path}"
+    if not os.path.lexists(path):
+        raise UserError(f"{where}: no such checkpoint file")
+    try:
+        regular_file(path, "checkpoint file")
+    except UserError as exc:
+        raise UserError(f"--resume {exc}") from None
     try:
         f = h5py.File(path, "r")
     except OSError:
-        raise UserError(f"--resume {path}: not a readable HDF5 checkpoint") from None
-    with f:
-        if f.attrs.get("format") != FORMAT:
-            raise UserError(f"--resume {path}: not an omtl-mpi checkpoint")
-        if int(f.attrs["ranks"]) != ranks:
-            raise UserError(f"--resume {path}: made with {int(f.attrs['ranks'])} ranks, this run has "
-                            f"{ranks}; resume with the same number of ranks")
-        if f.attrs["signature"] != signature:
-            raise UserError(f"--resume {path}: made on a different data set (task names, lengths or "
-                            "dimension differ); resume with the same --data")
-        if f.attrs["fingerprint"] != fingerprint:
-            raise UserError(f"--resume {path}: made with a different configuration "
-                            f"({_differences(f.attrs['config'], config)}); resume with the same "
-                            "options as the original run")
-        return int(f.attrs["round"]), [_read(f[f"rank_{r:04d}"]) for r in range(ranks)]
+        raise UserError(f"{where}: not a readable HDF5 checkpoint") from None
+    try:
+        with f:
+            return _read_checkpoint(f, where, path, config=config, fingerprint=fingerprint,
+                                    signature=signature, data_digest=data_digest, ranks=ranks,
+                                    rounds=rounds)
+    except _Damaged as exc:
+        raise UserError(f"{where}: the checkpoint is damaged ({exc}); resume from another "
+                        "checkpoint or start the run afresh") from None
+    except _H5_ERRORS as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise UserError(f"{where}: the checkpoint is damaged ({reason}); resume from another "
+                        "checkpoint or start the run afresh") from None
+
+
+def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_digest, ranks,
+                     rounds) -> Checkpoint:
+    attrs = f.attrs
+    if attrs.get("format") != FORMAT:
+        raise UserError(f"{where}: not an omtl-mpi checkpoint")
+    version = int(attrs.get("format_version", 1))
+    if version > VERSION:
+        raise UserError(f"{where}: checkpoint format version {version}; this release of omtl-mpi "
+                        f"reads versions up to {VERSION}: resume with the omtl-mpi that wrote it")
+    if int(attrs["ranks"]) != ranks:
+        raise UserError(f"{where}: made with {int(attrs['ranks'])} ranks, this run has "
+                        f"{ranks}; resume with the same number of ranks")
+    if attrs["signature"] != signature:
+        raise UserError(f"{where}: made on a different data set (task names, lengths or "
+                        "dimension differ); resume with the same --data")
+    if "data_digest" in attrs:
+        then, now = str(attrs["data_digest"]), data_digest()
+        if then != now:
+            raise UserError(f"{where}: made on a data set with different contents: its digest "
+                            f"was {_short(then)}, the data's is now {_short(now)}; resume with "
+                            "the same --data")
+    if attrs["fingerprint"] != fingerprint:
+        raise UserError(f"{where}: made with a different configuration "
+                        f"({_differences(attrs['config'], config)}); resume with the same "
+                        "options as the original run")
+    done = int(attrs["round"])
+    if not 0 <= done <= rounds:
+        raise _Damaged(f"it says {done} rounds were done, the run has {rounds}")
+    states = []
+    for r in range(ranks):
+        if f.get(f"rank_{r:04d}", getlink=True) is None:
+            raise _Damaged(f"it holds no state for rank {r}")
+        states.append(_read_item(f, f"rank_{r:04d}"))
+    intact = ("state_digest" not in attrs
+              or str(attrs["state_digest"]) == state_digest(done, states))
+    return Checkpoint(path=path, version=version, done=done, states=states, intact=intact)
+
+
+def _short(digest: str) -> str:
+    return digest[:19] + "..." if len(digest) > 19 else digest
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a leaf of a rank's checkpoint part must be: its shape and its dtype kinds
+    (``"f"``: floats; ``"biu"``: booleans or integers)."""
+
+    shape: tuple
+    kinds: str
+
+
+# dtype kinds that hold the same values: a count saved as int32 or int64, unsigned or not
+_SAME_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "f", "c": "c"}
+
+
+def check_part(path: str, rank: int, saved, expected, *, missing_ok: bool = False) -> None:
+    """Refuse rank ``rank``'s part of a checkpoint unless it has the keys, shapes and dtype
+    kinds of ``expected`` (this run's part: arrays, or :class:`Expect` leaves).
+
+    ``missing_ok``: keys this run has and the checkpoint lacks are left to the learner's
+    ``load_state`` (a checkpoint of an older version, which had no digest).
+
+    Raises
+    ------
+    UserError
+        One line: the file, the rank, the array and how it differs.
+    """
+    problem = _mismatch(saved, expected, [], missing_ok)
+    if problem is not None:
+        raise UserError(f"--resume {path}: rank {rank}'s {problem}; the checkpoint is damaged or "
+                        "from another version: resume from another checkpoint or start afresh")
+
+
+def _name(parts: list) -> str:
+    """``["state", "holder0", "W"]`` -> ``state holder0/W``."""
+    return parts[0] + (" " + "/".join(parts[1:]) if len(parts) > 1 else "")
+
+
+def _mismatch(saved, expected, parts: list, missing_ok: bool) -> str | None:
+    if isinstance(expected, dict):
+        if not isinstance(saved, dict):
+            return f"{_name(parts)} is {_what(saved)}, this run's is a group"
+        extra = sorted(set(saved) - set(expected))
+        if extra:
+            return f"{_name(parts + [extra[0]])} is not part of this run's state"
+        for key in expected:
+            if key not in saved:
+                if missing_ok:
+                    continue
+                return f"{_name(parts + [key])} is missing"
+            problem = _mismatch(saved[key], expected[key], parts + [key], missing_ok)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(expected, list):
+        if not isinstance(saved, list) or len(saved) != len(expected):
+            return f"{_name(parts)} is {_what(saved)}, this run's is a list of {len(expected)}"
+        for i, (s, e) in enumerate(zip(saved, expected)):
+            problem = _mismatch(s, e, parts + [str(i)], missing_ok)
+            if problem is not None:
+                return problem
+        return None
+    if expected is None:
+        return None if saved is None else f"{_name(parts)} is {_what(saved)}, this run's is empty"
+    if isinstance(saved, (dict, list)) or saved is None:
+        return f"{_name(parts)} is {_what(saved)}, this run's is an array"
+    if not isinstance(expected, Expect):
+        a = np.asarray(expected)
+        expected = Expect(a.shape, _SAME_KINDS.get(a.dtype.kind, a.dtype.kind))
+    a = np.asarray(saved)
+    if a.shape != tuple(expected.shape):
+        return f"{_name(parts)} has shape {a.shape}, this run's is {tuple(expected.shape)}"
+    if a.dtype.kind not in expected.kinds:
+        return f"{_name(parts)} has dtype {a.dtype}, this run's holds {_kinds(expected.kinds)}"
+    return None
+
+
+def _what(value) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, dict):
+        return "a group"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    return f"an array of shape {np.shape(value)}"
+
+
+def _kinds(kinds: str) -> str:
+    names = {"b": "booleans", "i": "integers", "u": "integers", "f": "floats", "c": "complex numbers"}
+    return " or ".join(dict.fromkeys(names.get(k, k) for k in kinds))
 
 
 def signature_of(meta) -> str:

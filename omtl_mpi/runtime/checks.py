@@ -14,7 +14,7 @@ from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..data.rounds import RoundBatches, rounds_needed
 from .layout import task_blocks
-from .progress import Progress
+from .schedule import Hooks
 
 
 class _Stop(Exception):
@@ -55,10 +55,9 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         return Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
 
     roles = build()
-    quiet = Progress(T, enabled=False)
     clock = PhaseClock(T)
     if restart_at is None:
-        preds, _ = roles.run(batches, clock, quiet)
+        preds, _ = roles.run(batches, clock)
     else:
         saved = {}
 
@@ -66,7 +65,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
             saved.update(copy.deepcopy(roles.state()))
             raise _Stop
         try:
-            roles.run(batches, clock, quiet, checkpoint=(restart_at, stop))
+            roles.run(batches, clock, Hooks(checkpoint=(restart_at, stop)))
         except _Stop:
             pass
         first = [p.copy() for p in roles.preds]
@@ -74,7 +73,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         roles.load_state(saved)
         roles.preds = first
         roles.staleness = np.zeros((len(roles.holders), T))
-        preds, _ = roles.run(batches, clock, quiet, first_round=restart_at)
+        preds, _ = roles.run(batches, clock, first_round=restart_at)
     flat = []
     for p, (a, b) in zip(preds, blocks):
         per_task = p.transpose(2, 0, 1).reshape(b - a, -1)

@@ -39,6 +39,7 @@ class Fault:
                     round_ = 0
                 if round_ < 1:
                     raise ConfigError(f"--fail-at must be a round number >= 1, 'load' or 'write', got {when!r}")
+        self.asked = rank if when is not None else None     # the rank asked to fail
         mine = rank == my_rank
         self.at = round_ - 1 if round_ is not None and mine else -1
         self.phase = phase if mine else None

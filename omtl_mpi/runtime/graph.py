@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .schedule import rounds
+from .schedule import NO_HOOKS, Hooks, rounds
 
 
 class NoExchange:
@@ -17,15 +17,14 @@ class NoExchange:
         return [np.empty((0,) + m.shape) for m in messages]
 
 
-def run_graph(comm, nodes, streams, clock, progress, preds, staleness, first_round: int = 0,
-              fault=None, checkpoint=None):
+def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 0,
+              hooks: Hooks = NO_HOOKS):
     """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``
-    (T, B, kb; True for +1) and ``staleness`` (N_local, T); ``fault`` and ``checkpoint`` as
-    in run_star."""
+    (T, B, kb; True for +1) and ``staleness`` (N_local, T); ``hooks`` as in run_star."""
     start, stop, exchange = clock.start, clock.stop, comm.exchange
     data = [(node.local_step, s.X, s.y_float, s.inv_count, p) for node, s, p in zip(nodes, streams, preds)]
     finish = [(node.merge, node.finish_round) for node in nodes]
-    for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
+    for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
         for local_step, X, y, inv_count, pred in data:
             pred[t] = local_step(X[t], y[t], inv_count[t])

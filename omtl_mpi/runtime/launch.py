@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -44,18 +45,89 @@ def _is_open_mpi(mpiexec: str) -> bool:
     return "Open MPI" in (out.stdout + out.stderr)
 
 
-def launch(n_ranks: int, args: list[str], before=None) -> int:
+# What a user or a scheduler sends to stop a command: passed on to the whole MPI job
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """This process received one of :data:`FORWARDED` while a job it started was running."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float = 3.0) -> None:
+    """Stop ``proc`` and everything it started (its own process group: mpiexec and its ranks):
+    ``first``, then SIGKILL if the group is still there after ``grace`` seconds; waits for it."""
+    for sig, wait in ((first, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # the leader may be gone while ranks of its group are still ending: make sure of them
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def launch(n_ranks: int, args: list[str], before=None, echo=None) -> int:
     """Run ``omtl-mpi ARGS`` under mpiexec with ``n_ranks`` ranks; return its exit code.
 
+    mpiexec runs in a process group of its own; SIGINT, SIGTERM or SIGHUP sent to this command
+    is passed on to that whole group and waited for (SIGKILL after a grace period), so that
+    stopping the command stops every rank and no rank writes a file afterwards. The exit
+    code is then 128 + the signal's number.
+
     ``before`` is called in mpiexec's process before it starts (what the ranks inherit, such as
-    :func:`omtl_mpi.fast.addresses.for_launch`'s personality).
+    :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that the job
+    was stopped.
     """
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     # Open MPI's wheel refuses root without these (containers, CI); MPICH ignores them.
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    try:
-        return subprocess.run(mpi_command(n_ranks, args), env=env, preexec_fn=before).returncode
-    except KeyboardInterrupt:
-        return 130
+    with signals_raise():
+        try:
+            proc = subprocess.Popen(mpi_command(n_ranks, args), env=env, preexec_fn=before,
+                                    start_new_session=True)
+        except Stopped as stop:
+            return 128 + stop.signum
+        try:
+            return proc.wait()
+        except Stopped as stop:
+            stop_group(proc, first=stop.signum)
+            if echo is not None:
+                echo(f"stopped by {stop}: every rank of the job has ended")
+            return 128 + stop.signum
+
+
+class signals_raise:
+    """Within this context, :data:`FORWARDED` signals raise :class:`Stopped` in the main thread
+    (the previous handlers come back on exit). Elsewhere than the main thread: no change."""
+
+    def __enter__(self):
+        import threading
+        self.previous, self.fired = {}, False
+        if threading.current_thread() is threading.main_thread():
+            for sig in FORWARDED:
+                self.previous[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def _raise(self, signum, frame):
+        # only the first: a second Ctrl-C must not interrupt the stopping of the job
+        if not self.fired:
+            self.fired = True
+            raise Stopped(signum)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        return False

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..comm.local import LocalStar
 from .graph import run_graph
+from .schedule import NO_HOOKS
 from .star import run_star
 
 
@@ -58,9 +59,9 @@ class Roles:
             self.comm = MpiGraph(world.comm, topology, node.message.shape,
                                  message=node.message if inbox is not None else None, inbox=inbox)
 
-    def run(self, batches, clock, progress, first_round: int = 0, fault=None, checkpoint=None):
+    def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
-        staleness (holders x T).
+        staleness (holders x T). ``hooks``: the between-round work (:class:`.schedule.Hooks`).
 
         While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
         round instead of three; they become labels once, here.
@@ -72,10 +73,10 @@ class Roles:
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
             run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
-                     progress, self.preds[0] if self.preds else None, first_round, fault, checkpoint)
+                     self.preds[0] if self.preds else None, first_round, hooks)
         else:
-            run_graph(self.comm, self.holders, batches, clock, progress, self.preds,
-                      self.staleness, first_round, fault, checkpoint)
+            run_graph(self.comm, self.holders, batches, clock, self.preds, self.staleness,
+                      first_round, hooks)
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
     def close(self) -> None:
@@ -91,8 +92,24 @@ class Roles:
             out["server"] = self.server.state()
         return out
 
+    def finite(self) -> bool:
+        """True when every variable of this rank's learner objects is finite."""
+        return all(np.isfinite(a).all() for a in _arrays(self.state()))
+
     def load_state(self, state: dict) -> None:
         for i, h in enumerate(self.holders):
             h.load_state(state[f"holder{i}"])
         if self.server is not None:
             self.server.load_state(state["server"])
+
+
+def _arrays(tree):
+    """The numeric arrays of a nested :meth:`Roles.state` (dicts and lists of arrays)."""
+    items = tree.values() if isinstance(tree, dict) else tree if isinstance(tree, list) else None
+    if items is None:
+        a = np.asarray(tree)
+        if a.dtype.kind in "fc":
+            yield a
+        return
+    for item in items:
+        yield from _arrays(item)

@@ -15,6 +15,7 @@ from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim, prepare
 from ..data.rounds import RoundBatches, rounds_needed
+from ..errors import UserError
 from ..fast import addresses
 from . import checkpoint as ckpt
 from .faults import NEVER
@@ -22,6 +23,7 @@ from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
 from .results import check_writable, write_results
 from .roles import Roles
+from .schedule import CHECK_EVERY, Hooks
 from .world import SetupFailed, collective, default_world
 
 
@@ -41,6 +43,11 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     if not isinstance(cfg.params, algo.params):
         raise SetupFailed(f"{algo.name} takes {algo.params.__name__} hyper-parameters")
     meta = source.meta()
+    longest = int(meta.lengths.max())
+    if cfg.batch > longest:
+        # the rounds are padded to the batch: a batch past the longest stream only allocates
+        raise SetupFailed(f"--batch {cfg.batch} is more than the longest stream ({longest} "
+                          f"instances): one round would hold them all; use --batch {longest} or less")
     topology = None
     if algo.pattern == "server":
         check_star_world(size, meta.n_tasks, algo.name)
@@ -65,6 +72,20 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
         return
     gib = 2 ** 30
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
+    # the streams of the rank that holds the most instances: read (or generated), shuffled and
+    # laid out round by round, so about three copies; refused before any of it is made, so that
+    # a mistyped --synth-samples is a line, not a machine that runs out of memory
+    ranks = 1 if size == 1 else (size - 1 if pattern == "server" else size)
+    most = -(-K // ranks)
+    # the round-major layout pads every task to the rounds of the longest stream
+    instances = int(np.sort(meta.lengths)[::-1][:most].sum())
+    instances = max(instances, most * rounds_needed(meta.lengths, cfg.batch) * cfg.batch)
+    need = 3 * instances * d * 8
+    if need > free:
+        raise SetupFailed(f"the streams one rank holds ({most} task(s), {instances} instances, "
+                          f"d = {d}) need about {need / gib:.1f} GiB, more than the "
+                          f"{free / gib:.1f} GiB of memory available: use fewer or shorter "
+                          "streams, or more ranks (or nodes) so that each holds fewer tasks")
     if hasattr(cfg.params, "omega_eps"):
         need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
         if need > free:
@@ -194,6 +215,8 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
         blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
         local = blocks if size == 1 else [blocks[rank]]
     my_fault = fault(rank) if fault else NEVER
+    if my_fault.asked is not None and not 0 <= my_fault.asked < size:
+        raise SetupFailed(f"--fail-rank {my_fault.asked} is not a rank of this job (ranks 0..{size - 1})")
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
@@ -223,37 +246,73 @@ def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
 
 
 def _resume(job: Job, path: str, notice) -> None:
-    """Every rank's state, predictions and clock as the checkpoint ``path`` holds them."""
+    """Every rank's state, predictions and clock as the checkpoint ``path`` holds them.
+
+    Rank 0 reads the file and refuses one of another run; every rank then checks its own part
+    against its learner before anything is restored, and every check goes through
+    :func:`collective`, so that all ranks agree and a damaged file is one line, not a crash
+    on one rank. Collective.
+    """
     world, cfg = job.world, job.cfg
     rank = world.rank
 
-    def restore():
-        if rank == 0:
-            return ckpt.read(path, config=cfg.to_json(), fingerprint=cfg.fingerprint(),
-                             signature=ckpt.signature_of(job.meta), ranks=world.size)
-        return None
-    loaded = collective(world, restore)
-    done, states = loaded if rank == 0 else (None, None)
-    job.first_round, saved = world.scatter_objects([(done, s) for s in states] if rank == 0 else None)
-    roles = job.roles
-    roles.load_state(saved["state"])
-    # predictions so far, True for +1 (a checkpoint of an older version holds -1/+1)
-    roles.preds = [np.asarray(p) > 0 for p in saved["preds"]]
-    roles.staleness = saved["staleness"]
-    job.clock.rows[:] = saved["clock"]
+    def read():
+        if rank != 0:
+            return None
+        return ckpt.read(path, config=cfg.to_json(), fingerprint=cfg.fingerprint(),
+                         signature=ckpt.signature_of(job.meta),
+                         data_digest=lambda: ckpt.data_digest(job.source), ranks=world.size,
+                         rounds=job.rounds)
+    loaded = collective(world, read)
+    parts = [(loaded.done, loaded.version, s) for s in loaded.states] if rank == 0 else None
+    done, version, saved = world.scatter_objects(parts)
+    collective(world, lambda: ckpt.check_part(path, rank, saved, _checkpoint_part(job, expected=True),
+                                              missing_ok=version < 2))
+    # the structure first (its message says which array differs), then the values' digest
+    collective(world, lambda: loaded.verify() if rank == 0 else None)
+    collective(world, lambda: _restore(job, path, saved))
+    job.first_round = done
     if notice is not None and rank == 0:
         notice(f"resumed from {path} after round {job.first_round}")
 
 
-def _save_checkpoint(job: Job, path: str, done: int) -> None:
-    """Gather every rank's state on rank 0 and write it to ``path`` (collective)."""
+def _checkpoint_part(job: Job, expected: bool = False) -> dict:
+    """This rank's part of a checkpoint: its roles' state, predictions so far, staleness and
+    clock; with ``expected``, what a checkpoint's part must look like for this run (the
+    predictions and staleness are not made until the rounds start)."""
     roles = job.roles
-    mine = {"state": roles.state(), "preds": roles.preds, "staleness": roles.staleness,
-            "clock": job.clock.rows}
-    everything = job.world.gather_objects(mine)
+    if not expected:
+        return {"state": roles.state(), "preds": roles.preds, "staleness": roles.staleness,
+                "clock": job.clock.rows}
+    rounds = job.clock.rows.shape[0]
+    # predictions are booleans (a checkpoint of an older version holds -1/+1 integers)
+    preds = [ckpt.Expect((rounds,) + b.y.shape[1:], "biu") for b in job.batches]
+    return {"state": roles.state(), "preds": preds,
+            "staleness": ckpt.Expect((len(roles.holders), rounds), "f"), "clock": job.clock.rows}
+
+
+def _restore(job: Job, path: str, saved: dict) -> None:
+    """Load a checked checkpoint part into this rank's roles and clock."""
+    roles = job.roles
+    try:
+        roles.load_state(saved["state"])
+    except KeyError as exc:         # a checkpoint of an older version, without an array
+        raise UserError(f"--resume {path}: rank {job.world.rank}'s state lacks {exc}, which "
+                        "this version needs; start the run afresh") from None
+    # predictions so far, True for +1 (a checkpoint of an older version holds -1/+1)
+    roles.preds = [np.asarray(p) > 0 for p in saved["preds"]]
+    roles.staleness = saved["staleness"]
+    job.clock.rows[:] = saved["clock"]
+
+
+def _save_checkpoint(job: Job, path: str, done: int) -> None:
+    """Gather every rank's state on rank 0 and write it to ``path`` (collective). The data
+    set's digest is computed on rank 0 only, once per run (it is cached)."""
+    everything = job.world.gather_objects(_checkpoint_part(job))
     if job.world.rank == 0:
         ckpt.write(path, done, everything, config=job.cfg.to_json(),
-                   fingerprint=job.cfg.fingerprint(), signature=ckpt.signature_of(job.meta))
+                   fingerprint=job.cfg.fingerprint(), signature=ckpt.signature_of(job.meta),
+                   data_digest=ckpt.data_digest(job.source))
 
 
 def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
@@ -269,16 +328,31 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
         ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
     """
     bar = Progress(job.rounds, enabled=progress and job.world.rank == 0)
+    hooks = Hooks(progress=bar, fault=job.fault, checkpoint=checkpoint,
+                  check=lambda done: _check_finite(job, done))
     job.world.barrier()
     cpu0 = _cpu_seconds()
     t0 = perf_counter()
-    job.preds, _ = job.roles.run(job.batches, job.clock, bar, first_round=job.first_round,
-                                 fault=job.fault, checkpoint=checkpoint)
+    # a step that overflows is found by the finiteness check, which names the round and the
+    # likely cause: numpy's warnings would only add noise before it
+    with np.errstate(all="ignore"):
+        job.preds, _ = job.roles.run(job.batches, job.clock, hooks, first_round=job.first_round)
     job.seconds = perf_counter() - t0
     # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
     # the report shows what the job took from the machine, not only how long it lasted
     job.cpu_seconds = _cpu_seconds() - cpu0
     job.roles.close()
+
+
+def _check_finite(job: Job, done: int) -> None:
+    """Stop every rank, with one line, if any rank's model holds NaN or inf (collective)."""
+    if all(job.world.agree(job.roles.finite())):
+        return
+    raise SetupFailed(
+        f"the model went non-finite (NaN or inf) by round {done} (checked every {CHECK_EVERY} "
+        "rounds and before every checkpoint): its steps grew without bound. Usual causes: a "
+        "small --eta, a large --class-weight, --rho or --lambda4, or features of a very large "
+        "scale (try --scale online); no results were written")
 
 
 def collect(job: Job, out: str | None) -> dict | None:

@@ -9,11 +9,11 @@ the first round.
 """
 from __future__ import annotations
 
-from .schedule import rounds
+from .schedule import NO_HOOKS, Hooks, rounds
 
 
-def run_star(comm, worker, server, stream, clock, progress, preds=None, first_round: int = 0,
-             fault=None, checkpoint=None):
+def run_star(comm, worker, server, stream, clock, preds=None, first_round: int = 0,
+             hooks: Hooks = NO_HOOKS):
     """Run rounds ``first_round..T-1``, filling the worker's predictions ``preds`` (T, B, kb).
 
     Parameters
@@ -24,13 +24,10 @@ def run_star(comm, worker, server, stream, clock, progress, preds=None, first_ro
     stream : RoundBatches or None
         The worker's tasks, round-major.
     clock : PhaseClock
-    progress : Progress
     preds : ndarray of bool, shape (T, B, kb)
         Predictions (True for +1), filled round by round.
-    fault : Fault, optional
-        Where this rank fails on purpose (--fail-at).
-    checkpoint : (int, callable), optional
-        ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
+    hooks : Hooks
+        The between-round work (progress, --fail-at, checkpoints, the finiteness check).
     """
     every = getattr(worker if worker is not None else server, "sync_every", 1)
     start, stop = clock.start, clock.stop
@@ -39,7 +36,7 @@ def run_star(comm, worker, server, stream, clock, progress, preds=None, first_ro
         up, down, comm_up, comm_down = worker.up, worker.down, comm.up, comm.down
     if server is not None:
         step, after_reply, gather, scatter = server.step, server.after_reply, comm.gather, comm.scatter
-    for t in rounds(first_round, clock.rows.shape[0], progress, fault, checkpoint):
+    for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
         sync = every == 1 or (t + 1) % every == 0      # the same on every rank
         if worker is not None:

@@ -30,7 +30,8 @@ def default_world():
 
 
 class SetupFailed(UserError):
-    """A user error found on one or more ranks before learning started, known to every rank."""
+    """A user error found on one or more ranks, known to every rank: found before learning
+    started, or by a check that every rank makes together (a model gone non-finite)."""
 
 
 def collective(world, fn):

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import options as run_options
 from ..errors import ConfigError, UserError
+from ..paths import regular_file
 
 DEFAULT_TIMEOUT = 3600.0
 # options a sweep sets itself; an entry may not set them through `options` or `grid`
@@ -121,19 +122,11 @@ def code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-@functools.cache
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()[:32]
-
-
 def file_digest(path: str) -> str:
-    """A digest of the file's bytes (computed once per process while the file is unchanged)."""
-    st = os.stat(path)
-    return _file_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    """A digest of the file's bytes (computed once per process while the file is unchanged),
+    short: it stands for the file in a run's hash."""
+    from ..data.taskfile import file_digest as full
+    return full(path)[: len("sha256:") + 32]
 
 
 @dataclass
@@ -314,11 +307,17 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
     from ..algorithms.registry import get as get_algo
     from ..runtime.run import preflight
 
+    if not os.path.lexists(path):
+        raise ConfigError(f"sweep file {path} does not exist")
     try:
+        # nothing but a regular file is opened: a FIFO would block forever
+        regular_file(path, "sweep file")
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {path} does not exist") from None
+    except UserError as exc:
+        raise ConfigError(f"sweep file {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"sweep file {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     _unknown(doc, _TOP_KEYS, path)

@@ -25,7 +25,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from ..atomic import atomic_path
 from ..errors import UserError
-from ..runtime.launch import mpi_command
+from ..paths import make_folder, refuse_inputs
+from ..runtime.launch import FORWARDED, mpi_command, stop_group
 from .plan import Plan, Run
 
 INDEX = "index.json"
@@ -98,20 +99,6 @@ def _last_error(text: str) -> str:
     return (lines[-1] if lines else "no output")[:500]
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """Stop a run and everything it started (mpiexec and its ranks share its process group)."""
-    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 class _Launcher:
     """Starts runs as their own process groups and can stop all of them at once."""
 
@@ -142,7 +129,7 @@ class _Launcher:
                 stdout, _ = proc.communicate(timeout=run.timeout)
                 timed_out = False
             except subprocess.TimeoutExpired:
-                _kill(proc)
+                stop_group(proc)
                 stdout, _ = proc.communicate()
                 timed_out = True
             finally:
@@ -173,7 +160,7 @@ class _Launcher:
             self.stopping = True
             procs = list(self.running.values())
         for proc in procs:
-            _kill(proc)
+            stop_group(proc)
 
 
 def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = False,
@@ -188,7 +175,8 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     for sub in ("runs", "logs"):
-        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        make_folder(os.path.join(folder, sub), "--out")
+    _refuse_inputs(plan, folder)
     index = read_index(folder)
     if index.get("name") not in (None, plan.name):
         raise UserError(f"{folder} holds sweep '{index['name']}', not '{plan.name}'; choose another --out")
@@ -207,12 +195,13 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
 
     progress = _Progress(plan.name, len(todo), echo, tty)
     launcher = _Launcher(folder)
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in FORWARDED}
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
+        for sig in FORWARDED:
+            signal.signal(sig, on_signal)
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = list(todo)
     futures = {}
@@ -250,6 +239,18 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
         state = status_of(run, index, folder)
         final[state] = final.get(state, 0) + 1
     return final
+
+
+def _refuse_inputs(plan: Plan, folder: str) -> None:
+    """No file of the sweep folder is the sweep file or a data set (a run's own --out is
+    checked by the run command too, but its log would be written first)."""
+    inputs = [(plan.path, "the sweep file")]
+    inputs += [(d.values["data"], f"data set {d.key}") for d in plan.data
+               if d.values.get("data", "synthetic") != "synthetic"]
+    refuse_inputs(os.path.join(folder, "index.json"), inputs, "--out")
+    for run in plan.runs:
+        for sub, ext in (("runs", ".h5"), ("logs", ".log")):
+            refuse_inputs(os.path.join(folder, sub, run.id + ext), inputs, "--out")
 
 
 def _describe(run: Run) -> dict:

@@ -4,7 +4,6 @@ Pure data (numpy only): the MPI side builds one distributed-graph communicator f
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +22,7 @@ class Topology:
     @classmethod
     def from_edges(cls, name: str, n_nodes: int, edges) -> "Topology":
         """Build and validate: no self loops, nodes in range, connected; duplicates merged."""
+        check_size(n_nodes)
         clean = set()
         for e in edges:
             i, j = int(e[0]), int(e[1])
@@ -43,57 +43,54 @@ class Topology:
 
     def neighbours(self, i: int) -> tuple:
         """Neighbours of node i, ascending (the order rows arrive in a neighbourhood exchange)."""
-        return tuple(sorted([b for a, b in self.edges if a == i] + [a for a, b in self.edges if b == i]))
+        A = self._sparse()
+        return tuple(int(j) for j in A.indices[A.indptr[i]:A.indptr[i + 1]])
+
+    def _sparse(self):
+        """The symmetric adjacency as a CSR matrix with sorted indices, built once: every graph
+        property below is computed from it by scipy's C code, not by loops over nodes."""
+        cached = self.__dict__.get("_csr")
+        if cached is None:
+            from scipy.sparse import csr_matrix
+            e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+            rows = np.concatenate([e[:, 0], e[:, 1]])
+            cols = np.concatenate([e[:, 1], e[:, 0]])
+            cached = csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)),
+                                shape=(self.n_nodes, self.n_nodes))
+            cached.sort_indices()
+            object.__setattr__(self, "_csr", cached)      # frozen: a cache, not a field
+        return cached
 
     @property
     def adjacency(self) -> np.ndarray:
-        A = np.zeros((self.n_nodes, self.n_nodes), dtype=bool)
-        for a, b in self.edges:
-            A[a, b] = A[b, a] = True
-        return A
+        return self._sparse().toarray().astype(bool)
 
     @property
     def degrees(self) -> np.ndarray:
-        return self.adjacency.sum(axis=1)
+        return np.diff(self._sparse().indptr)
 
     def components(self) -> list:
-        A, seen, comps = self.adjacency, set(), []
-        for s in range(self.n_nodes):
-            if s in seen:
-                continue
-            comp, queue = [], deque([s])
-            seen.add(s)
-            while queue:
-                v = queue.popleft()
-                comp.append(v)
-                for w in np.nonzero(A[v])[0]:
-                    if int(w) not in seen:
-                        seen.add(int(w))
-                        queue.append(int(w))
-            comps.append(sorted(comp))
-        return comps
+        from scipy.sparse.csgraph import connected_components
+        n, labels = connected_components(self._sparse(), directed=False)
+        # in the order of their smallest node, as a breadth-first search from node 0 finds them
+        comps = [np.flatnonzero(labels == c).tolist() for c in range(n)]
+        return sorted(comps, key=lambda c: c[0])
 
     @property
     def diameter(self) -> int:
-        A, best = self.adjacency, 0
-        for s in range(self.n_nodes):
-            dist = {s: 0}
-            queue = deque([s])
-            while queue:
-                v = queue.popleft()
-                for w in np.nonzero(A[v])[0]:
-                    if int(w) not in dist:
-                        dist[int(w)] = dist[v] + 1
-                        queue.append(int(w))
-            best = max(best, max(dist.values()))
-        return best
+        from scipy.sparse.csgraph import shortest_path
+        if self.n_nodes == 1:
+            return 0
+        return int(shortest_path(self._sparse(), directed=False, unweighted=True).max())
 
     def mixing_matrix(self) -> np.ndarray:
         """Metropolis-Hastings weights: M_kj = 1/(1 + max(deg_k, deg_j)) on edges, M_kk = 1 - rest."""
         deg = self.degrees
         M = np.zeros((self.n_nodes, self.n_nodes))
-        for a, b in self.edges:
-            M[a, b] = M[b, a] = 1.0 / (1.0 + max(deg[a], deg[b]))
+        e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        w = 1.0 / (1.0 + np.maximum(deg[e[:, 0]], deg[e[:, 1]]))
+        M[e[:, 0], e[:, 1]] = w
+        M[e[:, 1], e[:, 0]] = w
         M[np.diag_indices(self.n_nodes)] = 1.0 - M.sum(axis=1)
         return M
 
@@ -193,6 +190,19 @@ GENERATORS = {
     "watts-strogatz": (watts_strogatz, {"k": 2, "beta": 0.3, "seed": 0}),
 }
 ALIASES = {"fully-connected": "full", "complete": "full"}
+# The graphs are held as dense node x node matrices (adjacency, mixing matrix and its spectrum):
+# fine for the ranks of a job, a runaway of memory and time far beyond; refused up front
+MAX_NODES = 2048
+
+
+def check_size(n_nodes: int) -> None:
+    """ConfigError unless ``n_nodes`` is a number of nodes this module can hold (1..MAX_NODES)."""
+    if n_nodes < 1:
+        raise ConfigError(f"a topology needs at least 1 node, got {n_nodes}")
+    if n_nodes > MAX_NODES:
+        raise ConfigError(f"a topology of {n_nodes} nodes is more than the {MAX_NODES} this "
+                          "release handles (its graphs are dense node x node matrices); use fewer "
+                          "nodes (ranks)")
 
 
 def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topology:
@@ -206,8 +216,7 @@ def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topo
     if unknown:
         raise ConfigError(f"topology kind {kind!r} has no parameter {unknown[0]!r}; "
                           f"its parameters: {', '.join(defaults) or 'none'}")
-    if n_nodes < 1:
-        raise ConfigError(f"a topology needs at least 1 node, got {n_nodes}")
+    check_size(n_nodes)
     for key, value in params.items():
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if key in ("seed", "degree", "k", "rows"):

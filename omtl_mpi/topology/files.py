@@ -15,7 +15,8 @@ import os
 import tomllib
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UserError
+from ..paths import regular_file
 from .core import ALIASES, GENERATORS, Topology, generate
 
 SHIPPED = Path(__file__).resolve().parents[2] / "topologies"
@@ -32,9 +33,12 @@ def load_topology(spec: str, n_nodes: int) -> Topology:
     if spec in GENERATORS or spec in ALIASES:
         return generate(spec, n_nodes)
     path = Path(spec)
-    if not (path.suffix == ".toml" or os.sep in spec) and (SHIPPED / f"{spec}.toml").is_file():
+    named = not (path.suffix == ".toml" or os.sep in spec)     # a name rather than a path
+    if named and (SHIPPED / f"{spec}.toml").is_file():
         path = SHIPPED / f"{spec}.toml"
-    if not path.is_file():
+    # a path where something is (a FIFO, a folder, a dangling link): read_toml says what is
+    # wrong with it; a mistyped name that happens to be a folder here is an unknown name
+    if not os.path.lexists(path) or (named and path.is_dir()):
         raise ConfigError(f"unknown topology {spec!r}: not a generator ({', '.join(GENERATORS)}), "
                           f"not a shipped file ({', '.join(shipped_names())}), and no such file")
     return read_toml(path, n_nodes)
@@ -44,7 +48,13 @@ def read_toml(path, n_nodes: int) -> Topology:
     """Read one topology file; every problem is a ConfigError naming the file."""
     path = Path(path)
     try:
+        # nothing but a regular file is opened: a FIFO would block forever
+        regular_file(path, "topology file")
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UserError as exc:
+        raise ConfigError(f"topology file {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"topology file {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"topology file {path}: invalid TOML ({exc})") from None
     name = str(doc.get("name", path.stem))

@@ -1,28 +1,355 @@
-"""Helpers shared by the importers: label mapping and clear errors."""
+"""What every importer decides the same way, in one place: which output it may write, which
+option values it takes, how much memory it may ask for, and how the source's labels become -1/+1.
+
+Each importer calls these before the work they guard, so that a bad command line is refused in
+one line before anything is read, allocated or written, and each decision it takes on the
+user's behalf (labels 0/1 read as -1/+1, rows dropped by ``--label-map``) is said on stderr.
+"""
 from __future__ import annotations
+
+import math
+import os
+import sys
 
 import numpy as np
 
-from ...errors import DataError
+from ...errors import ConfigError, DataError
+from ...paths import refuse_inputs, regular_file, writable_folder
+from .. import taskfile
+
+GIB = 2 ** 30
 
 
-def binary_labels(values, where: str, notices: list) -> np.ndarray:
-    """Labels as int8 -1/+1: -1/+1 kept, 0/1 mapped (0 -> -1); any other two values: the larger
-    becomes +1, with a notice. More than two values is an error naming ``where``."""
-    v = np.asarray(values)
-    uniq = np.unique(v)
-    if set(uniq.tolist()) <= {-1, 1}:
-        return v.astype(np.int8)
-    if set(uniq.tolist()) <= {0, 1}:
-        return np.where(v == 1, 1, -1).astype(np.int8)
-    if len(uniq) == 2:
-        notices.append(f"{where}: labels {uniq[0]!r}/{uniq[1]!r} mapped to -1/+1")
-        return np.where(v == uniq[1], 1, -1).astype(np.int8)
-    raise DataError(f"{where}: labels must take two values (for -1/+1), found {len(uniq)}: "
-                    f"{', '.join(map(str, uniq[:5]))}{' ...' if len(uniq) > 5 else ''}")
+# ---------------------------------------------------------------- the output and the source
+def check_output(src, out, what: str = "file", option: str = "-o") -> None:
+    """Refuse, before the source is read, an output that would replace it or cannot be written.
+
+    Parameters
+    ----------
+    src : str
+        The file or folder being imported (a pipe or device is refused: it would block).
+    out : str
+        The task-stream file to write; refused if it is ``src``, a link to it, a hard link to
+        it or a file inside the ``src`` folder, if it is a folder, or if its folder is missing
+        or not writable.
+    what : str
+        What ``src`` is, for the messages ("CSV file", "TweetEval folder").
+    option : str
+        The option that names ``out``.
+
+    Raises
+    ------
+    UserError
+    """
+    src, out = os.fspath(src), os.fspath(out)
+    if os.path.isdir(src):
+        refuse_inputs(out, [(src, f"inside the {what} being imported")], option)
+    else:
+        if os.path.exists(src):
+            regular_file(src, what)
+        refuse_inputs(out, [(src, f"the {what} being imported")], option)
+    writable_folder(out, option)
 
 
 def require_file(path, what: str) -> None:
-    import os
     if not os.path.isfile(path):
         raise DataError(f"{path}: {what} not found")
+
+
+# ---------------------------------------------------------------- numeric options
+# every numeric option of the data commands: (smallest, largest) accepted value
+LIMITS = {"tasks": (1, None), "samples": (1, None), "dims": (1, None), "clusters": (2, None),
+          "seed": (0, 2 ** 63 - 1), "iterations": (0, 50)}
+
+
+def check_options(**values) -> None:
+    """Refuse an out-of-range value of a numeric option (``dims=0``...); None means not given.
+
+    Raises
+    ------
+    ConfigError
+        One line per bad value, naming the option and the accepted range.
+    """
+    problems = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            problems.append(f"--{name} must be a whole number, got {value!r}")
+        elif value < low or (high is not None and value > high):
+            span = f">= {low}" if high is None else f"between {low} and {high}"
+            problems.append(f"--{name} must be {span}, got {value}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def require_memory(need: float, what: str, fix: str) -> None:
+    """Refuse, before allocating it, work that needs more memory than this machine has free.
+
+    Parameters
+    ----------
+    need : float
+        Bytes the work will hold at its peak (an estimate that includes its temporaries).
+    what : str
+        What needs it ("100000 tasks x 100000000 samples x 9 features").
+    fix : str
+        What to change ("lower --samples").
+
+    Raises
+    ------
+    ConfigError
+    """
+    free = taskfile.available_memory()
+    if free is not None and need > free:
+        raise ConfigError(f"{what} would need {need / GIB:,.1f} GiB of memory, but only "
+                          f"{free / GIB:,.1f} GiB are available: {fix}")
+
+
+def matrix_bytes(rows: int, dims: int) -> float:
+    """Peak bytes of a float64 feature matrix while it is written (its validation needs a
+    boolean copy of it: an eighth more)."""
+    return 1.125 * 8.0 * rows * dims
+
+
+# ---------------------------------------------------------------- labels
+BINARY_SETS = ({-1.0, 1.0}, {0.0, 1.0})
+BINARY = {-1.0: -1, 0.0: -1, 1.0: 1}
+LABEL_MAP_SYNTAX = "LABEL=+1, LABEL=-1 or LABEL=drop, comma-separated"
+
+
+def label_key(value):
+    """A label as it is compared with --label-map's: a number (``1``, ``+1`` and ``1.0`` are the
+    same label) or else its text, stripped and case-folded."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            number = float(text)
+        except ValueError:
+            return text.casefold()
+    return number if math.isfinite(number) else str(value).strip().casefold()
+
+
+def show_label(key) -> str:
+    """A label key as the user would type it (``2`` rather than ``2.0``)."""
+    if key == "":
+        return '""'
+    if isinstance(key, float) and key.is_integer():
+        return str(int(key))
+    return str(key)
+
+
+def parse_label_map(text) -> dict | None:
+    """``--label-map`` ("1=-1,2=+1", "positive=1,negative=-1,neutral=drop") as {label key: +1,
+    -1 or None (drop the row)}; a dict is taken as already parsed; None or "" is not given.
+
+    Raises
+    ------
+    ConfigError
+    """
+    if text is None or isinstance(text, dict):
+        return None if text is None else {label_key(k): v for k, v in text.items()}
+    if not text.strip():
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, value = part.rpartition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise ConfigError(f"--label-map entry {part.strip()!r} must look like {LABEL_MAP_SYNTAX} "
+                              "(for example --label-map \"1=-1,2=+1\")")
+        if value not in ("1", "+1", "-1", "drop"):
+            raise ConfigError(f"--label-map {name}={value}: the value must be +1, -1 or drop")
+        key, target = label_key(name), None if value == "drop" else int(value)
+        if key in out and out[key] != target:
+            raise ConfigError(f"--label-map gives label {name} two different values; give it once")
+        out[key] = target
+    return out
+
+
+class SeenLabels:
+    """The labels a source holds, per task, each with where it was first seen (for messages)."""
+
+    def __init__(self):
+        self.tasks: dict = {}
+
+    def add(self, task, raw, path: str, line: int | None = None):
+        """The key of label ``raw`` of ``task``, read from ``path`` (at ``line``, 1-based)."""
+        key = label_key(raw)
+        seen = self.tasks.setdefault(task, {})
+        if key not in seen:
+            seen[key] = (raw, path, line)
+        return key
+
+    def add_all(self, task, values, path: str, lines: bool = False) -> list:
+        """The keys of a task's labels ``values``; ``lines``: value i is on line i + 1 of ``path``."""
+        keys = [label_key(v) for v in values]
+        seen = self.tasks.setdefault(task, {})
+        for i, (key, raw) in enumerate(zip(keys, values)):
+            if key not in seen:
+                seen[key] = (raw, path, i + 1 if lines else None)
+        return keys
+
+    def first(self, wanted):
+        """(where, raw label) of the earliest label whose key is ``wanted``, None if none is."""
+        hits = [(line or 0, path, raw) for seen in self.tasks.values()
+                for key, (raw, path, line) in seen.items() if wanted(key)]
+        if not hits:
+            return None
+        line, path, raw = min(hits, key=lambda h: h[0])
+        return (f"{path}: line {line}" if line else path), raw
+
+    def found(self) -> list:
+        """Every label key seen, sorted (numbers first)."""
+        keys = {k for seen in self.tasks.values() for k in seen}
+        return sorted(keys, key=lambda k: (isinstance(k, str), k))
+
+
+def _listed(keys, most: int = 6) -> str:
+    shown = ", ".join(show_label(k) for k in keys[:most])
+    return shown + (f", ... ({len(keys)} in all)" if len(keys) > most else "")
+
+
+def _example(keys) -> str:
+    """A --label-map that would import ``keys``: the first -1, the last +1, the others dropped."""
+    keys = [show_label(k) for k in keys]
+    if len(keys) == 1:
+        return f"{keys[0]}=+1"
+    if len(keys) > 6:
+        return f"{keys[0]}=-1,{keys[1]}=+1,...=drop"
+    return ",".join([f"{keys[0]}=-1"] + [f"{k}=drop" for k in keys[1:-1]] + [f"{keys[-1]}=+1"])
+
+
+def _differ(seen: SeenLabels) -> str:
+    """' (tasks a: 1, 2; b: 2, 3)' when the tasks' label sets differ, else ''."""
+    sets = {t: sorted(s, key=lambda k: (isinstance(k, str), k)) for t, s in seen.tasks.items()}
+    distinct = list({tuple(v): t for t, v in sets.items()}.values())
+    if len(distinct) < 2:
+        return ""
+    return " (their label sets differ: " + "; ".join(
+        f"task {t}: {_listed(sets[t], 4)}" for t in distinct[:2]) + ")"
+
+
+def _refuse_words(seen: SeenLabels, found: list) -> None:
+    """Without a label map, a label that is not a number is refused where it first appears."""
+    word = seen.first(lambda key: isinstance(key, str))
+    if word:
+        at, raw = word
+        raise DataError(f"{at}: label {str(raw).strip()!r} is not a number; labels must be -1/+1 or "
+                        "0/1, or each be given a value with --label-map, e.g. --label-map "
+                        f"\"{_example(found)}\"")
+
+
+def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict | None = None,
+                  notices: list | None = None) -> dict:
+    """How the labels seen become -1/+1: {label key: +1, -1 or None (drop)}.
+
+    The rule, the same for every importer: with ``label_map`` (the user's --label-map), exactly
+    that, and a label it does not name is refused at its first line. Without it, labels -1/+1
+    are kept and 0/1 read as -1/+1 (with a notice), provided every task's labels are one of those
+    two pairs; any other labels (other values, more than two, or values that differ between
+    tasks) are ``default``'s where the importer has one (text CSV: positive/negative/neutral),
+    else refused, naming the labels found and an example --label-map.
+
+    Raises
+    ------
+    DataError
+    """
+    decided = parse_label_map(label_map)
+    found = seen.found()
+    if decided is None and all(any(set(s) <= b for b in BINARY_SETS) for s in seen.tasks.values()):
+        zeros = [t for t, s in seen.tasks.items() if 0.0 in s]
+        if zeros and notices is not None:
+            which = "" if len(zeros) == len(seen.tasks) else f" in task(s) {_listed(zeros, 4)}"
+            notices.append(f"{source}: labels 0/1 read as -1/+1 (0 -> -1){which}")
+        return dict(BINARY)
+    if decided is None and default is not None:
+        decided = parse_label_map(default)
+    if decided is None:
+        _refuse_words(seen, found)
+        what = (f"labels {_listed(found)} found" if len(found) <= 2 else
+                f"labels must take two values, found {len(found)}: {_listed(found)}")
+        raise DataError(f"{source}: {what}{_differ(seen)}; only -1/+1 and 0/1 are imported without "
+                        "a mapping: say which label is +1 (and which to drop) with --label-map, "
+                        f"e.g. --label-map \"{_example(found)}\"")
+    missing = seen.first(lambda key: key not in decided)
+    if missing:
+        at, raw = missing
+        raise DataError(f"{at}: label {str(raw).strip()!r} is not in the label map "
+                        f"({', '.join(show_label(k) for k in decided)}); add "
+                        f"{str(raw).strip()}=+1, -1 or drop to --label-map")
+    return decided
+
+
+def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
+    """Every task's rows and -1/+1 labels under ``decided``, rows mapped to drop removed.
+
+    ``X_list`` holds arrays or lists (of texts, or of sparse rows); the same kind comes back.
+    A task left with no rows is left out, with a notice.
+
+    Returns
+    -------
+    names, X_list, y_list
+
+    Raises
+    ------
+    DataError
+        When no task has rows left.
+    """
+    names_out, X_out, y_out, dropped, emptied = [], [], [], 0, []
+    for name, X, keys in zip(names, X_list, key_lists):
+        y = np.array([decided[k] or 0 for k in keys], dtype=np.int8)
+        keep = y != 0
+        if not keep.all():
+            dropped += int((~keep).sum())
+            X = X[keep] if isinstance(X, np.ndarray) else [x for x, k in zip(X, keep) if k]
+            y = y[keep]
+        if not len(y):
+            emptied.append(name)
+            continue
+        names_out.append(name)
+        X_out.append(X)
+        y_out.append(y)
+    if dropped:
+        notices.append(f"{source}: {dropped} row(s) dropped, their labels mapped to drop"
+                       + (f"; task(s) {_listed(emptied, 4)} left out, no row left" if emptied else ""))
+    if not names_out:
+        raise DataError(f"{source}: no rows left once the labels are mapped (the label map drops "
+                        "every row)")
+    return names_out, X_out, y_out
+
+
+def check_groups(names, option: str) -> tuple:
+    """The task folders or data sets named by ``option`` (--tasks, --sets): some, each once."""
+    names = tuple(names)
+    if not names:
+        raise ConfigError(f"{option}: name at least one, comma-separated")
+    twice = [n for n in names if names.count(n) > 1]
+    if twice:
+        raise ConfigError(f"{option} names {twice[0]} twice; name each once")
+    return names
+
+
+def check_features(source: str, names, X_list) -> None:
+    """Refuse, naming the source (not the output), tasks whose features the output would refuse."""
+    problems, dims = [], {}
+    for name, X in zip(names, X_list):
+        X = np.asarray(X)
+        problems += taskfile.check_values(f"{source}: task {name!r}", X, np.ones(len(X), dtype=np.int8))[1]
+        if X.ndim == 2:
+            dims.setdefault(X.shape[1], name)
+    if len(dims) > 1:
+        (d0, t0), (d1, t1) = list(dims.items())[:2]
+        problems.append(f"{source}: task {t0!r} has {d0} features but task {t1!r} has {d1}; every "
+                        "task must have the same features")
+    if problems:
+        raise DataError("\n".join(problems))
+
+
+def tell(notices) -> None:
+    """Say on stderr what an import decided (one ``notice:`` line each, repeats once)."""
+    for line in dict.fromkeys(notices):
+        print(f"notice: {line}", file=sys.stderr)
+

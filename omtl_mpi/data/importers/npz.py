@@ -1,4 +1,4 @@
-"""Importers from other formats into the task-stream format, and ``data info``."""
+"""NumPy .npz archives into task-stream files (pickles are never loaded)."""
 from __future__ import annotations
 
 import os
@@ -8,13 +8,38 @@ import zipfile
 import numpy as np
 
 from ...errors import DataError
-from ..taskfile import TaskMeta, _open, read_meta, write_tasks
+from ..taskfile import TaskMeta, read_meta, write_tasks
+from .common import (SeenLabels, check_features, check_output, decide_labels, parse_label_map,
+                     relabel, require_memory, tell)
+
+
+def _loaded_bytes(src: str) -> float:
+    """Bytes the archive's arrays take once loaded and written as float64 features, from their
+    headers alone (0 where a header cannot be read: loading it will say what is wrong)."""
+    total = 0.0
+    try:
+        with zipfile.ZipFile(src) as z:
+            for member in z.infolist():
+                if not member.filename.endswith(".npy"):
+                    continue
+                with z.open(member) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(f)
+                n = float(np.prod(shape, dtype=np.float64))
+                total += n * (dtype.itemsize + 9)          # as stored, as float64, validated
+    except Exception:                   # damaged archives are reported by np.load below
+        return 0.0
+    return total
 
 
 def read_npz(src: str) -> dict:
-    """Every array of an .npz archive; pickles, damaged and truncated archives are refused."""
+    """Every array of an .npz archive; pickles, damaged and truncated archives are refused, and
+    so are arrays too large for this machine's memory (before they are loaded)."""
     if not zipfile.is_zipfile(src):
         raise DataError(f"{src}: not an .npz archive (or a truncated one); expected numpy.savez output")
+    require_memory(_loaded_bytes(src), f"{src}: its arrays", "import a smaller archive, or split it")
     try:
         npz = np.load(src, allow_pickle=False)
         return {key: npz[key] for key in npz.files}
@@ -30,62 +55,58 @@ def read_npz(src: str) -> dict:
 _PER_TASK = re.compile(r"^([Xxy])_?(\d+)$")
 
 
-def import_npz(src, out, *, source: str | None = None, description: str | None = None) -> TaskMeta:
-    """Import a NumPy .npz archive.
-
-    Layouts: the paper's public code, ``xs`` (K, n, d) with ``ys`` (K, n) or (K, n, 1); or
-    per-task arrays ``X_0, y_0, X_1, y_1, ...`` (also ``X0``/``x_0``). Labels -1/+1 or 0/1.
-    Arrays holding Python objects are refused, never unpickled.
-    """
-    src, out = str(src), str(out)
-    arrays = read_npz(src)
+def _npz_tasks(src: str, arrays: dict):
+    """(names, feature arrays, label arrays) of an archive in either layout."""
     if "xs" in arrays and "ys" in arrays:
         xs, ys = arrays["xs"], arrays["ys"]
         if ys.ndim == 3 and ys.shape[2] == 1:
             ys = ys[:, :, 0]
         if xs.ndim != 3 or ys.ndim != 2 or xs.shape[:2] != ys.shape:
             raise DataError(f"{src}: 'xs' must be (K, n, d) and 'ys' (K, n), got {xs.shape} and {ys.shape}")
-        X_list, y_list = list(xs), list(ys)
-        names = [f"task{k}" for k in range(len(X_list))]
-    else:
-        feats, labels = {}, {}
-        for key, value in arrays.items():
-            m = _PER_TASK.match(key)
-            if m:
-                (labels if m.group(1) == "y" else feats)[int(m.group(2))] = value
-        if not feats:
-            raise DataError(f"{src}: no task arrays found; expected 'xs' and 'ys', or X_0, y_0, X_1, y_1, ... "
-                            f"(found {', '.join(sorted(arrays)) or 'nothing'})")
-        missing = sorted(set(feats) ^ set(labels))
-        if missing:
-            raise DataError(f"{src}: task {missing[0]} has features or labels but not both")
-        order = sorted(feats)
-        if order != list(range(len(order))):
-            raise DataError(f"{src}: per-task arrays must be numbered 0..{len(order) - 1}, got {order}")
-        X_list = [feats[k] for k in order]
-        y_list = [labels[k].reshape(-1) for k in order]
-        names = [f"task{k}" for k in order]
-    for k, X in enumerate(X_list):
+        return [f"task{k}" for k in range(len(xs))], list(xs), list(ys)
+    feats, labels = {}, {}
+    for key, value in arrays.items():
+        m = _PER_TASK.match(key)
+        if m:
+            (labels if m.group(1) == "y" else feats)[int(m.group(2))] = value
+    if not feats:
+        raise DataError(f"{src}: no task arrays found; expected 'xs' and 'ys', or X_0, y_0, X_1, y_1, ... "
+                        f"(found {', '.join(sorted(arrays)) or 'nothing'})")
+    missing = sorted(set(feats) ^ set(labels))
+    if missing:
+        raise DataError(f"{src}: task {missing[0]} has features or labels but not both")
+    order = sorted(feats)
+    if order != list(range(len(order))):
+        raise DataError(f"{src}: per-task arrays must be numbered 0..{len(order) - 1}, got {order}")
+    return ([f"task{k}" for k in order], [feats[k] for k in order],
+            [labels[k].reshape(-1) for k in order])
+
+
+def import_npz(src, out, *, source: str | None = None, description: str | None = None,
+               label_map=None) -> TaskMeta:
+    """Import a NumPy .npz archive.
+
+    Layouts: the paper's public code, ``xs`` (K, n, d) with ``ys`` (K, n) or (K, n, 1); or
+    per-task arrays ``X_0, y_0, X_1, y_1, ...`` (also ``X0``/``x_0``). Labels -1/+1 or 0/1, or
+    any others with ``label_map`` (--label-map). Arrays holding Python objects are refused,
+    never unpickled.
+    """
+    src, out = str(src), str(out)
+    check_output(src, out, ".npz archive")
+    label_map = parse_label_map(label_map)
+    names, X_list, y_list = _npz_tasks(src, read_npz(src))
+    seen, key_lists, notices = SeenLabels(), [], []
+    for k, (name, X, y) in enumerate(zip(names, X_list, y_list)):
         if X.dtype.kind not in "fiub":
             raise DataError(f"{src}: task {k} features have dtype {X.dtype}; numbers expected")
+        if X.ndim != 2 or X.shape[0] != len(y):
+            raise DataError(f"{src}: task {k} has features of shape {X.shape} but {len(y)} labels; "
+                            "expected (n, d) features and n labels")
+        key_lists.append(seen.add_all(name, y.tolist(), f"{src}: task {k}"))
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, X_list, y_list = relabel(names, X_list, key_lists, decided, src, notices)
+    check_features(src, names, X_list)
     write_tasks(out, names, X_list, y_list, source=source or os.path.basename(src),
                 description=description or f"imported from {os.path.basename(src)}")
+    tell(notices)
     return read_meta(out)
-
-
-def info(path) -> dict:
-    """The paper's Table 1 row of a task-stream file, plus per-task figures (reads labels only)."""
-    meta = read_meta(path)
-    per_task = []
-    with _open(meta.path) as f:
-        for k, name in enumerate(meta.names):
-            y = f["tasks"][f"{k:04d}"]["y"][()]
-            per_task.append({"index": k, "name": name, "samples": int(len(y)),
-                             "positive_ratio": float(np.mean(y == 1)) if len(y) else 0.0})
-    lengths = meta.lengths
-    return {
-        "path": meta.path, "tasks": meta.n_tasks, "dims": meta.dim, "total": int(lengths.sum()),
-        "max": int(lengths.max()), "min": int(lengths.min()),
-        "positive_ratio": float(np.mean([t["positive_ratio"] for t in per_task])),
-        "per_task": per_task, "source": meta.source, "description": meta.description,
-    }

@@ -8,15 +8,19 @@ import numpy as np
 
 from ...errors import DataError
 from ..taskfile import TaskMeta, read_meta, write_tasks
-from .common import binary_labels, require_file
+from .common import (SeenLabels, check_features, check_options, check_output, decide_labels,
+                     matrix_bytes, parse_label_map, relabel, require_file, require_memory, tell)
 
 MNIST_PAIRS = ((0, 5), (1, 6), (2, 7), (3, 8), (4, 9))
 
 
-def import_landmine(src, out) -> TaskMeta:
-    """``LandmineData.mat``: cells ``feature`` (1 x K of n_k x d) and ``label`` (1 x K of n_k x 1, 0/1)."""
+def import_landmine(src, out, *, label_map=None) -> TaskMeta:
+    """``LandmineData.mat``: cells ``feature`` (1 x K of n_k x d) and ``label`` (1 x K of n_k x 1,
+    0/1; other labels with ``label_map``, the --label-map)."""
     from scipy.io import loadmat
     src, out = str(src), str(out)
+    check_output(src, out, "Landmine MAT file")
+    label_map = parse_label_map(label_map)
     require_file(src, "Landmine MAT file")
     try:
         mat = loadmat(src)
@@ -28,16 +32,24 @@ def import_landmine(src, out) -> TaskMeta:
     feats, labels = mat["feature"].ravel(), mat["label"].ravel()
     if len(feats) != len(labels) or len(feats) == 0:
         raise DataError(f"{src}: {len(feats)} feature cells but {len(labels)} label cells")
-    X_list, y_list, notices = [], [], []
+    names = [f"field{k + 1:02d}" for k in range(len(feats))]
+    seen, X_list, key_lists, notices = SeenLabels(), [], [], []
     for k, (X, y) in enumerate(zip(feats, labels)):
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y).ravel()
+        try:
+            X = np.asarray(X, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise DataError(f"{src}: task {k} holds something other than numbers") from None
         if X.ndim != 2 or X.shape[0] != len(y):
             raise DataError(f"{src}: task {k} has features of shape {X.shape} but {len(y)} labels")
         X_list.append(X)
-        y_list.append(binary_labels(y, f"{src}: task {k}", notices))
-    write_tasks(out, [f"field{k + 1:02d}" for k in range(len(X_list))], X_list, y_list,
+        key_lists.append(seen.add_all(names[k], list(y), f"{src}: task {k}"))
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, X_list, y_list = relabel(names, X_list, key_lists, decided, src, notices)
+    check_features(src, names, X_list)
+    write_tasks(out, names, X_list, y_list,
                 source="Landmine (Xue et al. 2007)", description=f"imported from {os.path.basename(src)}")
+    tell(notices)
     return read_meta(out)
 
 
@@ -78,6 +90,16 @@ def _load_mnist(src: str):
     return arrays["x_train"], arrays["y_train"]
 
 
+def _mnist_fits(src: str, n: int, pixels: int, dims: int | None) -> None:
+    """Refuse, before converting them, images whose features would not fit in memory: the
+    pixels as floats, the projection and its product, and the tasks' copies of the rows."""
+    d = dims or pixels
+    need = 8.0 * n * pixels + (8.0 * (pixels + n) * dims if dims else 0) + matrix_bytes(n, d)
+    what = f"{src}: {n} images of {pixels} pixels" + (f" projected to {dims} dims" if dims else "")
+    require_memory(need, what, "lower --dims" if dims else
+                   "give --dims to project the pixels to fewer dimensions")
+
+
 def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMeta:
     """The paper's five tasks 0v5, 1v6, 2v7, 3v8, 4v9 on the training images.
 
@@ -86,21 +108,29 @@ def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMet
     downloaded here). The first digit of each pair is the positive class.
     """
     src, out = str(src), str(out)
+    check_output(src, out, "MNIST folder" if os.path.isdir(src) else "MNIST file")
+    check_options(dims=dims, seed=seed)
     images, labels = _load_mnist(src)
-    if images.ndim != 3 or len(images) != len(labels):
-        raise DataError(f"{src}: {images.shape} images but {len(labels)} labels")
+    if images.dtype.kind not in "fiub" or labels.dtype.kind not in "fiub":
+        raise DataError(f"{src}: images of dtype {images.dtype} and labels of dtype {labels.dtype}; "
+                        "numbers expected")
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        raise DataError(f"{src}: {images.shape} images but labels of shape {labels.shape}; "
+                        "expected (n, rows, cols) images and n labels")
+    _mnist_fits(src, len(images), images.shape[1] * images.shape[2], dims)
     X = images.reshape(len(images), -1).astype(np.float64) / 255.0
     if dims is not None:
-        if dims < 1:
-            raise DataError(f"--dims must be >= 1, got {dims}")
         R = np.random.default_rng(seed).normal(size=(X.shape[1], dims)) / np.sqrt(dims)
         X = X @ R
     names, X_list, y_list = [], [], []
     for a, b in MNIST_PAIRS:
         mask = (labels == a) | (labels == b)
+        if not mask.any():
+            raise DataError(f"{src}: no image of digit {a} or {b}; expected the digits 0-9 as labels")
         names.append(f"{a}v{b}")
         X_list.append(X[mask])
         y_list.append(np.where(labels[mask] == a, 1, -1).astype(np.int8))
+    check_features(src, names, X_list)
     proj = f", random projection to {dims} dims (seed {seed})" if dims else ", raw pixels"
     write_tasks(out, names, X_list, y_list, source="MNIST (LeCun et al.)",
                 description=f"tasks 0v5..4v9 on the training images{proj}")

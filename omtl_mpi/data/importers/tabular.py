@@ -2,124 +2,180 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 
 import numpy as np
 
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ..taskfile import TaskMeta, read_meta, write_tasks
-from .common import binary_labels
+from .common import (SeenLabels, check_output, decide_labels, matrix_bytes, parse_label_map,
+                     relabel, require_memory, tell)
 
 
-def import_csv(src, out, *, label_col: str = "label", task_col: str = "task") -> TaskMeta:
-    """One CSV with a header: every column other than ``label_col`` and ``task_col`` is a feature."""
-    src, out = str(src), str(out)
-    tasks: dict = {}
+def _number(text: str, where: str, column: str) -> float:
+    """``text`` as a finite float, else one line naming the source line and the column."""
     try:
-        with open(src, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if not header:
-                raise DataError(f"{src}: empty file; expected a header row")
-            for need in (label_col, task_col):
-                if need not in header:
-                    raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
-            li, ti = header.index(label_col), header.index(task_col)
-            fi = [i for i in range(len(header)) if i not in (li, ti)]
-            for line, row in enumerate(reader, start=2):
-                if not row:
-                    continue
-                if len(row) != len(header):
-                    raise DataError(f"{src}: line {line}: {len(row)} fields, the header has {len(header)}")
-                try:
-                    x = [float(row[i]) for i in fi]
-                    label = float(row[li])
-                except ValueError:
-                    raise DataError(f"{src}: line {line}: a feature or the label is not a number") from None
-                tasks.setdefault(row[ti], ([], []))
-                tasks[row[ti]][0].append(x)
-                tasks[row[ti]][1].append(label)
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{where}: {text!r} is not a number in {column}") from None
+    if not math.isfinite(value):
+        raise DataError(f"{where}: {text!r} in {column} is not a finite number")
+    return value
+
+
+def _csv_columns(src: str, header, label_col: str, task_col: str):
+    """The label's, the task's and the features' column indices of ``header``."""
+    if not header:
+        raise DataError(f"{src}: empty file; expected a header row")
+    for need in (label_col, task_col):
+        if need not in header:
+            raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
+    li, ti = header.index(label_col), header.index(task_col)
+    fi = [i for i in range(len(header)) if i not in (li, ti)]
+    if not fi:
+        raise DataError(f"{src}: no feature column: its only columns are the label ({label_col}) and "
+                        f"the task ({task_col}); add at least one numeric feature column")
+    return li, ti, fi
+
+
+def _read_csv(src: str, label_col: str, task_col: str, seen: SeenLabels) -> dict:
+    """{task: (feature rows, label keys)} of a CSV file, in file order."""
+    tasks: dict = {}
+    with open(src, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        li, ti, fi = _csv_columns(src, header, label_col, task_col)
+        for row in reader:
+            if not row:
+                continue
+            where = f"{src}: line {reader.line_num}"
+            if len(row) != len(header):
+                raise DataError(f"{where}: {len(row)} fields, the header has {len(header)}")
+            x = [_number(row[i], where, f"column {header[i]}") for i in fi]
+            rows, keys = tasks.setdefault(row[ti], ([], []))
+            rows.append(x)
+            keys.append(seen.add(row[ti], row[li], src, reader.line_num))
+    return tasks
+
+
+def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
+               label_map=None) -> TaskMeta:
+    """One CSV with a header: every column other than ``label_col`` and ``task_col`` is a
+    numeric feature; labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
+    src, out = str(src), str(out)
+    check_output(src, out, "CSV file")
+    label_map = parse_label_map(label_map)
+    if label_col == task_col:
+        raise ConfigError(f"--label-col and --task-col both name column {label_col!r}; "
+                          "the label and the task need a column each")
+    seen = SeenLabels()
+    try:
+        tasks = _read_csv(src, label_col, task_col, seen)
     except FileNotFoundError:
         raise DataError(f"{src}: not found") from None
     except UnicodeDecodeError:
         raise DataError(f"{src}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise DataError(f"{src}: malformed CSV ({exc})") from None
     if not tasks:
         raise DataError(f"{src}: no data rows")
-    names = sorted(tasks)
-    notices: list = []
-    write_tasks(out, names, [np.array(tasks[n][0]) for n in names],
-                [binary_labels(tasks[n][1], f"{src}: task {n!r}", notices) for n in names],
-                source=os.path.basename(src), description="imported from CSV")
+    names, notices = sorted(tasks), []
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, X_list, y_list = relabel(names, [np.array(tasks[n][0], dtype=np.float64) for n in names],
+                                    [tasks[n][1] for n in names], decided, src, notices)
+    write_tasks(out, names, X_list, y_list, source=os.path.basename(src),
+                description="imported from CSV")
+    tell(notices)
     return read_meta(out)
 
 
-def _read_libsvm(path: str, task_field: str | None):
-    rows, labels, tasks = [], [], []
+def _libsvm_row(parts, where: str, task_field: str | None):
+    """({index: value}, task) of one LIBSVM line's tokens after the label."""
+    feats, task = {}, None
+    for tok in parts:
+        key, sep, value = tok.partition(":")
+        if task_field and key == task_field:
+            task = value
+            continue
+        if not sep or not (key.isascii() and key.isdigit()) or int(key) < 1:
+            raise DataError(f"{where}: {tok!r} is not index:value with a 1-based integer index "
+                            "(expected 'label index:value ...')")
+        feats[int(key)] = _number(value, where, f"feature {key}")
+    if task_field and task is None:
+        raise DataError(f"{where}: no '{task_field}:' field naming the task")
+    return feats, task
+
+
+def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: dict,
+                 file_task: str | None = None) -> None:
+    """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)})."""
     try:
         with open(path, encoding="utf-8") as f:
             for line_no, line in enumerate(f, start=1):
-                line = line.split("#", 1)[0].strip()
-                if not line:
+                parts = line.split("#", 1)[0].split()
+                if not parts:
                     continue
-                parts = line.split()
-                try:
-                    labels.append(float(parts[0]))
-                    feats, task = {}, None
-                    for tok in parts[1:]:
-                        key, value = tok.split(":", 1)
-                        if task_field and key == task_field:
-                            task = value
-                            continue
-                        idx = int(key)
-                        if idx < 1:
-                            raise ValueError
-                        feats[idx] = float(value)
-                except ValueError:
-                    raise DataError(f"{path}: line {line_no}: expected 'label index:value ...' "
-                                    "with 1-based integer indices") from None
-                if task_field and task is None:
-                    raise DataError(f"{path}: line {line_no}: no '{task_field}:' field naming the task")
+                feats, task = _libsvm_row(parts[1:], f"{path}: line {line_no}", task_field)
+                task = file_task if file_task is not None else task
+                rows, keys = per_task.setdefault(task, ([], []))
                 rows.append(feats)
-                tasks.append(task)
+                keys.append(seen.add(task, parts[0], path, line_no))
     except FileNotFoundError:
         raise DataError(f"{path}: not found") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
-    return rows, labels, tasks
 
 
-def import_libsvm(src, out, *, task_field: str | None = None) -> TaskMeta:
+def _task_files(src: str) -> dict:
+    """{task: file} of a LIBSVM folder: every regular file not hidden, named after the file."""
+    files = sorted(f for f in os.listdir(src)
+                   if not f.startswith(".") and os.path.isfile(os.path.join(src, f)))
+    tasks: dict = {}
+    for name in files:
+        task = os.path.splitext(name)[0]
+        if task in tasks:
+            raise DataError(f"{src}: {os.path.basename(tasks[task])} and {name} would both be task "
+                            f"{task!r}; rename one of them")
+        tasks[task] = os.path.join(src, name)
+    return tasks
+
+
+def _dense(rows: list, d: int) -> np.ndarray:
+    X = np.zeros((len(rows), d))
+    for i, r in enumerate(rows):
+        for idx, value in r.items():
+            X[i, idx - 1] = value
+    return X
+
+
+def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
     """LIBSVM text: a folder of files (one task each) or one file whose lines carry a
-    ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen."""
+    ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen.
+    Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
     src, out = str(src), str(out)
+    check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file")
+    label_map = parse_label_map(label_map)
+    seen, per_task = SeenLabels(), {}
     if os.path.isdir(src):
-        files = sorted(os.path.join(src, f) for f in os.listdir(src) if not f.startswith("."))
-        per_task = {}
-        for path in files:
-            rows, labels, _ = _read_libsvm(path, None)
-            per_task[os.path.splitext(os.path.basename(path))[0]] = (rows, labels)
+        for task, path in _task_files(src).items():
+            _read_libsvm(path, None, seen, per_task, file_task=task)
     else:
         if not task_field:
             raise DataError(f"{src}: one LIBSVM file needs --task-field (for example qid) naming "
                             "each line's task, or give a folder with one file per task")
-        rows, labels, tasks = _read_libsvm(src, task_field)
-        per_task = {}
-        for r, l, t in zip(rows, labels, tasks):
-            per_task.setdefault(t, ([], []))
-            per_task[t][0].append(r)
-            per_task[t][1].append(l)
+        _read_libsvm(src, task_field, seen, per_task)
     if not per_task or not any(r for r, _ in per_task.values()):
         raise DataError(f"{src}: no data lines")
     d = max((max(r) for rows, _ in per_task.values() for r in rows if r), default=1)
-    names = sorted(per_task)
-    X_list, y_list, notices = [], [], []
-    for n in names:
-        rows, labels = per_task[n]
-        X = np.zeros((len(rows), d))
-        for i, r in enumerate(rows):
-            for idx, value in r.items():
-                X[i, idx - 1] = value
-        X_list.append(X)
-        y_list.append(binary_labels(labels, f"{src}: task {n!r}", notices))
-    write_tasks(out, names, X_list, y_list, source=os.path.basename(src), description="imported from LIBSVM")
+    n = sum(len(rows) for rows, _ in per_task.values())
+    require_memory(matrix_bytes(n, d), f"{src}: {n} rows x {d} features (d is the largest index)",
+                   "check the feature indices, or import fewer rows at a time")
+    names, notices = sorted(per_task), []
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, rows_list, y_list = relabel(names, [per_task[t][0] for t in names],
+                                       [per_task[t][1] for t in names], decided, src, notices)
+    write_tasks(out, names, [_dense(rows, d) for rows in rows_list], y_list,
+                source=os.path.basename(src), description="imported from LIBSVM")
+    tell(notices)
     return read_meta(out)

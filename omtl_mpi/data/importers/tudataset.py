@@ -8,7 +8,8 @@ import numpy as np
 
 from ...errors import DataError
 from ..taskfile import TaskMeta, read_meta, write_tasks
-from .common import binary_labels
+from .common import (SeenLabels, check_features, check_groups, check_options, check_output,
+                     decide_labels, matrix_bytes, parse_label_map, relabel, require_memory, tell)
 
 DEFAULT_SETS = ("MUTAG", "NCI1", "AIDS", "BZR", "COX2", "PTC_MR")
 
@@ -70,8 +71,10 @@ def wl_features(edges: np.ndarray, graph_of: np.ndarray, node_labels: np.ndarray
     return X
 
 
-def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list):
-    """One TU data set: (features (G, dims), labels (G,))."""
+def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list, seen: SeenLabels,
+            held: float = 0.0):
+    """One TU data set: (features (G, dims), label keys (G,)); ``held``: bytes of features
+    already read (the other sets), for the memory check."""
     base = os.path.join(folder, name, name) if os.path.isdir(os.path.join(folder, name)) else os.path.join(folder, name)
     edges = _ints(base + "_A.txt", 2) - 1
     graph_of = _ints(base + "_graph_indicator.txt", 1).ravel() - 1
@@ -96,20 +99,34 @@ def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list):
     else:
         node_labels = np.bincount(edges[:, 0], minlength=N)          # degree when unlabelled
         notices.append(f"{name}: no node labels; node degrees used instead")
+    require_memory(held + matrix_bytes(G, dims), f"{base}: {G} graphs x {dims} features"
+                   + (" (with the sets before it)" if held else ""), "lower --dims (64 is the default)")
     X = wl_features(edges, graph_of, node_labels, G, dims, iterations)
-    return X, binary_labels(glabels, f"{base}_graph_labels.txt", notices)
+    return X, seen.add_all(name, glabels.tolist(), f"{base}_graph_labels.txt", lines=True)
 
 
-def import_tudataset(src, out, *, sets=DEFAULT_SETS, dims: int = 64, iterations: int = 3) -> TaskMeta:
-    """One task per TU data set (default the paper's chemistry stand-ins), WL features of ``dims``."""
+def import_tudataset(src, out, *, sets=DEFAULT_SETS, dims: int = 64, iterations: int = 3,
+                     label_map=None) -> TaskMeta:
+    """One task per TU data set (default the paper's chemistry stand-ins), WL features of ``dims``.
+
+    Graph labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map).
+    """
     src, out = str(src), str(out)
-    notices: list = []
-    X_list, y_list = [], []
+    check_output(src, out, "TU data folder")
+    check_options(dims=dims, iterations=iterations)
+    label_map = parse_label_map(label_map)
+    sets = check_groups(sets, "--sets")
+    seen, notices, X_list, key_lists = SeenLabels(), [], [], []
     for name in sets:
-        X, y = read_tu(src, name, dims, iterations, notices)
+        X, keys = read_tu(src, name, dims, iterations, notices, seen,
+                          held=sum(matrix_bytes(*X.shape) for X in X_list))
         X_list.append(X)
-        y_list.append(y)
-    write_tasks(out, list(sets), X_list, y_list, source="TUDataset (Morris et al. 2020)",
+        key_lists.append(keys)
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    names, X_list, y_list = relabel(list(sets), X_list, key_lists, decided, src, notices)
+    check_features(src, names, X_list)
+    write_tasks(out, names, X_list, y_list, source="TUDataset (Morris et al. 2020)",
                 description=f"Weisfeiler-Lehman subtree histograms, {iterations} iterations, "
                             f"hashed to {dims} dims")
+    tell(notices)
     return read_meta(out)
