@@ -24,8 +24,9 @@ demo: setup
 	$(VENV)/bin/omtl-mpi run --np 6 --data results/demo-data.h5 --out results/demo.h5
 	$(PY) scripts/plot_curve.py results/demo.h5 -o results/demo.png
 
+# the tests run in parallel, one worker per CPU (most of them wait on MPI jobs they start)
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # BASE=REV sets an earlier revision's figures beside this tree's in the default-path table
 # (make bench BASE=64c7ce4 is how docs/PERFORMANCE.md's table was made)

@@ -91,9 +91,12 @@ def allowed(code: int, stdout: str, stderr: str, args) -> str:
                 if isinstance(value, float):
                     assert math.isfinite(value), f"{what}: {key} = {value}"
         return "ran"
-    errors = [ln for ln in stderr.splitlines() if ln.startswith("error: ")]
+    # one line per problem found (several options may be wrong at once), nothing else
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert code == 2, f"{what}: exit {code}\n{stderr}"
-    assert len(errors) == 1 and len(errors[0]) > 12, f"{what}: not one error line\n{stderr}"
+    assert lines and all(ln.startswith(("error: ", "notice: ")) for ln in lines), \
+        f"{what}: not error lines\n{stderr}"
+    assert any(ln.startswith("error: ") and len(ln) > 12 for ln in lines), f"{what}\n{stderr}"
     return "refused"
 
 
@@ -111,7 +114,10 @@ def files(tmp_path_factory):
     topo.write_text('kind = "random-regular"\ndegree = 2\nseed = 1\n')
     sweep = root / "sweep.toml"
     sweep.write_text('[data.s]\nsynthetic = { tasks = 2, samples = 30 }\n[algorithms.pa]\n')
-    return {"data": data, "ckpt": ckpt, "topo": topo, "sweep": sweep, "root": root}
+    sweep_out = root / "swept"
+    assert forked("sweep", sweep, "--out", sweep_out, "--json")[0] == 0
+    return {"data": data, "ckpt": ckpt, "topo": topo, "sweep": sweep, "root": root,
+            "sweep_out": sweep_out}
 
 
 # ----------------------------------------------------------------------------- option values
@@ -221,7 +227,7 @@ def _alias(path, kind: str, folder):
 
 @settings(CASES, max_examples=40)
 @given(case=st.sampled_from(["run-out", "run-ckpt", "run-resume-out", "import-csv", "topo-png",
-                             "sweep-index"]),
+                             "sweep-index", "report-into-sweep"]),
        kind=st.sampled_from(["same", "symlink", "hardlink"]))
 def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
     data, ckpt = files["data"], tmp_path / "copy.ckpt.h5"
@@ -232,7 +238,8 @@ def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
     topo.write_text(files["topo"].read_text())
     index = tmp_path / "index.json"
     index.write_text(files["sweep"].read_text())
-    inputs = [data, ckpt, csv, topo, index]
+    runs = files["sweep_out"]
+    inputs = [data, ckpt, csv, topo, index, runs / "index.json", *sorted((runs / "runs").iterdir())]
     before = digests(inputs)
     args = {
         "run-out": ["run", "--data", data, "--out", _alias(data, kind, tmp_path)],
@@ -242,8 +249,12 @@ def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
         "import-csv": ["data", "import", "csv", csv, "-o", _alias(csv, kind, tmp_path)],
         "topo-png": ["topo", "show", topo, "--nodes", "5", "--png", _alias(topo, kind, tmp_path)],
         "sweep-index": ["sweep", index, "--out", tmp_path],
+        # a report writes only .md, .csv, .png and report.json, atomically: into the sweep
+        # folder itself or its runs/ it may run, but must leave the sweep's files as they were
+        "report-into-sweep": ["report", runs, "-o", runs if kind == "same" else runs / "runs"],
     }[case]
-    assert allowed(*forked(*args), args) == "refused"
+    outcome = allowed(*forked(*args), args)
+    assert outcome == ("ran" if case == "report-into-sweep" else "refused")
     assert digests(inputs) == before
 
 
