@@ -197,13 +197,15 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> N
     elif not (checkpoint_path or out):
         raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
                           "then goes next to the results file)")
+    from .topology import topology_file
     data = None if cfg.data == "synthetic" else cfg.data
-    inputs = [(data, "the data set"), (resume, "the checkpoint to resume")]
+    inputs = [(data, "the data set"), (topology_file(cfg.topology), "the topology file"),
+              (resume, "the checkpoint to resume")]
     refuse_inputs(out, inputs, "--out")
     if checkpoint_every is not None:
         checkpoint_path = checkpoint_path or default_path(out)
         # resuming from a checkpoint and writing the next ones to it is the usual way to go on
-        refuse_inputs(checkpoint_path, inputs[:1], "--checkpoint")
+        refuse_inputs(checkpoint_path, inputs[:2], "--checkpoint")
         refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
 
 
@@ -574,11 +576,11 @@ def topo():
 def topo_show(spec, nodes, png, as_json):
     """Nodes, edges, degrees, diameter and the SLEM of the Metropolis-Hastings mixing matrix
     (the closer to 1, the slower gossip spreads)."""
-    from .topology import describe, draw_png, load_topology
+    from .topology import describe, draw_png, load_topology, topology_file
     if png:
         from .paths import refuse_inputs, writable_folder
         writable_folder(png, "--png")
-        refuse_inputs(png, [(spec, "the topology file")] if os.path.exists(spec) else [], "--png")
+        refuse_inputs(png, [(topology_file(spec), "the topology file")], "--png")
     topology = load_topology(spec, nodes)
     facts = describe(topology)
     if png:
@@ -586,9 +588,10 @@ def topo_show(spec, nodes, png, as_json):
     if as_json:
         click.echo(json.dumps(facts))
         return
+    shape = (f"diameter {facts['diameter']}, SLEM {facts['slem']:.4f}" if facts["slem"] is not None
+             else "diameter and SLEM not computed (more than 2048 nodes)")
     click.echo(f"{facts['name']}: {facts['nodes']} nodes, {facts['edges']} edges, degree "
-               f"{facts['min_degree']}..{facts['max_degree']}, diameter {facts['diameter']}, "
-               f"SLEM {facts['slem']:.4f}")
+               f"{facts['min_degree']}..{facts['max_degree']}, {shape}")
     for i in range(topology.n_nodes):
         click.echo(f"  {i:>4}: {' '.join(map(str, topology.neighbours(i)))}")
     if png:

@@ -41,8 +41,8 @@ def refuse_inputs(output, inputs, option: str) -> None:
         A file the command is about to write (None: nothing to check).
     inputs : iterable of (path, what)
         Files (or folders) the command reads and what they are ("the data set", "the
-        checkpoint to resume"...). For a folder, an output that is a file inside it is refused
-        too (an importer reads the folder's files).
+        checkpoint to resume"...). For a folder, an output that is a file in it, or another
+        name (a hard link) of one, is refused too.
     option : str
         The option that names the output (``--out``), as the user typed it.
 
@@ -54,19 +54,23 @@ def refuse_inputs(output, inputs, option: str) -> None:
     if output is None:
         return
     out = os.fspath(output)
-    real_out = os.path.realpath(out)
     for path, what in inputs:
         if path is None:
             continue
         path = os.fspath(path)
         clash = path if same_file(out, path) else None
         if clash is None and os.path.isdir(path) and os.path.lexists(out):
-            inside = os.path.commonpath([os.path.realpath(path), real_out]) == os.path.realpath(path)
-            clash = path if inside else _hard_link_under(path, out)
+            clash = path if inside(out, path) else _hard_link_under(path, out)
         if clash is not None:
             name = path if clash == path else f"{clash}, in {path}"
             raise UserError(f"{option} {out} is {what} ({name}); writing there would destroy it: "
                             f"choose another {option}")
+
+
+def inside(path, folder) -> bool:
+    """True when ``path`` lies in ``folder`` or below (links resolved)."""
+    folder = os.path.realpath(folder)
+    return os.path.commonpath([folder, os.path.realpath(path)]) == folder
 
 
 def _hard_link_under(folder: str, out: str) -> str | None:

@@ -8,7 +8,7 @@ Usage: python scripts/soak.py [--rounds 1000000] [--mpi-rounds 100000] [--update
    task models, with eps from 0 to 1e3: every result checked.
 2. Whole C-ADMM runs of --rounds rounds in one process (and --mpi-rounds under mpiexec with 4
    ranks) on K=3, d=3 streams: random; duplicate tasks; all-zero feature rows; features of norm
-   1e150 and 1e-150; lambda4 = 0 and 1e3; omega-eps 0. Checked: the run succeeds, every array in
+   1e150 and 1e-150; lambda4 = 0 and 1e3; Omega learned with omega-eps 0. Checked: the run succeeds, every array in
    the results file is finite, Omega symmetric PSD with trace 1; peak memory is reported.
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main():
     print(f"Omega updates: {args.updates} checked, all symmetric PSD trace 1 ({secs:.0f} s)", flush=True)
     scenarios = [("random", []), ("duplicate", []), ("zero-rows", []), ("norm-1e150", []),
                  ("norm-1e-150", []), ("random", ["--lambda4", "0"]), ("random", ["--lambda4", "1000"]),
-                 ("random", ["--omega-eps", "0"])]
+                 ("random", ["--relationship", "--omega-eps", "0"])]
     with tempfile.TemporaryDirectory() as folder:
         for rounds, ranks in ((args.rounds, None), (args.mpi_rounds, 4)):
             for name, extra in scenarios:

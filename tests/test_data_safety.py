@@ -106,6 +106,42 @@ def test_every_import_refuses_an_output_that_is_its_source(tmp_path, capsys):
     assert not [p for p in (tmp_path / "src").rglob("*") if ".tmp-" in p.name]
 
 
+def test_a_new_output_inside_a_folder_whose_every_file_is_read_is_refused(tmp_path, capsys):
+    """The next import of a LIBSVM or text CSV folder would read it as one of its tasks."""
+    table = sources(tmp_path / "src")
+    for name in ("libsvm-folder", "text-csv-folder"):
+        args, _ = table[name]
+        out = args[1] / "new.h5"
+        refused(capsys, "data", "import", *args, "-o", out, needle="whose every file is read as a task")
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("name, fifo", [("text-csv-folder", "fr.csv"), ("tweeteval", "irony/val_labels.txt"),
+                                        ("tudataset", "TOY/TOY_graph_labels.txt"),
+                                        ("libsvm-folder", "c.txt")])
+def test_a_fifo_inside_a_source_folder_never_blocks(tmp_path, capsys, name, fifo):
+    table = sources(tmp_path / "src")
+    args, _ = table[name]
+    path = args[1] / fifo
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    code, _, err = cli(capsys, "data", "import", *args, "-o", tmp_path / "o.h5")
+    # refused naming the pipe, or (LIBSVM, whose folder is a set of task files) left out
+    assert code == 0 or ("not a regular file" in err and code == 2), err
+    assert "Traceback" not in err
+
+
+def test_fetch_again_writes_its_default_output_again(tmp_path, capsys):
+    """A second 'data fetch NAME --dest DIR' replaces DIR/NAME.h5, an output, as the first wrote it."""
+    dest = tmp_path / "d"
+    dest.mkdir()
+    (dest / "landmine.h5").write_bytes(b"an earlier import")
+    code, _, err = cli(capsys, "data", "fetch", "landmine", "--dest", dest, "--mirror",
+                       f"file://{tmp_path / 'no-mirror'}")
+    assert code == 1 and "would destroy it" not in err and "no such file" in err, err
+
+
 def test_every_import_source_is_valid(tmp_path, capsys):
     """The sources above import with a fresh -o (so the refusals are about -o alone)."""
     for name, (args, _) in sources(tmp_path / "src").items():

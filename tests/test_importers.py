@@ -141,9 +141,8 @@ def test_text_csv_folder_and_task_column(tmp_path):
     assert [v.tolist() for v in got.y] == [[1, -1], [1, -1]]          # neutral left out
     np.testing.assert_array_equal(got.X[0], hash_texts(["gut", "schlecht"], dims=16))
     (tmp_path / "one.csv").write_text("lang,body,stars\nen,great,good\nen,awful,bad\nes,bueno,good\n")
-    from omtl_mpi.data.importers.text import parse_mapping
     meta = import_text_csv(tmp_path / "one.csv", tmp_path / "o.h5", text_col="body", label_col="stars",
-                           task_col="lang", mapping=parse_mapping("good=1,bad=-1"), dims=16)
+                           task_col="lang", mapping="good=1,bad=-1", dims=16)
     assert meta.names == ("en", "es")
     got = load_tasks(meta, [0, 1])
     assert [v.tolist() for v in got.y] == [[1, -1], [1]]

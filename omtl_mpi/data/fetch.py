@@ -393,15 +393,16 @@ def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -
 
 def check_out(name: str, dest, out, groups=None) -> None:
     """Refuse, before anything is downloaded, an output (-o) that would replace one of the data
-    set's files under ``dest`` or ``dest`` itself, that is a folder, or whose folder is missing
-    or not writable (``dest`` itself may be missing: fetch creates it).
+    set's files under ``dest``, that is a folder, or whose folder is missing or not writable
+    (``dest`` itself may be missing: fetch creates it; its default output DEST/NAME.h5 is
+    written again when fetch is run again).
 
     Raises
     ------
     UserError
     """
     dest = os.path.abspath(str(dest))
-    inputs = [(dest, "the --dest folder")]
+    inputs = []
     for variant, files in select_files(name, groups):
         inputs.append((os.path.join(dest, *variant["import_src"].split("/")), f"the {name} data to import"))
         inputs += [(os.path.join(dest, *f["path"].split("/")), f"a {name} file it downloads")

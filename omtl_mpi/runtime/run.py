@@ -72,15 +72,16 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
         return
     gib = 2 ** 30
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
-    # the streams of the rank that holds the most instances: read (or generated), shuffled and
-    # laid out round by round, so about three copies; refused before any of it is made, so that
-    # a mistyped --synth-samples is a line, not a machine that runs out of memory
+    # the streams of the rank that holds the most instances, read (or generated), shuffled and
+    # laid out round by round: about twice their size at the peak (docs/RELIABILITY.md,
+    # "Memory"); refused before any of it is made, so that a mistyped --synth-samples is a
+    # line, not a machine that runs out of memory
     ranks = 1 if size == 1 else (size - 1 if pattern == "server" else size)
     most = -(-K // ranks)
     # the round-major layout pads every task to the rounds of the longest stream
     instances = int(np.sort(meta.lengths)[::-1][:most].sum())
     instances = max(instances, most * rounds_needed(meta.lengths, cfg.batch) * cfg.batch)
-    need = 3 * instances * d * 8
+    need = 2 * instances * d * 8
     if need > free:
         raise SetupFailed(f"the streams one rank holds ({most} task(s), {instances} instances, "
                           f"d = {d}) need about {need / gib:.1f} GiB, more than the "
@@ -348,11 +349,19 @@ def _check_finite(job: Job, done: int) -> None:
     """Stop every rank, with one line, if any rank's model holds NaN or inf (collective)."""
     if all(job.world.agree(job.roles.finite())):
         return
+    # the options of this learner that usually make the steps too large, as they are spelled
+    causes = [text for name, text in _DIVERGES if hasattr(job.params, name)]
     raise SetupFailed(
         f"the model went non-finite (NaN or inf) by round {done} (checked every {CHECK_EVERY} "
-        "rounds and before every checkpoint): its steps grew without bound. Usual causes: a "
-        "small --eta, a large --class-weight, --rho or --lambda4, or features of a very large "
-        "scale (try --scale online); no results were written")
+        f"rounds and before every checkpoint): its steps grew without bound. Usual causes: "
+        f"{', '.join(causes + ['features of a very large scale (try --scale online)'])}; no "
+        "results were written")
+
+
+# hyper-parameters whose value can make a learner's steps grow without bound
+_DIVERGES = (("eta", "a small --eta"), ("class_weight", "a large --class-weight"),
+             ("rho", "a large --rho"), ("lambda4", "a large --lambda4"),
+             ("gamma0", "a large --gamma0"), ("C", "a large --C"))
 
 
 def collect(job: Job, out: str | None) -> dict | None:

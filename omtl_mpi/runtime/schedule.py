@@ -15,7 +15,7 @@ from typing import Callable
 CHECK_EVERY = 100
 
 
-@dataclass
+@dataclass(frozen=True)
 class Hooks:
     """The between-round work of a run.
 
@@ -41,22 +41,36 @@ class Hooks:
 NO_HOOKS = Hooks()
 
 
+def _next_event(done: int, last_round: int, every: int, check: bool) -> int:
+    """The first round count after ``done`` at which a check or a checkpoint is due (past the
+    last round: none), so that a round costs one comparison, not several remainders."""
+    due = [last_round] if check else []
+    if check:
+        due.append((done // CHECK_EVERY + 1) * CHECK_EVERY)
+    if every:
+        due.append((done // every + 1) * every)
+    return min(due) if due else last_round + 1
+
+
 def rounds(first_round: int, last_round: int, hooks: Hooks = NO_HOOKS):
     """Yield round indices ``first_round..last_round-1`` with the between-round work done."""
-    ckpt_every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
+    every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
     fail_at = hooks.fault.at if hooks.fault is not None else -1
     progress, check = hooks.progress, hooks.check
+    update = progress.update if progress is not None else None
+    event = _next_event(first_round, last_round, every, check is not None)
     for t in range(first_round, last_round):
         if t == fail_at:
             hooks.fault.trigger(t)
         yield t
-        done = t + 1
-        if progress is not None:
-            progress.update(done)
-        saving = ckpt_every and done % ckpt_every == 0 and done < last_round
-        if check is not None and (saving or done % CHECK_EVERY == 0 or done == last_round):
-            check(done)
-        if saving:
-            save(done)
+        if update is not None:
+            update(t + 1)
+        if t + 1 == event:
+            done = t + 1
+            if check is not None:
+                check(done)
+            if every and done % every == 0 and done < last_round:
+                save(done)
+            event = _next_event(done, last_round, every, check is not None)
     if progress is not None:
         progress.close()

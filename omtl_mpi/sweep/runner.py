@@ -25,7 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from ..atomic import atomic_path
 from ..errors import UserError
-from ..paths import make_folder, refuse_inputs
+from ..paths import make_folder, refuse_inputs, regular_file
 from ..runtime.launch import FORWARDED, mpi_command, stop_group
 from .plan import Plan, Run
 
@@ -41,8 +41,9 @@ class Interrupted(Exception):
 def read_index(folder: str) -> dict:
     """The sweep index of ``folder`` (an empty one if there is none yet)."""
     path = os.path.join(folder, INDEX)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return {"format": FORMAT, "version": 1, "runs": {}}
+    regular_file(path, "sweep index")          # a FIFO would block the sweep forever
     try:
         with open(path, encoding="utf-8") as f:
             index = json.load(f)
@@ -50,6 +51,10 @@ def read_index(folder: str) -> dict:
         raise UserError(f"{path} is not a readable sweep index ({exc}); move it away to start afresh") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT or not isinstance(index.get("runs"), dict):
         raise UserError(f"{path} is not an omtl-mpi sweep index; choose another --out folder")
+    for rid, rec in index["runs"].items():
+        if not isinstance(rec, dict) or not isinstance(rec.get("status"), str):
+            raise UserError(f"{path}: the record of run {rid} has no status; the sweep index is "
+                            "damaged: move it away and run the sweep again")
     return index
 
 

@@ -1,6 +1,7 @@
 """Graphs for the decentralised learners: the Topology type, generators, validation, mixing.
 
-Pure data (numpy only): the MPI side builds one distributed-graph communicator from a Topology.
+Pure data (numpy, and scipy's sparse graph routines): the MPI side builds one distributed-graph
+communicator from a Topology.
 """
 from __future__ import annotations
 
@@ -62,10 +63,6 @@ class Topology:
         return cached
 
     @property
-    def adjacency(self) -> np.ndarray:
-        return self._sparse().toarray().astype(bool)
-
-    @property
     def degrees(self) -> np.ndarray:
         return np.diff(self._sparse().indptr)
 
@@ -84,7 +81,11 @@ class Topology:
         return int(shortest_path(self._sparse(), directed=False, unweighted=True).max())
 
     def mixing_matrix(self) -> np.ndarray:
-        """Metropolis-Hastings weights: M_kj = 1/(1 + max(deg_k, deg_j)) on edges, M_kk = 1 - rest."""
+        """Metropolis-Hastings weights: M_kj = 1/(1 + max(deg_k, deg_j)) on edges, M_kk = 1 - rest
+        (a dense matrix: refused beyond :data:`MAX_DENSE` nodes)."""
+        if self.n_nodes > MAX_DENSE:
+            raise ConfigError(f"the mixing matrix of {self.n_nodes} nodes is a dense matrix, more "
+                              f"than the {MAX_DENSE} nodes this release holds; use fewer nodes")
         deg = self.degrees
         M = np.zeros((self.n_nodes, self.n_nodes))
         e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
@@ -190,19 +191,27 @@ GENERATORS = {
     "watts-strogatz": (watts_strogatz, {"k": 2, "beta": 0.3, "seed": 0}),
 }
 ALIASES = {"fully-connected": "full", "complete": "full"}
-# The graphs are held as dense node x node matrices (adjacency, mixing matrix and its spectrum):
-# fine for the ranks of a job, a runaway of memory and time far beyond; refused up front
-MAX_NODES = 2048
+# A topology's nodes are the ranks of a job: far more is a mistyped number, refused at once
+MAX_NODES = 1 << 16
+# Generators that visit every pair of nodes (full, erdos-renyi), and what needs a dense node x
+# node matrix (the mixing matrix of d-psgd, and the SLEM and diameter that 'topo show' prints),
+# take time and memory in the square of the nodes: refused, or not computed, beyond these
+MAX_PAIRS = 2_500_000
+MAX_DENSE = 2048
+_PAIRWISE = ("full", "erdos-renyi")
 
 
-def check_size(n_nodes: int) -> None:
-    """ConfigError unless ``n_nodes`` is a number of nodes this module can hold (1..MAX_NODES)."""
+def check_size(n_nodes: int, kind: str | None = None) -> None:
+    """ConfigError unless ``n_nodes`` nodes of generator ``kind`` can be built here."""
     if n_nodes < 1:
         raise ConfigError(f"a topology needs at least 1 node, got {n_nodes}")
     if n_nodes > MAX_NODES:
         raise ConfigError(f"a topology of {n_nodes} nodes is more than the {MAX_NODES} this "
-                          "release handles (its graphs are dense node x node matrices); use fewer "
-                          "nodes (ranks)")
+                          "release handles; use fewer nodes (ranks)")
+    if kind in _PAIRWISE and n_nodes * (n_nodes - 1) // 2 > MAX_PAIRS:
+        raise ConfigError(f"topology kind {kind!r} visits every pair of its {n_nodes} nodes, more "
+                          f"than the {MAX_PAIRS} pairs this release builds; use a sparse kind "
+                          "(ring, torus, random-regular, watts-strogatz) or fewer nodes")
 
 
 def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topology:
@@ -216,7 +225,7 @@ def generate(kind: str, n_nodes: int, name: str | None = None, **params) -> Topo
     if unknown:
         raise ConfigError(f"topology kind {kind!r} has no parameter {unknown[0]!r}; "
                           f"its parameters: {', '.join(defaults) or 'none'}")
-    check_size(n_nodes)
+    check_size(n_nodes, kind)
     for key, value in params.items():
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if key in ("seed", "degree", "k", "rows"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, UserError
 from ..paths import regular_file
-from .core import ALIASES, GENERATORS, Topology, generate
+from .core import ALIASES, GENERATORS, MAX_DENSE, Topology, generate
 
 SHIPPED = Path(__file__).resolve().parents[2] / "topologies"
 _META = {"name", "description"}
@@ -27,18 +27,30 @@ def shipped_names() -> list:
     return sorted(p.stem for p in SHIPPED.glob("*.toml")) if SHIPPED.is_dir() else []
 
 
+def topology_file(spec: str) -> Path | None:
+    """The file ``--topology spec`` reads (a shipped file's or a path), None for a generator
+    kind or a name that is nothing: what a command must not write over."""
+    spec = str(spec)
+    if spec in GENERATORS or spec in ALIASES:
+        return None
+    path = Path(spec)
+    named = not (path.suffix == ".toml" or os.sep in spec)     # a name rather than a path
+    if named and (SHIPPED / f"{spec}.toml").is_file():
+        return SHIPPED / f"{spec}.toml"
+    # a path where something is (a FIFO, a folder, a dangling link): read_toml says what is
+    # wrong with it; a mistyped name that happens to be a folder here is an unknown name
+    if not os.path.lexists(path) or (named and path.is_dir()):
+        return None
+    return path
+
+
 def load_topology(spec: str, n_nodes: int) -> Topology:
     """Resolve ``spec`` (generator kind, shipped file name, or TOML path) for ``n_nodes`` nodes."""
     spec = str(spec)
     if spec in GENERATORS or spec in ALIASES:
         return generate(spec, n_nodes)
-    path = Path(spec)
-    named = not (path.suffix == ".toml" or os.sep in spec)     # a name rather than a path
-    if named and (SHIPPED / f"{spec}.toml").is_file():
-        path = SHIPPED / f"{spec}.toml"
-    # a path where something is (a FIFO, a folder, a dangling link): read_toml says what is
-    # wrong with it; a mistyped name that happens to be a folder here is an unknown name
-    if not os.path.lexists(path) or (named and path.is_dir()):
+    path = topology_file(spec)
+    if path is None:
         raise ConfigError(f"unknown topology {spec!r}: not a generator ({', '.join(GENERATORS)}), "
                           f"not a shipped file ({', '.join(shipped_names())}), and no such file")
     return read_toml(path, n_nodes)
@@ -90,10 +102,13 @@ def read_toml(path, n_nodes: int) -> Topology:
 def describe(topo: Topology) -> dict:
     """Facts about a topology for ``omtl-mpi topo show`` (JSON-ready)."""
     deg = topo.degrees
+    dense = topo.n_nodes <= MAX_DENSE
     return {"name": topo.name, "nodes": topo.n_nodes, "edges": len(topo.edges),
             "edge_list": [list(e) for e in topo.edges], "degrees": deg.tolist(),
             "min_degree": int(deg.min()), "max_degree": int(deg.max()),
-            "diameter": topo.diameter, "slem": topo.slem(), "connected": True}
+            # both take the square of the nodes in time: not computed for larger graphs
+            "diameter": topo.diameter if dense else None, "slem": topo.slem() if dense else None,
+            "connected": True}
 
 
 def draw_png(topo: Topology, path) -> None:
@@ -112,7 +127,8 @@ def draw_png(topo: Topology, path) -> None:
     ax.scatter(*xy.T, s=300, color="tab:blue", zorder=2)
     for i, (x, y) in enumerate(xy):
         ax.text(x, y, str(i), ha="center", va="center", color="white", fontsize=8, zorder=3)
-    ax.set_title(f"{topo.name}: {n} nodes, {len(topo.edges)} edges, SLEM {topo.slem():.3f}")
+    slem = f", SLEM {topo.slem():.3f}" if n <= MAX_DENSE else ""
+    ax.set_title(f"{topo.name}: {n} nodes, {len(topo.edges)} edges{slem}")
     ax.set_aspect("equal")
     ax.axis("off")
     tmp = f"{path}.tmp.png"

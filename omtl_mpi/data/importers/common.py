@@ -13,15 +13,15 @@ import sys
 
 import numpy as np
 
-from ...errors import ConfigError, DataError
-from ...paths import refuse_inputs, regular_file, writable_folder
+from ...errors import ConfigError, DataError, UserError
+from ...paths import inside, refuse_inputs, regular_file, writable_folder
 from .. import taskfile
 
 GIB = 2 ** 30
 
 
 # ---------------------------------------------------------------- the output and the source
-def check_output(src, out, what: str = "file", option: str = "-o") -> None:
+def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
     """Refuse, before the source is read, an output that would replace it or cannot be written.
 
     Parameters
@@ -36,6 +36,9 @@ def check_output(src, out, what: str = "file", option: str = "-o") -> None:
         What ``src`` is, for the messages ("CSV file", "TweetEval folder").
     option : str
         The option that names ``out``.
+    every_file : bool
+        A ``src`` folder whose every file is read (a LIBSVM or text CSV folder): a new ``out``
+        inside it is refused too, since the next import of the folder would read it.
 
     Raises
     ------
@@ -44,6 +47,9 @@ def check_output(src, out, what: str = "file", option: str = "-o") -> None:
     src, out = os.fspath(src), os.fspath(out)
     if os.path.isdir(src):
         refuse_inputs(out, [(src, f"inside the {what} being imported")], option)
+        if every_file and inside(out, src):
+            raise UserError(f"{option} {out} is inside the {what} being imported ({src}), whose "
+                            f"every file is read as a task: choose another {option}")
     else:
         if os.path.exists(src):
             regular_file(src, what)

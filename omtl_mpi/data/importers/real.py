@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from ...errors import DataError
+from ...paths import regular_file
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_features, check_options, check_output, decide_labels,
                      matrix_bytes, parse_label_map, relabel, require_file, require_memory, tell)
@@ -55,6 +56,8 @@ def import_landmine(src, out, *, label_map=None) -> TaskMeta:
 
 def _read_idx(path: str) -> np.ndarray:
     opener = gzip.open if path.endswith(".gz") else open
+    if os.path.lexists(path):
+        regular_file(path, "MNIST file")        # a FIFO in a source folder would block
     try:
         with opener(path, "rb") as f:
             data = f.read()

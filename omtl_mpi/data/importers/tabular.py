@@ -154,7 +154,7 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen.
     Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
     src, out = str(src), str(out)
-    check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file")
+    check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
     label_map = parse_label_map(label_map)
     seen, per_task = SeenLabels(), {}
     if os.path.isdir(src):

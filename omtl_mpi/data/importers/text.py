@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from ...errors import DataError
+from ...paths import regular_file
 from ..embed import check_featuriser, featurise
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
@@ -17,6 +18,8 @@ TWEETEVAL_TASKS = ("hate", "irony", "offensive")
 
 
 def _lines(path: str) -> list:
+    if os.path.lexists(path):
+        regular_file(path, "text file")         # a FIFO in a source folder would block
     try:
         with open(path, encoding="utf-8") as f:
             return f.read().splitlines()
@@ -99,15 +102,10 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
 DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 
-def parse_mapping(text: str | None) -> dict:
-    """``"positive=1,negative=-1,neutral=drop"`` into {label: +1, -1 or None (drop the row)};
-    the default mapping when ``text`` is empty (the syntax of every importer's --label-map)."""
-    return parse_label_map(text) or parse_label_map(DEFAULT_MAPPING)
-
-
 def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
                    seen: SeenLabels, tasks: dict) -> None:
     """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)})."""
+    regular_file(path, "CSV file")
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -136,7 +134,7 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     default positive=+1, negative=-1, neutral=drop.
     """
     src, out = str(src), str(out)
-    check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file")
+    check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file", every_file=True)
     check_options(dims=dims)
     mapping = parse_label_map(mapping)
     dims = check_featuriser(featuriser, dims)

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from ...errors import DataError
+from ...paths import regular_file
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_features, check_groups, check_options, check_output,
                      decide_labels, matrix_bytes, parse_label_map, relabel, require_memory, tell)
@@ -15,6 +16,8 @@ DEFAULT_SETS = ("MUTAG", "NCI1", "AIDS", "BZR", "COX2", "PTC_MR")
 
 
 def _ints(path: str, columns: int | None = None) -> np.ndarray:
+    if os.path.lexists(path):
+        regular_file(path, "TU text file")      # a FIFO in a source folder would block
     rows = []
     try:
         with open(path, encoding="ascii") as f:
