@@ -2,7 +2,7 @@
 import sys
 
 if __name__ == "__main__":
-    # a rank that re-executes itself without ASLR does it before importing the command line
+    # a rank told `--aslr off` re-executes itself without ASLR before importing the command line
     from .runtime.launch import reexec_early
     reexec_early(sys.argv[1:])
     from .cli import main

@@ -70,11 +70,20 @@ class _RunCommand(click.Command):
 
 def _click_option(opt, default_algo: str) -> click.Option:
     """An option of the table as a click option. A hyper-parameter defaults to None (not
-    given) so that the chosen learner's own default applies; its help names the learners that
-    have it (unless the default learner does) and their defaults."""
+    given) so that the chosen learner's own default applies.
+
+    Its help: what it means to the main learner (:func:`omtl_mpi.options.table`), preceded by
+    the learners it means that to where the default learner has no such option; then, in one
+    sentence, the learners to which it means something else (``omtl-mpi algos NAME`` shows
+    their own help); then the learners' defaults."""
     text = opt.help
+    others = opt.other_meanings
     if opt.learners and default_algo not in opt.learners:
-        text = f"{', '.join(opt.learners)}: {text[:1].lower()}{text[1:]}"
+        same = [name for name in opt.learners if name not in others]
+        text = f"{', '.join(same)}: {text[:1].lower()}{text[1:]}"
+    if others:
+        name = others[0] if len(others) == 1 else "NAME"
+        text += f" What it means to {', '.join(others)}: 'omtl-mpi algos {name}'."
     if opt.default_text():
         text += f"  [default: {opt.default_text()}]"
     # not given: None, so that a --preset, then the learner's or RunConfig's default, applies
@@ -441,10 +450,13 @@ Examples:
   omtl-mpi data fetch mnist --dest data --dims 512 -o mnist512.h5
   omtl-mpi data fetch tweeteval --dest data --no-import --json
 \b
-A mirror is any copy laid out like ../shared/data, for example:
-  (cd ../shared/data && python -m http.server 8000 --bind 127.0.0.1) &
-  omtl-mpi data fetch tweeteval --dest data --mirror http://127.0.0.1:8000
-  omtl-mpi data fetch landmine --dest data --mirror file:///path/to/shared/data
+A mirror is any folder or web server holding the files as this command writes them
+under DEST: BASE/landmine/LandmineData.mat, BASE/mnist/*-ubyte.gz (or
+BASE/mnist/mnist_restored.npz), BASE/tweeteval/<task>/*.txt and
+BASE/chem/tudataset/<DS>/*.txt. A DEST filled earlier serves, for example:
+  (cd data && python -m http.server 8000 --bind 127.0.0.1) &
+  omtl-mpi data fetch tweeteval --dest data2 --mirror http://127.0.0.1:8000
+  omtl-mpi data fetch landmine --dest data2 --mirror file:///path/to/data
 \b
 Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
 """
@@ -453,7 +465,7 @@ Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
 @data.command("fetch", epilog=EPILOG_FETCH)
 @click.argument("name", metavar="NAME")
 @click.option("--dest", required=True, type=click.Path(file_okay=False),
-              help="Folder for the downloaded files (laid out like ../shared/data, e.g. "
+              help="Folder for the downloaded files (one folder per data set, e.g. "
                    "DEST/landmine/LandmineData.mat) and, by default, DEST/NAME.h5.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
               help="Output HDF5 file (default DEST/NAME.h5).")
@@ -600,26 +612,73 @@ def topo_show(spec, nodes, png, as_json):
 
 # --------------------------------------------------------------------------- algos
 @cli.command()
+@click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def algos(as_json):
-    """List the learners, their communication pattern and hyper-parameter defaults."""
+@click.pass_context
+def algos(ctx, name, as_json):
+    """List the learners, their communication pattern and hyper-parameter defaults; with NAME,
+    that learner's options, each with its default and what it means to that learner (--json:
+    one object)."""
     from dataclasses import fields
 
-    from .algorithms.registry import REGISTRY
+    from .algorithms.registry import REGISTRY, get
     from .options import table
     opts = table()
-    rows = [{"name": a.name, "summary": a.summary, "citation": a.citation, "pattern": a.pattern,
-             "reconstruction": a.reconstruction,
+    if name is not None:
+        _show_algo(ctx, get(name), opts, as_json)
+        return
+    rows = [{**_algo_facts(a),
              "defaults": {f.name: opts[f.name].defaults[a.name] for f in fields(a.params)}}
             for a in REGISTRY.values()]
     if as_json:
         click.echo(json.dumps(rows))
         return
     for r in rows:
-        tag = " [reconstruction]" if r["reconstruction"] else ""
-        click.echo(f"{r['name']}{tag}  ({r['pattern']})\n  {r['summary']}\n  {r['citation']}")
+        click.echo(_algo_heading(r))
         shown = ", ".join(f"{k}={opts[k].show(v)}" for k, v in r["defaults"].items())
         click.echo(f"  defaults: {shown or 'none'}\n")
+    click.echo("'omtl-mpi algos NAME' shows a learner's options with what each means to it.")
+
+
+def _algo_facts(algo) -> dict:
+    """A learner's name, summary, citation, pattern and reconstruction flag, for ``algos``."""
+    return {"name": algo.name, "summary": algo.summary, "citation": algo.citation,
+            "pattern": algo.pattern, "reconstruction": algo.reconstruction}
+
+
+def _algo_heading(facts: dict) -> str:
+    """The first lines of a learner in ``algos``: name, pattern, summary and citation."""
+    tag = " [reconstruction]" if facts["reconstruction"] else ""
+    return f"{facts['name']}{tag}  ({facts['pattern']})\n  {facts['summary']}\n  {facts['citation']}"
+
+
+def _show_algo(ctx, algo, opts: dict, as_json: bool) -> None:
+    """``omtl-mpi algos NAME``: the learner, then each field of its dataclass as ``omtl-mpi
+    run`` spells it, with this learner's default and help; a field the learner fixes (its
+    ``FIXED``) says so, as setting it is an error."""
+    from dataclasses import fields
+    fixed = getattr(algo.params, "FIXED", ())
+    own = [opts[f.name] for f in fields(algo.params)]
+    if as_json:
+        click.echo(json.dumps({**_algo_facts(algo), "options": [
+            {"name": o.name, "flag": o.flag, "default": o.defaults[algo.name],
+             "fixed": o.name in fixed, "help": o.helps[algo.name]} for o in own]}))
+        return
+    click.echo(_algo_heading(_algo_facts(algo)))
+    if not own:
+        click.echo("  no hyper-parameters")
+        return
+    rows = []
+    for o in own:
+        default = o.default_text(algo.name)
+        note = f"  [{'fixed' if o.name in fixed else 'default'}: {default}]" if default else ""
+        # the first column as 'omtl-mpi run --help' writes it: flags and metavar
+        rows.append((_click_option(o, algo.name).get_help_record(ctx)[0], o.helps[algo.name] + note))
+    click.echo("")
+    formatter = ctx.make_formatter()
+    with formatter.section("Options"):
+        formatter.write_dl(rows)
+    click.echo(formatter.getvalue(), nl=False)
 
 
 # --------------------------------------------------------------------------- sweeps

@@ -35,8 +35,9 @@ class Option:
         :attr:`off_flag` for false (``--relationship`` / ``--no-relationship``).
     type : {bool, int, float, str}
     default : object
-        RunConfig's default; for a hyper-parameter the first learner's (see ``defaults``).
+        RunConfig's default; for a hyper-parameter the main learner's (see :func:`table`).
     help : str
+        What it means; for a hyper-parameter, to the main learner (see ``helps``).
     choices : tuple of str, optional
     metavar : str, optional
     kind : {"run", "param", "execution"}
@@ -44,6 +45,9 @@ class Option:
         do not depend on it, so it is not in RunConfig).
     defaults : dict
         Hyper-parameters: learner name -> its default, for every learner that has it.
+    helps : dict
+        Hyper-parameters: learner name -> what the option means to that learner, from its own
+        dataclass field's metadata (or the nearest base class's), for every learner that has it.
     none_text : str, optional
         How a default of None reads (eta: ``sqrt(T)``).
     """
@@ -58,6 +62,7 @@ class Option:
     kind: str = "run"
     defaults: dict = field(default_factory=dict)
     none_text: str | None = None
+    helps: dict = field(default_factory=dict)
 
     @property
     def learners(self) -> tuple:
@@ -75,25 +80,33 @@ class Option:
             return "on" if value else "off"
         return self.none_text if value is None and self.none_text else str(value)
 
-    def default_text(self) -> str:
+    @property
+    def other_meanings(self) -> tuple:
+        """The learners to which this option means something other than :attr:`help`."""
+        return tuple(name for name, text in self.helps.items() if text != self.help)
+
+    def default_text(self, learner: str | None = None) -> str:
         """The default for ``--help``: ``0.1``, or ``0.1; adagrad: 1.0`` where learners differ;
-        empty for a None nobody named."""
-        if self.default is None and not self.none_text:
+        with ``learner``, that learner's alone. Empty for a None nobody named."""
+        default = self.default if learner is None else self.defaults[learner]
+        if default is None and not self.none_text:
             return ""
         others = {}
-        for learner, value in self.defaults.items():
+        for name, value in self.defaults.items() if learner is None else ():
             if value != self.default:
-                others.setdefault(self.show(value), []).append(learner)
-        return "; ".join([self.show(self.default)]
+                others.setdefault(self.show(value), []).append(name)
+        return "; ".join([self.show(default)]
                          + [f"{', '.join(names)}: {text}" for text, names in others.items()])
 
 
 ASLR = Option(
-    name="aslr", flag="--aslr", type=str, default="auto", kind="execution", choices=("auto", "on"),
-    help="Address-space layout randomisation of the ranks. auto: ranks of a node with more ranks "
-         "than CPUs run without it (re-started before MPI starts), so that the ranks sharing a "
-         "core share its branch predictors too (faster rounds there; docs/PERFORMANCE.md). on: "
-         "keep the system's randomisation, e.g. for jobs that read untrusted files.")
+    name="aslr", flag="--aslr", type=str, default="on", kind="execution", choices=("on", "off"),
+    help="Address-space layout randomisation of the ranks. on: keep the system's randomisation. "
+         "off: ranks of a node with more ranks than CPUs run without it (re-started before MPI "
+         "starts), so that the ranks sharing a core share its branch predictors too: faster "
+         "rounds there (docs/PERFORMANCE.md). Not the default because randomisation is a "
+         "defence against memory-corruption exploits and the ranks parse user-supplied files "
+         "(HDF5) in C; use off only for data you trust.")
 # Named starting points of a run: a preset sets these options unless they are given
 # explicitly. "paper" is exactly the model and settings of Li et al. 2025 (spec section 1), so
 # that its figures stay reproducible whatever the defaults become. A learner keeps the fields
@@ -113,12 +126,15 @@ def table() -> dict[str, Option]:
     registry order), then how it executes.
 
     Generated on every call from the registry as it is, so a learner registered later has its
-    options too. A field with the same name in several learners is one option, with the first
-    learner's help, choices and type.
+    options too. A field with the same name in several learners is one option, with each
+    learner's own default and help (``defaults``, ``helps``); its ``default``, ``help``,
+    choices and metavar are those of the main learner: the default ``--algo`` where it has the
+    field, else the first learner that has it.
     """
     from .algorithms.registry import REGISTRY
-    opts = {f.name: _option(f, RunConfig, _default(f)) for f in fields(RunConfig)
+    opts = {f.name: _option(f.name, RunConfig, _default(f)) for f in fields(RunConfig)
             if f.name != "params"}          # the learner's dataclass: its fields are options
+    main = opts["algo"].default
     uses: dict[str, list] = {}
     taken = set(opts) | {o.name for o in EXECUTION}
     for algo in REGISTRY.values():
@@ -127,14 +143,14 @@ def table() -> dict[str, Option]:
                 raise ValueError(f"{algo.name}: hyper-parameter {f.name!r} is also a run option")
             uses.setdefault(f.name, []).append((algo, f))
     for name, found in uses.items():
-        first = next((f for _, f in found if f.metadata.get("help")), found[0][1])
-        algo = next(a for a, f in found if f is first)
         if len({_hints(a.params)[f.name] for a, f in found}) > 1:
             # one flag must parse the same way for every learner
             raise ValueError(f"hyper-parameter {name!r} has different types in "
                              f"{', '.join(a.name for a, _ in found)}")
-        opts[name] = _option(first, algo.params, _default(found[0][1]), kind="param",
-                             defaults={a.name: _default(f) for a, f in found})
+        algo, f = next(((a, f) for a, f in found if a.name == main), found[0])
+        opts[name] = _option(name, algo.params, _default(f), kind="param",
+                             defaults={a.name: _default(f) for a, f in found},
+                             helps={a.name: _metadata(a.params, name).get("help", "") for a, _ in found})
     opts.update((o.name, o) for o in EXECUTION)
     return opts
 
@@ -145,15 +161,26 @@ def _hints(owner: type) -> dict:
     return typing.get_type_hints(owner)
 
 
-def _option(f, owner: type, default, **more) -> Option:
-    py_type = _hints(owner)[f.name]
+def _metadata(owner: type, name: str) -> dict:
+    """The metadata of dataclass ``owner``'s field ``name``, each key from the nearest class
+    that gives it: a subclass that only changes a field's default keeps its base's help."""
+    meta = {}
+    for klass in reversed(owner.__mro__):
+        f = vars(klass).get("__dataclass_fields__", {}).get(name)
+        if f is not None:
+            meta.update(f.metadata)
+    return meta
+
+
+def _option(name: str, owner: type, default, **more) -> Option:
+    py_type = _hints(owner)[name]
     if isinstance(py_type, types.UnionType):    # "int | None": None is "not given"
         py_type = next(k for k in typing.get_args(py_type) if k is not type(None))
     if py_type not in _TYPES:
-        raise ValueError(f"{owner.__name__}.{f.name}: an option is bool, int, float or str, not {py_type}")
-    dashed = f.name.replace("_", "-")
-    meta = f.metadata
-    return Option(name=f.name, flag=f"--{dashed}",
+        raise ValueError(f"{owner.__name__}.{name}: an option is bool, int, float or str, not {py_type}")
+    dashed = name.replace("_", "-")
+    meta = _metadata(owner, name)
+    return Option(name=name, flag=f"--{dashed}",
                   type=py_type, default=default, help=meta.get("help", ""),
                   choices=tuple(meta["choices"]) if "choices" in meta else None,
                   metavar=meta.get("metavar"), none_text=meta.get("none_text"), **more)

@@ -1,4 +1,5 @@
-"""--aslr: when ranks re-start without address-space layout randomisation, and that they did."""
+"""--aslr: ranks keep address-space layout randomisation unless told --aslr off; with off, when
+they re-start without it, and that they did."""
 import json
 import os
 import sys
@@ -46,30 +47,42 @@ def _expected(ranks):
 
 
 @linux_only
-@pytest.mark.parametrize("launch", ["mpiexec", "mpiexec --aslr auto", "--np"])
-def test_ranks_sharing_cores_run_without_randomisation(mpiexec, launch):
+@pytest.mark.parametrize("launch", ["mpiexec", "--np"])
+def test_ranks_keep_randomisation_by_default_even_sharing_cores(mpiexec, launch):
+    # 6 ranks share this 2-core machine's cores; each reads its own personality (the report's
+    # "aslr" is every rank's, "mixed" if they differ)
     args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
-    if launch == "mpiexec":
-        r = omtl(*args, np_ranks=6)              # each rank re-starts itself before MPI_Init
-    elif launch == "mpiexec --aslr auto":        # ... after click has parsed the command line
-        r = omtl(*args, "--aslr", "auto", np_ranks=6)
+    r = omtl(*args, np_ranks=6) if launch == "mpiexec" else omtl(*args, "--np", "6")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["aslr"] == "on"
+
+
+@linux_only
+@pytest.mark.parametrize("launch", ["mpiexec --aslr off", "mpiexec --aslr=off", "--np"])
+def test_aslr_off_runs_ranks_sharing_cores_without_randomisation(mpiexec, launch):
+    args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
+    if launch == "mpiexec --aslr off":           # each rank re-starts itself before click ...
+        r = omtl(*args, "--aslr", "off", np_ranks=6)
+    elif launch == "mpiexec --aslr=off":         # ... or after click has parsed the command line
+        r = omtl(*args, "--aslr=off", np_ranks=6)
     else:
-        r = omtl(*args, "--np", "6")             # mpiexec is started with the personality
+        r = omtl(*args, "--aslr", "off", "--np", "6")   # mpiexec starts with the personality
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == _expected(6)
 
 
 @linux_only
-def test_aslr_on_keeps_randomisation_and_the_same_results(mpiexec, tmp_path):
+def test_aslr_off_gives_the_same_results(mpiexec, tmp_path):
     args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
-    r = omtl(*args, "--aslr", "on", "--out", tmp_path / "on.h5", np_ranks=6)
+    r = omtl(*args, "--out", tmp_path / "on.h5", np_ranks=6)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == "on"
-    r = omtl(*args, "--out", tmp_path / "auto.h5", np_ranks=6)
+    r = omtl(*args, "--aslr", "off", "--out", tmp_path / "off.h5", np_ranks=6)
     assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["aslr"] == _expected(6)
     from conftest import read_results
     import numpy as np
-    a, b = read_results(tmp_path / "on.h5"), read_results(tmp_path / "auto.h5")
+    a, b = read_results(tmp_path / "on.h5"), read_results(tmp_path / "off.h5")
     for key in a:
         if key != "attrs":
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
@@ -83,27 +96,64 @@ def test_one_process_keeps_randomisation():
 
 
 @pytest.mark.parametrize("argv, early", [
-    (["run", "--data", "x.h5", "--json"], True),
-    (["run"], True),
-    (["run", "--aslr", "on"], False),         # the user's choice: left to click to parse
-    (["run", "--aslr=auto"], False),
-    (["run", "--np", "6"], False),            # the launcher, not a rank
-    (["run", "--help"], False),
-    (["data", "synth", "-o", "x.h5"], False),
+    (["run", "--data", "x.h5", "--json"], False),   # the default, on: nothing to re-execute
+    (["run"], False),
+    (["run", "--aslr", "on"], False),
+    (["run", "--aslr", "off"], True),
+    (["run", "--data", "x.h5", "--aslr", "off", "--json"], True),
+    (["run", "--aslr", "on", "--aslr", "off"], True),     # the last one counts, as in click
+    (["run", "--aslr", "off", "--aslr=on"], False),
+    (["run", "--aslr=off"], False),           # left to the call after click has parsed it
+    (["run", "--aslr"], False),               # click's error to give
+    (["run", "--np", "6", "--aslr", "off"], False),   # the launcher, not a rank
+    (["run", "--aslr", "off", "--help"], False),
+    (["data", "synth", "--aslr", "off"], False),
     ([], False),
 ])
-def test_python_m_re_executes_before_importing_the_command_line_only_for_plain_runs(
+def test_python_m_re_executes_before_importing_the_command_line_only_when_told_off(
         monkeypatch, argv, early):
     calls = []
     monkeypatch.setattr(addresses, "reexec_if_sharing", calls.append)
     addresses.reexec_early(argv)
-    assert calls == (["auto"] if early else [])
+    assert calls == (["off"] if early else [])
 
 
-def test_bad_aslr_value_is_one_clear_line():
-    r = omtl("run", "--aslr", "off")
+def test_only_off_turns_randomisation_off(monkeypatch):
+    # with ranks that share cores and a process that could change its personality, "on" (the
+    # default) neither re-executes nor gives mpiexec the personality
+    monkeypatch.setattr(addresses, "randomised", lambda: True)
+    monkeypatch.setattr(addresses, "_cpus", lambda: (2, 2))
+    monkeypatch.setattr(addresses, "local_ranks_from_launcher", lambda: 6)
+    executed = []
+    monkeypatch.setattr(addresses, "turn_off", lambda libc=None: executed.append("turn_off") or True)
+    monkeypatch.setattr(addresses, "_libc", lambda: RefusingLibc())
+    monkeypatch.setattr(addresses.os, "execv", lambda *a: executed.append("execv"))
+    monkeypatch.delitem(sys.modules, "mpi4py.MPI", raising=False)    # as before MPI starts
+    assert addresses.for_launch("on", 6) is None
+    addresses.reexec_if_sharing("on")
+    assert executed == []
+    assert addresses.for_launch("off", 6) is addresses.turn_off
+    assert addresses.for_launch("off", 2) is None          # no sharing: nothing to gain
+    addresses.reexec_if_sharing("off")
+    assert executed == ["turn_off", "execv"]
+
+
+@pytest.mark.parametrize("value", ["auto", "pigeon"])
+def test_bad_aslr_value_is_one_clear_line_naming_off(value):
+    # "auto", the old default, is refused rather than silently meaning off
+    r = omtl("run", "--aslr", value)
     assert r.returncode == 2
-    assert "--aslr" in r.stderr and "'auto'" in r.stderr and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--aslr" in lines[0] and f"'{value}'" in lines[0], r.stderr
+    assert "'off'" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_a_sweep_file_saying_aslr_auto_is_one_clear_line_naming_off():
+    from omtl_mpi.errors import ConfigError
+    from omtl_mpi.options import run_config
+    with pytest.raises(ConfigError, match="--aslr must be one of on, off, got 'auto'"):
+        run_config({"aslr": "auto"})
+    assert run_config({"aslr": "off"}) == run_config({})     # how a run executes, not what
 
 
 def test_the_re_execution_happens_before_numpy_is_imported():

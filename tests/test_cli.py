@@ -14,6 +14,15 @@ def test_help_teaches():
     assert r.returncode == 0 and "omtl-mpi data synth" in r.stdout
     r = omtl("run", "--help")
     assert r.returncode == 0 and "--no-relationship" in r.stdout and "mpiexec" in r.stdout
+    assert "algos NAME" in " ".join(r.stdout.split())     # where each learner's own help is
+
+
+def test_algos_name_shows_one_learner():
+    r = omtl("algos", "arow")
+    assert r.returncode == 0 and "\n  --arow-r FLOAT|auto  AROW's regularisation r" in r.stdout
+    r = omtl("algos", "no-such")
+    assert (r.returncode, r.stdout, r.stderr.count("\n")) == (2, "", 1)
+    assert r.stderr.startswith("error: unknown algorithm 'no-such'; choose one of adagrad, ")
 
 
 def test_run_writes_results_and_json(small_tasks, tmp_path):

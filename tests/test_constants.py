@@ -128,8 +128,8 @@ def test_arow_scales():
     w-step, 0.5 times it for single-task AROW (docs/SHARING.md stage 1c; the behaviour, with
     these literals, is in test_wsteps.py's test_auto_r_* tests)."""
     from omtl_mpi.algorithms import independent, wsteps
-    assert wsteps.AROW_SCALE == 0.2 and wsteps.ArowStep.scale == 0.2
-    assert independent.AROW_SCALE == 0.5 and independent.ArowNode.scale == 0.5
+    assert wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM == 0.2 and wsteps.ArowStep.scale == 0.2
+    assert independent.AROW_R_PER_MEAN_SQ_NORM == 0.5 and independent.ArowNode.scale == 0.5
 
 
 def test_the_other_learners_defaults():

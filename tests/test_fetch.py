@@ -335,8 +335,8 @@ def test_cli_checksum_mismatch_and_404(tmp_path):
         assert r.returncode == 1
         assert r.stderr.strip().splitlines()[-1] == (
             f"error: chem/tudataset/MUTAG/MUTAG_A.txt: {url}/chem/tudataset/MUTAG/MUTAG_A.txt "
-            "answered 404 File not found; --mirror must be a base URL laid out like ../shared/data "
-            "(BASE/chem/tudataset/MUTAG/MUTAG_A.txt)")
+            "answered 404 File not found; --mirror must be a base URL holding the files as "
+            "'omtl-mpi data fetch' writes them under --dest (BASE/chem/tudataset/MUTAG/MUTAG_A.txt)")
     assert leftovers(tmp_path / "d") == []
 
 

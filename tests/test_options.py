@@ -101,6 +101,8 @@ def test_a_new_field_is_shown_by_algos(toy):
     assert "  defaults: C=1.0, toy_knob=0.5\n" in out
     code, out = invoke("algos", "--json")
     assert {r["name"]: r["defaults"] for r in json.loads(out)}["toy"] == {"C": 1.0, "toy_knob": 0.5}
+    code, out = invoke("algos", "toy")
+    assert code == 0 and "\n  --toy-knob FLOAT " in out and "[default: 0.5]" in out.split("--toy-knob")[1]
 
 
 def test_every_flag_is_unique_and_every_option_explained():
@@ -164,7 +166,7 @@ def test_unknown_sweep_option_is_one_line(tmp_path):
     ({"rho": "x"}, "--rho takes a number, got 'x'"),
     ({"tau": 1.5, "algo": "drom"}, "--tau takes an integer, got 1.5"),
     ({"synth_samples": True}, "--synth-samples takes an integer, got True"),
-    ({"aslr": "pigeon"}, "--aslr must be one of auto, on, got 'pigeon'"),
+    ({"aslr": "pigeon"}, "--aslr must be one of on, off, got 'pigeon'"),
     ({"speed": 3}, "unknown option 'speed'"),
 ])
 def test_values_of_the_wrong_type_are_one_line(values, message):

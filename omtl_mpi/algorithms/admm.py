@@ -23,7 +23,7 @@ from ..errors import ConfigError, UserError
 from .experts import ExpertVote
 from .losses import LOSSES, descent_coef, predict
 from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
-from .wsteps import W_STEP_CLASSES, make_w_step
+from .wsteps import AROW_W_STEP_R_PER_MEAN_SQ_NORM, W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
@@ -44,8 +44,8 @@ class AdmmParams:
     """Hyper-parameters of the ADMM learners.
 
     The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
-    with the squared hinge and AROW's r at each task's scale (stage 1c), the paper's lambdas
-    / 10^4 (small enough for unit-norm features, stage 1b), and the experts' vote.
+    with the squared hinge and AROW's r at each task's scale (step 3), the paper's lambdas
+    / 10^4 (small enough for unit-norm features, step 2), and the experts' vote.
     :data:`PAPER` holds the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
@@ -85,19 +85,19 @@ class AdmmParams:
     omega_every: int = field(default=1, metadata={
         "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
     omega_eps: float = field(default=1e-8, metadata={
-        "help": "Ridge eps added to (V^T V)^(1/2) before normalising Omega (drom: added to Omega "
-                "before inverting)."})
+        "help": "Ridge eps added to (V^T V)^(1/2) before normalising it into Omega (>= 0)."})
     w_step: str = field(default="arow", metadata={
         "help": "ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from past "
                 "gradients) or arow (full precision from margin errors). See docs/WSTEP.md.",
         "choices": W_STEPS})
     delta: float = field(default=1.0, metadata={
-        "help": "--w-step adagrad, and adagrad: initial accumulator (> 0)."})
+        "help": "--w-step adagrad: initial accumulator of its metric D_t = diag(sqrt(delta + sum "
+                "of squared past gradients)) (> 0)."})
     arow_r: float | None = field(default=None, metadata={
-        "help": "--w-step arow, and arow: confidence parameter r (> 0). auto: each task's "
-                "r is 0.2 (--algo arow: 0.5) times the mean squared norm of its first "
-                "instances, so that r follows the features' scale (docs/SHARING.md, stage "
-                "1c).", "none_text": "auto"})
+        "help": "--w-step arow: r of its metric D_t, which starts at r I (> 0). "
+                f"auto: each task's r is {AROW_W_STEP_R_PER_MEAN_SQ_NORM} times the mean squared "
+                "norm of its first instances, so that r follows the features' scale "
+                "(docs/SHARING.md, step 3).", "none_text": "auto"})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "

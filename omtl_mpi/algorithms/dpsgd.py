@@ -21,7 +21,8 @@ DECAYS = ("sqrt", "linear")
 class DpsgdParams:
     """Hyper-parameters of D-PSGD. ``gamma0`` is ours to choose (the paper gives none)."""
 
-    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
+    gamma0: float = field(default=0.1, metadata={
+        "help": "Initial step size of each node's hinge subgradient step, decayed by --decay (> 0)."})
     decay: str = field(default="sqrt", metadata={"help": "Step gamma0/sqrt(t) or gamma0/t.",
                                                  "choices": DECAYS})
 

@@ -146,8 +146,11 @@ class SingleParams(AdmmParams):
 class AdagradParams:
     """Diagonal AdaGrad on the hinge loss: ``w -= gamma0 g / sqrt(delta + sum of g^2)``."""
 
-    gamma0: float = field(default=1.0, metadata={"help": "Step size (> 0)."})
-    delta: float = field(default=1.0, metadata={"help": "Initial accumulator (> 0)."})
+    gamma0: float = field(default=1.0, metadata={
+        "help": "Step size, the same every round: the accumulator alone shrinks the steps (> 0)."})
+    delta: float = field(default=1.0, metadata={
+        "help": "Initial value of the accumulator of squared gradients, which keeps the first "
+                "steps finite (> 0)."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
@@ -179,9 +182,10 @@ class AdagradNode(_SingleTaskNode):
         return yhat
 
 
-# AROW's r when none is given, times the mean squared norm of the task's first instances
-# (stage 1c of docs/SHARING.md's protocol; the arow w-step's is wsteps.AROW_SCALE)
-AROW_SCALE = 0.5
+# single-task AROW's r when none is given is this factor times the mean squared norm of the
+# task's first instances (step 3 of docs/SHARING.md's protocol; the ADMM learners' arow
+# w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+AROW_R_PER_MEAN_SQ_NORM = 0.5
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,10 @@ class ArowParams:
     (auto): each task's own, at the scale of its features (wsteps.settle_r)."""
 
     arow_r: float | None = field(default=None, metadata={
-        "help": "Confidence parameter r (> 0). auto: each task's r is 0.5 times the mean "
-                "squared norm of its first instances, so that r follows the features' scale "
-                "(docs/SHARING.md, stage 1c).", "none_text": "auto"})
+        "help": "AROW's regularisation r (> 0): larger r, smaller and more cautious updates. "
+                f"auto: each task's r is {AROW_R_PER_MEAN_SQ_NORM} times the mean squared norm of "
+                "its first instances, so that r follows the features' scale (docs/SHARING.md, "
+                "step 3).", "none_text": "auto"})
 
     def __post_init__(self):
         if self.arow_r is not None:
@@ -212,7 +217,7 @@ class ArowNode(_SingleTaskNode):
     """
 
     _STATE = ("W", "Sigma", "r")
-    scale = AROW_SCALE          # r = scale * m_k when arow_r is None (settle_r)
+    scale = AROW_R_PER_MEAN_SQ_NORM     # r = scale * m_k when arow_r is None (settle_r)
 
     def __init__(self, params: ArowParams, n_tasks: int, dim: int):
         self.p = params

@@ -50,13 +50,15 @@ class DromParams:
     gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
     Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
 
-    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
+    gamma0: float = field(default=0.1, metadata={
+        "help": "Initial step size of the workers' capped-hinge steps, gamma0/sqrt(t) (> 0)."})
     mu: float = field(default=0.01, metadata={"help": "Weight of the relationship term (>= 0)."})
     cap: float = field(default=2.0, metadata={"help": "Cap of the capped hinge loss (> 0)."})
     tau: int = field(default=1, metadata={"help": "Rounds between synchronisations with the server.",
                                           "metavar": "ROUNDS"})
     omega_eps: float = field(default=1e-2, metadata={
-        "help": "Ridge eps added to Omega before inverting (> 0)."})
+        "help": "Ridge eps added to Omega before inverting it (> 0): the Frank-Wolfe steps make "
+                "Omega nearly rank one, so a smaller eps can leave nothing to invert."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
@@ -243,7 +245,8 @@ class SumServer:
 class PooledParams:
     """One model for all tasks, hinge OGD with step gamma0 / sqrt(t). Default gamma0 = 0.1."""
 
-    gamma0: float = field(default=0.1, metadata={"help": "Initial step size (> 0)."})
+    gamma0: float = field(default=0.1, metadata={
+        "help": "Initial step size of the one shared model's hinge steps, gamma0/sqrt(t) (> 0)."})
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)

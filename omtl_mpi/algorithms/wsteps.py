@@ -30,9 +30,10 @@ import numpy as np
 from ..errors import UserError
 from .fortran import dger
 
-# the arow w-step's r when none is given: this times the mean squared norm of the task's first
-# instances, so that r follows the features' scale (stage 1c of docs/SHARING.md's protocol)
-AROW_SCALE = 0.2
+# the arow w-step's r when none is given is this factor times the mean squared norm of the
+# task's first instances, so that r follows the features' scale (step 3 of docs/SHARING.md's
+# protocol; single-task AROW's is independent.AROW_R_PER_MEAN_SQ_NORM)
+AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
 
 def settle_r(r: np.ndarray, X: np.ndarray, scale: float) -> np.ndarray:
@@ -166,7 +167,7 @@ class ArowStep(EuclidStep):
     task's own from its first instances (:func:`settle_r`); until then M = 0 and w stays put.
     """
 
-    scale = AROW_SCALE          # r = scale * m_k when arow_r is None (settle_r)
+    scale = AROW_W_STEP_R_PER_MEAN_SQ_NORM     # r = scale * m_k when arow_r is None (settle_r)
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)

@@ -134,8 +134,8 @@ def check_mirror(mirror: str | None) -> None:
     scheme = urllib.parse.urlsplit(mirror).scheme
     if scheme not in ("http", "https", "file") or mirror.rstrip("/") in ("http:", "https:", "file:"):
         raise ConfigError(f"--mirror {mirror!r}: expected a base URL such as http://HOST:PORT/data "
-                          "or file:///path/to/data, laid out like ../shared/data "
-                          "(e.g. BASE/landmine/LandmineData.mat)")
+                          "or file:///path/to/data, holding the files as 'omtl-mpi data fetch' "
+                          "writes them under --dest (e.g. BASE/landmine/LandmineData.mat)")
 
 
 def check_name(name: str) -> None:
@@ -317,7 +317,7 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
              f"{problem[1]}, expected {problem[2]}); downloading it again")
     if not urls:
         raise FetchError(f"{spec['path']}: missing or damaged, and it has no canonical download; "
-                         "use --mirror URL (a copy laid out like ../shared/data)")
+                         f"use --mirror URL, a base URL that serves it as BASE/{spec['path']}")
     label = f"  {index}{spec['path']}  {_human(spec['size'])}"
     not_found = None
     for url in urls:
@@ -351,10 +351,11 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
 # --------------------------------------------------------------------------- a data set
 def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: float = 60.0,
           retries: int = 2, echo=None) -> Fetched:
-    """Download and verify the files of data set ``name`` into ``dest`` (same layout as
-    ../shared/data). With ``mirror``, every file comes from MIRROR/<path> instead of its
-    canonical URL; a variant the mirror lacks (404) falls back to the next (MNIST: the idx files,
-    then mnist_restored.npz). ``groups`` limits TweetEval tasks or TU sets."""
+    """Download and verify the files of data set ``name`` into ``dest``, each at DEST/<path>
+    (<path> as in the manifest, the layout a mirror has too). With ``mirror``, every file comes
+    from MIRROR/<path> instead of its canonical URL; a variant the mirror lacks (404) falls
+    back to the next (MNIST: the idx files, then mnist_restored.npz). ``groups`` limits
+    TweetEval tasks or TU sets."""
     echo = echo or (lambda line: print(line, file=sys.stderr))
     check_mirror(mirror)
     if timeout <= 0:
@@ -374,8 +375,8 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
             if i + 1 < len(usable):
                 echo(f"  {exc.url} {exc.why}; trying the {usable[i + 1][0]['name']} files instead")
                 continue
-            hint = ("--mirror must be a base URL laid out like ../shared/data "
-                    f"(BASE/{exc.path})" if mirror else
+            hint = ("--mirror must be a base URL holding the files as 'omtl-mpi data fetch' "
+                    f"writes them under --dest (BASE/{exc.path})" if mirror else
                     "the source may have moved: use --mirror URL for another source")
             raise NotFound(exc.path, exc.url, exc.why, hint) from None
     raise FetchError(f"{name}: its files have no canonical download; use --mirror URL")

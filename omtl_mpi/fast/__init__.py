@@ -5,7 +5,7 @@ One mechanism, an execution option of ``omtl-mpi run`` that the runtime applies 
 the results; the algorithms and the transports (:mod:`omtl_mpi.comm`) know nothing of it, and
 only :mod:`omtl_mpi.runtime` imports this package:
 
-* ``--aslr auto`` (:mod:`.addresses`): ranks that share cores re-started without address-space
+* ``--aslr off`` (:mod:`.addresses`, opt-in): ranks that share cores re-started without address-space
   layout randomisation, so that they share the core's branch predictors (docs/PERFORMANCE.md).
 
 Nothing is imported here at module level: ranks re-execute themselves without address

@@ -1,4 +1,4 @@
-"""Ranks that share cores run with one address layout (``omtl-mpi run --aslr auto|on``).
+"""Ranks that share cores may run with one address layout (``omtl-mpi run --aslr on|off``).
 
 Every rank is a separately started Python interpreter. With address-space layout randomisation
 (ASLR) each one has the interpreter's and numpy's machine code at different virtual addresses,
@@ -8,14 +8,15 @@ much among 4 independently started processes on one CPU as among 4 forked ones, 
 when the independent ones run without ASLR; rounds of 5 or 6 ranks on 2 cores take 1.6x to
 1.9x as long with it (docs/PERFORMANCE.md, *Address layout*).
 
-So with ``--aslr auto`` (the default) a rank of a node with more ranks than CPUs re-executes
-itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the same
-command, process, environment and open files, one more interpreter start-up.  ``omtl-mpi run
---np P`` sets the personality on the mpiexec it starts instead, so its ranks start that way.  ``--aslr on``
-keeps the system's randomisation; so does everything that is not Linux, a container that
-forbids the personality (the default Docker profile does), and launchers that say nothing of
-how many ranks share the node.  Randomisation is a defence against memory-corruption exploits:
-a job that reads untrusted files may prefer ``--aslr on``.
+``--aslr on`` (the default) keeps the system's randomisation everywhere: it is a defence against
+memory-corruption exploits, and the ranks parse user-supplied files (HDF5) in C. Only with
+``--aslr off``, which the user must ask for, does a rank of a node with more ranks than CPUs
+re-execute itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the
+same command, process, environment and open files, one more interpreter start-up.  ``omtl-mpi
+run --np P --aslr off`` sets the personality on the mpiexec it starts instead, so its ranks
+start that way.  Even with ``off``, randomisation stays on where ranks do not share cores, on
+everything that is not Linux, in a container that forbids the personality (the default Docker
+profile does), and under launchers that say nothing of how many ranks share the node.
 """
 from __future__ import annotations
 
@@ -95,11 +96,11 @@ def turn_off(libc=None) -> bool:
 
 
 def reexec_if_sharing(mode: str) -> None:
-    """With ``mode == "auto"``, re-execute this rank without ASLR when the launcher says that
-    more ranks than CPUs share this node.  Returns when nothing is to be done (or it cannot be
-    done); never returns otherwise.  Call before MPI is initialised.
+    """With ``mode == "off"``, re-execute this rank without ASLR when the launcher says that
+    more ranks than CPUs share this node.  Returns when nothing is to be done (``mode == "on"``,
+    the default) or it cannot be done; never returns otherwise.  Call before MPI is initialised.
     """
-    if mode != "auto" or "mpi4py.MPI" in sys.modules or randomised() is not True:
+    if mode != "off" or "mpi4py.MPI" in sys.modules or randomised() is not True:
         return
     local = local_ranks_from_launcher()
     if local is None or not shares_cores(local, *_cpus()):
@@ -117,21 +118,30 @@ def reexec_if_sharing(mode: str) -> None:
 
 
 def reexec_early(argv) -> None:
-    """:func:`reexec_if_sharing` for ``run`` with the default ``--aslr auto``, called by ``python
-    -m omtl_mpi`` before anything else is imported: the interpreter that is replaced has then
-    loaded almost nothing (not click, not the command line). A command line that names
-    ``--aslr`` or ``--np``, or asks for help, is left to the call in ``run`` itself, after
-    click has parsed it.
+    """:func:`reexec_if_sharing` for ``run --aslr off``, called by ``python -m omtl_mpi`` before
+    anything else is imported: the interpreter that is replaced has then loaded almost nothing
+    (not click, not the command line).
+
+    Only the two words ``--aslr off``, as the last ``--aslr`` of a ``run`` command line without
+    ``--np`` or help, count here. Were they the value of another option, click would find
+    ``off`` left over and refuse the command line before any file is read, so this guess never
+    turns randomisation off for a run that click then runs with it on. Everything else (no
+    ``--aslr``: the default, on; ``--aslr=off``; ``--np``, whose process is the launcher and
+    not a rank) is left to the call in ``run`` itself, after click has parsed the line.
     """
-    if argv[:1] == ["run"] and not any(a.startswith(("--aslr", "--np", "-h", "--help"))
-                                       for a in argv[1:]):
-        reexec_if_sharing("auto")
+    if argv[:1] != ["run"] or any(a.startswith(("--np", "-h", "--help")) for a in argv[1:]):
+        return
+    named = [i for i, a in enumerate(argv) if a.startswith("--aslr")]
+    if named and argv[named[-1]] == "--aslr" and argv[named[-1] + 1:named[-1] + 2] == ["off"]:
+        reexec_if_sharing("off")
 
 
 def for_launch(mode: str, n_ranks: int):
     """What ``--np`` runs in mpiexec's process before it starts (``preexec_fn``), or None: with
-    ``mode == "auto"`` and ranks that will share cores, mpiexec and so its ranks start without
-    ASLR (the personality is inherited); the launching process itself is not changed."""
-    if mode == "auto" and shares_cores(n_ranks, *_cpus()) and randomised() is True:
+    ``mode == "off"`` and ranks that will share cores, mpiexec and so its ranks start without
+    ASLR (the personality is inherited); the launching process itself is not changed. With
+    ``mode == "on"`` (the default), None: mpiexec and its ranks start as the system starts them.
+    """
+    if mode == "off" and shares_cores(n_ranks, *_cpus()) and randomised() is True:
         return turn_off
     return None

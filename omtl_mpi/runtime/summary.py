@@ -54,7 +54,7 @@ def format_summary(report: dict) -> str:
         lines.append(f"CPU per round, all ranks together: {cpu:.4f} ms, "
                      f"{cpu / report['ms_per_round']:.2f} x the time per round")
     if report.get("aslr") == "off" and report.get("ranks", 1) > 1:
-        lines.append("ranks ran without address-space layout randomisation (--aslr auto, more "
+        lines.append("ranks ran without address-space layout randomisation (--aslr off, more "
                      "ranks than CPUs)")
     if "mean_staleness" in report:
         lines.append(f"mean staleness of the gossiped rows: {report['mean_staleness']:.3f} rounds")

@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from ..atomic import atomic_path
 from ..errors import UserError
 from ..paths import make_folder, refuse_inputs, regular_file
-from ..runtime.launch import FORWARDED, mpi_command, stop_group
+from ..runtime.launch import FORWARDED, ROOT_NOTICE, mpi_command, root_override, stop_group
 from .plan import Plan, Run
 
 INDEX = "index.json"
@@ -116,8 +116,8 @@ class _Launcher:
     def execute(self, run: Run) -> dict:
         cmd = command_of(run, self.folder)
         log_path = os.path.join(self.folder, "logs", run.id + ".log")
-        env = dict(os.environ, PYTHONUNBUFFERED="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        # Open MPI's permission to run as root, where run_sweep announced it (root_override)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **root_override())
         # mpiexec's own limit as a second line of defence, a little after ours
         env["MPIEXEC_TIMEOUT"] = str(int(run.timeout) + 30)
         t0 = time.perf_counter()
@@ -192,6 +192,8 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     todo, counts = plan_status(plan, folder, retry_failed)
     for line in plan.skipped:
         echo(f"notice: {line}")
+    if any(run.ranks > 1 for run in todo) and root_override():    # once, not once per run
+        echo(f"notice: {ROOT_NOTICE}")
     kept = {k: v for k, v in counts.items() if k in ("done", "failed", "timeout")}
     if kept:
         echo("already recorded: " + ", ".join(f"{n} {k}" for k, n in sorted(kept.items()))
