@@ -1,4 +1,4 @@
-"""Safe by default (issue 32): Open MPI's refusal to run as root is overridden only with a
+"""Safe by default: Open MPI's refusal to run as root is overridden only with a
 notice on stderr, once per command, and not at all when the user set its variables."""
 import json
 import os
@@ -16,10 +16,11 @@ as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
 
 
 def test_root_override_only_for_root_and_only_what_the_user_left_unset():
-    assert root_override({}, euid=0) == {name: "1" for name in ROOT_VARS}
-    assert root_override({}, euid=1000) == {}
-    assert root_override({name: "0" for name in ROOT_VARS}, euid=0) == {}     # theirs stands
-    assert root_override({ROOT_VARS[0]: "1"}, euid=0) == {ROOT_VARS[1]: "1"}
+    assert root_override({}, euid=0, open_mpi=True) == {name: "1" for name in ROOT_VARS}
+    assert root_override({}, euid=1000, open_mpi=True) == {}
+    assert root_override({name: "0" for name in ROOT_VARS}, euid=0, open_mpi=True) == {}   # theirs
+    assert root_override({ROOT_VARS[0]: "1"}, euid=0, open_mpi=True) == {ROOT_VARS[1]: "1"}
+    assert root_override({}, euid=0, open_mpi=False) == {}        # MPICH: nothing to override
     assert all(name in ROOT_NOTICE for name in ROOT_VARS)
     assert "normal user" in ROOT_NOTICE and "\n" not in ROOT_NOTICE
 
@@ -34,6 +35,7 @@ def _probe(n_ranks, args):
 @pytest.mark.parametrize("user_set", [False, True])
 def test_launch_says_when_it_lets_open_mpi_run_as_root(monkeypatch, user_set):
     monkeypatch.setattr(launch, "mpi_command", _probe)
+    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)
     monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
     for name in ROOT_VARS:
         if user_set:
@@ -47,6 +49,7 @@ def test_launch_says_when_it_lets_open_mpi_run_as_root(monkeypatch, user_set):
 
 def test_launch_as_another_user_neither_overrides_nor_says_so(monkeypatch):
     monkeypatch.setattr(launch, "mpi_command", _probe)
+    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)
     monkeypatch.setattr(launch.os, "geteuid", lambda: 1000)
     for name in ROOT_VARS:
         monkeypatch.delenv(name, raising=False)
@@ -67,13 +70,15 @@ def _root_env(user_set: bool) -> dict:
 @as_root
 @pytest.mark.parametrize("user_set", [False, True])
 def test_np_as_root_prints_the_notice_on_stderr_only(mpiexec, user_set):
+    """With Open MPI's launcher; with MPICH's (this project's wheel) nothing is overridden."""
     import subprocess
     r = subprocess.run([sys.executable, "-m", "omtl_mpi", "run", "--np", "2", "--synth-tasks", "2",
                         "--synth-samples", "50", "--json"], capture_output=True, text=True,
                        timeout=TIMEOUT, env=_root_env(user_set))
     assert r.returncode == 0, r.stderr
     json.loads(r.stdout)                        # --json's stdout is the report alone
-    assert r.stderr.count(NOTICE) == (0 if user_set else 1), r.stderr
+    notices = 0 if user_set or not launch.uses_open_mpi() else 1
+    assert r.stderr.count(NOTICE) == notices, r.stderr
 
 
 SWEEP = """\
@@ -93,6 +98,7 @@ def test_a_sweep_says_it_once_not_once_per_run(mpiexec, tmp_path, monkeypatch, u
     # in this process, as root whoever runs the tests: two runs under mpiexec, two in one process
     from omtl_mpi.sweep import load_plan, run_sweep
     monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)      # MPICH ignores the variables
     for name in ROOT_VARS:
         if user_set:
             monkeypatch.setenv(name, "1")

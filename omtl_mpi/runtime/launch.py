@@ -1,6 +1,7 @@
 """``omtl-mpi run --np P``: start the same command under mpiexec with P ranks."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -54,7 +55,16 @@ ROOT_NOTICE = ("running as root: Open MPI's refusal to run as root is overridden
                "to avoid that, run as a normal user, or set both variables yourself")
 
 
-def root_override(environ=None, euid: int | None = None) -> dict:
+@functools.cache
+def uses_open_mpi() -> bool:
+    """True when the mpiexec that ``--np`` and sweeps start is Open MPI's."""
+    try:
+        return _is_open_mpi(find_mpiexec())
+    except UserError:               # no mpiexec at all: nothing to override
+        return False
+
+
+def root_override(environ=None, euid: int | None = None, open_mpi: bool | None = None) -> dict:
     """The variables that let Open MPI's mpiexec run as root, where they must be added.
 
     Parameters
@@ -63,6 +73,9 @@ def root_override(environ=None, euid: int | None = None) -> dict:
         The environment the job would get (default: this process's).
     euid : int, optional
         The effective user id (default: this process's).
+    open_mpi : bool, optional
+        Whether the launcher is Open MPI's (default: :func:`uses_open_mpi`); MPICH runs as root
+        anyway, so there is nothing to override, and nothing to announce.
 
     Returns
     -------
@@ -74,7 +87,7 @@ def root_override(environ=None, euid: int | None = None) -> dict:
     environ = os.environ if environ is None else environ
     if euid is None:
         euid = os.geteuid() if hasattr(os, "geteuid") else -1
-    if euid != 0:
+    if euid != 0 or not (uses_open_mpi() if open_mpi is None else open_mpi):
         return {}
     return {name: "1" for name in ROOT_VARS if name not in environ}
 
