@@ -189,12 +189,15 @@ class _Relay:
     def _write(self, data: bytes) -> None:
         if self.quiet or (self.drop is not None and self.drop.match(data)):
             return
-        if self.sink is not None:
-            self.sink.write(data)
-            self.sink.flush()
-        else:
-            self.stream.write(data.decode(errors="replace"))
-            self.stream.flush()
+        try:
+            if self.sink is not None:
+                self.sink.write(data)
+                self.sink.flush()
+            else:
+                self.stream.write(data.decode(errors="replace"))
+                self.stream.flush()
+        except (OSError, ValueError):   # the reader went away (`| head`): keep draining, quietly
+            self.quiet = True
 
     def _copy(self) -> None:
         fd, pending = self.pipe.fileno(), b""
