@@ -4,11 +4,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
 
+from ..data.taskfile import H5_ERRORS
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -137,30 +139,39 @@ def _check_record(rec, rid: str, index_path: str) -> None:
         raise _damaged_index(index_path, f"the record of run {rid} has no valid 'grid'")
 
 
-def _outcome(folder: str, rid: str, rec: dict, algorithms: dict) -> Outcome:
-    """What a report needs of run ``rid``, read from its results file."""
-    path = os.path.join(folder, rec["results"])
+@contextmanager
+def results_file(path: str, rid: str):
+    """Run ``rid``'s results file, open for reading; a file that is not a regular file, or that
+    cannot give what is read from it, is one line saying how to redo the run."""
     try:
         regular_file(path, "results file")
         with h5py.File(path, "r") as f:
-            cfg = json.loads(f.attrs["config"])
-            return Outcome(
-                id=rid, data=rec["data"], variant=rec["variant"],
-                label=_variant_label(rec, algorithms), algorithm=rec["algorithm"],
-                algo=rec["algo"], seed=rec["seed"],
-                ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
-                relationship=bool(cfg["params"].get("relationship", False)),
-                default_params=_has_default_params(rec["algo"], cfg),
-                mean_error=float(f.attrs["mean_error"]),
-                balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
-                ms_per_round=float(f.attrs["ms_per_round"]),
-                curve=np.asarray(f["metrics/mean_curve"][()], dtype=np.float64),
-                task_names=[n.decode(errors="replace") if isinstance(n, bytes) else str(n)
-                            for n in f["tasks/names"][()]],
-                path=path)
+            yield f
+        return
     except UserError as exc:
         reason = str(exc).removeprefix(f"{path}: ")
-    except (OSError, KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+    except H5_ERRORS as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
     raise UserError(f"{path}: cannot read the results of run {rid} ({reason}); "
                     f"delete it and re-run the sweep to redo that run")
+
+
+def _outcome(folder: str, rid: str, rec: dict, algorithms: dict) -> Outcome:
+    """What a report needs of run ``rid``, read from its results file."""
+    path = os.path.join(folder, rec["results"])
+    with results_file(path, rid) as f:
+        cfg = json.loads(f.attrs["config"])
+        return Outcome(
+            id=rid, data=rec["data"], variant=rec["variant"],
+            label=_variant_label(rec, algorithms), algorithm=rec["algorithm"],
+            algo=rec["algo"], seed=rec["seed"],
+            ranks=int(f.attrs["ranks"]), topology=rec.get("topology"),
+            relationship=bool(cfg["params"].get("relationship", False)),
+            default_params=_has_default_params(rec["algo"], cfg),
+            mean_error=float(f.attrs["mean_error"]),
+            balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
+            ms_per_round=float(f.attrs["ms_per_round"]),
+            curve=np.asarray(f["metrics/mean_curve"][()], dtype=np.float64),
+            task_names=[n.decode(errors="replace") if isinstance(n, bytes) else str(n)
+                        for n in f["tasks/names"][()]],
+            path=path)

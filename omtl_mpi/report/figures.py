@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
-import h5py
 import numpy as np
 
 from ..atomic import atomic_path
-from ..errors import UserError
-from .collect import Outcome, Sweep
+from .collect import Outcome, Sweep, results_file
 from .tables import _data_sets, _group, _rows
 
 
@@ -61,21 +58,10 @@ def figure1(sweep: Sweep, path: str) -> None:
     _save(fig, path)
 
 
-@contextmanager
-def _results(outcome: Outcome):
-    """A run's results file open for reading; what it lacks or cannot give is one line."""
-    try:
-        with h5py.File(outcome.path, "r") as f:
-            yield f
-    except (OSError, KeyError, ValueError, TypeError, IndexError) as exc:
-        raise UserError(f"{outcome.path}: cannot read the results of run {outcome.id} ({exc}); "
-                        "delete it and re-run the sweep to redo that run") from None
-
-
 def timing_figure(outcome: Outcome, path: str) -> None:
     """Seconds each rank spent computing, communicating and waiting over the whole run."""
     plt = _pyplot()
-    with _results(outcome) as f:
+    with results_file(outcome.path, outcome.id) as f:
         seconds = f["timing/seconds"][()].sum(axis=1)           # (P, 3)
         phases = [str(p) for p in f["timing/seconds"].attrs["phases"]]
         roles = [r.decode() if isinstance(r, bytes) else str(r) for r in f["timing/roles"][()]]
@@ -95,7 +81,7 @@ def timing_figure(outcome: Outcome, path: str) -> None:
 
 def omega_figure(outcome: Outcome, path: str) -> bool:
     """The learned task-relationship matrix as a heat map; False if the run has none."""
-    with _results(outcome) as f:
+    with results_file(outcome.path, outcome.id) as f:
         if "model/omega" not in f:
             return False
         omega = f["model/omega"][()]

@@ -22,14 +22,13 @@ import h5py
 import numpy as np
 
 from ..atomic import atomic_path
+from ..data.taskfile import H5_ERRORS
 from ..errors import UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-checkpoint"
 # 2: digests of the state and of the data set's contents (a checkpoint without is version 1)
 VERSION = 2
-# what h5py raises on a damaged file; each becomes one line naming the checkpoint
-_H5_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError)
 
 
 def default_path(out: str | None) -> str | None:
@@ -204,7 +203,7 @@ def read(path: str, *, config: str, fingerprint: str, signature: str, data_diges
     except _Damaged as exc:
         raise UserError(f"{where}: the checkpoint is damaged ({exc}); resume from another "
                         "checkpoint or start the run afresh") from None
-    except _H5_ERRORS as exc:
+    except H5_ERRORS as exc:     # a damaged file: one line naming the checkpoint
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise UserError(f"{where}: the checkpoint is damaged ({reason}); resume from another "
                         "checkpoint or start the run afresh") from None
