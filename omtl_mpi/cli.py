@@ -158,12 +158,12 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
         raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
                           "nothing without --fail-at; leave it out")
     fail_rank, fail_mode = fail_rank or 0, fail_mode or "raise"
+    from .runtime.faults import Fault
     if n_ranks is not None:
         from .runtime.run import preflight
         if n_ranks < 1:
             raise ConfigError(f"--np must be >= 1, got {n_ranks}")
-        if fail_rank >= n_ranks:
-            raise ConfigError(f"--fail-rank {fail_rank} is not a rank of this job (ranks 0..{n_ranks - 1})")
+        Fault(fail_at, fail_rank, fail_mode).check_world(n_ranks)
         # Check what can be checked here, so a bad option or file is one message, not P.
         preflight(cfg, n_ranks, out)
         args = _strip_option(sys.argv[1:], "--np")
@@ -172,7 +172,6 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
         return launcher.launch(n_ranks, args, before=launcher.for_launch(aslr, n_ranks),
                                echo=lambda line: click.echo(line, err=True))
     from .runtime.checkpoint import default_path
-    from .runtime.faults import Fault
     from .runtime.results import check_writable
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     if checkpoint_every is not None:

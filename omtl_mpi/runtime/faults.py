@@ -45,6 +45,11 @@ class Fault:
         self.phase = phase if mine else None
         self.mode, self.rank = mode, my_rank
 
+    def check_world(self, size: int) -> None:
+        """ConfigError unless the rank asked to fail is one of a job of ``size`` ranks."""
+        if self.asked is not None and not 0 <= self.asked < size:
+            raise ConfigError(f"--fail-rank {self.asked} is not a rank of this job (ranks 0..{size - 1})")
+
     def trigger(self, t: int) -> None:
         self._fail(f"at round {t + 1}")
 

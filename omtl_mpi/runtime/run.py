@@ -216,8 +216,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
         blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
         local = blocks if size == 1 else [blocks[rank]]
     my_fault = fault(rank) if fault else NEVER
-    if my_fault.asked is not None and not 0 <= my_fault.asked < size:
-        raise SetupFailed(f"--fail-rank {my_fault.asked} is not a rank of this job (ranks 0..{size - 1})")
+    my_fault.check_world(size)          # the same on every rank: every rank stops with it
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
