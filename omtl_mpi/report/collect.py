@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from ..data.taskfile import H5_ERRORS
+from ..data.taskfile import H5_ERRORS, reason
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -149,10 +149,10 @@ def results_file(path: str, rid: str):
             yield f
         return
     except UserError as exc:
-        reason = str(exc).removeprefix(f"{path}: ")
+        why = str(exc).removeprefix(f"{path}: ")
     except H5_ERRORS as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-    raise UserError(f"{path}: cannot read the results of run {rid} ({reason}); "
+        why = reason(exc)
+    raise UserError(f"{path}: cannot read the results of run {rid} ({why}); "
                     f"delete it and re-run the sweep to redo that run")
 
 

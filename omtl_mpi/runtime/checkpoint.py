@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from ..atomic import atomic_path
-from ..data.taskfile import H5_ERRORS
+from ..data.taskfile import H5_ERRORS, reason
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -200,12 +200,8 @@ def read(path: str, *, config: str, fingerprint: str, signature: str, data_diges
             return _read_checkpoint(f, where, path, config=config, fingerprint=fingerprint,
                                     signature=signature, data_digest=data_digest, ranks=ranks,
                                     rounds=rounds)
-    except _Damaged as exc:
-        raise UserError(f"{where}: the checkpoint is damaged ({exc}); resume from another "
-                        "checkpoint or start the run afresh") from None
-    except H5_ERRORS as exc:     # a damaged file: one line naming the checkpoint
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise UserError(f"{where}: the checkpoint is damaged ({reason}); resume from another "
+    except (_Damaged, *H5_ERRORS) as exc:      # a damaged file: one line naming the checkpoint
+        raise UserError(f"{where}: the checkpoint is damaged ({reason(exc)}); resume from another "
                         "checkpoint or start the run afresh") from None
 
 
