@@ -8,9 +8,18 @@ STAMP  := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test bench paper wstep quality minilm clean
+# The raw real data sets (landmine/, mnist/, tweeteval/, chem/tudataset/), as
+# `omtl-mpi data fetch NAME --dest data` fills the folder; DATA=folder points elsewhere.
+DATA ?= data
+
+.PHONY: setup need-data demo test docs-check results bench paper wstep quality minilm clean
 
 setup: $(STAMP)
+
+# the first prerequisite of every target that reads $(DATA): stop with one line, before any
+# set-up, when the folder is missing
+need-data:
+	@test -d "$(DATA)" || { echo "no real data in $(DATA)/: run \`omtl-mpi data fetch NAME --dest $(DATA)\` (NAME: landmine, mnist, tweeteval, tudataset) or give DATA=folder" >&2; exit 1; }
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,8 +37,23 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n auto
 
-# BASE=REV sets an earlier revision's figures beside this tree's in the default-path table
-# (make bench BASE=64c7ce4 is how docs/PERFORMANCE.md's table was made)
+# Every generated section of the docs with the command and the git revision that made it, and
+# whether the code it describes has changed since (seconds; the standard library and git only,
+# so no setup). `python3 scripts/docs_check.py --strict` exits 1 unless every one is current.
+docs-check:
+	$(PYTHON) scripts/docs_check.py
+
+# The three results_* tables (a few minutes on 2 cores): C-ADMM on the synthetic data
+# (docs/results/synthetic.md), every learner on it, timed under mpiexec (learners.md), and
+# C-ADMM and D-ADMM on the real sets found in $(DATA) (real.md).
+results: need-data setup
+	$(PY) scripts/results_synthetic.py
+	$(PY) scripts/results_learners.py
+	DATA=$(DATA) $(PY) scripts/results_real.py
+
+# The three timing tables of docs/PERFORMANCE.md (a few minutes on 2 cores; each table runs its
+# rows alternately, 5 times after a warm-up). BASE=REV sets an earlier revision's figures beside
+# this tree's in the default-path table (the table's stamp names the command, base included).
 bench: setup
 	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs $(if $(BASE),--base $(BASE))
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
@@ -37,26 +61,27 @@ bench: setup
 
 # The paper's Tables 2-4 and Figure 1 (scripts/paper.toml; about half an hour on 2 cores):
 # imports the real sets found in $(DATA), sweeps, reports into results/paper/report and
-# rewrites the 'paper' section of docs/RESULTS.md.
-DATA ?= ../shared/data
-paper: setup
+# rewrites docs/results/paper.md and docs/figures/paper-*.png.
+paper: need-data setup
 	DATA=$(DATA) $(PY) scripts/paper.py --docs
 
-# Issue 8: adaptive w-steps against euclid and the single-task learners (scripts/wstep.toml;
-# about half an hour on 2 cores); rewrites the 'wstep' section of docs/RESULTS.md.
-wstep: setup
+# Adaptive w-steps against euclid and the single-task learners (scripts/wstep.toml; about half
+# an hour on 2 cores); rewrites docs/results/wstep.md.
+wstep: need-data setup
 	DATA=$(DATA) $(PY) scripts/wstep.py --docs
 
-# Issues 20 and 24: every learner of the comparison on every local data set and the known-answer
-# test beds, 3 seeds (scripts/quality.toml); rewrites the 'quality' section of docs/RESULTS.md.
-quality: setup
+# Every learner of the comparison on every local data set and the known-answer test beds,
+# 3 seeds (scripts/quality.toml; some 740 runs, the longest target: of the order of an hour on
+# 2 cores); rewrites docs/results/quality.md, whose table "The defaults against the best
+# single-task learner" is the evidence for the defaults.
+quality: need-data setup
 	DATA=$(DATA) $(PY) scripts/quality.py --docs
 
 # TweetEval with hashed n-grams against MiniLM sentence embeddings (scripts/minilm.toml). Needs the
 # optional extra: $(VENV)/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu,
 # then $(VENV)/bin/pip install -e '.[embed]'. Imports TweetEval both ways into results/data (the
-# embeddings take about ten minutes on 2 cores, once); rewrites the 'minilm' section of docs/RESULTS.md.
-minilm: setup
+# embeddings take about ten minutes on 2 cores, once); rewrites docs/results/minilm.md.
+minilm: need-data setup
 	DATA=$(DATA) $(PY) scripts/minilm.py --docs
 
 clean:

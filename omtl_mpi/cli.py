@@ -139,7 +139,7 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
 
     Without --np and outside mpiexec, the server and all workers run in this one process
     through the same code as under MPI. With no hyper-parameter flag, the defaults of
-    docs/SHARING.md (intercept, AROW w-step, squared hinge, the experts' vote); --preset paper
+    docs/GUIDE.md (intercept, AROW w-step, squared hinge, the experts' vote); --preset paper
     runs the paper's model and settings (rho = lambda2 = 0.1, lambda1 = lambda3 = lambda4 =
     0.01, eta = sqrt(T)).
     """

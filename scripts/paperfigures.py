@@ -1,4 +1,4 @@
-"""The paper's published figures (../shared/spec/PAPER_TABLES.md: Li et al. 2025, Tables 2-4),
+"""The paper's published figures (Li et al. 2025, Tables 2-4, as docs/PAPER.md gives them),
 keyed by the row labels of scripts/paper.toml and the data set labels, and the helper that sets
 them beside ours in a report table (report.tables.Table)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure-math tests of the ADMM pieces against spec sections 2 and 4 (no MPI, no files)."""
+"""Pure-math tests of the ADMM pieces against docs/ALGORITHMS.md sections 2 and 4 (no MPI, no files)."""
 import numpy as np
 import pytest
 
@@ -270,7 +270,7 @@ def test_admm_single_is_c_admm_alone_per_task():
 
 def test_a_learned_omega_takes_the_matrix_step_from_the_first_round():
     """With K > d a run is sensitive to the last bit (docs/DESIGN.md), so the paper's model
-    (Omega learned) takes the one matrix product of spec section 2 from the first round on,
+    (Omega learned) takes the one matrix product of docs/ALGORITHMS.md section 2.2 from the first round on,
     while Omega is still I/K: a shortcut for that round would change every later one."""
     rng = np.random.default_rng(5)
     K, d = 6, 3

@@ -1,4 +1,4 @@
-"""Each learner's own help for its options (issue 32, item 8): 'omtl-mpi algos NAME' shows a
+"""Each learner's own help for its options: 'omtl-mpi algos NAME' shows a
 learner's options with its defaults and what each means to it, and 'omtl-mpi run --help'
 shows the default learner's meaning and points at the others."""
 import json

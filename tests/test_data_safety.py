@@ -1,5 +1,5 @@
 """The data commands never destroy an input, refuse bad values and runaways in one line, and say
-what they decide about labels (issue 31, items 1, 3, 4 and 6 for `omtl-mpi data ...`)."""
+what they decide about labels (for `omtl-mpi data ...`)."""
 import os
 
 import numpy as np

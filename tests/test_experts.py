@@ -1,6 +1,6 @@
-"""The experts' vote (--experts, the ADMM learners' default; docs/SHARING.md): its pieces, that it
-changes predictions only, its regret bound, and issue 24's criteria on the known-answer test
-beds for the default C-ADMM and D-ADMM."""
+"""The experts' vote (--experts, the ADMM learners' default; docs/ALGORITHMS.md section 2.6): its
+pieces, that it changes predictions only, its regret bound, and the criteria the vote was built
+to meet on the known-answer test beds, for the default C-ADMM and D-ADMM."""
 import math
 
 import numpy as np
@@ -107,13 +107,13 @@ def _mean(family, name, **kw):
 
 @pytest.fixture(scope="module")
 def references():
-    """The learners issue 24 compares with: pooled, and the best single-task learner."""
+    """The learners the criteria compare with: pooled, and the best single-task learner."""
     return {family: (_mean(family, "pooled"), min(_mean(family, "arow"), _mean(family, "adagrad")))
             for family in ("identical", "clustered", "unrelated")}
 
 
 @pytest.mark.parametrize("name,kw", [("c-admm", {}), ("d-admm", {"topology": "ring"})])
-def test_issue_24_criteria_on_the_test_beds(name, kw, references):
+def test_the_vote_meets_its_criteria_on_the_test_beds(name, kw, references):
     """Mean over seeds 0-2 (stream orders) of the recipe's draw, with the intercept of every
     learner's default: identical <= pooled + 0.01, unrelated <= best single-task + 0.01,
     clustered <= min(pooled, best single-task) - 0.02."""

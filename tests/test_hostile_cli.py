@@ -1,4 +1,4 @@
-"""A hostile corpus for the whole command line (issue 31, item 8): every command is fed damaged
+"""A hostile corpus for the whole command line: every command is fed damaged
 files, hostile option values and outputs that collide with its inputs. The only outcomes
 allowed are the project's own one-line error with exit code 2, or exit 0 with a finite result;
 every input file is hashed before and after, and must not change.

@@ -28,7 +28,7 @@ def single_task_error(tmp_path_factory):
 
 def test_relationship_learning_beats_learning_alone(single_task_error):
     multi = run(PAPER)["mean_error"]                 # exact, hinge, the paper's settings
-    # Measured: 0.0947 against 0.0965 (docs/RESULTS.md). The gap is small but deterministic.
+    # Measured: 0.0947 against 0.0965 (docs/results/synthetic.md). The gap is small but deterministic.
     assert multi < single_task_error - 0.001, (multi, single_task_error)
 
 

@@ -1,4 +1,4 @@
-"""Metrics of spec section 6 on hand-made mistakes and predictions."""
+"""Metrics of docs/ALGORITHMS.md section 6 on hand-made mistakes and predictions."""
 import numpy as np
 import pytest
 

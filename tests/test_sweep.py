@@ -113,7 +113,7 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "script
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(SCRIPTS) if f.endswith(".toml")))
 def test_every_sweep_file_of_the_repository_plans(tmp_path, name):
     """Every learner and option of the shipped sweep files (scripts/*.toml: make paper, wstep,
-    quality, minilm, and the protocol's defaults.toml) passes the option table whatever has been imported here: each file's data sets become small
+    quality, minilm) passes the option table whatever has been imported here: each file's data sets become small
     synthetic ones, so that every run is planned and checked (a typo would otherwise surface
     only where the real data is, an hour into a sweep)."""
     text = open(os.path.join(SCRIPTS, name)).read()

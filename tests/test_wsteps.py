@@ -1,4 +1,5 @@
-"""The adaptive w-steps (docs/WSTEP.md) and the independent AdaGrad and AROW learners.
+"""The adaptive w-steps (docs/ALGORITHMS.md section 2.1) and the independent AdaGrad and AROW
+learners.
 
 Each step is checked against its definition as a Bregman-proximal step, solved directly, and
 every learner that has a w-step passes the generic checks and the in-process vs MPI
@@ -190,7 +191,8 @@ def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
 
 
 def test_arow_w_step_without_consensus_is_arow():
-    """docs/WSTEP.md section 3: squared hinge, eta = 1 and rho -> 0 give AROW's own update."""
+    """Squared hinge, eta = 1 and rho -> 0 give AROW's own update (docs/ALGORITHMS.md section
+    2.1)."""
     from omtl_mpi.algorithms.independent import SingleParams
     _, X, y = generate(tasks=2, samples=300, seed=8)
     X = [x / np.linalg.norm(x, axis=1, keepdims=True) for x in X]

@@ -1,4 +1,4 @@
-"""The ADMM multi-task math shared by C-ADMM and D-ADMM (spec sections 2-4), as pure numpy.
+"""The ADMM multi-task math shared by C-ADMM and D-ADMM (docs/ALGORITHMS.md sections 2-4), as pure numpy.
 
 Three pieces, each a pure function of arrays plus a small state object:
 
@@ -27,11 +27,12 @@ from .wsteps import AROW_W_STEP_R_PER_MEAN_SQ_NORM, W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
-# The paper's model and settings (spec section 1): what --preset paper gives the ADMM learners
+# The paper's model and settings (docs/ALGORITHMS.md section 1): what --preset paper gives the
+# ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
          "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
          "relationship": True, "class_weight": "none", "experts": False}
-# eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/WSTEP.md)
+# eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/GUIDE.md)
 ADAPTIVE_ETA = 1.0
 
 
@@ -43,17 +44,17 @@ class DivergenceError(UserError):
 class AdmmParams:
     """Hyper-parameters of the ADMM learners.
 
-    The defaults are omtl-mpi's, chosen by the protocol of docs/SHARING.md: the AROW w-step
-    with the squared hinge and AROW's r at each task's scale (step 3), the paper's lambdas
-    / 10^4 (small enough for unit-norm features, step 2), and the experts' vote.
-    :data:`PAPER` holds the paper's settings (spec section 1; ``--preset paper``, :meth:`paper`).
+    The defaults are omtl-mpi's (docs/GUIDE.md, *How the defaults were chosen*): the AROW
+    w-step with the squared hinge and AROW's r at each task's scale, the paper's lambdas
+    / 10^4 (small enough for unit-norm features), and the experts' vote. :data:`PAPER` holds
+    the paper's settings (docs/ALGORITHMS.md section 1; ``--preset paper``, :meth:`paper`).
 
     ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
     for the Euclidean w-step, and :data:`ADAPTIVE_ETA` for the adaptive ones (their metric
     D_t grows by itself, so a step control that also grows with T would double-count it);
     resolved by :meth:`resolved`.
 
-    ``w_step`` picks the Bregman divergence of the w-step (docs/WSTEP.md):
+    ``w_step`` picks the Bregman divergence of the w-step (docs/ALGORITHMS.md section 2.1):
     ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
     squared past gradients)), ``arow`` with D_t = r I + sum over margin errors of x x^T, r =
     ``arow_r`` or, when None, each task's own from its first instances (wsteps.settle_r).
@@ -81,14 +82,15 @@ class AdmmParams:
                 "--preset paper turns on). Off, Omega stays I/K (the paper's ablation 'W/O "
                 "RL'): the default, since with the experts' vote learning Omega changed the "
                 "error by less than the seeds' spread, at a K x K eigendecomposition per "
-                "round (docs/SHARING.md)."})
+                "round (docs/GUIDE.md)."})
     omega_every: int = field(default=1, metadata={
         "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
     omega_eps: float = field(default=1e-8, metadata={
         "help": "Ridge eps added to (V^T V)^(1/2) before normalising it into Omega (>= 0)."})
     w_step: str = field(default="arow", metadata={
         "help": "ADMM learners' w-step metric: euclid (the paper's), adagrad (diagonal, from past "
-                "gradients) or arow (full precision from margin errors). See docs/WSTEP.md.",
+                "gradients) or arow (full precision from margin errors). See docs/ALGORITHMS.md "
+                "section 2.1.",
         "choices": W_STEPS})
     delta: float = field(default=1.0, metadata={
         "help": "--w-step adagrad: initial accumulator of its metric D_t = diag(sqrt(delta + sum "
@@ -97,7 +99,7 @@ class AdmmParams:
         "help": "--w-step arow: r of its metric D_t, which starts at r I (> 0). "
                 f"auto: each task's r is {AROW_W_STEP_R_PER_MEAN_SQ_NORM} times the mean squared "
                 "norm of its first instances, so that r follows the features' scale "
-                "(docs/SHARING.md, step 3).", "none_text": "auto"})
+                "(docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "
@@ -106,7 +108,7 @@ class AdmmParams:
     experts: bool = field(default=True, metadata={
         "help": "Predict each task by a vote of three experts (its multi-task model, the shared "
                 "u and the related tasks' models) weighted by their mistakes on all tasks, so that "
-                "the sharing adapts to how related the tasks are (docs/SHARING.md); "
+                "the sharing adapts to how related the tasks are (docs/ALGORITHMS.md section 2.6); "
                 "--no-experts predicts with the ADMM model alone, as the paper does."})
 
     def __post_init__(self):
@@ -427,7 +429,7 @@ class Consensus:
         p, K = self.p, self.K
         op = self._operator if self._operator is not None else self._cached_operator()
         if p.variant == "exact":
-            # joint minimiser of the augmented Lagrangian over (u, V), spec section 2
+            # joint minimiser of the augmented Lagrangian over (u, V), docs/ALGORITHMS.md section 2.2
             np.dot(op, C, out=self.uv)
         else:
             a = p.a
@@ -452,7 +454,7 @@ class Consensus:
 
         Separate from :meth:`step` so that a server can send (u, V) first and update Omega
         while the workers compute: the numbers are the same, the critical path is shorter.
-        A D-ADMM node calls it before its step, with the V it gossiped (spec section 3).
+        A D-ADMM node calls it before its step, with the V it gossiped (docs/ALGORITHMS.md section 3).
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:

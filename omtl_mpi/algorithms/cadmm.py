@@ -2,8 +2,8 @@
 
 Messages are flat float64 arrays: a worker sends its block's C rows (kb*d numbers) and gets
 back ``[u, V rows of its block]`` ((kb+1)*d numbers), i.e. only c_k up and (u, v_k) down. With
-``--experts`` (docs/SHARING.md) a worker also sends its tasks' experts' mistakes (3 numbers),
-and the reply also carries the block's rows of the related models
+``--experts`` (docs/ALGORITHMS.md section 2.6) a worker also sends its tasks' experts' mistakes
+(3 numbers), and the reply also carries the block's rows of the related models
 (:func:`.experts.related_models`, kb*d numbers) and every task's experts' mistakes (3 numbers).
 """
 from __future__ import annotations

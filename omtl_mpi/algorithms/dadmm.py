@@ -1,8 +1,8 @@
-"""D-ADMM (paper Algorithm 2, spec section 3): no server; nodes gossip a table of all tasks.
+"""D-ADMM (paper Algorithm 2, docs/ALGORITHMS.md section 3): no server; nodes gossip a table of all tasks.
 
 Each node holds a contiguous block of tasks and a table with one row per task j,
 ``[c_j (d), v_j (d), m_j (3, with --experts), stamp_j (1)]``: its freshest knowledge of that
-task (m_j: the experts' mistakes on task j, docs/SHARING.md).  Per round t:
+task (m_j: the experts' mistakes on task j, docs/ALGORITHMS.md section 2.6).  Per round t:
 
 1. predict and take the w-step for its own tasks; write ``(c_k, v_k, t)`` into its own rows;
 2. (runtime) exchange the whole table with its neighbours; keep the freshest row per task;

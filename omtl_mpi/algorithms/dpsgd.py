@@ -1,4 +1,5 @@
-"""D-PSGD (Lian et al. 2017; spec section 5): decentralised SGD with Metropolis-Hastings mixing.
+"""D-PSGD (Lian et al. 2017; docs/ALGORITHMS.md section 5): decentralised SGD with
+Metropolis-Hastings mixing.
 
 One task per node. Per round t every node computes the hinge subgradient g_k at its current
 (pre-mixing) w_k, sends w_k to its neighbours, and takes

@@ -1,6 +1,7 @@
 """Adaptive sharing for the ADMM multi-task learners (``--experts``, the default): each task
 predicts by a weighted vote of three experts, weighted by how few mistakes each has made on
-all the tasks (docs/SHARING.md, which states exactly what each rank computes, and why).
+all the tasks (docs/ALGORITHMS.md section 2.6 states exactly what each rank computes; why the
+defaults are what they are: docs/GUIDE.md, *How the defaults were chosen*).
 
 The experts of task k, each a linear model whose margin on x is computed before y is revealed:
 
@@ -17,7 +18,7 @@ Every task counts its experts' mistakes m_(k,e); the weights, the same for every
 ``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP`); a task predicts
 +1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
 average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and so half
-the weighted majority's mistakes, the guarantee in docs/SHARING.md bounds.
+the weighted majority's mistakes, the guarantee in docs/ALGORITHMS.md section 2.6 bounds.
 
 Where each piece is computed: the vote and the mistake counts on the rank holding the task; u
 comes with every reply already; the related models and the sums M need every task, so C-ADMM's
@@ -35,7 +36,8 @@ EXPERTS = ("multi-task", "shared", "related")
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
-# c, the multiple of the anytime step sqrt(8 ln N / t): both chosen by docs/SHARING.md's protocol
+# c, the multiple of the anytime step sqrt(8 ln N / t): both chosen on the selection sets
+# (docs/GUIDE.md, *How the defaults were chosen*)
 STEP = 16.0
 
 
@@ -79,12 +81,15 @@ class ExpertVote:
         This block's tasks, and the weights of each task's model.
     total_tasks : int
         Every task of the run (K): the sums are divided by it.
-    n_experts : int
-        :data:`EXPERTS` by default (other numbers: the comparisons of scripts/sharing.py); the
-        first is the ADMM model, with the prior weight :data:`PRIOR_FIRST`.
+
+    Notes
+    -----
+    The experts are :data:`EXPERTS`, in that order; the first is the ADMM model, with the prior
+    weight :data:`PRIOR_FIRST`, and the others share the rest equally.
     """
 
-    def __init__(self, n_tasks: int, dim: int, total_tasks: int, n_experts: int = len(EXPERTS)):
+    def __init__(self, n_tasks: int, dim: int, total_tasks: int):
+        n_experts = len(EXPERTS)
         self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
         self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]

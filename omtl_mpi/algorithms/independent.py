@@ -1,4 +1,4 @@
-"""Learners with no communication at all: every task alone (spec section 5).
+"""Learners with no communication at all: every task alone (docs/ALGORITHMS.md section 5).
 
 * ``admm-single`` - the C-ADMM math with K = 1 for every task (its own u, no Omega, no lambda4
   term): the paper's ADMM-Single baseline and the ablation's "Indpt" column.
@@ -183,8 +183,8 @@ class AdagradNode(_SingleTaskNode):
 
 
 # single-task AROW's r when none is given is this factor times the mean squared norm of the
-# task's first instances (step 3 of docs/SHARING.md's protocol; the ADMM learners' arow
-# w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+# task's first instances, chosen on the selection sets (docs/GUIDE.md, *How the defaults were
+# chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM)
 AROW_R_PER_MEAN_SQ_NORM = 0.5
 
 
@@ -196,8 +196,8 @@ class ArowParams:
     arow_r: float | None = field(default=None, metadata={
         "help": "AROW's regularisation r (> 0): larger r, smaller and more cautious updates. "
                 f"auto: each task's r is {AROW_R_PER_MEAN_SQ_NORM} times the mean squared norm of "
-                "its first instances, so that r follows the features' scale (docs/SHARING.md, "
-                "step 3).", "none_text": "auto"})
+                "its first instances, so that r follows the features' scale (docs/GUIDE.md, "
+                "How the defaults were chosen).", "none_text": "auto"})
 
     def __post_init__(self):
         if self.arow_r is not None:
@@ -213,11 +213,11 @@ class ArowNode(_SingleTaskNode):
     On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
     ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
     predictions are all made first; its instances then update the model one after another.
-    r is per task: ``arow_r``, or each task's own from its first instances (wsteps.settle_r).
+    r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` times the
+    mean squared norm of its first instances (wsteps.settle_r).
     """
 
     _STATE = ("W", "Sigma", "r")
-    scale = AROW_R_PER_MEAN_SQ_NORM     # r = scale * m_k when arow_r is None (settle_r)
 
     def __init__(self, params: ArowParams, n_tasks: int, dim: int):
         self.p = params
@@ -235,7 +235,7 @@ class ArowNode(_SingleTaskNode):
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         if not self._settled:
-            settle_r(self.r, X, self.scale)
+            settle_r(self.r, X, AROW_R_PER_MEAN_SQ_NORM)
             self._settled = bool(self.r.all())
         r = self.r
         margins = np.einsum("kd,bkd->bk", self.W, X)

@@ -1,5 +1,5 @@
-"""Loss (sub)gradients of the online linear learners (spec section 1, plus the squared hinge
-of docs/WSTEP.md, whose gradient scales with the missed margin as AROW's step does).
+"""Loss (sub)gradients of the online linear learners (docs/ALGORITHMS.md section 1, plus the
+squared hinge of section 2.1, whose gradient scales with the missed margin as AROW's step does).
 
 Every loss here has a gradient of the form ``g = coef * x``; the functions return ``coef``
 (or ``-coef``, the descent direction that the ADMM w-step adds) for a whole array of

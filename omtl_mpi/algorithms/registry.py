@@ -33,7 +33,8 @@ class Algorithm:
         Communication pattern: no communication, star around a server on rank 0, or
         neighbourhood exchange over a topology.
     reconstruction : bool
-        True when the original equations are unpublished and the spec's reconstruction is used.
+        True when the original equations are unpublished and the reconstruction in
+        docs/ALGORITHMS.md section 5 is used.
     params : type
         Frozen dataclass of hyper-parameters (validated in ``__post_init__``); every field is an
         option of the run (:mod:`omtl_mpi.options`), with its help in the field's metadata.
@@ -116,7 +117,7 @@ register(Algorithm(
 register(Algorithm(
     name="admm-single",
     summary="Every task alone: the C-ADMM math with K = 1, no Omega (the ablation's 'Indpt').",
-    citation="Li et al. 2025, baseline ADMM-Single (spec section 5)",
+    citation="Li et al. 2025, baseline ADMM-Single (docs/ALGORITHMS.md section 5)",
     pattern="none",
     reconstruction=False,
     params=SingleParams,
@@ -127,7 +128,7 @@ register(Algorithm(
     name="pmsc-log",
     summary="PMSC-Log: C-ADMM with logistic loss, shared + task-specific model, no relationship "
             "learning (reconstruction: the original equations are unpublished).",
-    citation="Wu & Huang 2016, as reconstructed in spec section 5",
+    citation="Wu & Huang 2016, as reconstructed in docs/ALGORITHMS.md section 5",
     pattern="server",
     reconstruction=True,
     params=PmscLogParams,
@@ -140,7 +141,7 @@ register(Algorithm(
     summary="DROM: capped hinge, Frank-Wolfe task-relatedness step from the leading eigenvector, "
             "parameter server synchronised every tau rounds (reconstruction).",
     citation="Yang & Li, Distributed Primal-Dual Optimization for Online Multi-Task Learning, "
-             "AAAI 2020, as reconstructed in spec section 5",
+             "AAAI 2020, as reconstructed in docs/ALGORITHMS.md section 5",
     pattern="server",
     reconstruction=True,
     params=DromParams,

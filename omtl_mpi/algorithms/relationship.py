@@ -1,4 +1,5 @@
-"""The task-relationship matrix Omega and the linear maps built from it (spec sections 2, 4).
+"""The task-relationship matrix Omega and the linear maps built from it (docs/ALGORITHMS.md
+sections 2 and 4).
 
 Omega is always held together with its symmetric eigendecomposition, because every formula
 that uses it (the exact consensus operator P, the pseudo-inverse of the paper variant) needs
@@ -60,7 +61,7 @@ class Relationship(NamedTuple):
 
 
 def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
-    """Omega from the task-specific models (eq. solutionOptimProblem2, spec section 4).
+    """Omega from the task-specific models (eq. solutionOptimProblem2, docs/ALGORITHMS.md section 4).
 
     ``S = (V^T V)^{1/2} + eps I`` through a symmetric eigendecomposition with negative
     eigenvalues clipped to 0, then ``Omega = S / tr(S)``.  If ``tr(S)`` is not positive and
@@ -69,7 +70,7 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     Parameters
     ----------
     V : ndarray, shape (K, d)
-        Task-specific models, one row per task (the spec's V is d x K; this is its transpose).
+        Task-specific models, one row per task (docs/ALGORITHMS.md's V is d x K; this is its transpose).
         May be a strided view (a column block of a wider table).
     eps : float
         Ridge added to S (>= 0).
@@ -126,7 +127,8 @@ def _update_omega_rescaled(V: np.ndarray, eps: float, previous: Relationship) ->
 
 def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float,
                    out: np.ndarray | None = None) -> np.ndarray:
-    """``P = ((a + rho) I + lambda4 Omega^{-1})^{-1}`` without inverting Omega (spec section 2).
+    """``P = ((a + rho) I + lambda4 Omega^{-1})^{-1}`` without inverting Omega
+    (docs/ALGORITHMS.md section 2.2).
 
     ``P = Q diag(omega_i / ((a + rho) omega_i + lambda4)) Q^T``; null directions of Omega get 0.
     With ``lambda4 = 0`` the operator is exactly ``I / (a + rho)`` whatever Omega is. Written
@@ -152,7 +154,7 @@ def _operator_diagonal(evals: np.ndarray, a_rho: float, lambda4: float):
 
 
 def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float) -> np.ndarray:
-    """The (K+1) x K matrix M with ``[u; V] = M C`` for the exact variant (spec section 2).
+    """The (K+1) x K matrix M with ``[u; V] = M C`` for the exact variant (docs/ALGORITHMS.md section 2.2).
 
     With P from :func:`exact_operator`, ``p = P 1``, ``s = 1^T P 1`` and
     ``r = (1 - rho p) / (lambda2 + rho K - rho^2 s)``: ``u = r^T C`` and

@@ -1,4 +1,5 @@
-"""Server-pattern baselines (spec section 5): PMSC-Log, DROM, the multitask perceptron, pooled.
+"""Server-pattern baselines (docs/ALGORITHMS.md section 5): PMSC-Log, DROM, the multitask
+perceptron, pooled.
 
 Each has the C-ADMM role layout: workers hold contiguous task blocks and exchange flat float64
 messages with a server on rank 0.  DROM talks only every ``tau`` rounds (``sync_every``).
@@ -19,8 +20,9 @@ from .params import require_positive
 # ----------------------------------------------------------------------------- PMSC-Log
 @dataclass(frozen=True)
 class PmscLogParams(AdmmParams):
-    """PMSC-Log (Wu & Huang 2016) as reconstructed in spec section 5: C-ADMM, variant exact,
-    logistic loss, Omega fixed at I/K, lambda4 = 0. Only rho, eta, lambda1-3 are free."""
+    """PMSC-Log (Wu & Huang 2016) as reconstructed in docs/ALGORITHMS.md section 5: C-ADMM,
+    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0. Only rho, eta, lambda1-3 are
+    free."""
 
     loss: str = "logistic"
     lambda4: float = 0.0
@@ -46,7 +48,7 @@ class PmscLogParams(AdmmParams):
 # ----------------------------------------------------------------------------- DROM
 @dataclass(frozen=True)
 class DromParams:
-    """DROM (Yang & Li, AAAI 2020), the spec's reconstruction. Defaults are ours:
+    """DROM (Yang & Li, AAAI 2020) as reconstructed in docs/ALGORITHMS.md section 5. Defaults are ours:
     gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
     Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
 

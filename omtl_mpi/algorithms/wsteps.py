@@ -10,8 +10,9 @@ with ``B(w, w_t) = (w - w_t)^T D_t (w - w_t) / 2``.  Its solution is
       = w_t - (eta D_t + rho I)^{-1} (g_k + z_k + rho (w_t - u - v_k))
 
 so only the metric D_t differs between the three steps below; nothing else in ADMM changes
-(docs/WSTEP.md has the derivation).  D_t includes round t's own data (as AdaGrad does); every
-metric starts at D_0 = I (arow: r I), so that with r = 1 the three steps start the same.
+(docs/ALGORITHMS.md section 2.1 has the derivation).  D_t includes round t's own data (as
+AdaGrad does); every metric starts at D_0 = I (arow: r I), so that with r = 1 the three steps
+start the same.
 
 * :class:`EuclidStep` - D_t = I, the paper's step;
 * :class:`AdagradStep` - D_t = diag(sqrt(delta + sum of squared past gradients)), elementwise;
@@ -31,8 +32,9 @@ from ..errors import UserError
 from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the mean squared norm of the
-# task's first instances, so that r follows the features' scale (step 3 of docs/SHARING.md's
-# protocol; single-task AROW's is independent.AROW_R_PER_MEAN_SQ_NORM)
+# task's first instances, so that r follows the features' scale; chosen on the selection sets
+# (docs/GUIDE.md, *How the defaults were chosen*; single-task AROW's is
+# independent.AROW_R_PER_MEAN_SQ_NORM)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
 
@@ -164,10 +166,9 @@ class ArowStep(EuclidStep):
     A margin error is an instance whose loss gradient is not zero (hinge: y w.x < 1; perceptron:
     a mistake; logistic: every instance).  With a mini-batch each instance counts 1/n of a
     round, as the gradient is the batch mean.  r is ``arow_r``, or when that is None each
-    task's own from its first instances (:func:`settle_r`); until then M = 0 and w stays put.
+    task's own, :data:`AROW_W_STEP_R_PER_MEAN_SQ_NORM` times the mean squared norm of its first
+    instances (:func:`settle_r`); until then M = 0 and w stays put.
     """
-
-    scale = AROW_W_STEP_R_PER_MEAN_SQ_NORM     # r = scale * m_k when arow_r is None (settle_r)
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
@@ -186,7 +187,7 @@ class ArowStep(EuclidStep):
     def step(self, W, D, X, coef, inv_count):
         p = self.p
         if not self._settled:
-            self._start_metric(settle_r(self.r, X, self.scale))
+            self._start_metric(settle_r(self.r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM))
             self._settled = bool(self.r.all())
         c = p.eta * inv_count
         if X.shape[-1] <= BATCHED_DIM:

@@ -279,88 +279,100 @@ def read_meta(path) -> TaskMeta:
     path = str(path)
     with _open(path) as f:
         _check_version(path, f)
-        why = _link_problem(f, f, "tasks") if _has(f, "tasks") else None
-        if why is not None:
-            raise DataError(f"{path}: /tasks {why}")
-        if "tasks" not in f or not isinstance(f["tasks"], h5py.Group):
-            raise DataError(f"{path}: no /tasks group; this is not an omtl-mpi task-stream file "
-                            "(convert it with 'omtl-mpi data import')")
-        groups = f["tasks"]
-        keys = list(groups.keys())
-        problems = []
-        indices = {}
-        for key in keys:
-            if key.isdigit():
-                indices[int(key)] = key
-            else:
-                problems.append(f"{path}: unexpected entry /tasks/{key}; task groups are named 0000, 0001, ...")
-        if not indices and not problems:
-            raise DataError(f"{path}: /tasks holds no task groups")
-        K = max(indices) + 1 if indices else 0
-        if len(indices) < K:
-            # one line, not one per gap: a group named 99999999 would otherwise give millions
-            gaps = K - len(indices)
-            first = next(k for k in range(K) if k not in indices)
-            raise DataError("\n".join(problems + [
-                f"{path}: task group /tasks/{first:04d} is missing"
-                f"{f' (and {gaps - 1} more)' if gaps > 1 else ''}; groups must be numbered "
-                f"0..{K - 1} without gaps"]))
+        groups, indices, problems = _task_groups(path, f)
         names, lengths, dims = [], [], {}
-        for k in range(K):
-            why = _link_problem(f, groups, indices[k])
-            if why is not None:
-                problems.append(f"{path}: task {k}: /tasks/{indices[k]} {why}")
-                names.append(f"task{k}")
-                lengths.append(0)
-                continue
-            g = groups[indices[k]]
-            name = g.attrs.get("name", f"task{k}")
-            name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+        for k, key in sorted(indices.items()):         # 0..K-1, without gaps
+            name, rows, dim, found = _task_structure(path, f, groups, key, k)
             names.append(name)
-            where = f"{path}: {_label(k, name)}"
-            links = _dataset_links(f, g, where)
-            if links:
-                problems += links
-                lengths.append(0)
-                continue
-            if not isinstance(g, h5py.Group) or "X" not in g or "y" not in g:
-                problems.append(f"{where}: missing dataset X or y")
-                lengths.append(0)
-                continue
-            X, y = g["X"], g["y"]
-            if not (isinstance(X, h5py.Dataset) and isinstance(y, h5py.Dataset)):
-                problems.append(f"{where}: X and y must be datasets (arrays), not groups")
-                lengths.append(0)
-                continue
-            if X.ndim != 2:
-                problems.append(f"{where}: X must be 2-D (samples x features), got shape {X.shape}")
-            if y.ndim != 1:
-                problems.append(f"{where}: y must be 1-D, got shape {y.shape}")
-            for ds, label in ((X, "X"), (y, "y")):
-                if ds.dtype.kind not in "fiub":
-                    problems.append(f"{where}: {label} must be numeric, got dtype {ds.dtype}")
-            if X.ndim == 2 and y.ndim == 1 and X.shape[0] != y.shape[0]:
-                problems.append(f"{where}: {X.shape[0]} feature rows but {y.shape[0]} labels")
-            # A scalar X has no rows; its shape problem is already reported above.
-            rows = int(X.shape[0]) if X.ndim else 0
-            if X.ndim and rows == 0:
-                problems.append(f"{where}: the task is empty (no samples)")
-            if X.ndim == 2:
-                dims[k] = X.shape[1]
             lengths.append(rows)
-        if dims:
-            first_k = min(dims)
-            for k, dk in dims.items():
-                if dk != dims[first_k]:
-                    problems.append(f"{path}: {_label(k, names[k])} has d={dk} features but "
-                                    f"{_label(first_k, names[first_k])} has d={dims[first_k]}; "
-                                    "all tasks must have the same features")
+            if dim is not None:
+                dims[k] = dim
+            problems += found
+        problems += _dim_mismatches(path, dims, names)
         if problems:
             raise DataError("\n".join(problems))
         src = f.attrs.get("source", "")
         desc = f.attrs.get("description", "")
         return TaskMeta(path=path, names=tuple(names), lengths=np.array(lengths, dtype=np.int64),
                         dim=int(dims[min(dims)]), source=str(src), description=str(desc))
+
+
+def _task_groups(path: str, f) -> tuple:
+    """The /tasks group, its task groups' names by index (0..K-1, no gaps) and the lines
+    about entries that are not task groups. Raises DataError where no task can be read."""
+    why = _link_problem(f, f, "tasks") if _has(f, "tasks") else None
+    if why is not None:
+        raise DataError(f"{path}: /tasks {why}")
+    if "tasks" not in f or not isinstance(f["tasks"], h5py.Group):
+        raise DataError(f"{path}: no /tasks group; this is not an omtl-mpi task-stream file "
+                        "(convert it with 'omtl-mpi data import')")
+    groups = f["tasks"]
+    problems = []
+    indices = {}
+    for key in groups.keys():
+        if key.isdigit():
+            indices[int(key)] = key
+        else:
+            problems.append(f"{path}: unexpected entry /tasks/{key}; task groups are named 0000, 0001, ...")
+    if not indices and not problems:
+        raise DataError(f"{path}: /tasks holds no task groups")
+    K = max(indices) + 1 if indices else 0
+    if len(indices) < K:
+        # one line, not one per gap: a group named 99999999 would otherwise give millions
+        gaps = K - len(indices)
+        first = next(k for k in range(K) if k not in indices)
+        raise DataError("\n".join(problems + [
+            f"{path}: task group /tasks/{first:04d} is missing"
+            f"{f' (and {gaps - 1} more)' if gaps > 1 else ''}; groups must be numbered "
+            f"0..{K - 1} without gaps"]))
+    return groups, indices, problems
+
+
+def _task_structure(path: str, f, groups, key: str, k: int) -> tuple:
+    """Task ``k``'s (group ``key``) name, stream length, feature count (None where X is not
+    2-D) and the lines about what is wrong with its structure (a task that cannot be read
+    counts 0 instances)."""
+    why = _link_problem(f, groups, key)
+    if why is not None:
+        return f"task{k}", 0, None, [f"{path}: task {k}: /tasks/{key} {why}"]
+    g = groups[key]
+    name = g.attrs.get("name", f"task{k}")
+    name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    where = f"{path}: {_label(k, name)}"
+    links = _dataset_links(f, g, where)
+    if links:
+        return name, 0, None, links
+    if not isinstance(g, h5py.Group) or "X" not in g or "y" not in g:
+        return name, 0, None, [f"{where}: missing dataset X or y"]
+    X, y = g["X"], g["y"]
+    if not (isinstance(X, h5py.Dataset) and isinstance(y, h5py.Dataset)):
+        return name, 0, None, [f"{where}: X and y must be datasets (arrays), not groups"]
+    problems = []
+    if X.ndim != 2:
+        problems.append(f"{where}: X must be 2-D (samples x features), got shape {X.shape}")
+    if y.ndim != 1:
+        problems.append(f"{where}: y must be 1-D, got shape {y.shape}")
+    for ds, label in ((X, "X"), (y, "y")):
+        if ds.dtype.kind not in "fiub":
+            problems.append(f"{where}: {label} must be numeric, got dtype {ds.dtype}")
+    if X.ndim == 2 and y.ndim == 1 and X.shape[0] != y.shape[0]:
+        problems.append(f"{where}: {X.shape[0]} feature rows but {y.shape[0]} labels")
+    # A scalar X has no rows; its shape problem is already reported above.
+    rows = int(X.shape[0]) if X.ndim else 0
+    if X.ndim and rows == 0:
+        problems.append(f"{where}: the task is empty (no samples)")
+    return name, rows, (X.shape[1] if X.ndim == 2 else None), problems
+
+
+def _dim_mismatches(path: str, dims: dict, names: list) -> list:
+    """One line for each task whose feature count differs from the first task's."""
+    if not dims:
+        return []
+    first_k = min(dims)
+    return [f"{path}: {_label(k, names[k])} has d={dk} features but "
+            f"{_label(first_k, names[first_k])} has d={dims[first_k]}; "
+            "all tasks must have the same features"
+            for k, dk in dims.items() if dk != dims[first_k]]
 
 
 def available_memory() -> int | None:

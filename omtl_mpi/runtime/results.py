@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import h5py
@@ -63,55 +64,102 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def write_results(path: str, *, attrs: dict, config: dict, names, lengths, metrics: dict,
-                  model: dict, predictions: np.ndarray, timing: np.ndarray, roles,
-                  staleness: np.ndarray | None = None, peak_rss=None, cpu_seconds=None,
+@dataclass(frozen=True)
+class Learned:
+    """What a run learned and predicted, in task order: the results file's /tasks, /metrics,
+    /model and /predictions groups."""
+
+    names: tuple                # (K,) task names
+    lengths: np.ndarray         # (K,) stream lengths
+    metrics: dict               # the datasets of /metrics, by name (see the module's layout)
+    model: dict                 # final variables, by name
+    predictions: np.ndarray     # (K, T * B) predictions; task k's first lengths[k] are its stream's
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a run measured of itself, per rank (and per node): the /timing group."""
+
+    seconds: np.ndarray         # (P, T, 3) per rank, round and phase
+    roles: list                 # (P,) what each rank did
+    peak_rss: np.ndarray | None = None      # (P,) MiB
+    cpu_seconds: np.ndarray | None = None   # (P,) during the rounds
+    staleness: np.ndarray | None = None     # (N, T) neighbour learners only
+
+
+def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
                   before_rename=None) -> None:
     """Write a results file atomically; on failure nothing is left under ``path``.
 
-    ``before_rename`` is called with everything written under the temporary name, just before
-    the rename (fault injection uses it to prove that a failure there leaves nothing behind).
+    Parameters
+    ----------
+    path : str
+        The results file (HDF5).
+    attrs : dict
+        The report's scalars, written as attributes of the root (None as "none").
+    config : dict
+        The run's configuration (``RunConfig.to_dict()``): JSON in the root's ``config``
+        attribute, and flattened into /config's attributes.
+    learned, measured : Learned, Measured
+        The datasets.
+    before_rename : callable, optional
+        Called with everything written under the temporary name, just before the rename
+        (fault injection uses it to prove that a failure there leaves nothing behind).
     """
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        f.attrs["format"] = FORMAT
-        f.attrs["format_version"] = 1
-        f.attrs["omtl_mpi_version"] = __version__
-        f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        f.attrs["host"] = socket.gethostname()
-        f.attrs["config"] = json.dumps(config, sort_keys=True)
-        for key, value in attrs.items():
-            f.attrs[key] = "none" if value is None else value
-        g = f.create_group("config")
-        for key, value in _flatten(config).items():
-            g.attrs[key] = value
-        t = f.create_group("tasks")
-        t.create_dataset("names", data=np.array(list(names), dtype=h5py.string_dtype()))
-        t.create_dataset("samples", data=np.asarray(lengths, dtype=np.int64))
-        m = f.create_group("metrics")
-        for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
-                    "per_task_balanced_error", "per_task_f1", "confusion"):
-            m.create_dataset(key, data=metrics[key])
-        m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
-        mo = f.create_group("model")
-        for key, value in model.items():
-            mo.create_dataset(key, data=value)
-        p = f.create_group("predictions")
-        for k, n in enumerate(lengths):
-            p.create_dataset(f"{k:04d}", data=predictions[k, : int(n)])
-        tg = f.create_group("timing")
-        ds = tg.create_dataset("seconds", data=timing)
-        ds.attrs["phases"] = list(PHASES)
-        ds.attrs["dims"] = ["rank", "round", "phase"]
-        tg.create_dataset("roles", data=np.array(list(roles), dtype=h5py.string_dtype()))
-        if peak_rss is not None:
-            tg.create_dataset("peak_rss_mib", data=peak_rss).attrs["unit"] = "MiB, per rank"
-        if cpu_seconds is not None:
-            tg.create_dataset("cpu_seconds", data=cpu_seconds).attrs["unit"] = (
-                "CPU seconds (user + system) per rank during the rounds")
-        if staleness is not None:
-            st = tg.create_dataset("staleness", data=staleness)
-            st.attrs["dims"] = ["node", "round"]
-            st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
+        _write_root(f, attrs, config)
+        _write_learned(f, learned)
+        _write_measured(f.create_group("timing"), measured)
         f.flush()
         if before_rename is not None:
             before_rename()
+
+
+def _write_root(f, attrs: dict, config: dict) -> None:
+    """The root's attributes (format, version, provenance, the report's scalars) and /config."""
+    f.attrs["format"] = FORMAT
+    f.attrs["format_version"] = 1
+    f.attrs["omtl_mpi_version"] = __version__
+    f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    f.attrs["host"] = socket.gethostname()
+    f.attrs["config"] = json.dumps(config, sort_keys=True)
+    for key, value in attrs.items():
+        f.attrs[key] = "none" if value is None else value
+    g = f.create_group("config")
+    for key, value in _flatten(config).items():
+        g.attrs[key] = value
+
+
+def _write_learned(f, learned: Learned) -> None:
+    """/tasks, /metrics, /model and /predictions."""
+    t = f.create_group("tasks")
+    t.create_dataset("names", data=np.array(list(learned.names), dtype=h5py.string_dtype()))
+    t.create_dataset("samples", data=np.asarray(learned.lengths, dtype=np.int64))
+    m = f.create_group("metrics")
+    for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
+                "per_task_balanced_error", "per_task_f1", "confusion"):
+        m.create_dataset(key, data=learned.metrics[key])
+    m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
+    mo = f.create_group("model")
+    for key, value in learned.model.items():
+        mo.create_dataset(key, data=value)
+    p = f.create_group("predictions")
+    for k, n in enumerate(learned.lengths):
+        p.create_dataset(f"{k:04d}", data=learned.predictions[k, : int(n)])
+
+
+def _write_measured(tg, measured: Measured) -> None:
+    """/timing: seconds per rank, round and phase; roles; memory, CPU time and staleness."""
+    ds = tg.create_dataset("seconds", data=measured.seconds)
+    ds.attrs["phases"] = list(PHASES)
+    ds.attrs["dims"] = ["rank", "round", "phase"]
+    tg.create_dataset("roles", data=np.array(list(measured.roles), dtype=h5py.string_dtype()))
+    if measured.peak_rss is not None:
+        tg.create_dataset("peak_rss_mib", data=measured.peak_rss).attrs["unit"] = "MiB, per rank"
+    if measured.cpu_seconds is not None:
+        tg.create_dataset("cpu_seconds", data=measured.cpu_seconds).attrs["unit"] = (
+            "CPU seconds (user + system) per rank during the rounds")
+    if measured.staleness is not None:
+        st = tg.create_dataset("staleness", data=measured.staleness)
+        st.attrs["dims"] = ["node", "round"]
+        st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"

@@ -21,7 +21,7 @@ from . import checkpoint as ckpt
 from .faults import NEVER
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
 from .progress import Progress
-from .results import check_writable, write_results
+from .results import Learned, Measured, check_writable, write_results
 from .roles import Roles
 from .schedule import CHECK_EVERY, Hooks
 from .world import SetupFailed, collective, default_world
@@ -378,19 +378,12 @@ def collect(job: Job, out: str | None) -> dict | None:
     dict or None
         The report on rank 0 (what ``--json`` prints), None on the other ranks.
     """
-    world, roles, algo, meta = job.world, job.roles, job.algo, job.meta
+    world, algo = job.world, job.algo
     rank, size = world.rank, world.size
-    K, d, B, T = meta.n_tasks, job.dim, job.cfg.batch, job.rounds
-    extras = {}
-    if algo.pattern != "server":
-        if job.topology is not None:
-            extras["staleness"] = roles.staleness
-        node_arrays = [h.node_arrays() for h in roles.holders]
-        for key in (node_arrays[0] if node_arrays else {}):
-            extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
     if rank != 0 or not out:
         job.fault.check("write")             # rank 0 with a results file fails inside the write
-    gathered = _gather(world, roles.holders, job.preds, job.batches, extras, T, B, d)
+    gathered = _gather(world, job.roles.holders, job.preds, job.batches, _node_extras(job),
+                       job.rounds, job.cfg.batch, job.dim)
     timing = world.gather_rows(job.clock.rows[None], [1] * size)
     cpu_seconds = world.gather_rows(np.array([job.cpu_seconds]), [1] * size)
     # peak resident memory of every rank (Linux reports KiB): shows that a worker holds only
@@ -398,23 +391,58 @@ def collect(job: Job, out: str | None) -> dict | None:
     peak_rss = world.gather_rows(
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, job.local))
+    measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
+                        cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"))
     if rank != 0:
         return None
+    summary = metrics.summarise(gathered["mistakes"], job.meta.lengths, job.cfg.batch,
+                                gathered["confusion"])
+    report = _report(job, summary, gathered, measured.cpu_seconds)
+    if out:
+        learned = _learned(job, summary, gathered)
+        write_results(out, attrs={k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))},
+                      config=job.cfg.to_dict(), learned=learned, measured=measured,
+                      before_rename=lambda: job.fault.check("write"))
+        report["results"] = out
+    report["_timing"] = measured.seconds
+    report["_roles"] = measured.roles
+    report["peak_rss_mib"] = measured.peak_rss.tolist()
+    return report
 
-    params, ran = job.params, max(T - job.first_round, 1)
-    summary = metrics.summarise(gathered["mistakes"], meta.lengths, B, gathered["confusion"])
+
+def _node_extras(job: Job) -> dict:
+    """The per-node arrays a neighbour learner's holders have besides their tasks' rows: the
+    staleness of what they used, and every node's own copy of the shared variables."""
+    extras = {}
+    if job.algo.pattern == "server":
+        return extras
+    if job.topology is not None:
+        extras["staleness"] = job.roles.staleness
+    node_arrays = [h.node_arrays() for h in job.roles.holders]
+    for key in (node_arrays[0] if node_arrays else {}):
+        extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
+    return extras
+
+
+def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) -> dict:
+    """The report rank 0 returns (what ``--json`` prints); its scalars are the results file's
+    root attributes."""
+    meta, params, cfg = job.meta, job.params, job.cfg
+    T = job.rounds
+    ran = max(T - job.first_round, 1)
     report = {
-        "algo": algo.name, "variant": getattr(params, "variant", "-"),
+        "algo": job.algo.name, "variant": getattr(params, "variant", "-"),
         "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
-        "data": job.source.describe(), "tasks": K, "dim": d, "ranks": size, "rounds": T, "batch": B,
-        "seed": job.cfg.seed, "intercept": job.cfg.intercept, "scale": job.cfg.scale,
+        "data": job.source.describe(), "tasks": meta.n_tasks, "dim": job.dim, "ranks": job.world.size,
+        "rounds": T, "batch": cfg.batch,
+        "seed": cfg.seed, "intercept": cfg.intercept, "scale": cfg.scale,
         "mean_error": summary["mean_error"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         # the rounds this invocation ran (all of them, or those after the checkpoint)
         "seconds": job.seconds, "ms_per_round": 1000.0 * job.seconds / ran,
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
-        "transport": roles.transport,
+        "transport": job.roles.transport,
         "cpu_ms_per_round": (1000.0 * cpu_seconds / ran).tolist(),
         # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
         "aslr": ("unknown" if None in job.layouts else "mixed" if len(job.layouts) > 1
@@ -424,17 +452,11 @@ def collect(job: Job, out: str | None) -> dict | None:
         report["topology"] = job.topology.name
         report["nodes"] = job.topology.n_nodes
         report["mean_staleness"] = float(gathered["staleness"].mean()) if T else 0.0
-    if out:
-        _write(job, out, report, summary, gathered, timing, role_names, peak_rss, cpu_seconds)
-        report["results"] = out
-    report["_timing"] = timing
-    report["_roles"] = role_names
-    report["peak_rss_mib"] = peak_rss.tolist()
     return report
 
 
-def _write(job: Job, out, report, summary, gathered, timing, role_names, peak_rss, cpu_seconds):
-    """The results file (:mod:`.results`), atomically."""
+def _learned(job: Job, summary: dict, gathered: dict) -> Learned:
+    """The results file's /tasks, /metrics, /model and /predictions (:mod:`.results`)."""
     model = {k: gathered[k] for k in ("W", "Z", "V", "U") if k in gathered}
     if job.algo.pattern == "server":
         model.update(job.roles.server.global_arrays())
@@ -444,15 +466,10 @@ def _write(job: Job, out, report, summary, gathered, timing, role_names, peak_rs
     if "node_omega" in gathered:        # every node has its own Omega; node 0's is "the" Omega
         model["omega"] = gathered["node_omega"][0]
         model["u"] = gathered["node_u"][0]
-    summary["mistakes"] = gathered["mistakes"]
-    summary["confusion"] = gathered["confusion"]
-    meta = job.meta
-    write_results(out, attrs={k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))},
-                  config=job.cfg.to_dict(), names=meta.names, lengths=meta.lengths,
-                  metrics=summary, model=model, predictions=gathered["predictions"],
-                  timing=timing, roles=role_names, staleness=gathered.get("staleness"),
-                  peak_rss=peak_rss, cpu_seconds=cpu_seconds,
-                  before_rename=lambda: job.fault.check("write"))
+    return Learned(names=job.meta.names, lengths=job.meta.lengths,
+                   metrics={**summary, "mistakes": gathered["mistakes"],
+                            "confusion": gathered["confusion"]},
+                   model=model, predictions=gathered["predictions"])
 
 
 def _cpu_seconds() -> float:

@@ -304,35 +304,63 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
     ConfigError
         With one line naming the file, the entry and what to change.
     """
-    from ..algorithms.registry import get as get_algo
-    from ..runtime.run import preflight
+    doc = _read_sweep_file(path)
+    _unknown(doc, _TOP_KEYS, path)
+    name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
+    seeds = _seeds(doc, path)
+    default_timeout = _positive(doc.get("timeout", DEFAULT_TIMEOUT), f"{path}: timeout")
+    cap = _rank_cap(max_ranks if max_ranks is not None else doc.get("max_ranks"))
+    data, skipped = _data_sets(doc, path)
+    entries = _table(doc, "algorithms", path)
+    if not entries:
+        raise ConfigError(f"{path}: no algorithms; add an [algorithms.NAME] table (see 'omtl-mpi algos')")
+    algorithms, runs = {}, []
+    for key, value in entries.items():
+        entry = _entry(key, value, default_timeout, f"{path}: algorithms.{key}")
+        algorithms[key] = {"label": entry.label, "algo": entry.algo.name}
+        runs += _entry_runs(entry, data, seeds, cap)
+    _check_unique_ids(runs, path)
+    return Plan(name=str(name), path=os.path.abspath(path), data=data, algorithms=algorithms,
+                runs=runs, skipped=skipped)
 
+
+def _read_sweep_file(path: str) -> dict:
+    """The sweep file's TOML document; every way of failing to read it is one ConfigError."""
     if not os.path.lexists(path):
         raise ConfigError(f"sweep file {path} does not exist")
     try:
         # nothing but a regular file is opened: a FIFO would block forever
         regular_file(path, "sweep file")
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            return tomllib.load(f)
     except UserError as exc:
         raise ConfigError(f"sweep file {exc}") from None
     except OSError as exc:
         raise ConfigError(f"sweep file {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    _unknown(doc, _TOP_KEYS, path)
-    name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
+
+
+def _seeds(doc: dict, path: str) -> list:
+    """``seeds``: distinct integers >= 0, or ``[None]`` (one run in the file's order)."""
     seeds = _as_list(doc.get("seeds", [None]), f"{path}: seeds")
     for s in seeds:
         if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0):
             raise ConfigError(f"{path}: seeds must be integers >= 0, got {s!r}")
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{path}: seeds repeat ({seeds})")
-    default_timeout = _positive(doc.get("timeout", DEFAULT_TIMEOUT), f"{path}: timeout")
-    cap = max_ranks if max_ranks is not None else doc.get("max_ranks")
+    return seeds
+
+
+def _rank_cap(cap) -> int | None:
+    """The cap on every run's ranks (``--max-ranks`` or the file's ``max_ranks``), or None."""
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise ConfigError(f"max_ranks must be an integer >= 1, got {cap!r}")
+    return cap
 
+
+def _data_sets(doc: dict, path: str) -> tuple[list, list]:
+    """The [data.KEY] tables as DataSets, and a notice for each optional one that is missing."""
     base = os.path.dirname(os.path.abspath(path))
     data, skipped = [], []
     for key, entry in _table(doc, "data", path).items():
@@ -343,67 +371,98 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
             skipped.append(notice)
     if not data and not skipped:
         raise ConfigError(f"{path}: no data sets; add a [data.NAME] table with path or synthetic")
-    entries = _table(doc, "algorithms", path)
-    if not entries:
-        raise ConfigError(f"{path}: no algorithms; add an [algorithms.NAME] table (see 'omtl-mpi algos')")
+    return data, skipped
 
-    algorithms, runs = {}, []
-    for key, entry in entries.items():
-        where = f"{path}: algorithms.{key}"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: must be a table")
-        _unknown(entry, _ALGO_KEYS, where)
-        try:
-            algo = get_algo(str(entry.get("algo", key)))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        algorithms[key] = {"label": str(entry.get("label", key)), "algo": algo.name}
-        options = entry.get("options", {})
-        grid = entry.get("grid", {})
-        if not isinstance(options, dict) or not isinstance(grid, dict):
-            raise ConfigError(f"{where}: options and grid must be tables such as {{ rho = 0.5 }}")
-        fixed_values, fixed_faults = {}, {}
-        fixed = _option_args(options, where, fixed_values, fixed_faults)
-        topologies = _as_list(entry["topology"], f"{where}: topology") if "topology" in entry else [None]
-        if topologies != [None] and algo.pattern != "neighbours":
-            raise ConfigError(f"{where}: topology applies to the neighbour learners (d-admm, d-psgd), "
-                              f"not to {algo.name}")
-        axes = {k: _as_list(v, f"{where}: grid.{k}") for k, v in grid.items()}
-        timeout = _positive(entry.get("timeout", default_timeout), f"{where}: timeout")
-        default_ranks = "tasks+1" if algo.pattern == "server" else "tasks"
-        for ds in data:
-            ranks = rank_count(entry.get("ranks", default_ranks), ds.tasks, where)
-            ranks = min(ranks, cap) if cap else ranks
-            for topology, point, seed in itertools.product(
-                    topologies, itertools.product(*axes.values()), seeds):
-                point = dict(zip(axes, point))
-                values, faults = {**ds.values, "algo": algo.name, **fixed_values}, dict(fixed_faults)
-                args = list(ds.args) + run_options.to_args({"algo": algo.name}) + fixed
-                args += _option_args(point, where, values, faults)
-                last = {"topology": None if topology is None else str(topology), "seed": seed}
-                values.update(last)
-                args += run_options.to_args(last)
-                try:
-                    _check_faults(faults)
-                    # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
-                    cfg = run_options.run_config(values)
-                    preflight(cfg, ranks, None)
-                except UserError as exc:
-                    raise ConfigError(f"{where}: {exc}") from None
-                # a topology names the run only where the entry lists several
-                shown = topology if len(topologies) > 1 else None
-                rid = _join([ds.key, key, shown] + [f"{k}={_text(v)}" for k, v in point.items()]
-                            + ([f"s{seed}"] if seed is not None else []))
-                runs.append(Run(id=rid, data=ds.key, algorithm=key, algo=algo.name, topology=topology,
-                                shown_topology=shown,
-                                grid=point, seed=seed, ranks=ranks, timeout=timeout, args=tuple(args),
-                                **_compared(ds, cfg, args)))
+
+@dataclass(frozen=True)
+class _Entry:
+    """One [algorithms.KEY] table, checked: what every run it names shares."""
+
+    key: str
+    label: str
+    algo: object                # the registry's Algorithm
+    ranks: object               # a number or an expression of 'tasks' (rank_count)
+    fixed: tuple                # its options as 'omtl-mpi run' arguments
+    fixed_values: dict          # the same by name (the option table's)
+    fixed_faults: dict          # its fault-injection options
+    topologies: list            # [None] where it names none
+    axes: dict                  # grid axis -> its values
+    timeout: float
+    where: str                  # "FILE: algorithms.KEY", to begin its error lines
+
+
+def _entry(key: str, entry, default_timeout: float, where: str) -> _Entry:
+    """Check one [algorithms.KEY] table: its keys, its learner, options, topologies and grid."""
+    from ..algorithms.registry import get as get_algo
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table")
+    _unknown(entry, _ALGO_KEYS, where)
+    try:
+        algo = get_algo(str(entry.get("algo", key)))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    options = entry.get("options", {})
+    grid = entry.get("grid", {})
+    if not isinstance(options, dict) or not isinstance(grid, dict):
+        raise ConfigError(f"{where}: options and grid must be tables such as {{ rho = 0.5 }}")
+    fixed_values, fixed_faults = {}, {}
+    fixed = _option_args(options, where, fixed_values, fixed_faults)
+    topologies = _as_list(entry["topology"], f"{where}: topology") if "topology" in entry else [None]
+    if topologies != [None] and algo.pattern != "neighbours":
+        raise ConfigError(f"{where}: topology applies to the neighbour learners (d-admm, d-psgd), "
+                          f"not to {algo.name}")
+    axes = {k: _as_list(v, f"{where}: grid.{k}") for k, v in grid.items()}
+    timeout = _positive(entry.get("timeout", default_timeout), f"{where}: timeout")
+    ranks = entry.get("ranks", "tasks+1" if algo.pattern == "server" else "tasks")
+    return _Entry(key=key, label=str(entry.get("label", key)), algo=algo, ranks=ranks,
+                  fixed=tuple(fixed), fixed_values=fixed_values, fixed_faults=fixed_faults,
+                  topologies=topologies, axes=axes, timeout=timeout, where=where)
+
+
+def _entry_runs(entry: _Entry, data: list, seeds: list, cap: int | None) -> list:
+    """Every run of one entry: data sets x topologies x grid x seeds, in that order."""
+    runs = []
+    for ds in data:
+        ranks = rank_count(entry.ranks, ds.tasks, entry.where)
+        ranks = min(ranks, cap) if cap else ranks
+        for topology, point, seed in itertools.product(
+                entry.topologies, itertools.product(*entry.axes.values()), seeds):
+            runs.append(_one_run(entry, ds, ranks, topology, dict(zip(entry.axes, point)), seed))
+    return runs
+
+
+def _one_run(entry: _Entry, ds: DataSet, ranks: int, topology, point: dict, seed) -> Run:
+    """One point of the cross product, checked as 'omtl-mpi run --np' would check it."""
+    from ..runtime.run import preflight
+    algo, where = entry.algo, entry.where
+    values, faults = {**ds.values, "algo": algo.name, **entry.fixed_values}, dict(entry.fixed_faults)
+    args = list(ds.args) + run_options.to_args({"algo": algo.name}) + list(entry.fixed)
+    args += _option_args(point, where, values, faults)
+    last = {"topology": None if topology is None else str(topology), "seed": seed}
+    values.update(last)
+    args += run_options.to_args(last)
+    try:
+        _check_faults(faults)
+        # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
+        cfg = run_options.run_config(values)
+        preflight(cfg, ranks, None)
+    except UserError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    # a topology names the run only where the entry lists several
+    shown = topology if len(entry.topologies) > 1 else None
+    rid = _join([ds.key, entry.key, shown] + [f"{k}={_text(v)}" for k, v in point.items()]
+                + ([f"s{seed}"] if seed is not None else []))
+    return Run(id=rid, data=ds.key, algorithm=entry.key, algo=algo.name, topology=topology,
+               shown_topology=shown, grid=point, seed=seed, ranks=ranks, timeout=entry.timeout,
+               args=tuple(args), **_compared(ds, cfg, args))
+
+
+def _check_unique_ids(runs: list, path: str) -> None:
+    """Two runs with one id would overwrite each other's results: refuse the file."""
     ids = [r.id for r in runs]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[0]
         raise ConfigError(f"{path}: two runs would share the id {dup}; rename a data set or algorithm key")
-    return Plan(name=str(name), path=os.path.abspath(path), data=data, algorithms=algorithms,
-                runs=runs, skipped=skipped)
 
 
 def _positive(value, where: str) -> float:

@@ -13,6 +13,7 @@ SIGTERM) stops its running jobs and keeps everything recorded so far.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -182,6 +183,21 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
     _refuse_inputs(plan, folder)
+    index = _opened_index(plan, folder)
+    todo, counts = plan_status(plan, folder, retry_failed)
+    _announce(plan, todo, counts, retry_failed, echo)
+    write_index(folder, index)
+    progress = _Progress(plan.name, len(todo), echo, tty)
+    _launch(todo, index, folder, jobs, progress)
+    final = {}
+    for run in plan.runs:
+        state = status_of(run, index, folder)
+        final[state] = final.get(state, 0) + 1
+    return final
+
+
+def _opened_index(plan: Plan, folder: str) -> dict:
+    """The folder's index, refused if it is another sweep's, with this plan's description."""
     index = read_index(folder)
     if index.get("name") not in (None, plan.name):
         raise UserError(f"{folder} holds sweep '{index['name']}', not '{plan.name}'; choose another --out")
@@ -189,7 +205,11 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
                  data={d.key: {"label": d.label, "tasks": d.tasks, "target": d.target,
                                "describe": d.describe} for d in plan.data},
                  algorithms=plan.algorithms, plan=[r.id for r in plan.runs])
-    todo, counts = plan_status(plan, folder, retry_failed)
+    return index
+
+
+def _announce(plan: Plan, todo: list, counts: dict, retry_failed: bool, echo) -> None:
+    """The notices before the first run: skipped data sets, running as root, what is recorded."""
     for line in plan.skipped:
         echo(f"notice: {line}")
     if any(run.ranks > 1 for run in todo) and root_override():    # once, not once per run
@@ -198,54 +218,60 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     if kept:
         echo("already recorded: " + ", ".join(f"{n} {k}" for k, n in sorted(kept.items()))
              + ("" if retry_failed or not (kept.keys() - {"done"}) else " (--retry-failed runs those again)"))
-    write_index(folder, index)
 
-    progress = _Progress(plan.name, len(todo), echo, tty)
-    launcher = _Launcher(folder)
+
+@contextlib.contextmanager
+def _signals_interrupt():
+    """While inside, SIGINT and SIGTERM raise KeyboardInterrupt in the main thread (a thread
+    other than the main one cannot set handlers: there the signals keep theirs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = {s: signal.getsignal(s) for s in FORWARDED}
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
-    if threading.current_thread() is threading.main_thread():
-        for sig in FORWARDED:
-            signal.signal(sig, on_signal)
+    for sig in FORWARDED:
+        signal.signal(sig, on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _launch(todo: list, index: dict, folder: str, jobs: int, progress) -> None:
+    """Run ``todo``, ``jobs`` at a time, recording each run in the index as it finishes."""
+    launcher = _Launcher(folder)
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = list(todo)
     futures = {}
-    try:
-        while pending or futures:
-            while pending and len(futures) < jobs:
-                run = pending.pop(0)
-                futures[pool.submit(launcher.execute, run)] = run
-                progress.started()
-            done, _ = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in done:
-                run = futures.pop(fut)
-                record = fut.result()
-                record.update(_describe(run), results=os.path.join("runs", run.id + ".h5"),
-                              log=os.path.join("logs", run.id + ".log"),
-                              finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
-                index["runs"][run.id] = record
-                write_index(folder, index)
-                progress.finished(run, record)
-            progress.tick()
-    except (KeyboardInterrupt, Interrupted):
-        launcher.stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
-        write_index(folder, index)
-        progress.close()
-        raise Interrupted() from None
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    with _signals_interrupt():
+        try:
+            while pending or futures:
+                while pending and len(futures) < jobs:
+                    run = pending.pop(0)
+                    futures[pool.submit(launcher.execute, run)] = run
+                    progress.started()
+                done, _ = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    run = futures.pop(fut)
+                    record = fut.result()
+                    record.update(_describe(run), results=os.path.join("runs", run.id + ".h5"),
+                                  log=os.path.join("logs", run.id + ".log"),
+                                  finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                    index["runs"][run.id] = record
+                    write_index(folder, index)
+                    progress.finished(run, record)
+                progress.tick()
+        except (KeyboardInterrupt, Interrupted):
+            launcher.stop_all()
+            pool.shutdown(wait=True, cancel_futures=True)
+            write_index(folder, index)
+            progress.close()
+            raise Interrupted() from None
     pool.shutdown(wait=True)
     progress.close()
-    final = {}
-    for run in plan.runs:
-        state = status_of(run, index, folder)
-        final[state] = final.get(state, 0) + 1
-    return final
 
 
 def _refuse_inputs(plan: Plan, folder: str) -> None:

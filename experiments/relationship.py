@@ -1,10 +1,11 @@
-"""Does a different Omega make relationship learning pay? Issue 20's candidates, measured on the
-selection sets of docs/SHARING.md's protocol (the test beds, the paper's synthetic family,
-Landmine), for the paper's model and for the defaults' model.
+"""Does a different Omega make relationship learning pay? Step 5 of the defaults protocol
+(experiments/PROTOCOL.md), measured on its selection sets (the test beds, the paper's synthetic
+family, Landmine, and their unit-norm copies), for the paper's model and for the defaults' model.
 
-    python scripts/relationship.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/relationship.py [--data-dir results/data] [--seeds 0 1 2]
 
-Each variant changes only how Omega is formed (spec section 4 is the reference, "V"):
+Each variant changes only how Omega is formed (docs/ALGORITHMS.md section 4 is the reference,
+"V"):
 
 * ``W``: Omega from the rows of u + V (the task models w_k, as in Zhang and Yeung's MTRL) instead
   of V alone;
@@ -18,7 +19,8 @@ Each variant changes only how Omega is formed (spec section 4 is the reference, 
 Prints a Markdown table of mean final cumulative errors over the seeds (stream orders), with
 the means over the sets of the balanced error and F1: for the
 defaults' model with the experts' vote (what `omtl-mpi run` predicts), for the same model alone
-(`--no-experts`), and for the paper's model (`--preset paper`). docs/SHARING.md holds its output.
+(`--no-experts`), and for the paper's model (`--preset paper`). experiments/PROTOCOL.md, step 5,
+holds its output.
 """
 from __future__ import annotations
 

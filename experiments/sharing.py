@@ -1,10 +1,11 @@
-"""Which experts the default vote uses: the comparison behind docs/SHARING.md, on the selection
-sets of its protocol (the known-answer test beds, the paper's synthetic family, Landmine).
+"""Which experts the default vote uses: step 4 of the defaults protocol (experiments/PROTOCOL.md),
+on its selection sets (the known-answer test beds, the paper's synthetic family, Landmine, and
+their unit-norm copies).
 
-    python scripts/sharing.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/sharing.py [--data-dir results/data] [--seeds 0 1 2]
 
-Runs C-ADMM with the defaults' model (intercept, AROW w-step, squared hinge, the paper's lambdas
-/ 10) in one process, and beside it the single-task AROW of every task and one AROW on all tasks
+Runs C-ADMM with the defaults' model (intercept, AROW w-step, squared hinge, the defaults'
+lambdas) in one process, and beside it the single-task AROW of every task and one AROW on all tasks
 pooled, so that every candidate vote is scored on the same stream: each candidate is a set of
 experts (and a way to weigh the related tasks), voted on exactly as
 :class:`omtl_mpi.algorithms.experts.ExpertVote` votes (weights shared by every task), or with
@@ -15,11 +16,13 @@ imports Landmine into results/data first.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from selection import Tally, arguments, print_header, selection_sets, stream, table_row
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
-from omtl_mpi.algorithms.experts import STEP, ExpertVote, related_models
+from omtl_mpi.algorithms.experts import PRIOR_FIRST, STEP, ExpertVote, related_models
 from omtl_mpi.algorithms.independent import ArowNode, ArowParams
 
 
@@ -33,7 +36,23 @@ def related_squared(u, V):
     return (c @ A) / np.abs(c).sum(axis=1)[:, None]
 
 
-class PerTaskVote(ExpertVote):
+class Vote(ExpertVote):
+    """The library's vote, over ``n_experts`` experts where the library's has len(EXPERTS): the
+    first with the prior weight PRIOR_FIRST, the others sharing the rest, as the library
+    weighs its three."""
+
+    def __init__(self, n_tasks, dim, total_tasks, n_experts):
+        super().__init__(n_tasks, dim, total_tasks)
+        self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
+        rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
+        self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]
+        self.mistakes = np.zeros((n_experts, n_tasks))
+        self.totals = np.zeros(n_experts)
+        self.models = np.zeros((n_experts, n_tasks, dim))
+        self._q = self._unnormalised()
+
+
+class PerTaskVote(Vote):
     """The candidate with weights of its own per task: exp(-eta_k m_(k,e)), with the anytime
     step eta_k = sqrt(8 ln N / n_k) of task k's own n_k instances (no sums to exchange)."""
 
@@ -69,7 +88,7 @@ def scores(path, seed) -> dict:
     block, consensus = TaskBlock(p, K, d), Consensus(p, K, d)
     single, pooled = ArowNode(ArowParams(), K, d), ArowNode(ArowParams(), 1, d)
     related = related2 = np.zeros((K, d))
-    votes = {name: (PerTaskVote if "per task" in name else ExpertVote)(K, d, K, len(parts))
+    votes = {name: (PerTaskVote if "per task" in name else Vote)(K, d, K, len(parts))
              for name, parts in CANDIDATES.items() if parts}
     for name, vote in votes.items():
         if name.startswith("the same, c = "):    # another multiple of the anytime step

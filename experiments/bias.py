@@ -1,7 +1,7 @@
-"""How the bias enters the multi-task model: issue 20 asks to measure both ways on the selection
-sets of docs/SHARING.md's protocol.
+"""How the bias enters the multi-task model, measured on the selection sets (step 6 of the
+defaults protocol, experiments/PROTOCOL.md).
 
-    python scripts/bias.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/bias.py [--data-dir results/data] [--seeds 0 1 2]
 
 * ``shared`` (what `--intercept` does): a constant feature 1, whose weight is split as
   w_k = u + v_k like every other weight and regularised with them;

@@ -2,7 +2,7 @@
 """Numerical soak: long runs on hostile data, checking that nothing becomes NaN or inf, that
 Omega stays symmetric PSD with trace 1 at every update, and that memory stays flat.
 
-Usage: python scripts/soak.py [--rounds 1000000] [--mpi-rounds 100000] [--updates 1000000]
+Usage: python experiments/soak.py [--rounds 1000000] [--mpi-rounds 100000] [--updates 1000000]
 
 1. Omega updates alone (--updates times) on random, duplicate-task, all-zero, 1e150 and 1e-150
    task models, with eps from 0 to 1e3: every result checked.
@@ -29,6 +29,8 @@ sys.path.insert(0, ROOT)
 from omtl_mpi.algorithms.relationship import Relationship, update_omega  # noqa: E402
 from omtl_mpi.data import write_tasks  # noqa: E402
 
+# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from omtlrun import command, report_of  # noqa: E402
 

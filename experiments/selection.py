@@ -1,7 +1,8 @@
-"""The selection sets of docs/SHARING.md's protocol, for the scripts that compare candidate
-defaults on them (stage1.py, lambdas.py, scale.py, sharing.py, relationship.py, bias.py): the known-answer test beds,
-the paper's synthetic family and Landmine, and the test beds and synthetic family at unit norm,
-as `make quality` leaves them in results/data."""
+"""The selection sets of the defaults protocol (experiments/PROTOCOL.md), for the experiments
+that compare candidate defaults on them (stage1.py, lambdas.py, scale.py, sharing.py,
+relationship.py, bias.py): the known-answer test beds, the paper's synthetic family and Landmine,
+and the test beds and synthetic family at unit norm, as `make quality` leaves them in
+results/data."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,8 @@ import sys
 
 import numpy as np
 
+# the repository root, so that a checkout's omtl_mpi is the one measured (the experiments are
+# run as `python experiments/NAME.py` from it, which puts only experiments/ on the path)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from omtl_mpi.algorithms.admm import Consensus, TaskBlock               # noqa: E402
@@ -23,7 +26,7 @@ NORMALIZED_SYNTHETIC = "synthetic, normalized"      # not a file: the family dra
 
 SETS = [("identical", "testbed-identical.h5"), ("clustered", "testbed-clustered.h5"),
         ("unrelated", "testbed-unrelated.h5"), ("Synthetic", None), ("Landmine", "landmine.h5"),
-        # the same tasks at the scale of unit-norm features (stage 1b of the protocol)
+        # the same tasks at the scale of unit-norm features (step 2 of the protocol)
         ("identical, unit norm", "testbed-identical-normalized.h5"),
         ("clustered, unit norm", "testbed-clustered-normalized.h5"),
         ("unrelated, unit norm", "testbed-unrelated-normalized.h5"),

@@ -1,11 +1,11 @@
-"""Stage 1 of docs/SHARING.md's protocol run again with the final defaults, on its nine
-selection sets: is the AROW w-step with the squared hinge, and no feature scaling, still the
-choice once the later stages have set r and the lambdas?
+"""Step 1 of the defaults protocol (experiments/PROTOCOL.md), the model, run again with the
+final defaults on its nine selection sets: is the AROW w-step with the squared hinge, and no
+feature scaling, still the choice once the later steps have set r and the lambdas?
 
-    python scripts/stage1.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/stage1.py [--data-dir results/data] [--seeds 0 1 2]
 
-Stage 1 (`omtl-mpi sweep scripts/defaults.toml`) chose the w-step, the loss and the scaling on
-Synthetic and Landmine with AROW's r = 1 and the paper's lambdas / 10. Here every candidate is
+Step 1 (`omtl-mpi sweep experiments/defaults.toml`) chose the w-step, the loss and the scaling
+on Synthetic and Landmine with AROW's r = 1 and the paper's lambdas / 10. Here every candidate is
 C-ADMM with the defaults otherwise (AROW's r per task, lambdas / 10^4, the vote); the same
 intercept for all. Prints a Markdown table of mean final cumulative errors over the seeds, with
 the means over the sets of the balanced error and F1.

@@ -2,7 +2,7 @@
 """A worker's memory depends on its own tasks only: peak resident memory per rank against the
 size of the whole data set.
 
-Usage: python scripts/memory.py [--tasks 8] [--samples 10000] [--dims 640]
+Usage: python experiments/memory.py [--tasks 8] [--samples 10000] [--dims 640]
 
 Writes a data set of --tasks tasks (each samples x dims float64), runs C-ADMM on tasks + 1 ranks
 (one task per worker) and in one process, and prints every rank's peak resident memory
@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from omtl_mpi.data import write_tasks  # noqa: E402
 
+# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from omtlrun import command  # noqa: E402
 

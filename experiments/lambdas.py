@@ -1,11 +1,11 @@
-"""How strongly the ADMM model is regularised: stage 1b of docs/SHARING.md's protocol, on its
-selection sets, the unit-norm copies included.
+"""How strongly the ADMM model is regularised: step 2 of the defaults protocol
+(experiments/PROTOCOL.md), on its selection sets, the unit-norm copies included.
 
-    python scripts/lambdas.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/lambdas.py [--data-dir results/data] [--seeds 0 1 2]
 
 The lambdas (lambda1-4) weigh a penalty that the online ADMM step pays every round, so how far
 they shrink a model depends on the features' scale (scaling x by s asks for lambda times s^2).
-The candidates, from stage 1's choice (the paper's lambdas / 10): that times 1, 0.1, 0.01 and
+The candidates, from step 1's choice (the paper's lambdas / 10): that times 1, 0.1, 0.01 and
 0.001, every round; and that times a factor fading with the round number t: 1 / t (the penalty
 weighed once against the t instances seen), 1 / sqrt(t) (a penalty whose total grows as
 sqrt(T), the rate of online learning's regret bounds) and 10 / (10 + t), for which the (u, V)
@@ -22,8 +22,8 @@ from selection import admm_scores, comparison, stream
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus
 from omtl_mpi.algorithms.relationship import consensus_matrix
 
-# stage 1's lambdas: the paper's / 10
-STAGE1 = {"lambda1": 0.001, "lambda2": 0.01, "lambda3": 0.001, "lambda4": 0.001}
+# step 1's lambdas: the paper's / 10
+STEP1 = {"lambda1": 0.001, "lambda2": 0.01, "lambda3": 0.001, "lambda4": 0.001}
 FADING = {"1 / t": lambda t: 1.0 / t, "1 / sqrt(t)": lambda t: t ** -0.5,
           "10 / (10 + t)": lambda t: 10.0 / (10.0 + t)}
 
@@ -43,7 +43,7 @@ class Fading(Consensus):
 
 def scores(path, seed, factor: float, fading, experts: bool) -> np.ndarray:
     data = stream(path, seed)
-    p = AdmmParams(experts=experts, **{k: v * factor for k, v in STAGE1.items()})
+    p = AdmmParams(experts=experts, **{k: v * factor for k, v in STEP1.items()})
     p = p.resolved(data.rounds)
     K, d = data.n_tasks, data.X.shape[-1]
     return admm_scores(data, p, None if fading is None else Fading(p, K, d, FADING[fading]))
@@ -54,7 +54,7 @@ CANDIDATES = [("x 1", 1.0, None), ("x 0.1", 0.1, None), ("x 0.01", 0.01, None),
 
 
 def main() -> None:
-    comparison(__doc__, ["lambdas (stage 1's: the paper's / 10)", "vote"],
+    comparison(__doc__, ["lambdas (step 1's: the paper's / 10)", "vote"],
                [([name, "yes" if experts else "no"], factor, fading, experts)
                 for experts in (True, False) for name, factor, fading in CANDIDATES], scores)
 

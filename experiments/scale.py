@@ -1,14 +1,14 @@
-"""AROW's r at the features' scale: stage 1c of docs/SHARING.md's protocol, on its nine
-selection sets.
+"""AROW's r at the features' scale: step 3 of the defaults protocol (experiments/PROTOCOL.md), on
+its nine selection sets.
 
-    python scripts/scale.py [--data-dir results/data] [--seeds 0 1 2]
+    python experiments/scale.py [--data-dir results/data] [--seeds 0 1 2]
 
 AROW's precision grows by x x^T / r at every margin error, from the identity: how much the prior
 weighs against one instance depends on |x|^2, so a fixed r is not scale-free (scaling x by s
-asks for r times s^2). Stage 1 fixed r = 1 (and the w-step's eta = 1). The candidates set
+asks for r times s^2). Step 1 fixed r = 1 (and the w-step's eta = 1). The candidates set
 r = c m_k per task k, with m_k a mean squared norm of the task's instances, which makes AROW
 scale-free; the w-step's metric is D_t = r I + sum x x^T, so that eta = 1 keeps its step AROW's
-(docs/WSTEP.md):
+(docs/ALGORITHMS.md section 2.1):
 
 * ``first``: m_k is the squared norm of the task's first instance (the mean of its first
   mini-batch), fixed from then on: nothing to redo, ever;
@@ -17,8 +17,8 @@ scale-free; the w-step's metric is D_t = r I + sum x x^T, so that eta = 1 keeps 
   inverse, M <- (I + eta (r' - r) M)^-1 M (one d x d solve per task, log2 T times in a run), and
   single-task AROW, whose r enters each update separately, uses the current mean at every update;
 
-for c in 0.05, 0.1, 0.2, 0.5, 1, against stage 1's fixed r = 1. Each runs in C-ADMM with the
-defaults otherwise (vote, lambdas of stage 1b), and in single-task AROW, whose default is chosen
+for c in 0.05, 0.1, 0.2, 0.5, 1, against step 1's fixed r = 1. Each runs in C-ADMM with the
+defaults otherwise (vote, lambdas of step 2), and in single-task AROW, whose default is chosen
 by the same rule. Prints two Markdown tables of mean final cumulative errors over the seeds,
 with the means over the sets of the balanced error and F1, and the spread of the candidate's
 mean error over the seeds (max - min of the per-seed means over the sets).
@@ -31,7 +31,7 @@ from selection import Tally, admm_scores, arguments, print_header, selection_set
 
 from omtl_mpi.algorithms import wsteps
 from omtl_mpi.algorithms.admm import AdmmParams
-from omtl_mpi.algorithms.independent import ArowNode, ArowParams
+from omtl_mpi.algorithms.independent import AROW_R_PER_MEAN_SQ_NORM, ArowNode, ArowParams
 
 FACTORS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -41,10 +41,25 @@ def passed_power_of_two(count: np.ndarray, before: np.ndarray) -> np.ndarray:
     return np.floor(np.log2(np.maximum(count, 1))) > np.floor(np.log2(np.maximum(before, 1)))
 
 
-class RunningArowStep(wsteps.ArowStep):
-    """The library's arow w-step (``first``: r from the first instances, wsteps.settle_r), with
-    r refreshed to ``scale`` times the mean squared norm of all the task's instances so far
-    whenever their count passes a power of two (``running``): M <- (I + eta (r' - r) M)^-1 M."""
+class FirstArowStep(wsteps.ArowStep):
+    """The library's arow w-step with r = ``factor`` times the mean squared norm of the task's
+    first instances (``first``), where the library takes AROW_W_STEP_R_PER_MEAN_SQ_NORM."""
+
+    factor = wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM
+
+    def step(self, W, D, X, coef, inv_count):
+        # r settled here with this candidate's factor: the library's own settle_r, which comes
+        # next on the same X, then finds every task it could set already set
+        if not self._settled:
+            self._start_metric(wsteps.settle_r(self.r, X, self.factor))
+            self._settled = bool(self.r.all())
+        return super().step(W, D, X, coef, inv_count)
+
+
+class RunningArowStep(FirstArowStep):
+    """:class:`FirstArowStep`, with r refreshed to ``factor`` times the mean squared norm of all
+    the task's instances so far whenever their count passes a power of two (``running``):
+    M <- (I + eta (r' - r) M)^-1 M."""
 
     def __init__(self, params, n_tasks, dim):
         super().__init__(params, n_tasks, dim)
@@ -55,16 +70,30 @@ class RunningArowStep(wsteps.ArowStep):
         self.count += np.any(X != 0.0, axis=-1).sum(axis=0)
         self.squares += np.einsum("bkd,bkd->k", X, X)
         eye = np.eye(X.shape[-1])
-        # a task's first r is the library's own (r still 0 here)
+        # a task's first r is FirstArowStep's (r still 0 here)
         for k in np.nonzero(passed_power_of_two(self.count, before) & (self.r > 0.0))[0]:
-            r = self.scale * self.squares[k] / self.count[k]
+            r = self.factor * self.squares[k] / self.count[k]
             self.M[k] = np.linalg.solve(eye + self.p.eta * (r - self.r[k]) * self.M[k], self.M[k])
             self.r[k] = r
         return super().step(W, D, X, coef, inv_count)
 
 
-class RunningArow(ArowNode):
-    """Single-task AROW with r = ``scale`` times the mean squared norm of the task's instances
+class FirstArow(ArowNode):
+    """The library's single-task AROW with r = ``factor`` times the mean squared norm of the
+    task's first instances (``first``), where the library takes AROW_R_PER_MEAN_SQ_NORM."""
+
+    factor = AROW_R_PER_MEAN_SQ_NORM
+
+    def local_step(self, X, y, inv_count):
+        # as FirstArowStep.step: the library's settle_r that follows finds nothing left to set
+        if not self._settled:
+            wsteps.settle_r(self.r, X, self.factor)
+            self._settled = bool(self.r.all())
+        return super().local_step(X, y, inv_count)
+
+
+class RunningArow(FirstArow):
+    """Single-task AROW with r = ``factor`` times the mean squared norm of the task's instances
     so far, at every update (one instance per task per round, as these streams are)."""
 
     def __init__(self, params, n_tasks, dim):
@@ -77,7 +106,7 @@ class RunningArow(ArowNode):
         self.count += real
         self.squares += np.where(real, np.einsum("kd,kd->k", X[0], X[0]), 0.0)
         seen = self.count > 0
-        self.r[seen] = self.scale * self.squares[seen] / self.count[seen]
+        self.r[seen] = self.factor * self.squares[seen] / self.count[seen]
         return super().local_step(X, y, inv_count)
 
 
@@ -85,9 +114,10 @@ def admm(path, seed, factor, mode):
     data = stream(path, seed)
     if mode is None:
         return admm_scores(data, AdmmParams(arow_r=1.0).resolved(data.rounds))
-    base = wsteps.ArowStep if mode == "first" else RunningArowStep
+    base = FirstArowStep if mode == "first" else RunningArowStep
+    # the block builds its w-step from the library's table: the candidate takes arow's place
     saved = wsteps.W_STEP_CLASSES["arow"]
-    wsteps.W_STEP_CLASSES["arow"] = type("Candidate", (base,), {"scale": factor})
+    wsteps.W_STEP_CLASSES["arow"] = type("Candidate", (base,), {"factor": factor})
     try:
         return admm_scores(data, AdmmParams().resolved(data.rounds))
     finally:
@@ -100,8 +130,8 @@ def single(path, seed, factor, mode):
     if mode is None:
         node = ArowNode(ArowParams(arow_r=1.0), K, d)
     else:
-        node = (ArowNode if mode == "first" else RunningArow)(ArowParams(), K, d)
-        node.scale = factor
+        node = (FirstArow if mode == "first" else RunningArow)(ArowParams(), K, d)
+        node.factor = factor
     tally = Tally(K)
     for t in range(data.rounds):
         X, y, inv_count = data[t]
@@ -109,7 +139,7 @@ def single(path, seed, factor, mode):
     return tally.scores()
 
 
-CANDIDATES = [("r = 1 (stage 1)", None, None)] + [
+CANDIDATES = [("r = 1 (step 1)", None, None)] + [
     (f"{c} m, {mode}", c, mode) for mode in ("first", "running") for c in FACTORS]
 
 

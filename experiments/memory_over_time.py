@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Memory stays flat over a long run: every rank's resident memory sampled while it learns.
 
-Usage: python scripts/memory_over_time.py [--ranks 4] [--samples 100000] [--algo c-admm]
+Usage: python experiments/memory_over_time.py [--ranks 4] [--samples 100000] [--algo c-admm]
 
 Runs ``omtl-mpi run`` on the synthetic family (5 tasks x --samples instances, so --samples
 rounds) under mpiexec, reads every rank's VmRSS from /proc twice a second, and prints each
@@ -19,6 +19,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from omtlrun import command  # noqa: E402
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env python
+"""List every generated section of the docs, the command and revision that made it, and
+whether the code it describes has changed since.
+
+Usage: python scripts/docs_check.py [--strict] [--root DIR] [FILE ...]
+
+A generated section lies between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``; its first
+line is the stamp that scripts/docsection.py writes (command, git revision, and the paths its
+figures depend on). One line per section (``make docs-check`` runs this), with its status:
+
+    current             no commit since the stamp's revision touches the paths it depends on
+    stale (...)         commits since then touch them (how many, and which files), or the
+                        working tree has uncommitted changes to them
+    dirty               made from code with uncommitted changes: no commit holds it
+    no stamp            a section without the stamp (not regenerated since stamps exist)
+    unknown revision    the stamp's revision is not in this repository (or was made outside one)
+
+The files: README.md, docs/*.md and docs/results/*.md (or the FILEs given). Exit status: 0,
+also when sections are stale (regenerating them takes an hour: the listing is the point);
+1 with --strict unless every section is current; 1 whenever a marker has no partner (a begin
+without its end, or an end without its begin), since the next generator run would write into
+the wrong place; 2 for bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docsection import parse_stamp  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = re.compile(r"^<!-- begin (\S+) -->\s*$")
+END = re.compile(r"^<!-- end (\S+) -->\s*$")
+SHOWN_PATHS = 5                  # changed files named in a stale line; the rest are counted
+
+
+def sections(text: str) -> list:
+    """(name, line number, stamp or None, problem or None) of every marked section in ``text``:
+    a section's stamp is its first non-blank line parsed by docsection.parse_stamp; a problem
+    is a marker without its partner."""
+    found, open_ = [], None                 # open_: [name, line, first line inside or None]
+    for number, line in enumerate(text.splitlines(), start=1):
+        begin, end = BEGIN.match(line), END.match(line)
+        if begin:
+            if open_:
+                found.append((open_[0], open_[1], None, f"begin on line {open_[1]} has no end "
+                              f"before the begin of '{begin[1]}' on line {number}"))
+            open_ = [begin[1], number, None]
+        elif end:
+            if open_ is None or end[1] != open_[0]:
+                found.append((end[1], number, None, f"end on line {number} without its begin"))
+                continue
+            found.append((open_[0], open_[1], parse_stamp(open_[2] or ""), None))
+            open_ = None
+        elif open_ and open_[2] is None and line.strip():
+            open_[2] = line
+    if open_:
+        found.append((open_[0], open_[1], None, f"begin on line {open_[1]} has no end"))
+    return found
+
+
+def git(root: str, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, or None if it fails."""
+    try:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _listed(paths: list) -> str:
+    shown = ", ".join(paths[:SHOWN_PATHS])
+    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
+
+
+def status(root: str, stamp: dict | None) -> str:
+    """What a section's stamp says about it against the repository at ``root`` (module doc)."""
+    if stamp is None:
+        return "no stamp"
+    rev, depends = stamp["revision"], stamp["depends"]
+    if rev.endswith("+dirty"):
+        return "dirty (made from uncommitted code)"
+    if rev == "unknown":
+        return "unknown revision (made outside a git checkout)"
+    if git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") is None:
+        return f"unknown revision ({rev} is not a commit of this repository)"
+    count = int(git(root, "rev-list", "--count", f"{rev}..HEAD", "--", *depends) or 0)
+    if count:
+        paths = (git(root, "diff", "--name-only", rev, "HEAD", "--", *depends) or "").splitlines()
+        return (f"stale ({count} commit{'s' if count > 1 else ''} since {rev} touch: "
+                f"{_listed(paths) or 'files since moved back'})")
+    changed = (git(root, "status", "--porcelain", "--", *depends) or "").splitlines()
+    if changed:
+        # a porcelain line is "XY PATH"; X is a space for unstaged changes
+        return f"stale (uncommitted changes to: {_listed([c.split(maxsplit=1)[1] for c in changed])})"
+    return "current"
+
+
+def default_files(root: str) -> list:
+    files = [os.path.join(root, "README.md")] if os.path.exists(os.path.join(root, "README.md")) else []
+    return files + sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + sorted(
+        glob.glob(os.path.join(root, "docs", "results", "*.md")))
+
+
+def check(root: str, files: list) -> tuple[list, int, int]:
+    """The listing's lines, how many sections are not current, how many markers are broken."""
+    lines, not_current, broken = [], 0, 0
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            found = sections(f.read())
+        shown = os.path.relpath(path, root)
+        for name, number, stamp, problem in found:
+            if problem:
+                broken += 1
+                lines.append(f"{shown}: {name}: broken marker: {problem}")
+                continue
+            state = status(root, stamp)
+            not_current += state != "current"
+            made = f" (made by `{stamp['command']}` at {stamp['revision']})" if stamp else ""
+            lines.append(f"{shown}: {name}: {state}{made}")
+    return lines, not_current, broken
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", metavar="FILE", help="Markdown files (default: the docs)")
+    ap.add_argument("--root", default=ROOT, help="the git checkout the stamps refer to")
+    ap.add_argument("--strict", action="store_true", help="exit 1 unless every section is current")
+    args = ap.parse_args(argv)
+    root = os.path.abspath(args.root)
+    if git(root, "rev-parse", "--git-dir") is None:
+        print(f"error: {root} is not a git checkout: the stamps' revisions cannot be checked",
+              file=sys.stderr)
+        return 2
+    files = [os.path.abspath(f) for f in args.files] or default_files(root)
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        print(f"error: {missing[0]}: no such file", file=sys.stderr)
+        return 2
+    lines, not_current, broken = check(root, files)
+    print("\n".join(lines))
+    total = len(lines) - broken
+    print(f"{total} generated section{'s' if total != 1 else ''}: {total - not_current} current, "
+          f"{not_current} not" + (f"; {broken} broken marker{'s' if broken > 1 else ''}" if broken else ""))
+    return 1 if broken or (args.strict and not_current) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
