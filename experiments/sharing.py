@@ -22,7 +22,7 @@ import numpy as np
 from selection import Tally, arguments, print_header, selection_sets, stream, table_row
 
 from omtl_mpi.algorithms.admm import AdmmParams, Consensus, TaskBlock
-from omtl_mpi.algorithms.experts import PRIOR_FIRST, STEP, ExpertVote, related_models
+from omtl_mpi.algorithms.experts import PRIOR_FIRST, STEP_MULTIPLE, ExpertVote, related_models
 from omtl_mpi.algorithms.independent import ArowNode, ArowParams
 
 
@@ -43,7 +43,7 @@ class Vote(ExpertVote):
 
     def __init__(self, n_tasks, dim, total_tasks, n_experts):
         super().__init__(n_tasks, dim, total_tasks)
-        self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
+        self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2     # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
         self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]
         self.mistakes = np.zeros((n_experts, n_tasks))
@@ -58,7 +58,7 @@ class PerTaskVote(Vote):
 
     def _unnormalised(self):
         m = self.mistakes
-        q = (m - m.min(axis=0)) * -np.sqrt(self._rate / STEP ** 2 / max(self.steps, 1.0))
+        q = (m - m.min(axis=0)) * -np.sqrt(self._rate / STEP_MULTIPLE ** 2 / max(self.steps, 1.0))
         # (equal prior weights: the candidate as it was first measured)
         return np.exp(q)[:, None, :]
 
@@ -92,7 +92,7 @@ def scores(path, seed) -> dict:
              for name, parts in CANDIDATES.items() if parts}
     for name, vote in votes.items():
         if name.startswith("the same, c = "):    # another multiple of the anytime step
-            vote._rate *= (float(name.split("c = ")[1]) / STEP) ** 2
+            vote._rate *= (float(name.split("c = ")[1]) / STEP_MULTIPLE) ** 2
         if "equal prior" in name:
             vote._log_prior = [-np.log(len(vote._log_prior))] * len(vote._log_prior)
         elif "prior 0." in name:

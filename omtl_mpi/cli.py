@@ -15,7 +15,7 @@ from .errors import ConfigError, UserError
 EPILOG_RUN = """\b
 Examples:
   omtl-mpi run                                  # C-ADMM on built-in synthetic data, one process
-  omtl-mpi run --np 6 --out results/run.h5      # same, server + 5 workers under mpiexec
+  omtl-mpi run --np 6 --out run.h5              # same, server + 5 workers under mpiexec
   mpiexec -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5 --json
   srun -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5   # on a Slurm cluster
 """
@@ -117,9 +117,11 @@ class _NumberOrWord(click.ParamType):
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Results file (HDF5).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--np", "n_ranks", type=int, default=None, metavar="P",
-              help="Launch mpiexec with P ranks (rank 0 server, P-1 workers; at most K+1).")
+              help="Launch mpiexec with P ranks, for K tasks. By the learner's pattern ('omtl-mpi "
+                   "algos'): server: rank 0 the server, P-1 workers, P at most K+1; neighbours: "
+                   "one node per rank, P at most K (d-psgd: exactly K); none: P at most K.")
 @click.option("--checkpoint-every", type=int, default=None, metavar="ROUNDS",
-              help="Write the full learning state every N rounds (atomically: a crash while "
+              help="Write the full learning state every ROUNDS rounds (atomically: a crash while "
                    "writing keeps the previous checkpoint).")
 @click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False), default=None,
               help="Checkpoint file (default: next to --out, run.h5 -> run.ckpt.h5).")
@@ -387,9 +389,13 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
 @data_import.command("text-csv")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--text-col", default="text", show_default=True)
-@click.option("--label-col", default="label", show_default=True)
-@click.option("--task-col", default=None, help="Task column (default: one CSV file per task).")
+@click.option("--text-col", default="text", show_default=True,
+              help="Header of the column holding each row's text (featurised by --featuriser).")
+@click.option("--label-col", default="label", show_default=True,
+              help="Header of the column holding each row's label.")
+@click.option("--task-col", default=None,
+              help="Header of the column naming each row's task (default: one CSV file per task, "
+                   "named after the file).")
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
               help="Label mapping (default: -1/+1 and 0/1 as they are, else "
                    "positive=1,negative=-1,neutral=drop).")
@@ -422,8 +428,12 @@ def import_tudataset_cmd(src, out, sets, dims, iterations, label_map):
 @data_import.command("csv")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--label-col", default="label", show_default=True)
-@click.option("--task-col", default="task", show_default=True)
+@click.option("--label-col", default="label", show_default=True,
+              help="Header of the column holding each row's label (-1/+1 or 0/1, others with "
+                   "--label-map).")
+@click.option("--task-col", default="task", show_default=True,
+              help="Header of the column naming each row's task; the tasks are stored in the order "
+                   "of their names. Every other column is a numeric feature.")
 @LABEL_MAP_OPTION
 def import_csv_cmd(src, out, label_col, task_col, label_map):
     """One CSV with a header: numeric feature columns, a label column and a task column."""
@@ -616,18 +626,18 @@ def topo_show(spec, nodes, png, as_json):
 @click.pass_context
 def algos(ctx, name, as_json):
     """List the learners, their communication pattern and hyper-parameter defaults; with NAME,
-    that learner's options, each with its default and what it means to that learner (--json:
-    one object)."""
-    from dataclasses import fields
-
+    that learner's options, each with its default and what it means to that learner, what it
+    fixes, and the options it leaves without effect (--json: one object)."""
     from .algorithms.registry import REGISTRY, get
-    from .options import table
+    from .options import effects, table
     opts = table()
     if name is not None:
         _show_algo(ctx, get(name), opts, as_json)
         return
+    # a field that can have no effect for the learner is no option of it (see _show_algo)
     rows = [{**_algo_facts(a),
-             "defaults": {f.name: opts[f.name].defaults[a.name] for f in fields(a.params)}}
+             "defaults": {n: opts[n].defaults[a.name] for n, need in effects(a, opts).items()
+                          if need is not None}}
             for a in REGISTRY.values()]
     if as_json:
         click.echo(json.dumps(rows))
@@ -652,32 +662,68 @@ def _algo_heading(facts: dict) -> str:
 
 
 def _show_algo(ctx, algo, opts: dict, as_json: bool) -> None:
-    """``omtl-mpi algos NAME``: the learner, then each field of its dataclass as ``omtl-mpi
-    run`` spells it, with this learner's default and help; a field the learner fixes (its
-    ``FIXED``) says so, as setting it is an error."""
-    from dataclasses import fields
+    """``omtl-mpi algos NAME``: the learner, then the fields of its dataclass that ``omtl-mpi
+    run --algo NAME`` accepts, as it spells them, with this learner's default and help, and
+    the other options a field needs to have an effect (:func:`omtl_mpi.options.effects`);
+    then the fields the learner fixes (its ``FIXED``: setting them otherwise is refused) and
+    those it leaves without effect (given, they are refused), by name only, since what they
+    mean elsewhere does not apply."""
+    from .options import effects
     fixed = getattr(algo.params, "FIXED", ())
-    own = [opts[f.name] for f in fields(algo.params)]
+    needs = effects(algo, opts)
+    own = [opts[n] for n, need in needs.items() if need is not None and n not in fixed]
+    pinned = {n: opts[n].defaults[algo.name] for n in needs if n in fixed}
+    idle = [n for n, need in needs.items() if need is None]
     if as_json:
         click.echo(json.dumps({**_algo_facts(algo), "options": [
             {"name": o.name, "flag": o.flag, "default": o.defaults[algo.name],
-             "fixed": o.name in fixed, "help": o.helps[algo.name]} for o in own]}))
+             "help": o.helps[algo.name], "needs": needs[o.name]} for o in own],
+            "fixed": pinned, "fixed_why": getattr(algo.params, "FIXED_WHY", ""),
+            "no_effect": idle}))
         return
     click.echo(_algo_heading(_algo_facts(algo)))
-    if not own:
+    if not needs:
         click.echo("  no hyper-parameters")
         return
+    click.echo("")
+    click.echo(_algo_options_text(ctx, algo, opts, own, needs, pinned, idle), nl=False)
+
+
+def _algo_options_text(ctx, algo, opts, own, needs, pinned, idle) -> str:
+    """The options part of ``omtl-mpi algos NAME`` (see :func:`_show_algo`)."""
+    import textwrap
+    from functools import partial
     rows = []
     for o in own:
-        default = o.default_text(algo.name)
-        note = f"  [{'fixed' if o.name in fixed else 'default'}: {default}]" if default else ""
+        notes = [f"default: {o.default_text(algo.name)}"] if o.default_text(algo.name) else []
+        if needs[o.name]:
+            notes.append(f"only with {' '.join(_as_flags(opts, needs[o.name]))}")
+        note = f"  [{'; '.join(notes)}]" if notes else ""
         # the first column as 'omtl-mpi run --help' writes it: flags and metavar
         rows.append((_click_option(o, algo.name).get_help_record(ctx)[0], o.helps[algo.name] + note))
-    click.echo("")
     formatter = ctx.make_formatter()
-    with formatter.section("Options"):
-        formatter.write_dl(rows)
-    click.echo(formatter.getvalue(), nl=False)
+    if rows:
+        with formatter.section("Options"):
+            formatter.write_dl(rows)
+    # paragraphs wrapped between words only: a flag is never cut at its hyphens
+    wrap = partial(textwrap.fill, width=formatter.width, break_on_hyphens=False,
+                   break_long_words=False)
+    if pinned:
+        formatter.write_paragraph()
+        formatter.write(wrap(f"Fixed ({getattr(algo.params, 'FIXED_WHY', '')}; setting them "
+                             f"otherwise is refused): {', '.join(_as_flags(opts, pinned))}.") + "\n")
+    if idle:
+        formatter.write_paragraph()
+        formatter.write(wrap(f"No effect for {algo.name} whatever its other options, so refused "
+                             f"if given: {', '.join(opts[n].flag for n in idle)}.") + "\n")
+    return formatter.getvalue()
+
+
+def _as_flags(opts: dict, values: dict) -> list[str]:
+    """Option values by name as ``omtl-mpi run`` writes them, one string each (``--w-step
+    adagrad``, ``--no-relationship``)."""
+    return [opts[n].flag if v is True else opts[n].off_flag if v is False
+            else f"{opts[n].flag} {opts[n].show(v)}" for n, v in values.items()]
 
 
 # --------------------------------------------------------------------------- sweeps

@@ -9,6 +9,7 @@ through the dataclasses, whose ``__post_init__`` check them.
 from __future__ import annotations
 
 import functools
+import itertools
 import types
 import typing
 from collections.abc import Mapping
@@ -219,7 +220,7 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
     chosen = {**preset, **given}
     params = algo.params(**{k: v for k, v in chosen.items() if opts[k].kind == "param"})
     cfg = RunConfig(**{k: v for k, v in chosen.items() if opts[k].kind == "run"}, params=params)
-    idle = {**cfg.inactive(algo.pattern), **getattr(params, "inactive", dict)()}
+    idle = inactive(cfg, algo)
     unused = [name for name in given if name in idle]
     if unused:
         # an option that changes nothing is a mistake the user should hear about: a run
@@ -227,6 +228,47 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
         raise ConfigError("\n".join(f"{opts[n].flag} does nothing for this run: {idle[n]}; leave "
                                      "it out" for n in unused))
     return cfg
+
+
+def inactive(cfg: RunConfig, algo) -> dict:
+    """The options that have no effect in run ``cfg`` of learner ``algo``, each with the reason:
+    :meth:`RunConfig.inactive` and the hyper-parameters' own ``inactive`` (where the learner's
+    dataclass has one). :func:`run_config` refuses them; :func:`effects` reads them."""
+    return {**cfg.inactive(algo.pattern), **getattr(cfg.params, "inactive", dict)()}
+
+
+def effects(algo, opts: dict | None = None) -> dict:
+    """What each hyper-parameter of learner ``algo`` needs to have an effect, by name: ``{}``
+    where it has one with the learner's defaults; the options to change, by name, where it has
+    one only then (``{"w_step": "adagrad"}`` for C-ADMM's ``delta``); None where no value of
+    the options the learner leaves free gives it one, because the learner fixes what it needs
+    (ADMM-Single's ``omega_every``: Omega is learned only with ``relationship``, which it fixes
+    off). A field the learner fixes counts as having an effect: its value is the one in use.
+
+    Found by trying every combination of the free options with a closed set of values (the
+    bools and those with choices) through :func:`inactive`, the check :func:`run_config` makes;
+    of the combinations that give an option an effect, the one that changes fewest defaults is
+    named.
+    """
+    opts = table() if opts is None else opts
+    cls = algo.params
+    names = [f.name for f in fields(cls)]
+    fixed = set(getattr(cls, "FIXED", ()))
+    default = cls()
+    free = [n for n in names if n not in fixed and (opts[n].type is bool or opts[n].choices)]
+    domains = [(False, True) if opts[n].type is bool else opts[n].choices for n in free]
+    needs: dict = {}
+    for values in itertools.product(*domains):
+        try:
+            params = cls(**dict(zip(free, values)))
+        except ConfigError:         # a combination the learner refuses: none of its runs
+            continue
+        changed = {n: v for n, v in zip(free, values) if v != getattr(default, n)}
+        idle = inactive(RunConfig(algo=algo.name, params=params), algo)
+        for n in names:
+            if n not in idle and (n not in needs or len(changed) < len(needs[n])):
+                needs[n] = changed
+    return {n: needs.get(n) for n in names}
 
 
 def _preset(name: str | None, algo, opts: dict) -> dict:

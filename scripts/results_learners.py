@@ -28,7 +28,7 @@ from omtlrun import run_json  # noqa: E402
 from paperfigures import TABLE2  # noqa: E402
 from omtl_mpi.algorithms import REGISTRY  # noqa: E402
 
-DEPENDS = LEARNING + ("scripts/results_learners.py", "scripts/paperfigures.py")
+DEPENDS = LEARNING + ("scripts/results_learners.py", "scripts/paperfigures.py", "scripts/omtlrun.py")
 ORDER = ["c-admm", "d-admm", "admm-single", "pmsc-log", "drom", "d-psgd", "pa", "mt-perceptron", "pooled"]
 # the paper's row for each learner (Table 2; the decentralised ones on a ring, as run here)
 PAPER_ROW = {"c-admm": "C-ADMM", "d-admm": "D-ADMM ring", "admm-single": "ADMM-Single",

@@ -33,7 +33,7 @@ from omtl_mpi.errors import UserError  # noqa: E402
 from omtl_mpi.data import (import_landmine, import_mnist, import_tudataset, import_tweeteval,  # noqa: E402
                            info)
 
-DEPENDS = LEARNING + ("scripts/results_real.py", "scripts/paperfigures.py")
+DEPENDS = LEARNING + ("scripts/results_real.py", "scripts/paperfigures.py", "scripts/omtlrun.py")
 # the paper's Table 1: tasks / dims / samples / mean positive ratio
 PAPER = {"Landmine": "29 / 9 / 14820 / .06", "MNIST": "5 / 512 / 60000 / .51",
          "TweetEval": "3 / 512 / 31671 / .41", "Chem": "6 / 64 / 7926 / .50"}

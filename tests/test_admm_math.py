@@ -149,7 +149,7 @@ def test_python_float_and_array_paths_give_the_same_bits(K, monkeypatch):
                 relationship.consensus_matrix(rel, 0.02, 0.1, 0.1, 0.01)]
 
     small = everything()
-    monkeypatch.setattr(relationship, "_SMALL", 0)
+    monkeypatch.setattr(relationship, "_MAX_TASKS_AS_FLOATS", 0)
     for a, b in zip(small, everything()):
         assert np.array_equal(a, b)
 

@@ -1,6 +1,7 @@
 """Each learner's own help for its options: 'omtl-mpi algos NAME' shows a
-learner's options with its defaults and what each means to it, and 'omtl-mpi run --help'
-shows the default learner's meaning and points at the others."""
+learner's options with its defaults and what each means to it, only those 'omtl-mpi run --algo
+NAME' accepts, and 'omtl-mpi run --help' shows the default learner's meaning and points at the
+others."""
 import json
 import re
 from dataclasses import dataclass, field, fields
@@ -8,10 +9,13 @@ from dataclasses import dataclass, field, fields
 import pytest
 from click.testing import CliRunner
 
+from conftest import omtl
+
 from omtl_mpi import cli, options
 from omtl_mpi.algorithms.admm import AdmmParams
 from omtl_mpi.algorithms.independent import ArowParams, PaNode
 from omtl_mpi.algorithms.registry import REGISTRY, Algorithm
+from omtl_mpi.errors import ConfigError
 
 
 def invoke(*args):
@@ -52,28 +56,97 @@ def test_algos_arow_shows_arows_own_meaning_of_arow_r():
 
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_algos_name_lists_exactly_the_learners_fields_each_explained(name):
-    """Fails for a new learner field without help (its own or its base class's)."""
+    """Every field is an option, fixed, or without effect; fails for a new learner field
+    without help (its own or its base class's)."""
     algo = REGISTRY[name]
     got = json.loads(invoke("algos", name, "--json"))
     assert {k: got[k] for k in ("name", "summary", "citation", "pattern")} == \
         {"name": name, "summary": algo.summary, "citation": algo.citation, "pattern": algo.pattern}
     defaults = algo.params()
-    assert [o["name"] for o in got["options"]] == [f.name for f in fields(algo.params)]
+    listed = [o["name"] for o in got["options"]]
+    assert sorted(listed + list(got["fixed"]) + got["no_effect"]) == \
+        sorted(f.name for f in fields(algo.params))
+    assert set(got["fixed"]) == set(getattr(algo.params, "FIXED", ()))
     for o in got["options"]:
         assert o["help"].strip(), f"{name}: --{o['name']} has no help"
         assert o["default"] == getattr(defaults, o["name"])
-        assert o["fixed"] == (o["name"] in getattr(algo.params, "FIXED", ()))
+    assert got["fixed"] == {n: getattr(defaults, n) for n in got["fixed"]}
     text = invoke("algos", name)
     for o in got["options"]:
         assert unwrapped(o["help"]) in entry(text, o["flag"])
-    if not got["options"]:
+    for n in got["no_effect"]:                          # named once, at the end, not explained
+        flag = "--" + n.replace("_", "-")
+        assert unwrapped(text).count(flag) == 1 and not any(
+            line.lstrip().startswith(flag + " ") for line in text.splitlines())
+    if not fields(algo.params):
         assert text.endswith("  no hyper-parameters\n")
+
+
+def _valid(opt, learner):
+    """A value the learner's option takes: its default, or 1 where that is None (auto)."""
+    default = opt.defaults[learner]
+    return opt.type(1) if default is None else default
+
+
+def _another(opt, value):
+    """A valid value of the option's type other than ``value``."""
+    if opt.type is bool:
+        return not value
+    if opt.choices:
+        return next(c for c in opt.choices if c != value)
+    return value + 1
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_what_algos_name_lists_is_what_run_accepts(name):
+    """Every option 'algos NAME' lists is accepted by 'run --algo NAME' given alone (with the
+    settings its 'only with' names, and refused without them); every field it says the
+    learner fixes is accepted at its value and refused at another; every field it says has
+    no effect is refused. run_config is what 'omtl-mpi run' checks its options with."""
+    opts = options.table()
+    got = json.loads(invoke("algos", name, "--json"))
+    for o in got["options"]:
+        value = _valid(opts[o["name"]], name)
+        options.run_config({"algo": name, o["name"]: value, **o["needs"]})
+        if o["needs"]:
+            with pytest.raises(ConfigError, match=f"{o['flag']} does nothing for this run"):
+                options.run_config({"algo": name, o["name"]: value})
+    for n, value in got["fixed"].items():
+        options.run_config({"algo": name, n: value})
+        with pytest.raises(ConfigError, match="cannot be set"):
+            options.run_config({"algo": name, n: _another(opts[n], value)})
+    for n in got["no_effect"]:
+        with pytest.raises(ConfigError, match="does nothing for this run"):
+            options.run_config({"algo": name, n: _valid(opts[n], name)})
+
+
+def test_no_effect_options_are_refused_on_the_command_line_and_left_out():
+    """The reviewer's case: admm-single fixes --relationship off, so --omega-every can do
+    nothing: 'algos' does not offer it, and 'run' refuses it in one line."""
+    shown = invoke("algos", "admm-single")
+    assert "--omega-every ROUNDS" not in shown
+    assert "--omega-every, --omega-eps." in unwrapped(shown)
+    rows = {row["name"]: row for row in json.loads(invoke("algos", "--json"))}
+    assert "omega_every" not in rows["admm-single"]["defaults"]
+    assert "omega_every" in rows["c-admm"]["defaults"]
+    r = omtl("run", "--algo", "admm-single", "--omega-every", "5")
+    assert r.returncode == 2 and r.stderr.startswith("error: --omega-every does nothing for this run")
+
+
+def test_an_option_is_named_with_what_it_needs():
+    out = invoke("algos", "c-admm")
+    assert entry(out, "--delta").endswith("[default: 1.0; only with --w-step adagrad]")
+    assert entry(out, "--omega-every").endswith("[default: 1; only with --relationship]")
+    assert entry(out, "--arow-r").endswith("[default: auto]")       # the default w-step is arow
 
 
 def test_algos_name_shows_that_learners_defaults_and_what_it_fixes():
     out = invoke("algos", "pmsc-log")
     assert entry(out, "--lambda1").endswith("[default: 0.01]")            # not c-admm's 1e-06
-    assert entry(out, "--loss").endswith("[fixed: logistic]")
+    assert ("Fixed (pmsc-log is the published method, with Omega fixed at I/K; setting them "
+            "otherwise is refused): --lambda4 0.0, --variant exact, --loss logistic, "
+            "--no-relationship, --no-experts.") in unwrapped(out)
+    assert entry(out, "--arow-r").endswith("[default: auto; only with --w-step arow]")
     # a field pmsc-log only re-defaults keeps its base class's help and choices
     assert entry(out, "--w-step").startswith("--w-step [euclid|adagrad|arow] " + own_help(AdmmParams, "w_step"))
 

@@ -150,3 +150,34 @@ def test_bad_option_under_mpi_is_printed_once(mpiexec):
     r = omtl("run", "--rho", "-1", np_ranks=3, timeout=60)
     assert r.returncode == 2
     assert r.stderr.count("--rho must be > 0") == 1
+
+
+def _commands(command, path, parent=None):
+    """(path, command, context) of ``command`` and of every subcommand below it."""
+    import click
+    ctx = click.Context(command, info_name=path[-1], parent=parent)
+    yield path, command, ctx
+    if isinstance(command, click.Group):
+        for name in command.list_commands(ctx):
+            yield from _commands(command.get_command(ctx, name), path + [name], ctx)
+
+
+def test_every_option_of_every_command_has_help():
+    """Walks the whole command tree, 'run' with its options from the option table included."""
+    import click
+    from omtl_mpi.cli import cli
+    seen, bare = 0, []
+    for path, command, ctx in _commands(cli, ["omtl-mpi"]):
+        for param in command.get_params(ctx):
+            if isinstance(param, click.Option):
+                seen += 1
+                if not (param.help or "").strip():
+                    bare.append(f"{' '.join(path)} {'/'.join(param.opts)}")
+    assert seen > 100 and not bare, bare
+
+
+def test_the_run_examples_need_no_folder():
+    """The epilog's --out is a file in the working directory (a results/ folder may not exist)."""
+    from omtl_mpi.cli import EPILOG_RUN
+    outs = [line.split("--out ")[1].split()[0] for line in EPILOG_RUN.splitlines() if "--out " in line]
+    assert outs and all("/" not in out for out in outs)

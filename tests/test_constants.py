@@ -1,7 +1,7 @@
 """The documented constants and defaults, pinned by their literal values.
 
-Other tests build their expectations from the constants they import (experts.STEP, PRIOR_FIRST,
-...), so a change to one of them would pass them all. Here every value is written out as
+Other tests build their expectations from the constants they import (experts.STEP_MULTIPLE,
+PRIOR_FIRST, ...), so a change to one of them would pass them all. Here every value is written out as
 docs/ALGORITHMS.md, the user's guide, README.md and the docstrings state it, and the experts' vote
 is checked against weights and votes computed by hand from those numbers: changing a documented
 constant must fail here, and the docs must be changed with it.
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from omtl_mpi.algorithms.admm import ADAPTIVE_ETA, PAPER, AdmmParams
-from omtl_mpi.algorithms.experts import EXPERTS, PRIOR_FIRST, STEP, ExpertVote
+from omtl_mpi.algorithms.experts import EXPERTS, PRIOR_FIRST, STEP_MULTIPLE, ExpertVote
 from omtl_mpi.options import run_config
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -24,7 +24,7 @@ def test_the_votes_constants():
     """docs/ALGORITHMS.md section 2.6: prior pi = (0.99, 0.005, 0.005), eta_t = c sqrt(8 ln 3 /
     max(t - 1, 1)), c = 16; the experts in this order (the first is the ADMM model, the one
     with the prior)."""
-    assert STEP == 16.0
+    assert STEP_MULTIPLE == 16.0
     assert PRIOR_FIRST == 0.99
     assert EXPERTS == ("multi-task", "shared", "related")
     np.testing.assert_allclose(ExpertVote(2, 3, total_tasks=2).weights(), [0.99, 0.005, 0.005],
@@ -171,7 +171,8 @@ def _documents() -> list:
 
 @pytest.mark.parametrize("phrase", [
     "the prior pi = (0.99, 0.005, 0.005)", "c sqrt(8 ln 3 / max(t - 1, 1)), c = 16",
-    "r = 0.2 times the mean squared norm", "takes 0.5 times it",
+    "r = 0.2 times the squared norm of the task's first nonzero instance",
+    "uses 0.5 instead of 0.2",
     "lambda1 = lambda3 = lambda4 = 10^-6, lambda2 = 10^-5", "rho = 0.1 as in the paper",
     "their default is eta = 1 (`ADAPTIVE_ETA`)",
 ])

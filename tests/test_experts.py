@@ -33,8 +33,8 @@ def test_related_models_leave_unrelated_and_zero_models_nearly_alone():
 
 
 def test_weights_sum_to_one_and_follow_the_fewest_mistakes():
-    """The documented numbers, written out (not experts.PRIOR_FIRST and STEP, which a change
-    would carry into the expectation): prior (0.99, 0.005, 0.005), c = 16."""
+    """The documented numbers, written out (not experts.PRIOR_FIRST and STEP_MULTIPLE, which a
+    change would carry into the expectation): prior (0.99, 0.005, 0.005), c = 16."""
     vote = ExpertVote(2, 1, total_tasks=4)
     np.testing.assert_allclose(vote.weights(), [0.99, 0.005, 0.005])    # before any mistake
     vote.steps = 10.0

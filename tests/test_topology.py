@@ -137,3 +137,50 @@ def test_describe_fields():
     assert facts["degrees"] == [4, 1, 1, 1, 1]
     assert (facts["min_degree"], facts["max_degree"], facts["connected"]) == (1, 4, True)
     assert 0.0 <= facts["slem"] < 1.0
+
+
+def _watts_strogatz_by_listing(n, k, beta, seed):
+    """The rewiring as first written (every node listed for each rewired edge): the reference the
+    generator must match draw for draw, since a seeded graph is part of a run's result."""
+    rng = np.random.default_rng([seed, 0])
+    edges = {(min(i, (i + j) % n), max(i, (i + j) % n)) for i in range(n) for j in range(1, k // 2 + 1)}
+    for a, b in sorted(edges):
+        if rng.random() < beta:
+            choices = [c for c in range(n) if c != a and (min(a, c), max(a, c)) not in edges]
+            if choices:
+                c = int(rng.choice(choices))
+                edges.discard((a, b))
+                edges.add((min(a, c), max(a, c)))
+    return sorted(edges)
+
+
+@pytest.mark.parametrize("n, k, beta, seed", [(12, 2, 0.3, 0), (64, 4, 0.1, 1), (257, 6, 0.9, 2),
+                                              (40, 4, 0.5, 3)])
+def test_watts_strogatz_draws_what_listing_every_node_draws(n, k, beta, seed):
+    from omtl_mpi.topology.core import _connected, watts_strogatz
+    want = _watts_strogatz_by_listing(n, k, beta, seed)
+    if _connected(n, want):                  # the first draw is the one returned
+        assert watts_strogatz(n, k, beta, seed) == want
+
+
+def test_seeded_graphs_stay_the_same():
+    """The same seed gives the same graph on every machine and version: these digests were taken
+    when the generators were written; a numpy whose streams change, or a change to a generator,
+    fails here before it silently changes the graphs (and so the results) of seeded runs."""
+    import hashlib
+    from omtl_mpi.topology.core import erdos_renyi, random_regular, watts_strogatz
+
+    def digest(edges):
+        return hashlib.sha256(repr(list(edges)).encode()).hexdigest()[:16]
+    assert digest(random_regular(64, 4, 0)) == "038e661f7068b488"
+    assert digest(watts_strogatz(64, 4, 0.1, 0)) == "a92681f0c56a8076"
+    assert digest(erdos_renyi(32, 0.2, 3)) == "5be38c02b3766382"
+
+
+def test_the_largest_random_graphs_are_built_in_seconds():
+    """65536 nodes (the most a topology may have) for the generators that draw: regular graphs of
+    the right size, built with bounded work per edge (one pass over every node per rewired edge
+    took about five minutes here; no timing is asserted, the suite's duration would show it)."""
+    from omtl_mpi.topology.core import random_regular, watts_strogatz
+    assert len(watts_strogatz(65536, 4, 0.1, 0)) == 2 * 65536
+    assert len(random_regular(65536, 4, 0)) == 2 * 65536

@@ -32,7 +32,9 @@ W_STEPS = tuple(W_STEP_CLASSES)
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
          "lambda1": 0.01, "lambda2": 0.1, "lambda3": 0.01, "lambda4": 0.01,
          "relationship": True, "class_weight": "none", "experts": False}
-# eta of the adaptive w-steps when none is given (chosen on the synthetic family, docs/GUIDE.md)
+# eta of the adaptive w-steps when none is given: their metric D_t grows by itself, so the
+# Euclidean step's T-dependent eta = sqrt(T) would shrink their step twice (docs/ALGORITHMS.md
+# section 2.1)
 ADAPTIVE_ETA = 1.0
 
 
@@ -57,7 +59,7 @@ class AdmmParams:
     ``w_step`` picks the Bregman divergence of the w-step (docs/ALGORITHMS.md section 2.1):
     ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
     squared past gradients)), ``arow`` with D_t = r I + sum over margin errors of x x^T, r =
-    ``arow_r`` or, when None, each task's own from its first instances (wsteps.settle_r).
+    ``arow_r`` or, when None, each task's own from its first nonzero instance (wsteps.settle_r).
 
     Each field's metadata holds its option's help (:mod:`omtl_mpi.options`).
     """
@@ -97,9 +99,10 @@ class AdmmParams:
                 "of squared past gradients)) (> 0)."})
     arow_r: float | None = field(default=None, metadata={
         "help": "--w-step arow: r of its metric D_t, which starts at r I (> 0). "
-                f"auto: each task's r is {AROW_W_STEP_R_PER_MEAN_SQ_NORM} times the mean squared "
-                "norm of its first instances, so that r follows the features' scale "
-                "(docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
+                f"auto: each task's r is {AROW_W_STEP_R_PER_MEAN_SQ_NORM} times the squared norm "
+                "of its first nonzero instance (with --batch B, the mean over the nonzero "
+                "instances of its first mini-batch that has one), so that r follows the "
+                "features' scale (docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "
@@ -150,7 +153,9 @@ class AdmmParams:
         if problems:
             raise ConfigError("\n".join(problems))
 
-    FIXED: ClassVar[tuple] = ()     # fields a learner built on these fixes (fixed_fields)
+    # fields a learner built on these fixes, and why (fixed_fields, 'omtl-mpi algos NAME')
+    FIXED: ClassVar[tuple] = ()
+    FIXED_WHY: ClassVar[str] = ""
 
     def inactive(self) -> dict:
         """The fields that have no effect with these values, each with the reason (an option
@@ -196,14 +201,14 @@ def class_weights(value):
     return c if math.isfinite(c) and c > 0 else None
 
 
-def fixed_fields(params, why: str) -> None:
+def fixed_fields(params) -> None:
     """ConfigError unless every field in ``type(params).FIXED`` has its class default: for the
-    learners built on these parameters that fix some of them (``why`` says why)."""
+    learners built on these parameters that fix some of them (``FIXED_WHY`` says why)."""
     cls = type(params)
     wrong = [f"--{f.name.replace('_', '-')}" for f in fields(cls)
              if f.name in cls.FIXED and getattr(params, f.name) != f.default]
     if wrong:
-        raise ConfigError(f"{', '.join(wrong)} cannot be set: {why} (see 'omtl-mpi algos')")
+        raise ConfigError(f"{', '.join(wrong)} cannot be set: {cls.FIXED_WHY} (see 'omtl-mpi algos')")
 
 
 class TaskBlock:

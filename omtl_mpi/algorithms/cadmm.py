@@ -13,7 +13,7 @@ import numpy as np
 from .admm import AdmmParams, Consensus, TaskBlock
 from .experts import EXPERTS, related_models
 
-_E = len(EXPERTS)
+_N_EXPERTS = len(EXPERTS)
 
 
 class CAdmmWorker:
@@ -30,11 +30,11 @@ class CAdmmWorker:
 
     @staticmethod
     def up_size(params, n_tasks: int, dim: int) -> int:
-        return n_tasks * dim + (_E if params.experts else 0)
+        return n_tasks * dim + (_N_EXPERTS if params.experts else 0)
 
     @staticmethod
     def down_size(params, n_tasks: int, dim: int) -> int:
-        return (n_tasks + 1) * dim + ((n_tasks * dim + _E) if params.experts else 0)
+        return (n_tasks + 1) * dim + ((n_tasks * dim + _N_EXPERTS) if params.experts else 0)
 
     def up(self, X, y, inv_count):
         """One round's predictions (B, kb) and the flat message to the server (the same
@@ -93,16 +93,16 @@ class CAdmmServer:
         for start, stop in blocks:
             kb = stop - start
             c_index.extend(range(offset, offset + kb * d))
-            m_index.append(range(offset + kb * d, offset + kb * d + _E))
-            offset += kb * d + _E
+            m_index.append(range(offset + kb * d, offset + kb * d + _N_EXPERTS))
+            offset += kb * d + _N_EXPERTS
             reply.extend(range(d))                                              # u
             reply.extend(range((1 + start) * d, (1 + stop) * d))                # V rows
             reply.extend(range((1 + K + start) * d, (1 + K + stop) * d))        # related rows
-            reply.extend(range((1 + 2 * K) * d, (1 + 2 * K) * d + _E))          # totals
+            reply.extend(range((1 + 2 * K) * d, (1 + 2 * K) * d + _N_EXPERTS))          # totals
         self._c_index = np.asarray(c_index, dtype=np.intp)
         self._m_index = np.asarray(m_index, dtype=np.intp)
         self._C = np.empty((K, d))
-        self._source = np.zeros((1 + 2 * K) * d + _E)       # [u; V; related; totals], flat
+        self._source = np.zeros((1 + 2 * K) * d + _N_EXPERTS)       # [u; V; related; totals], flat
         self._related = self._source[(1 + K) * d: (1 + 2 * K) * d].reshape(K, d)
         self._totals = self._source[(1 + 2 * K) * d:]
         self._reply_index = np.asarray(reply, dtype=np.intp)

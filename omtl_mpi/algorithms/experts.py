@@ -15,8 +15,8 @@ The experts of task k, each a linear model whose margin on x is computed before 
 Every task counts its experts' mistakes m_(k,e); the weights, the same for every task, are
 ``p_e proportional to pi_e exp(-eta_t M_e / K)`` with the prior pi = (0.99, 0.005, 0.005)
 (:data:`PRIOR_FIRST`: the ADMM model first), M_e = sum_k m_(k,e) and
-``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP`); a task predicts
-+1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
+``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP_MULTIPLE`); a task
+predicts +1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
 average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and so half
 the weighted majority's mistakes, the guarantee in docs/ALGORITHMS.md section 2.6 bounds.
 
@@ -36,9 +36,9 @@ EXPERTS = ("multi-task", "shared", "related")
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
-# c, the multiple of the anytime step sqrt(8 ln N / t): both chosen on the selection sets
+# c, the vote's step eta_t as a multiple of the anytime step sqrt(8 ln N / t): both chosen on the selection sets
 # (docs/GUIDE.md, *How the defaults were chosen*)
-STEP = 16.0
+STEP_MULTIPLE = 16.0
 
 
 def related_models(u: np.ndarray, V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -90,7 +90,7 @@ class ExpertVote:
 
     def __init__(self, n_tasks: int, dim: int, total_tasks: int):
         n_experts = len(EXPERTS)
-        self._rate = 8.0 * math.log(n_experts) * STEP ** 2     # eta_t^2 t
+        self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2    # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
         self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]
         self.K = total_tasks

@@ -132,10 +132,11 @@ class SingleParams(AdmmParams):
     experts: bool = False           # no shared model to vote with: each task is alone
     # what this learner fixes: --preset leaves them, and setting them otherwise is an error
     FIXED = ("lambda4", "relationship", "experts")
+    FIXED_WHY = "admm-single learns each task alone"
 
     def __post_init__(self):
         super().__post_init__()
-        fixed_fields(self, "admm-single learns each task alone")
+        fixed_fields(self)
 
     def resolved(self, rounds: int) -> AdmmParams:
         return AdmmParams(**{**asdict(super().resolved(rounds)), "lambda4": 0.0,
@@ -182,8 +183,9 @@ class AdagradNode(_SingleTaskNode):
         return yhat
 
 
-# single-task AROW's r when none is given is this factor times the mean squared norm of the
-# task's first instances, chosen on the selection sets (docs/GUIDE.md, *How the defaults were
+# single-task AROW's r when none is given is this factor times the squared norm of the task's
+# first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
+# one), chosen on the selection sets (docs/GUIDE.md, *How the defaults were
 # chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM)
 AROW_R_PER_MEAN_SQ_NORM = 0.5
 
@@ -195,9 +197,10 @@ class ArowParams:
 
     arow_r: float | None = field(default=None, metadata={
         "help": "AROW's regularisation r (> 0): larger r, smaller and more cautious updates. "
-                f"auto: each task's r is {AROW_R_PER_MEAN_SQ_NORM} times the mean squared norm of "
-                "its first instances, so that r follows the features' scale (docs/GUIDE.md, "
-                "How the defaults were chosen).", "none_text": "auto"})
+                f"auto: each task's r is {AROW_R_PER_MEAN_SQ_NORM} times the squared norm of its "
+                "first nonzero instance (with --batch B, the mean over the nonzero instances of "
+                "its first mini-batch that has one), so that r follows the features' scale "
+                "(docs/GUIDE.md, How the defaults were chosen).", "none_text": "auto"})
 
     def __post_init__(self):
         if self.arow_r is not None:
@@ -214,7 +217,7 @@ class ArowNode(_SingleTaskNode):
     ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
     predictions are all made first; its instances then update the model one after another.
     r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` times the
-    mean squared norm of its first instances (wsteps.settle_r).
+    squared norm of its first nonzero instance (wsteps.settle_r).
     """
 
     _STATE = ("W", "Sigma", "r")

@@ -21,8 +21,9 @@ from .fortran import dsyevd, dsyrk
 # is then redone on V rescaled by its largest entry (the square root is homogeneous in V).
 _SAFE_LOW, _SAFE_HIGH = 1e-140, 1e140
 _ZERO = np.array(0.0)      # 0-d array operands are cheaper for numpy than Python floats
-# Up to this many tasks, per-task scalars of the Omega update are Python floats (see below)
-_SMALL = 16
+# The most tasks for which the per-task scalars of the Omega update are Python floats (cheaper
+# than numpy calls at small K, see below); above it they are arrays
+_MAX_TASKS_AS_FLOATS = 16
 
 
 def symmetric_eig(A: np.ndarray, overwrite: bool = False):
@@ -83,7 +84,7 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     # no floating-point warning when |V| is so large that the careful path takes over
     lam, Q, info = dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
     if info == 0:
-        if lam.shape[0] <= _SMALL:
+        if lam.shape[0] <= _MAX_TASKS_AS_FLOATS:
             # K numbers: Python floats cost less than numpy calls, with the same IEEE
             # operations (clip, sqrt, +eps, /trace) in the same order; NaN stays NaN
             root = [math.sqrt(x) if x > 0.0 else 0.0 if x <= 0.0 else x for x in lam.tolist()]
@@ -146,7 +147,7 @@ def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float,
 def _operator_diagonal(evals: np.ndarray, a_rho: float, lambda4: float):
     """``omega_i / ((a + rho) omega_i + lambda4)``, P's eigenvalues: a list of Python floats for
     small K (cheaper than three numpy calls, same IEEE operations), else an array."""
-    if evals.shape[0] <= _SMALL:
+    if evals.shape[0] <= _MAX_TASKS_AS_FLOATS:
         return np.array([x / (x * a_rho + lambda4) for x in evals.tolist()])
     diag = evals * a_rho
     diag += lambda4

@@ -21,8 +21,11 @@ from .params import require_positive
 @dataclass(frozen=True)
 class PmscLogParams(AdmmParams):
     """PMSC-Log (Wu & Huang 2016) as reconstructed in docs/ALGORITHMS.md section 5: C-ADMM,
-    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0. Only rho, eta, lambda1-3 are
-    free."""
+    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0, no experts' vote (``FIXED``:
+    setting them otherwise is refused). By default the Euclidean w-step and the paper's rho,
+    eta and lambda1-3. The ADMM learners' other options (the w-step with its r or delta, the
+    class weights) can be set as for C-ADMM: omtl-mpi's extensions, applied to the
+    reconstructed method as to the others."""
 
     loss: str = "logistic"
     lambda4: float = 0.0
@@ -34,10 +37,11 @@ class PmscLogParams(AdmmParams):
     lambda3: float = 0.01
     experts: bool = False
     FIXED = ("variant", "loss", "lambda4", "relationship", "experts")
+    FIXED_WHY = "pmsc-log is the published method, with Omega fixed at I/K"
 
     def __post_init__(self):
         super().__post_init__()
-        fixed_fields(self, "pmsc-log is the published method, with Omega fixed at I/K")
+        fixed_fields(self)
 
     def resolved(self, rounds: int) -> AdmmParams:
         fixed = {"variant": "exact", "loss": "logistic", "lambda4": 0.0, "relationship": False,

@@ -31,8 +31,9 @@ import numpy as np
 from ..errors import UserError
 from .fortran import dger
 
-# the arow w-step's r when none is given is this factor times the mean squared norm of the
-# task's first instances, so that r follows the features' scale; chosen on the selection sets
+# the arow w-step's r when none is given is this factor times the squared norm of the task's
+# first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
+# one: settle_r), so that r follows the features' scale; chosen on the selection sets
 # (docs/GUIDE.md, *How the defaults were chosen*; single-task AROW's is
 # independent.AROW_R_PER_MEAN_SQ_NORM)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
@@ -166,8 +167,8 @@ class ArowStep(EuclidStep):
     A margin error is an instance whose loss gradient is not zero (hinge: y w.x < 1; perceptron:
     a mistake; logistic: every instance).  With a mini-batch each instance counts 1/n of a
     round, as the gradient is the batch mean.  r is ``arow_r``, or when that is None each
-    task's own, :data:`AROW_W_STEP_R_PER_MEAN_SQ_NORM` times the mean squared norm of its first
-    instances (:func:`settle_r`); until then M = 0 and w stays put.
+    task's own, :data:`AROW_W_STEP_R_PER_MEAN_SQ_NORM` times the squared norm of its first
+    nonzero instance (:func:`settle_r`); until then M = 0 and w stays put.
     """
 
     def __init__(self, params, n_tasks: int, dim: int):

@@ -24,7 +24,9 @@ from mpi4py.MPI import Request
 SPIN_SECONDS = float(os.environ.get("OMTL_MPI_WAIT_SPIN", "0.05"))
 FIRST_SLEEP = float(os.environ.get("OMTL_MPI_WAIT_FIRST_SLEEP", "1e-4"))
 MAX_SLEEP = float(os.environ.get("OMTL_MPI_WAIT_MAX_SLEEP", "5e-3"))
-MODE = os.environ.get("OMTL_MPI_WAIT", "polite")     # "polite" or "busy" (MPI's own Wait)
+# how a rank waits for a request: "polite" (test and yield the core, then sleep, as the module
+# docstring says) or "busy" (MPI's own Wait, which spins)
+WAIT_MODE = os.environ.get("OMTL_MPI_WAIT", "polite")
 
 
 def wait(request, clock) -> None:
@@ -41,7 +43,7 @@ def _wait(test_of, block, what, clock) -> None:
     if test_of(what):
         return
     t0 = perf_counter()
-    if MODE == "busy":
+    if WAIT_MODE == "busy":
         block(what)
     else:
         test = partial(test_of, what)

@@ -25,9 +25,9 @@ from ..errors import ConfigError, UserError
 from ..paths import refuse_inputs, writable_folder
 from .fetch_manifest import DATASETS
 
-CHUNK = 1 << 20
+READ_CHUNK_BYTES = 1 << 20         # read (hashing) and written (downloading) this much at a time
 BACKOFF_S = 0.5                    # first pause before a retry; doubles each time
-BIG = 4 << 20                      # files from this size get a line before their download too
+ANNOUNCE_FROM_BYTES = 4 << 20      # files from this size get a line before their download too
 
 WITHDRAWN = {
     "multilingual": (
@@ -97,7 +97,7 @@ def _digest_of(spec: dict) -> tuple[str, str]:
 def _hash_file(path: str, algo: str) -> str:
     h = hashlib.new(algo)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
+        for block in iter(lambda: f.read(READ_CHUNK_BYTES), b""):
             h.update(block)
     return h.hexdigest()
 
@@ -241,7 +241,7 @@ def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str 
         except OSError as exc:
             raise FetchError(f"cannot create {os.path.dirname(part)}: {exc.strerror}; choose a "
                              "writable --dest") from None
-        if size >= BIG:
+        if size >= ANNOUNCE_FROM_BYTES:
             doing = "downloading" if mode == "wb" else f"resuming at {_human(have)}"
             echo(f"{label}  {doing} from {urllib.parse.urlsplit(url).netloc or url} ...")
         got = have
@@ -249,7 +249,7 @@ def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str 
         try:
             with open(part, mode) as f:
                 while True:
-                    chunk = read(CHUNK)
+                    chunk = read(READ_CHUNK_BYTES)
                     if not chunk:
                         break
                     if got + len(chunk) > size:

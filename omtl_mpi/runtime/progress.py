@@ -6,13 +6,15 @@ from time import perf_counter
 
 
 class Progress:
-    """Progress of a run of ``total`` rounds on stderr; a no-op when disabled."""
+    """Progress of a run of ``total`` rounds on stderr; a no-op when disabled.
 
-    def __init__(self, total: int, enabled: bool, label: str = "rounds", stream=None):
+    stderr is looked up at each write, so a caller that redirects it (a measurement that
+    discards the line) needs nothing more.
+    """
+
+    def __init__(self, total: int, enabled: bool):
         self.total = max(total, 1)
         self.enabled = enabled
-        self.label = label
-        self.stream = stream or sys.stderr
         self._t0 = perf_counter()
         self._next = 0.0
 
@@ -26,12 +28,12 @@ class Progress:
         frac = done / self.total
         bar = "#" * int(30 * frac)
         eta = now / frac - now if frac > 0 else 0.0
-        self.stream.write(f"\r[{bar:<30}] {done}/{self.total} {self.label}  "
-                          f"{now:6.1f}s elapsed, ~{eta:5.1f}s left ")
-        self.stream.flush()
+        sys.stderr.write(f"\r[{bar:<30}] {done}/{self.total} rounds  "
+                         f"{now:6.1f}s elapsed, ~{eta:5.1f}s left ")
+        sys.stderr.flush()
 
     def close(self) -> None:
         if self.enabled:
             self.update(self.total)
-            self.stream.write("\n")
-            self.stream.flush()
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -138,10 +138,13 @@ def random_regular(n, degree=3, seed=0, tries=1000):
     rng = np.random.default_rng(seed)
     for _ in range(tries):
         stubs = rng.permutation(np.repeat(np.arange(n), degree)).reshape(-1, 2)
-        edges = {(min(a, b), max(a, b)) for a, b in stubs.tolist()}
-        if all(a != b for a, b in stubs.tolist()) and len(edges) == len(stubs):
-            if _connected(n, edges):
-                return sorted(edges)
+        lo, hi = stubs.min(axis=1), stubs.max(axis=1)
+        if (lo != hi).all():                                # no self-loop ...
+            keys = np.unique(lo.astype(np.int64) * n + hi)  # ... and no edge twice
+            if keys.size == len(stubs):
+                edges = list(zip((keys // n).tolist(), (keys % n).tolist()))
+                if _connected(n, edges):
+                    return edges
     raise ConfigError(f"random-regular: no simple connected {degree}-regular graph on {n} nodes found "
                       f"in {tries} tries with seed {seed}; try another seed or degree")
 
@@ -165,13 +168,28 @@ def watts_strogatz(n, k=2, beta=0.3, seed=0, retries=100):
         rng = np.random.default_rng([seed, attempt])
         edges = {(i, (i + j) % n) for i in range(n) for j in range(1, k // 2 + 1)}
         edges = {(min(a, b), max(a, b)) for a, b in edges}
+        near = [set() for _ in range(n)]
+        for a, b in edges:
+            near[a].add(b)
+            near[b].add(a)
         for a, b in sorted(edges):
             if rng.random() < beta:
-                choices = [c for c in range(n) if c != a and (min(a, c), max(a, c)) not in edges]
-                if choices:
-                    c = int(rng.choice(choices))
+                # the new end is drawn uniformly among the nodes not yet joined to a (nor a):
+                # the c-th of them, found by stepping over the excluded ones in order, which is
+                # the node rng.choice would pick from that list, without listing all n nodes
+                excluded = sorted(near[a] | {a})
+                if n > len(excluded):
+                    c = int(rng.integers(0, n - len(excluded)))
+                    for e in excluded:
+                        if e > c:
+                            break
+                        c += 1
                     edges.discard((a, b))
+                    near[a].discard(b)
+                    near[b].discard(a)
                     edges.add((min(a, c), max(a, c)))
+                    near[a].add(c)
+                    near[c].add(a)
         if _connected(n, edges):
             return sorted(edges)
     raise ConfigError(f"watts-strogatz: no connected graph on {n} nodes in {retries} draws; lower beta")
