@@ -27,11 +27,10 @@ import argparse
 import glob
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from docsection import parse_stamp  # noqa: E402
+from docsection import git, parse_stamp  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^<!-- begin (\S+) -->\s*$")
@@ -62,15 +61,6 @@ def sections(text: str) -> list:
     if open_:
         found.append((open_[0], open_[1], None, f"begin on line {open_[1]} has no end"))
     return found
-
-
-def git(root: str, *args: str) -> str | None:
-    """``git -C root ARGS``'s output, or None if it fails."""
-    try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def _listed(paths: list) -> str:

@@ -39,7 +39,7 @@ def run_on() -> str:
     return f"{stamp} ({os.cpu_count()} cores, {platform.system()} {platform.release()})"
 
 
-def _git(root: str, *args: str) -> str | None:
+def git(root: str, *args: str) -> str | None:
     """``git -C root ARGS``'s output, or None where git or the checkout is missing."""
     try:
         out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
@@ -51,10 +51,10 @@ def _git(root: str, *args: str) -> str | None:
 def revision(depends, root: str = ROOT) -> str:
     """The short hash of HEAD, with ``+dirty`` when a path of ``depends`` has uncommitted
     changes (the figures come from code no commit holds); ``unknown`` outside a git checkout."""
-    head = _git(root, "rev-parse", "--short", "HEAD")
+    head = git(root, "rev-parse", "--short", "HEAD")
     if head is None:
         return "unknown"
-    changed = _git(root, "status", "--porcelain", "--", *depends)
+    changed = git(root, "status", "--porcelain", "--", *depends)
     return head + ("+dirty" if changed else "")
 
 
