@@ -79,12 +79,19 @@ def status(root: str, stamp: dict | None) -> str:
         return "unknown revision (made outside a git checkout)"
     if git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") is None:
         return f"unknown revision ({rev} is not a commit of this repository)"
-    count = int(git(root, "rev-list", "--count", f"{rev}..HEAD", "--", *depends) or 0)
-    if count:
-        paths = (git(root, "diff", "--name-only", rev, "HEAD", "--", *depends) or "").splitlines()
-        return (f"stale ({count} commit{'s' if count > 1 else ''} since {rev} touch: "
-                f"{_listed(paths) or 'files since moved back'})")
-    changed = (git(root, "status", "--porcelain", "--", *depends) or "").splitlines()
+    # decided by what differs between the stamp's revision and HEAD, not by the commits
+    # between them: a revision that is not an ancestor of HEAD (a rebased or cherry-picked
+    # stamp, a HEAD reset behind it) has no commits "since" and may still differ
+    paths = git(root, "diff", "--name-only", rev, "HEAD", "--", *depends)
+    changed = git(root, "status", "--porcelain", "--", *depends)
+    if paths is None or changed is None:
+        return f"unknown (git could not compare {rev} with HEAD)"
+    if paths:
+        count = git(root, "rev-list", "--count", f"{rev}..HEAD", "--", *depends) or "0"
+        since = (f"{count} commit{'s' if count != '1' else ''} since {rev}" if count != "0"
+                 else f"{rev} is not an ancestor of HEAD")
+        return f"stale ({since}; changed: {_listed(paths.splitlines())})"
+    changed = changed.splitlines()
     if changed:
         # a porcelain line is "XY PATH"; X is a space for unstaged changes
         return f"stale (uncommitted changes to: {_listed([c.split(maxsplit=1)[1] for c in changed])})"

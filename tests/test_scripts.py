@@ -406,8 +406,27 @@ def test_docs_check_turns_stale_when_a_dependency_changes(repo):
     git(repo, "commit", "-q", "-am", "code")
     out = check(repo, doc)
     assert out.returncode == 0
-    assert f"one: stale (1 commit since {rev} touch: code/a.py)" in out.stdout
+    assert f"one: stale (1 commit since {rev}; changed: code/a.py)" in out.stdout
     assert check(repo, doc, "--strict").returncode == 1
+
+
+def test_docs_check_compares_contents_not_ancestry(repo):
+    """A stamp from a commit that is not an ancestor of HEAD (HEAD reset behind it, a rebased
+    branch) has no commits 'since' it, yet its code may differ from HEAD's: stale all the same;
+    and commits that change a dependency and change it back leave the section current."""
+    doc = repo / "docs" / "r.md"
+    (repo / "code" / "a.py").write_text("x = 5\n")
+    git(repo, "commit", "-q", "-am", "code on a branch")
+    write_section(doc, "one", docsection.stamp("make one", ["code"], root=str(repo)) + "\n\n| t |")
+    rev = docsection.parse_stamp(section(doc, "one")[0])["revision"]
+    text = doc.read_text()
+    git(repo, "reset", "-q", "--hard", "HEAD~1")                      # HEAD behind the stamp
+    doc.write_text(text)
+    assert f"one: stale ({rev} is not an ancestor of HEAD; changed: code/a.py)" in check(repo, doc).stdout
+
+    (repo / "code" / "a.py").write_text("x = 5\n")                   # the same code again
+    git(repo, "commit", "-q", "-am", "same code, another commit")
+    assert "one: current" in check(repo, doc).stdout
 
 
 def test_docs_check_lists_dirty_unstamped_and_broken_sections(repo):

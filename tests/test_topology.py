@@ -154,13 +154,30 @@ def _watts_strogatz_by_listing(n, k, beta, seed):
     return sorted(edges)
 
 
-@pytest.mark.parametrize("n, k, beta, seed", [(12, 2, 0.3, 0), (64, 4, 0.1, 1), (257, 6, 0.9, 2),
-                                              (40, 4, 0.5, 3)])
+@pytest.mark.parametrize("n, k, beta, seed", [(16, 2, 0.1, 1), (12, 4, 0.3, 0), (64, 4, 0.1, 1),
+                                              (257, 6, 0.9, 2), (40, 4, 0.5, 3)])
 def test_watts_strogatz_draws_what_listing_every_node_draws(n, k, beta, seed):
     from omtl_mpi.topology.core import _connected, watts_strogatz
     want = _watts_strogatz_by_listing(n, k, beta, seed)
-    if _connected(n, want):                  # the first draw is the one returned
-        assert watts_strogatz(n, k, beta, seed) == want
+    assert _connected(n, want)               # so the generator returns this first draw
+    assert watts_strogatz(n, k, beta, seed) == want
+
+
+def _random_regular_by_sets(n, degree, seed):
+    """Random-regular as first written (Python sets per try), the reference draw for draw."""
+    from omtl_mpi.topology.core import _connected
+    rng = np.random.default_rng(seed)
+    while True:
+        stubs = rng.permutation(np.repeat(np.arange(n), degree)).reshape(-1, 2)
+        edges = {(min(a, b), max(a, b)) for a, b in stubs.tolist()}
+        if all(a != b for a, b in stubs.tolist()) and len(edges) == len(stubs) and _connected(n, edges):
+            return sorted(edges)
+
+
+@pytest.mark.parametrize("n, degree, seed", [(10, 3, 1), (64, 4, 0), (100, 3, 7), (257, 4, 2)])
+def test_random_regular_draws_what_the_set_version_draws(n, degree, seed):
+    from omtl_mpi.topology.core import random_regular
+    assert random_regular(n, degree, seed) == _random_regular_by_sets(n, degree, seed)
 
 
 def test_seeded_graphs_stay_the_same():
