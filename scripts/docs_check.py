@@ -8,12 +8,14 @@ A generated section lies between ``<!-- begin NAME -->`` and ``<!-- end NAME -->
 line is the stamp that scripts/docsection.py writes (command, git revision, and the paths its
 figures depend on). One line per section (``make docs-check`` runs this), with its status:
 
-    current             no commit since the stamp's revision touches the paths it depends on
-    stale (...)         commits since then touch them (how many, and which files), or the
-                        working tree has uncommitted changes to them
+    current             the paths it depends on are the same at HEAD (and in the working
+                        tree) as at the stamp's revision
+    stale (...)         they differ: the commits since the revision (or that it is not an
+                        ancestor of HEAD) and the files changed, or uncommitted changes to them
     dirty               made from code with uncommitted changes: no commit holds it
     no stamp            a section without the stamp (not regenerated since stamps exist)
-    unknown revision    the stamp's revision is not in this repository (or was made outside one)
+    unknown ...         the stamp's revision is not in this repository (or was made outside
+                        one), or git could not compare it with HEAD
 
 The files: README.md, docs/*.md and docs/results/*.md (or the FILEs given). Exit status: 0,
 also when sections are stale (regenerating them takes an hour: the listing is the point);
