@@ -51,13 +51,14 @@ results: need-data setup
 	$(PY) scripts/results_learners.py
 	DATA=$(DATA) $(PY) scripts/results_real.py
 
-# The three timing tables of docs/PERFORMANCE.md (a few minutes on 2 cores; each table runs its
+# The four timing tables of docs/PERFORMANCE.md (a few minutes on 2 cores; each table runs its
 # rows alternately, 5 times after a warm-up). BASE=REV sets an earlier revision's figures beside
 # this tree's in the default-path table (the table's stamp names the command, base included).
 bench: setup
 	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs $(if $(BASE),--base $(BASE))
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
 	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
+	$(PY) scripts/bench.py scripts/bench/api.toml --docs
 
 # The four sweep targets below (paper, wstep, quality, minilm) continue the sweep in
 # results/NAME: an interrupted target picks up where it stopped, and finished runs are not run

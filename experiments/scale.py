@@ -61,9 +61,9 @@ class RunningArowStep(FirstArowStep):
     the task's instances so far whenever their count passes a power of two (``running``):
     M <- (I + eta (r' - r) M)^-1 M."""
 
-    def __init__(self, params, n_tasks, dim):
-        super().__init__(params, n_tasks, dim)
-        self.count, self.squares = np.zeros((2, n_tasks))
+    def __init__(self, params, n_tasks, dim, start, stop, topology=None, node=0):
+        super().__init__(params, n_tasks, dim, start, stop, topology, node)
+        self.count, self.squares = np.zeros((2, stop - start))
 
     def step(self, W, D, X, coef, inv_count):
         before = self.count.copy()
@@ -96,9 +96,9 @@ class RunningArow(FirstArow):
     """Single-task AROW with r = ``factor`` times the mean squared norm of the task's instances
     so far, at every update (one instance per task per round, as these streams are)."""
 
-    def __init__(self, params, n_tasks, dim):
-        super().__init__(params, n_tasks, dim)
-        self.count, self.squares = np.zeros((2, n_tasks))
+    def __init__(self, params, n_tasks, dim, start, stop, topology=None, node=0):
+        super().__init__(params, n_tasks, dim, start, stop, topology, node)
+        self.count, self.squares = np.zeros((2, stop - start))
 
     def local_step(self, X, y, inv_count):
         assert X.shape[0] == 1
@@ -128,9 +128,9 @@ def single(path, seed, factor, mode):
     data = stream(path, seed)
     K, d = data.n_tasks, data.X.shape[-1]
     if mode is None:
-        node = ArowNode(ArowParams(arow_r=1.0), K, d)
+        node = ArowNode(ArowParams(arow_r=1.0), K, d, 0, K)
     else:
-        node = (FirstArow if mode == "first" else RunningArow)(ArowParams(), K, d)
+        node = (FirstArow if mode == "first" else RunningArow)(ArowParams(), K, d, 0, K)
         node.factor = factor
     tally = Tally(K)
     for t in range(data.rounds):

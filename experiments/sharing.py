@@ -86,7 +86,7 @@ def scores(path, seed) -> dict:
     K, d, T = data.n_tasks, data.X.shape[-1], data.rounds
     p = AdmmParams(experts=False).resolved(T)
     block, consensus = TaskBlock(p, K, d), Consensus(p, K, d)
-    single, pooled = ArowNode(ArowParams(), K, d), ArowNode(ArowParams(), 1, d)
+    single, pooled = ArowNode(ArowParams(), K, d, 0, K), ArowNode(ArowParams(), 1, d, 0, 1)
     related = related2 = np.zeros((K, d))
     votes = {name: (PerTaskVote if "per task" in name else Vote)(K, d, K, len(parts))
              for name, parts in CANDIDATES.items() if parts}

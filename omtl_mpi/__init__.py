@@ -1,8 +1,23 @@
 """omtl-mpi: online multi-task relationship learning (C-ADMM, D-ADMM and baselines) on MPI.
 
+The Python API (what ``omtl_mpi.NAME`` gives; see :data:`__all__`)::
+
+    learner(name, n_tasks, n_features, **params)   a learner object (omtl_mpi.learners)
+    CADMM, DADMM, ..., Learner                     their classes
+    load(path)                                     a learner saved with Learner.save
+    run_streams(X_list, y_list, algo=..., ...)     a whole run, as `omtl-mpi run` (omtl_mpi.streams)
+    load_result(path)                              a results file, as run_streams returns it
+    check_learner(learner_or_name)                 the generic learner checks (omtl_mpi.checks)
+    UserError                                      every bad input (a ValueError)
+
+Importing the package loads none of it (the names are resolved on first use), starts no MPI
+and changes no environment variable.
+
 The package is layered (each layer imports only from the ones below it; tests/test_layers.py)::
 
     cli                  what users type and read (click, matplotlib)
+    learners, streams,   the Python API: learner objects, whole runs from arrays, the checks
+      checks, persist
     sweep, report        grids of runs as separate jobs; tables and figures from them
     runtime              roles by rank, the round loop, timing, results file
       fast               the speed plug-in (address layout): imported by the runtime only
@@ -11,12 +26,31 @@ The package is layered (each layer imports only from the ones below it; tests/te
     algorithms           pure numpy math of one round, per role
     data, topology       task streams and graphs (pure data)
 """
-import os as _os
-
-# Every array here is small (K x d, K x K): BLAS threads only add jitter and, with more MPI
-# ranks than cores (the normal case on a laptop), starve the other ranks.  A user who wants
-# threads can still set these variables before starting Python.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    _os.environ.setdefault(_var, "1")
+import importlib as _importlib
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (imported when the name is first used)
+_PUBLIC = {
+    "learner": "learners", "load": "learners", "Learner": "learners", "parameters": "learners",
+    "CADMM": "learners", "DADMM": "learners", "DPSGD": "learners", "ADMMSingle": "learners",
+    "PMSCLog": "learners", "DROM": "learners", "PA": "learners", "AdaGrad": "learners",
+    "AROW": "learners", "MTPerceptron": "learners", "Pooled": "learners",
+    "run_streams": "streams", "load_result": "streams", "Result": "streams",
+    "check_learner": "checks",
+    "UserError": "errors",
+}
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omtl_mpi' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

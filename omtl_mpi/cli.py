@@ -1,6 +1,8 @@
 """The ``omtl-mpi`` command line."""
 from __future__ import annotations
 
+from . import threads  # noqa: F401  (before numpy: one BLAS thread per rank)
+
 import json
 import os
 import sys

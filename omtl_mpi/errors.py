@@ -1,8 +1,12 @@
 """Errors that reach the user as clear lines and a non-zero exit code."""
 
 
-class UserError(Exception):
-    """A problem with the user's input (file, option, world size...).
+class UserError(ValueError):
+    """A problem with the user's input (file, option, world size, an argument of the Python API).
+
+    The one exception class a caller of the package catches for bad input: a ValueError, as
+    Python and scikit-learn raise for a bad argument value (an ``except ValueError`` around
+    code that may raise it must let it through first).
 
     The message is shown prefixed with ``error:``, one line per problem (a message may list
     several problems, one per line); the process exits with :attr:`exit_code` (2, like

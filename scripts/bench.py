@@ -4,14 +4,18 @@
 Usage: python scripts/bench.py TABLE.toml [--repeats N] [--samples N] [--base REV] [--docs] [--json]
 
 Every row is one ``omtl-mpi run ... --json --no-progress`` on random tasks, under ``mpiexec -n
-RANKS python -m mpi4py -m omtl_mpi`` when the row has ``ranks``. The rows take turns run by run,
+RANKS python -m mpi4py -m omtl_mpi`` when the row has ``ranks``; a row with ``script`` runs
+``python SCRIPT --data FILE OPTIONS --json --no-progress`` instead (e.g. scripts/bench/api.py,
+the Python API), whose last line of stdout is its JSON report. A row with ``ratio_to`` gets a
+column *ratio*, its median over that row's (its ``target`` then applies to the ratio). The rows
+take turns run by run,
 after one unrecorded warm-up run each; the table gives the median of --repeats runs, the fastest
 and the slowest. ``--base REV`` also runs every row with the package of git revision REV (a
 temporary worktree on PYTHONPATH), the trees alternating too, with a column base / this tree.
 The Markdown table goes to stdout (``--json``: the figures as JSON instead); ``--docs`` writes it
 between ``<!-- begin SECTION -->`` and ``<!-- end SECTION -->`` in docs/PERFORMANCE.md
 (``--docs-file FILE``: in FILE), opening with the stamp that ``make docs-check`` reads.
-The keys of a table file: scripts/bench/README.md. `make bench` runs the three tables of
+The keys of a table file: scripts/bench/README.md. `make bench` runs the tables of
 docs/PERFORMANCE.md with --docs.
 """
 from __future__ import annotations
@@ -36,15 +40,15 @@ from docsection import check_section, gauge_us, replace_section, speed_note, sta
 from omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
-# what the timings depend on besides the table file: all of the package (start-up, imports and
-# the learning loop) and the scripts that launch and time the runs
+# what the timings depend on besides the table file and the rows' scripts: all of the package
+# (start-up, imports and the learning loop) and the scripts that launch and time the runs
 DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/omtlrun.py")
 TIMEOUT = 900                                   # seconds for one run
 TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "data": dict,
               "rows": list}
 DATA_KEYS = {"K": int, "d": int, "samples": int}
 ROW_KEYS = {"label": str, "ranks": int, "options": list, "env": dict, "K": int, "d": int,
-            "metric": str, "target": (int, float)}
+            "metric": str, "target": (int, float), "script": str, "ratio_to": str}
 KINDS = {str: "a string", int: "an integer of at least 1", list: "a list", dict: "a table",
          (int, float): "a number"}
 
@@ -108,9 +112,45 @@ def load_table(path: str) -> dict:
                     "metric": table.get("metric", "ms_per_round"), **row})
         if row["metric"] not in METRICS:
             fail(f"{where}: unknown metric '{row['metric']}' (known: {', '.join(METRICS)})")
+        if "script" in row:
+            check_script(where, row)
         if "ranks" in row and not os.access(MPIEXEC, os.X_OK):
             fail(f"{where}: needs {MPIEXEC}: run this script with the virtualenv's python")
+    for i, row in enumerate(table["rows"]):
+        if "ratio_to" in row:
+            check_ratio_to(f"{path}: rows[{i}]", row, table["rows"])
     return table
+
+
+def check_script(where: str, row: dict) -> None:
+    """Stop unless a row's ``script`` is a file of the repository, named from its root, and the
+    row runs it in one process."""
+    script = row["script"]
+    if "ranks" in row:
+        fail(f"{where}: ranks and script together: a script runs in one process, without mpiexec")
+    if os.path.isabs(script) or os.path.normpath(script).startswith(".."):
+        fail(f"{where}: script = {script!r}, but it must be a path from the repository's root, "
+             "e.g. \"scripts/bench/api.py\"")
+    if not os.path.isfile(os.path.join(ROOT, script)):
+        fail(f"{where}: script {script!r} is not a file of {ROOT}")
+
+
+def check_ratio_to(where: str, row: dict, rows: list) -> None:
+    """Stop unless a row's ``ratio_to`` is the label of exactly one other row, of its metric."""
+    named = [r for r in rows if r["label"] == row["ratio_to"]]
+    labels = ", ".join(repr(r["label"]) for r in rows if r is not row)
+    if not named:
+        fail(f"{where}: ratio_to {row['ratio_to']!r} is not the label of a row of the table "
+             f"(labels: {labels})")
+    if len(named) > 1:
+        fail(f"{where}: ratio_to {row['ratio_to']!r} is the label of {len(named)} rows; give "
+             "the row it compares with a label of its own")
+    if named[0] is row:
+        fail(f"{where}: ratio_to {row['ratio_to']!r} is the row's own label; name another row "
+             f"({labels})")
+    if named[0]["metric"] != row["metric"]:
+        fail(f"{where}: ratio_to {row['ratio_to']!r}, whose metric is {named[0]['metric']}, "
+             f"but this row's is {row['metric']}: a ratio compares one metric")
 
 
 def make_random_tasks(folder: str, K: int, d: int, samples: int) -> str:
@@ -134,8 +174,11 @@ def environment(tree: str, extra: dict) -> dict:
 
 def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
     """Run one row with the package in ``tree``; return (metric value, report)."""
-    cmd = command(["--data", data, *row.get("options", []), "--json", "--no-progress"],
-                  row.get("ranks"))
+    args = ["--data", data, *row.get("options", []), "--json", "--no-progress"]
+    # a row's script is this tree's, whichever tree's package it imports (an older revision may
+    # not have the script)
+    cmd = ([sys.executable, os.path.join(ROOT, row["script"]), *args] if "script" in row
+           else command(args, row.get("ranks")))
     # in the scratch folder, as `python -m` imports a package found in the cwd first; in a
     # session of its own, so that a timeout or Ctrl-C can end mpiexec and its ranks together
     start = time.perf_counter()
@@ -163,7 +206,9 @@ def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
     except (ValueError, IndexError):
         fail(f"'{row['label']}' printed no JSON report: {said}")
     except KeyError as exc:
-        fail(f"'{row['label']}': the report of the package in {tree} has no {exc}")
+        made = f"{row['script']} (with the package in {tree})" if "script" in row else \
+            f"the package in {tree}"
+        fail(f"'{row['label']}': the report of {made} has no {exc}")
 
 
 def check_import(tree: str, folder: str, mpi: bool) -> None:
@@ -186,8 +231,10 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
     -------
     list of dict
         One per row (what ``--json`` prints): the row's label, ranks, K, d, metric, target,
-        options and env, and ``trees``: tree name ("this", or the base's short hash) -> median,
-        fastest, slowest, runs (every recorded value) and chose (the reports' transport).
+        script, ratio_to, options and env, and ``trees``: tree name ("this", or the base's
+        short hash) -> median, fastest, slowest, runs (every recorded value), chose (the
+        reports' transport) and, for a row with ratio_to, ratio (its median over that row's
+        median of the same tree).
     """
     data = {(r["K"], r["d"]): make_random_tasks(folder, r["K"], r["d"], samples) for r in rows}
     runs = [{name: [] for name in trees} for _ in rows]
@@ -204,13 +251,20 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
                     chose[i][name].add(str(report.get("transport")))
         print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
               file=sys.stderr, flush=True)
-    return [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target")},
-             "options": row.get("options", []), "env": row.get("env", {}),
-             "trees": {name: {"median": statistics.median(values), "fastest": min(values),
-                              "slowest": max(values), "runs": values,
-                              "chose": " / ".join(sorted(chose[i][name]))}
-                       for name, values in runs[i].items()}}
-            for i, row in enumerate(rows)]
+    out = [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target",
+                                             "script", "ratio_to")},
+            "options": row.get("options", []), "env": row.get("env", {}),
+            "trees": {name: {"median": statistics.median(values), "fastest": min(values),
+                             "slowest": max(values), "runs": values,
+                             "chose": " / ".join(sorted(chose[i][name]))}
+                      for name, values in runs[i].items()}}
+           for i, row in enumerate(rows)]
+    by_label = {row["label"]: row for row in out}    # ratio_to names a label of one row only
+    for row in out:
+        if row["ratio_to"] is not None:
+            for name, tree in row["trees"].items():
+                tree["ratio"] = tree["median"] / by_label[row["ratio_to"]]["trees"][name]["median"]
+    return out
 
 
 def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
@@ -218,26 +272,44 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
     metrics = list(dict.fromkeys(row["metric"] for row in rows))
     heading = METRICS[metrics[0]][0] if len(metrics) == 1 else "median"
     targets = any(row["target"] is not None for row in rows)
+    ratios = any(row["ratio_to"] is not None for row in rows)
     cols = ["run", "ranks", "K, d", "options", "transport chosen"]
     cols += ["metric"] if len(metrics) > 1 else []
     for name in ["this tree", base] if base else ["this tree"]:
         cols += [f"{name}: {heading}", f"{name}: fastest - slowest"]
     cols += [f"{base} / this tree"] if base else []
+    cols += ["ratio"] if ratios else []
     cols += ["target", "met"] if targets else []
     what = "; ".join(f"*{METRICS[m][0]}* is {METRICS[m][1]}" for m in metrics)
+    if ratios:
+        named = list(dict.fromkeys(row["ratio_to"] for row in rows if row["ratio_to"] is not None))
+        what += ("; *ratio* is " + (f"the row's median over the median of *{named[0]}*"
+                                    if len(named) == 1 else
+                                    "a row's median over another's: " + ", ".join(
+                                        f"*{r['label']}* over *{r['ratio_to']}*" for r in rows
+                                        if r["ratio_to"] is not None))
+                 + (", this tree's" if base else "")
+                 + ("; a target *ratio N* is met when the ratio is at most N"
+                    if any(r["target"] is not None and r["ratio_to"] is not None for r in rows)
+                    else ""))
     lines = [f"## {table['title']}", ""]
     lines += [table["description"].strip(), ""] if table.get("description") else []
     lines += [f"{header} {what}.", "", "| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
     for row in rows:
         fmt, this = METRICS[row["metric"]][3], row["trees"]["this"]
-        options = " ".join([*(f"{k}={v}" for k, v in row["env"].items()), *row["options"]])
+        options = " ".join([*(f"{k}={v}" for k, v in row["env"].items()),
+                            *([row["script"]] if row["script"] else []), *row["options"]])
         cells = [row["label"], str(row["ranks"] or "1 process"), f"{row['K']}, {row['d']}",
                  f"`{options}`" if options else "(defaults)", this["chose"]]
         cells += [METRICS[row["metric"]][0]] if len(metrics) > 1 else []
         for t in row["trees"].values():
             cells += [f"{t['median']:{fmt}}", f"{t['fastest']:{fmt}} - {t['slowest']:{fmt}}"]
         cells += [f"{row['trees'][base]['median'] / this['median']:.2f}"] if base else []
-        if targets and row["target"] is not None:
+        if ratios:
+            cells += [f"{this['ratio']:.2f}" if "ratio" in this else ""]
+        if targets and row["target"] is not None and row["ratio_to"] is not None:
+            cells += [f"ratio {row['target']}", "yes" if this["ratio"] <= row["target"] else "no"]
+        elif targets and row["target"] is not None:
             cells += [f"{row['target']}", "yes" if this["median"] <= row["target"] else "no"]
         elif targets:
             cells += ["", ""]
@@ -310,6 +382,7 @@ def main():
     # line follows the table's description
     table_path = os.path.relpath(os.path.abspath(args.table), ROOT)
     depends = DEPENDS + (() if table_path.startswith("..") else (table_path,))   # if versioned
+    depends += tuple(dict.fromkeys(row["script"] for row in table["rows"] if "script" in row))
     comment, generated = stamp(shown, depends).split("\n", 1)
     # SIGTERM leaves through the same clean-up as Ctrl-C: the worktree is removed
     signal.signal(signal.SIGTERM, lambda *_: fail("terminated"))

@@ -3,9 +3,13 @@ import os
 import subprocess
 import sys
 
-import h5py
-import numpy as np
-import pytest
+# as the command line does (omtl_mpi/threads.py), before numpy: the test workers share the cores
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = os.path.join(BIN, "mpiexec")

@@ -254,7 +254,7 @@ def test_admm_single_is_c_admm_alone_per_task():
     K, d, T = 3, 4, 6
     X, y = rng.normal(size=(T, 1, K, d)), np.where(rng.normal(size=(T, 1, K)) > 0, 1.0, -1.0)
     params = SingleParams().resolved(T)
-    node = AdmmSingleNode(params, d, 0, K)
+    node = AdmmSingleNode(params, K, d, 0, K)
     alone = [(TaskBlock(params, 1, d), Consensus(params, 1, d)) for _ in range(K)]
     for t in range(T):
         node.local_step(X[t], y[t], np.ones(K))

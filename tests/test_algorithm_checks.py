@@ -2,32 +2,28 @@
 import numpy as np
 import pytest
 
+import omtl_mpi
 from conftest import assert_in_process_equals_mpiexec, omtl
 from omtl_mpi.algorithms import REGISTRY
-from omtl_mpi.runtime.checks import check_algorithm, simulate
+from omtl_mpi.runtime.simulate import simulate
 
 ALL = sorted(REGISTRY)
+# the generic checks of every learner (omtl_mpi.check_learner) run in tests/test_api.py
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_generic_checks(name, unequal_streams):
-    check_algorithm(name, *unequal_streams)
-
-
-def test_state_round_trip_check_can_fail(unequal_streams, monkeypatch):
-    """The checkpoint check must catch a learner that forgets part of its state."""
+def test_state_round_trip_check_can_fail(monkeypatch):
+    """The state check must catch a learner that forgets part of its state."""
     from omtl_mpi.algorithms.cadmm import CAdmmServer
-    from omtl_mpi.algorithms.admm import AdmmParams
     monkeypatch.setattr(CAdmmServer, "load_state", lambda self, state: None)
-    with pytest.raises(AssertionError, match="state round trip"):     # Omega is the server's state
-        check_algorithm("c-admm", *unequal_streams, params=AdmmParams(relationship=True))
+    with pytest.raises(AssertionError, match="check_state_round_trip"):     # Omega is the server's
+        omtl_mpi.check_learner(omtl_mpi.CADMM(4, 5, relationship=True), mpi=False)
 
 
-def test_state_round_trip_check_catches_a_vote_that_forgets(unequal_streams, monkeypatch):
+def test_state_round_trip_check_catches_a_vote_that_forgets(monkeypatch):
     from omtl_mpi.algorithms.experts import ExpertVote
     monkeypatch.setattr(ExpertVote, "load_state", lambda self, state: None)
-    with pytest.raises(AssertionError, match="state round trip"):
-        check_algorithm("c-admm", *unequal_streams)
+    with pytest.raises(AssertionError, match="check_state_round_trip"):
+        omtl_mpi.check_learner(omtl_mpi.CADMM(4, 5), mpi=False)
 
 
 @pytest.mark.parametrize("name", ALL)

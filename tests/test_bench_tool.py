@@ -1,5 +1,6 @@
-"""The bench tool (scripts/bench.py): tables it refuses with one line, and a real tiny table,
-alone and against a base revision, leaving no worktree behind."""
+"""The bench tool (scripts/bench.py): tables it refuses with one line, a real tiny table,
+alone and against a base revision, leaving no worktree behind, and a tiny run of the Python
+API's table (script rows, ratio_to) with its ratio column."""
 import importlib.util
 import json
 import pathlib
@@ -21,6 +22,8 @@ def bench():
 
 
 ROW = '[[rows]]\nlabel = "one process"\noptions = ["--algo", "c-admm"]\n'
+HEAD = 'title = "t"\nsection = "s"\ndata = { K = 2, d = 3, samples = 30 }\n'
+API = '[[rows]]\nlabel = "api"\nscript = "scripts/bench/api.py"\noptions = ["--what", "learn_one"]\n'
 
 
 @pytest.mark.parametrize("text, message", [
@@ -29,6 +32,18 @@ ROW = '[[rows]]\nlabel = "one process"\noptions = ["--algo", "c-admm"]\n'
     ('title = "t"\nsection = "s"\ndata = { K = 2, d = 3, samples = 30 }\n[[rows]]\nlabel = "x"\nranks = 0\n', "ranks"),
     ('title = "t"\nsection = "s"\nmetric = "speed"\ndata = { K = 2, d = 3, samples = 30 }\n' + ROW, "metric"),
     ('title = "t"\nsection = "s"\ndata = { K = 2, d = 3, samples = 30 }\n', "rows"),
+    # script: a file of the repository, named from its root, in one process
+    (HEAD + API + "ranks = 2\n", "ranks and script together"),
+    (HEAD + API.replace("scripts/bench/api.py", "scripts/bench/none.py"), "is not a file of"),
+    (HEAD + API.replace('"scripts/bench/api.py"', '"/usr/bin/true"'), "path from the repository's root"),
+    (HEAD + API.replace('"scripts/bench/api.py"', '"../x.py"'), "path from the repository's root"),
+    (HEAD + API.replace('"scripts/bench/api.py"', "3"), "script = 3"),
+    # ratio_to: the label of one other row, of the same metric
+    (HEAD + ROW + API + 'ratio_to = "two processes"\n', "not the label of a row"),
+    (HEAD + ROW + API + 'ratio_to = "api"\n', "own label"),
+    (HEAD + ROW + ROW + API + 'ratio_to = "one process"\n', "label of 2 rows"),
+    (HEAD + ROW + API + 'ratio_to = "one process"\nmetric = "wall_s"\n', "one metric"),
+    (HEAD + ROW + API + "ratio_to = 1\n", "ratio_to = 1"),
 ])
 def test_bad_tables_are_one_line(bench, tmp_path, text, message):
     path = tmp_path / "t.toml"
@@ -57,3 +72,37 @@ def test_a_tiny_table_runs_alone_and_against_a_revision(tmp_path):
             assert tree["fastest"] <= tree["median"] <= tree["slowest"]
         assert len(rows[0]["trees"]) == (2 if extra else 1)
     assert _worktrees() == before
+
+
+def test_the_api_table_runs_with_its_ratio_column(tmp_path):
+    """scripts/bench/api.toml itself, tiny: its script rows report "api", and the table has a
+    ratio column whose target row says whether it is met."""
+    docs = tmp_path / "perf.md"
+    docs.write_text("# Performance\n\n<!-- begin api -->\n<!-- end api -->\n")
+    r = subprocess.run([sys.executable, str(SCRIPT), "scripts/bench/api.toml", "--repeats", "1",
+                        "--samples", "30", "--docs-file", str(docs)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| run |"))
+    cols = [c.strip() for c in lines[header].strip("|").split("|")]
+    assert cols[-3:] == ["ratio", "target", "met"]
+    rows = {c[0]: dict(zip(cols, c)) for c in
+            ([x.strip() for x in line.strip("|").split("|")] for line in lines[header + 2:]
+             if line.startswith("|"))}
+    assert list(rows) == ["omtl-mpi run, 1 process", "learn_round", "learn_one",
+                          "predict_one + learn_one"]
+    assert rows["omtl-mpi run, 1 process"]["ratio"] == ""
+    assert rows["omtl-mpi run, 1 process"]["transport chosen"] == "local"
+    run = float(rows["omtl-mpi run, 1 process"]["this tree: ms per round"])
+    for label in ("learn_round", "learn_one", "predict_one + learn_one"):
+        row = rows[label]
+        assert row["transport chosen"] == "api"
+        assert row["options"].startswith("`scripts/bench/api.py ")
+        ms = float(row["this tree: ms per round"])
+        assert float(row["ratio"]) == pytest.approx(ms / run, rel=0.01, abs=0.01)
+    assert rows["learn_one"]["target"] == "ratio 2"
+    assert rows["learn_one"]["met"] == ("yes" if float(rows["learn_one"]["ratio"]) <= 2 else "no")
+    assert rows["learn_round"]["target"] == rows["learn_round"]["met"] == ""
+    text = docs.read_text()
+    assert "scripts/bench/api.py" in text.splitlines()[3]        # the stamp's depends

@@ -137,7 +137,7 @@ def test_arow_scales():
     step = wsteps.ArowStep(AdmmParams(w_step="arow", eta=1.0), 2, 3)
     step.step(np.zeros((2, 3)), np.zeros((2, 3)), X, np.zeros((2, 2)), np.full(2, 0.5))
     np.testing.assert_allclose(step.r, [0.2 * 5.0, 0.2 * 10.0], rtol=1e-15)
-    node = independent.ArowNode(independent.ArowParams(), 2, 3)
+    node = independent.ArowNode(independent.ArowParams(), 2, 3, 0, 2)
     node.local_step(X, np.ones((2, 2)), np.full(2, 0.5))
     np.testing.assert_allclose(node.r, [0.5 * 5.0, 0.5 * 10.0], rtol=1e-15)
 

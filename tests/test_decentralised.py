@@ -75,7 +75,7 @@ def test_dpsgd_is_the_mixing_step():
     from omtl_mpi.algorithms.dpsgd import DpsgdParams, DPsgdNode
     topo = generate("ring", 4)
     rng = np.random.default_rng(0)
-    nodes = [DPsgdNode.build(DpsgdParams(gamma0=0.5), 4, 3, k, k + 1, topo, k) for k in range(4)]
+    nodes = [DPsgdNode(DpsgdParams(gamma0=0.5), 4, 3, k, k + 1, topo, k) for k in range(4)]
     W0 = rng.normal(size=(4, 3))
     for k, n in enumerate(nodes):
         n.w = W0[k:k + 1].copy()

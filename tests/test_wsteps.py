@@ -14,7 +14,8 @@ from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict
 from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
 from omtl_mpi.data import generate
-from omtl_mpi.runtime.checks import check_algorithm, simulate
+import omtl_mpi
+from omtl_mpi.runtime.simulate import simulate
 
 W_STEPS = ("adagrad", "arow")
 
@@ -146,12 +147,11 @@ def test_independent_adagrad_is_adagrad():
 
 @pytest.mark.parametrize("w_step", W_STEPS)
 @pytest.mark.parametrize("name", ["c-admm", "d-admm", "admm-single", "pmsc-log"])
-def test_generic_checks_with_every_w_step(name, w_step, unequal_streams):
-    from omtl_mpi.algorithms import REGISTRY
-    params = REGISTRY[name].params(w_step=w_step)          # pmsc-log fixes its own loss
+def test_generic_checks_with_every_w_step(name, w_step):
+    params = {"w_step": w_step}                             # pmsc-log fixes its own loss
     if name != "pmsc-log" and w_step == "arow":
-        params = REGISTRY[name].params(w_step=w_step, loss="squared-hinge")
-    check_algorithm(name, *unequal_streams, params=params)
+        params["loss"] = "squared-hinge"
+    omtl_mpi.check_learner(omtl_mpi.learner(name, 4, 5, rounds=40, **params), mpi=False)
 
 
 @pytest.mark.parametrize("w_step", W_STEPS)
@@ -253,7 +253,7 @@ def test_auto_r_arow_waits_for_a_nonzero_instance():
     """Single-task AROW with r auto, a task whose first instances are all zero (no intercept):
     nothing is learned from them, nothing turns NaN, and r comes from the first nonzero one."""
     from omtl_mpi.algorithms.independent import ArowNode
-    node = ArowNode(ArowParams(), 2, 3)
+    node = ArowNode(ArowParams(), 2, 3, 0, 2)
     X = np.zeros((1, 2, 3))
     X[0, 1] = [1.0, 2.0, 2.0]
     node.local_step(X, np.ones((1, 2)), np.ones(2))
@@ -276,12 +276,12 @@ def test_an_older_checkpoint_without_r_resumes_where_its_state_means_the_same():
     for params in (AdmmParams(w_step="arow", eta=1.0, arow_r=2.0), AdmmParams(w_step="arow", eta=1.0)):
         with pytest.raises(UserError, match="older omtl-mpi"):
             random_block(np.random.default_rng(7), params).w_step.load_state(state)
-    node = ArowNode(ArowParams(arow_r=0.5), 2, 3)
+    node = ArowNode(ArowParams(arow_r=0.5), 2, 3, 0, 2)
     old = {k: v for k, v in node.state().items() if k != "r"}
     node.load_state(old)
     assert node.r.tolist() == [0.5, 0.5]
     with pytest.raises(UserError, match="older omtl-mpi"):
-        ArowNode(ArowParams(), 2, 3).load_state(old)
+        ArowNode(ArowParams(), 2, 3, 0, 2).load_state(old)
 
 
 def test_auto_can_be_typed_and_means_the_default():

@@ -312,6 +312,18 @@ class TaskBlock:
         C += self.Z
         return (positive if self.experts is None else vote), C
 
+    def decide(self, X: np.ndarray) -> np.ndarray:
+        """The decision values (B, kb) of ``X`` (B, kb, d) with the block as it is, changing
+        nothing: ``decide(X) >= 0`` is what :meth:`predict_and_step` predicts on the same X.
+
+        Without ``--experts`` the margins ``w_k . x``; with them the weighted vote sum of
+        :meth:`.experts.ExpertVote.decide`, with W as the first expert's model (as the step
+        sets it).
+        """
+        if self.experts is None:
+            return np.vecdot(self.W, X)           # predict_and_step's margins, the same call
+        return self.experts.decide(X, self.W)
+
     def _class_weights(self, y: np.ndarray) -> np.ndarray:
         """Every instance's class weight (B, kb), from the counts before this round; then the
         round's labels are counted."""
@@ -351,6 +363,20 @@ class TaskBlock:
         rY = np.add(self.V, self.u, out=self._rY)
         rY *= self._rho
         return rY
+
+    @staticmethod
+    def task_axis(shared_u: bool = True) -> dict:
+        """{key of :meth:`state`: axis of the tasks} of every per-task array a block's state
+        may hold, whatever the w-step (:func:`.contract.merge_states`); u is per task only
+        where each task has its own (``shared_u=False``), and the vote's totals and steps are
+        shared."""
+        axes = {"W": 0, "Z": 0, "V": 0, "class_seen": 1}
+        if not shared_u:
+            axes["u"] = 0
+        for cls in W_STEP_CLASSES.values():
+            axes.update({f"wstep_{k}": a for k, a in cls.TASK_AXIS.items()})
+        axes.update({f"experts_{k}": a for k, a in ExpertVote.TASK_AXIS.items()})
+        return axes
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""

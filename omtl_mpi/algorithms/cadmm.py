@@ -17,9 +17,12 @@ _N_EXPERTS = len(EXPERTS)
 
 
 class CAdmmWorker:
-    """Worker role for tasks ``start..stop-1``: predict, w-step, send C; receive (u, V); z-step."""
+    """Worker role for tasks ``start..stop-1`` of ``n_tasks``: predict, w-step, send C; receive
+    (u, V); z-step (:class:`.contract.Worker`)."""
 
-    def __init__(self, params: AdmmParams, start: int, stop: int, dim: int, n_tasks: int):
+    TASK_AXIS = TaskBlock.task_axis()
+
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int):
         self.start, self.stop, self.dim = start, stop, dim
         self.kb = kb = stop - start
         # sent every round, the same buffer (MPI binds to it): C, and the experts' mistakes
@@ -29,12 +32,12 @@ class CAdmmWorker:
         self._partial = self.message[kb * dim:]
 
     @staticmethod
-    def up_size(params, n_tasks: int, dim: int) -> int:
-        return n_tasks * dim + (_N_EXPERTS if params.experts else 0)
+    def up_size(params, kb: int, dim: int) -> int:
+        return kb * dim + (_N_EXPERTS if params.experts else 0)
 
     @staticmethod
-    def down_size(params, n_tasks: int, dim: int) -> int:
-        return (n_tasks + 1) * dim + ((n_tasks * dim + _N_EXPERTS) if params.experts else 0)
+    def down_size(params, kb: int, dim: int) -> int:
+        return (kb + 1) * dim + ((kb * dim + _N_EXPERTS) if params.experts else 0)
 
     def up(self, X, y, inv_count):
         """One round's predictions (B, kb) and the flat message to the server (the same
@@ -43,6 +46,10 @@ class CAdmmWorker:
         if self.block.experts is not None:
             self._partial[...] = self.block.experts.partial()
         return positive, self.message
+
+    def decide(self, X) -> np.ndarray:
+        """The decision values (B, kb) behind :meth:`up`'s predictions, changing nothing."""
+        return self.block.decide(X)
 
     def down(self, msg: np.ndarray) -> None:
         d, end = self.dim, (self.kb + 1) * self.dim

@@ -23,15 +23,20 @@ from .experts import EXPERTS, related_models
 
 
 class DAdmmNode:
-    """One D-ADMM node holding tasks ``start..stop-1`` of ``n_tasks``.
+    """One D-ADMM node, node ``node`` of ``topology``, holding tasks ``start..stop-1`` of
+    ``n_tasks`` (:class:`.contract.Node`; without a topology, a node with no neighbours).
 
     ``slots`` (n_neighbours + 1, K, width) holds this node's table in slot 0 (what it sends)
     and what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so
     that merging is one argmax over the stamps and no message is copied on the way.
     """
 
+    # its state is the node's (a table of every task, its own Omega), not its block's
+    TASK_AXIS = None
+
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
-                 n_neighbours: int = 0):
+                 topology=None, node: int = 0):
+        n_neighbours = len(topology.neighbours(node)) if topology is not None else 0
         self.K, self.d, self.start, self.stop = n_tasks, dim, start, stop
         d = dim
         # the gossiped table: columns [0, d) = c, [d, 2d) = v, then the experts' mistakes on
@@ -58,11 +63,6 @@ class DAdmmNode:
         self._paper = params.variant == "paper"
         self.round = 0
 
-    @classmethod
-    def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        n_neighbours = len(topology.neighbours(node)) if topology is not None else 0
-        return cls(params, n_tasks, dim, start, stop, n_neighbours)
-
     @property
     def message(self) -> np.ndarray:
         """What goes to every neighbour: the whole table, K (2d + 1) numbers (3 more per task
@@ -77,6 +77,11 @@ class DAdmmNode:
             self._own_mistakes[...] = self.block.experts.mistakes.T
         self._own_stamp[...] = self.round
         return positive
+
+    def decide(self, X) -> np.ndarray:
+        """The decision values (B, kb) behind :meth:`local_step`'s predictions, changing
+        nothing."""
+        return self.block.decide(X)
 
     def merge(self, received: np.ndarray) -> float:
         """Step 2's second half: keep the freshest row per task from ours and ``received``.

@@ -38,23 +38,28 @@ class DpsgdParams:
 
 
 class DPsgdNode:
-    """Node ``node`` of the topology, holding exactly one task."""
+    """Node ``node`` of ``topology``, holding exactly one task, ``start`` (:class:`.contract.Node`;
+    without a topology, a lone node that mixes with nobody)."""
 
-    def __init__(self, params: DpsgdParams, dim: int, self_weight: float, weights):
+    # its state is the node's (the model it mixes with its neighbours'), not a block's
+    TASK_AXIS = None
+
+    def __init__(self, params: DpsgdParams, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
+        if stop - start != 1:
+            raise ConfigError("d-psgd runs one task per node: use as many nodes (ranks) as tasks")
         self.p = params
         self.w = np.zeros((1, dim))
+        if topology is None:
+            self_weight, weights = 1.0, np.zeros(0)
+        else:
+            # the Metropolis-Hastings weights M_kj of this node's row
+            M = topology.mixing_matrix()
+            self_weight, weights = M[node, node], M[node, list(topology.neighbours(node))]
         self.self_weight = float(self_weight)
         self.weights = np.asarray(weights, dtype=np.float64)   # M_kj, ascending neighbour order
         self.g = np.zeros((1, dim))
         self.round = 0
-
-    @classmethod
-    def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        if stop - start != 1:
-            raise ConfigError("d-psgd runs one task per node: use as many nodes (ranks) as tasks")
-        M = topology.mixing_matrix()
-        nb = list(topology.neighbours(node))
-        return cls(params, dim, M[node, node], M[node, nb])
 
     @property
     def message(self) -> np.ndarray:
@@ -67,6 +72,10 @@ class DPsgdNode:
         coef = gradient_coef("hinge", y, margins, yhat)
         self.g = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
         return yhat
+
+    def decide(self, X) -> np.ndarray:
+        """The margins (B, 1) :meth:`local_step` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self.w, X)
 
     def merge(self, received: np.ndarray) -> float:
         """Mix with the neighbours' pre-mixing models (received: (n_neighbours, 1, d)) and step."""

@@ -88,6 +88,10 @@ class ExpertVote:
     weight :data:`PRIOR_FIRST`, and the others share the rest equally.
     """
 
+    # the axis of the tasks in each per-task array of state() (contract.merge_states); the
+    # totals and steps are the same in every block of a run
+    TASK_AXIS = {"mistakes": 1, "models": 1}
+
     def __init__(self, n_tasks: int, dim: int, total_tasks: int):
         n_experts = len(EXPERTS)
         self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2    # eta_t^2 t
@@ -123,6 +127,19 @@ class ExpertVote:
         self._votes = votes
         # at least half the weight predicts +1: sum of the weights, +1 for +1 and -1 for -1, >= 0
         return np.where(votes, self._q, -self._q).sum(axis=0) >= 0.0
+
+    def decide(self, X, first: np.ndarray) -> np.ndarray:
+        """The vote's decision values (B, kb) on ``X`` (B, kb, d) with ``first`` (kb, d) as
+        the first expert's model and the others' :attr:`models` as they are, changing nothing:
+        ``decide(X, W) >= 0`` is what :meth:`predict` returns once ``models[0]`` is W.
+
+        The weighted vote sum of :meth:`predict`, by the same numpy expressions, so that a tie
+        (a sum of exactly 0) falls the same way.
+        """
+        models = self.models.copy()
+        models[0] = first
+        votes = np.vecdot(models[:, None], X) >= 0.0
+        return np.where(votes, self._q, -self._q).sum(axis=0)
 
     def update(self, y) -> None:
         """Count each expert's mistakes on the round just predicted (labels ``y``, (B, kb), 0

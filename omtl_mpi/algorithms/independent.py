@@ -33,13 +33,28 @@ class _NoMessage:
 
 
 class _SingleTaskNode(_NoMessage):
-    """A learner that keeps per-task arrays only (named in ``_STATE``, W first)."""
+    """A learner that keeps per-task arrays only (named in ``_STATE``, W first, each with the
+    tasks on axis 0), which predicts from the margins of W.
+
+    A subclass's ``__init__(params, n_tasks, dim, start, stop, topology=None, node=0)`` sets
+    every array of ``_STATE`` for its stop - start tasks; it gets ``TASK_AXIS`` (axis 0 for
+    every array of ``_STATE``, unless it sets its own) and :meth:`decide`.
+    """
 
     _STATE: tuple = ("W",)
+    TASK_AXIS = {"W": 0}
 
-    @classmethod
-    def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        return cls(params, stop - start, dim)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # per-task arrays only: each is split by task on its first axis
+        if "TASK_AXIS" not in vars(cls):
+            cls.TASK_AXIS = {k: 0 for k in cls._STATE}
+
+    def decide(self, X) -> np.ndarray:
+        """The margins ``w_k . x`` (B, kb) of ``X`` (B, kb, d), changing nothing: the numpy
+        call with which the subclasses' ``local_step`` predicts (a subclass that predicts
+        otherwise overrides this)."""
+        return np.einsum("kd,bkd->bk", self.W, X)
 
     def finish_round(self) -> None:
         pass
@@ -63,21 +78,25 @@ class AdmmSingleNode(_NoMessage):
     with ``p = 1 / (a + rho)``.
     """
 
-    def __init__(self, params: AdmmParams, dim: int, start: int, stop: int):
+    # every task has its own u
+    TASK_AXIS = TaskBlock.task_axis(shared_u=False)
+
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
         self.p = params
         self.block = TaskBlock(params, stop - start, dim, shared_u=False)
         self._P = 1.0 / (params.a + params.rho)
         self._u_scale = (1.0 - params.rho * self._P) / (params.lambda2 + params.rho - params.rho ** 2 * self._P)
-
-    @classmethod
-    def build(cls, params, n_tasks, dim, start, stop, topology, node):
-        return cls(params, dim, start, stop)
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         yhat, C = self.block.predict_and_step(X, y, inv_count)
         u = self._u_scale * C
         self.block.dual_step(u, (C - self.p.rho * u) * self._P)
         return yhat
+
+    def decide(self, X) -> np.ndarray:
+        """The margins (B, kb) :meth:`local_step` predicts from, changing nothing."""
+        return self.block.decide(X)
 
     def finish_round(self) -> None:
         pass
@@ -109,9 +128,10 @@ class PaNode(_SingleTaskNode):
     """Independent PA-I for every task of the block; a mini-batch takes the mean of the
     per-instance PA steps, all computed at the same w."""
 
-    def __init__(self, params: PaParams, n_tasks: int, dim: int):
+    def __init__(self, params: PaParams, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
         self.p = params
-        self.W = np.zeros((n_tasks, dim))
+        self.W = np.zeros((stop - start, dim))
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         margins = np.einsum("kd,bkd->bk", self.W, X)
@@ -167,10 +187,12 @@ class AdagradNode(_SingleTaskNode):
 
     _STATE = ("W", "S")
 
-    def __init__(self, params: AdagradParams, n_tasks: int, dim: int):
+    def __init__(self, params: AdagradParams, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
         self.p = params
-        self.W = np.zeros((n_tasks, dim))
-        self.S = np.zeros((n_tasks, dim))
+        kb = stop - start
+        self.W = np.zeros((kb, dim))
+        self.S = np.zeros((kb, dim))
 
     def local_step(self, X, y, inv_count) -> np.ndarray:
         margins = np.einsum("kd,bkd->bk", self.W, X)
@@ -222,12 +244,14 @@ class ArowNode(_SingleTaskNode):
 
     _STATE = ("W", "Sigma", "r")
 
-    def __init__(self, params: ArowParams, n_tasks: int, dim: int):
+    def __init__(self, params: ArowParams, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
         self.p = params
-        self.W = np.zeros((n_tasks, dim))
-        self.Sigma = np.zeros((n_tasks, dim, dim))
+        kb = stop - start
+        self.W = np.zeros((kb, dim))
+        self.Sigma = np.zeros((kb, dim, dim))
         self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
-        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
+        self.r = np.full(kb, 0.0 if params.arow_r is None else float(params.arow_r))
         self._settled = bool(self.r.all())          # a bool: checked every round
 
     def load_state(self, state: dict) -> None:

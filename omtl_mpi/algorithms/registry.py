@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
+from .contract import check_roles
 from .dadmm import DAdmmNode
 from .dpsgd import DpsgdParams, DPsgdNode
 from .independent import (AdagradNode, AdagradParams, AdmmSingleNode, ArowNode, ArowParams,
@@ -21,14 +22,10 @@ PATTERNS = ("none", "server", "neighbours")
 
 @dataclass(frozen=True)
 class Algorithm:
-    """What the runtime needs to know about a learner: the contract its classes keep.
+    """What the runtime needs to know about a learner.
 
-    Shapes: K tasks, d weights (the features, plus one with the intercept), a role's block of
-    kb contiguous tasks, B instances per task per round. Every round a role gets ``X`` (B, kb,
-    d), ``y`` (B, kb) float labels -1/+1 with 0 for padding (a stream that has ended, or a
-    short last batch), and ``inv_count`` (kb,), 1 / the number of real instances of each task
-    in the round (1 where there are none); it returns its predictions, made before it reads
-    ``y``, as booleans (B, kb), True for +1.
+    Its role classes keep the contract of :mod:`.contract` (shapes, methods, the one
+    constructor convention, ``decide``, ``TASK_AXIS``), which :func:`register` checks.
 
     Attributes
     ----------
@@ -52,37 +49,15 @@ class Algorithm:
         these values (given, they are refused), and ``FIXED``/``FIXED_WHY``, the fields a
         learner built on another's parameters fixes and why (:func:`.admm.fixed_fields`).
     worker, server : type
-        Role classes of the ``server`` pattern. ``worker(params, start, stop, dim, n_tasks)``
-        holds tasks start..stop-1 of n_tasks, with ``up(X, y, inv_count)`` -> (predictions,
-        flat float64 message of ``up_size(params, kb, dim)`` numbers, a static method),
-        ``down(reply)`` with the flat reply of ``down_size(params, kb, dim)`` numbers, and
-        ``task_rows()``. ``server(params, n_tasks, dim, blocks)``, blocks the workers'
-        (start, stop) in rank order, with ``step(gathered)`` -> the replies (every worker's
-        message, and then every reply, concatenated in rank order), ``after_reply()`` (work
-        the replies need not wait for) and ``global_arrays()`` ({name: array} for the results
-        file's /model). Optional: ``sync_every`` (rounds between exchanges, the same on
-        both), and the buffers MPI may bind to because they are the same array every round,
-        the worker's ``message`` and the server's ``reply``.
+        Role classes of the ``server`` pattern (:class:`.contract.Worker`,
+        :class:`.contract.Server`).
     node : type
-        Role class of the ``neighbours`` and ``none`` patterns: ``build(params, n_tasks, dim,
-        start, stop, topology, node)`` (a classmethod; topology is None for ``none``, node the
-        node's index) builds the holder of tasks start..stop-1; ``local_step(X, y,
-        inv_count)`` -> predictions; ``message``, an array of the same shape every round, sent
-        to every neighbour; ``merge(received)``, received (n_neighbours, *message.shape) ->
-        the mean staleness in rounds of what it used (0.0 where that means nothing);
-        ``finish_round()``; ``task_rows()``; ``node_arrays()`` ({name: array} of the node's
-        own copies of shared variables, stored as /model/node_NAME). Optional: ``inbox``, the
-        array the exchange writes ``received`` into. ``none`` nodes get ``message`` (empty),
-        ``merge`` and ``node_arrays`` from ``independent._NoMessage``; nodes that keep
-        per-task arrays only get more from ``independent._SingleTaskNode`` (docs/DESIGN.md,
-        *Adding a learner*).
+        Role class of the ``neighbours`` and ``none`` patterns (:class:`.contract.Node`).
+        ``none`` nodes get ``message`` (empty), ``merge`` and ``node_arrays`` from
+        ``independent._NoMessage``; nodes that keep per-task arrays only get more from
+        ``independent._SingleTaskNode`` (docs/DESIGN.md, *Adding a learner*).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks (d-psgd).
-
-    Every role class (worker, server, node) also has ``state()`` -> {name: array}, every
-    array that determines its next round, and ``load_state(state)`` (checkpoints, the generic
-    checks); ``task_rows()`` gives its tasks' final arrays, one row per task, by name (``W``
-    the weights; ``Z``, ``V``, ``U`` where it has them), for the results file's /model.
     """
 
     name: str
@@ -101,8 +76,18 @@ REGISTRY: dict[str, Algorithm] = {}
 
 
 def register(algo: Algorithm) -> Algorithm:
+    """Add ``algo`` to :data:`REGISTRY` (and return it).
+
+    Raises
+    ------
+    ValueError
+        An unknown communication pattern.
+    TypeError
+        A role class that does not keep the contract (:func:`.contract.check_roles`).
+    """
     if algo.pattern not in PATTERNS:
         raise ValueError(f"unknown communication pattern {algo.pattern!r}")
+    check_roles(algo)
     REGISTRY[algo.name] = algo
     return algo
 

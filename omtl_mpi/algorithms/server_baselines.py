@@ -82,7 +82,9 @@ class DromWorker:
     """Capped-hinge subgradient steps with the relationship term from the last synchronisation:
     ``w_k <- w_k - gamma_t (g_k + mu [W Omega^-1]_{:,k})``."""
 
-    def __init__(self, params: DromParams, start: int, stop: int, dim: int, n_tasks: int):
+    TASK_AXIS = {"W": 0, "R": 0}
+
+    def __init__(self, params: DromParams, n_tasks: int, dim: int, start: int, stop: int):
         self.p, self.dim = params, dim
         self.sync_every = params.tau
         self.W = np.zeros((stop - start, dim))
@@ -90,12 +92,12 @@ class DromWorker:
         self.round = 0
 
     @staticmethod
-    def up_size(params, n_tasks, dim):
-        return n_tasks * dim
+    def up_size(params, kb, dim):
+        return kb * dim
 
     @staticmethod
-    def down_size(params, n_tasks, dim):
-        return n_tasks * dim
+    def down_size(params, kb, dim):
+        return kb * dim
 
     def up(self, X, y, inv_count):
         self.round += 1
@@ -106,6 +108,10 @@ class DromWorker:
         G = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
         self.W = self.W - (self.p.gamma0 / math.sqrt(self.round)) * (G + self.p.mu * self.R)
         return yhat, self.W.reshape(-1)
+
+    def decide(self, X):
+        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self.W, X)
 
     def down(self, msg):
         self.R[...] = msg.reshape(-1, self.dim)
@@ -187,18 +193,20 @@ class MtPerceptronWorker:
     on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. Workers send their tasks'
     mistake updates; the server returns their sum over all tasks."""
 
-    def __init__(self, params, start, stop, dim, n_tasks):
+    TASK_AXIS = {"W": 0}
+
+    def __init__(self, params, n_tasks, dim, start, stop):
         self.dim = dim
         self.W = np.zeros((stop - start, dim))
         self.delta = np.zeros((stop - start, dim))
         self.K = n_tasks
 
     @staticmethod
-    def up_size(params, n_tasks, dim):
-        return n_tasks * dim
+    def up_size(params, kb, dim):
+        return kb * dim
 
     @staticmethod
-    def down_size(params, n_tasks, dim):
+    def down_size(params, kb, dim):
         return dim
 
     def up(self, X, y, inv_count):
@@ -207,6 +215,10 @@ class MtPerceptronWorker:
         coef = gradient_coef("perceptron", y, margins, yhat)      # -y on a mistake
         self.delta = -np.einsum("bk,bkd->kd", coef, X)
         return yhat, self.delta.reshape(-1)
+
+    def decide(self, X):
+        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self.W, X)
 
     def down(self, msg):
         self.W += (msg[None, :] + self.delta) / (self.K + 1)
@@ -264,18 +276,21 @@ class PooledParams:
 class PooledWorker:
     """Predicts every task with the one shared w; sends its tasks' gradient sums and counts."""
 
-    def __init__(self, params: PooledParams, start, stop, dim, n_tasks):
+    # every array of its state is shared: the one w, the round
+    TASK_AXIS: dict = {}
+
+    def __init__(self, params: PooledParams, n_tasks, dim, start, stop):
         self.p, self.dim = params, dim
         self.w = np.zeros(dim)
         self.round = 0
         self._msg = np.zeros((stop - start, dim + 1))
 
     @staticmethod
-    def up_size(params, n_tasks, dim):
-        return n_tasks * (dim + 1)
+    def up_size(params, kb, dim):
+        return kb * (dim + 1)
 
     @staticmethod
-    def down_size(params, n_tasks, dim):
+    def down_size(params, kb, dim):
         return dim + 1
 
     def up(self, X, y, inv_count):
@@ -286,6 +301,10 @@ class PooledWorker:
         self._msg[:, :-1] = np.einsum("bk,bkd->kd", coef, X)
         self._msg[:, -1] = (y != 0).sum(axis=0)
         return yhat, self._msg.reshape(-1)
+
+    def decide(self, X):
+        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
+        return X @ self.w
 
     def down(self, msg):
         n = max(msg[-1], 1.0)

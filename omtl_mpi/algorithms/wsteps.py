@@ -86,6 +86,8 @@ class EuclidStep:
 
     # the Euclidean step keeps R divided by (rho + eta): w = eta w_t / (rho + eta) + R + D / (rho + eta)
     _divide_R = True
+    # the axis of the tasks in each array of state() (contract.merge_states): none here
+    TASK_AXIS: dict = {}
 
     def prepare(self, rY, Z) -> None:
         """Store ``R = rY - Z`` (``rY = rho (u + V)``, ``Z`` the duals): all the next step needs
@@ -132,6 +134,7 @@ class AdagradStep(EuclidStep):
         self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
 
     _divide_R = False
+    TASK_AXIS = {"S": 0}
 
     def step(self, W, D, X, coef, inv_count):
         p = self.p
@@ -179,6 +182,7 @@ class ArowStep(EuclidStep):
         self._settled = bool(self.r.all())          # a bool: checked every round
 
     _divide_R = False
+    TASK_AXIS = {"M": 0, "r": 0}
 
     def _start_metric(self, tasks: np.ndarray) -> None:
         """M = (eta r + rho)^-1 I for the tasks of the mask ``tasks``."""

@@ -53,3 +53,20 @@ def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple 
         if norm > 0:
             row /= norm
     return X
+
+
+def hash_features(features, dims: int) -> np.ndarray:
+    """A dict of feature -> value as a vector of ``dims`` numbers, each feature's name hashed
+    to a coordinate and a sign as :func:`hash_texts` hashes n-grams (not normalised).
+
+    Examples
+    --------
+    >>> v = hash_features({"colour=red": 1.0, "size": 2.5}, 16)
+    >>> v.shape, float(np.abs(v).sum())
+    ((16,), 3.5)
+    """
+    out = np.zeros(dims)
+    for name, value in features.items():
+        index, sign = _bucket(str(name), dims)
+        out[index] += sign * float(value)
+    return out

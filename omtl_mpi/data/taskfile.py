@@ -182,6 +182,8 @@ def _open(path: str):
     with f:
         try:
             yield f
+        except UserError:           # the reader's own line (UserError is a ValueError)
+            raise
         except H5_ERRORS as exc:
             raise DataError(f"{path}: cannot read the file ({reason(exc)}); it is damaged: "
                             "import or copy it again") from None

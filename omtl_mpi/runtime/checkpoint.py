@@ -39,26 +39,27 @@ def default_path(out: str | None) -> str | None:
     return f"{root}.ckpt{ext or '.h5'}"
 
 
-def _write(group, value) -> None:
+def write_tree(group, value) -> None:
+    """Write a tree of dicts, lists, None and arrays into an HDF5 group (read_tree reads it)."""
     for key, item in value.items():
         key = str(key)
         if isinstance(item, dict):
-            _write(group.create_group(key), item)
+            write_tree(group.create_group(key), item)
         elif isinstance(item, list):
             sub = group.create_group(key)
             sub.attrs["list"] = len(item)
-            _write(sub, {str(i): v for i, v in enumerate(item)})
+            write_tree(sub, {str(i): v for i, v in enumerate(item)})
         elif item is None:
             group.create_group(key).attrs["none"] = True
         else:
             group.create_dataset(key, data=np.asarray(item))
 
 
-class _Damaged(Exception):
+class Damaged(Exception):
     """A part of the file that cannot be what a checkpoint writes (message: what and where)."""
 
 
-def _read(group):
+def read_tree(group):
     if group.attrs.get("none", False):
         return None
     if "list" in group.attrs:
@@ -70,11 +71,11 @@ def _read_item(group, key: str):
     # a checkpoint holds no links: one would be followed into another file (anything, a FIFO)
     link = group.get(key, getlink=True)
     if link is None:
-        raise _Damaged(f"{group.name}/{key} is missing")
+        raise Damaged(f"{group.name}/{key} is missing")
     if not isinstance(link, h5py.HardLink):
-        raise _Damaged(f"{group.name}/{key} is a link; a checkpoint holds none")
+        raise Damaged(f"{group.name}/{key} is a link; a checkpoint holds none")
     item = group[key]
-    return _read(item) if isinstance(item, h5py.Group) else item[()]
+    return read_tree(item) if isinstance(item, h5py.Group) else item[()]
 
 
 def state_digest(done: int, ranks_state: list) -> str:
@@ -124,7 +125,7 @@ def write(path: str, done: int, ranks_state: list, *, config: str, fingerprint: 
                         "state_digest": state_digest(done, ranks_state),
                         "ranks": len(ranks_state)})
         for r, state in enumerate(ranks_state):
-            _write(f.create_group(f"rank_{r:04d}"), state)
+            write_tree(f.create_group(f"rank_{r:04d}"), state)
 
 
 def _differences(saved: str, current: str) -> str:
@@ -200,7 +201,9 @@ def read(path: str, *, config: str, fingerprint: str, signature: str, data_diges
             return _read_checkpoint(f, where, path, config=config, fingerprint=fingerprint,
                                     signature=signature, data_digest=data_digest, ranks=ranks,
                                     rounds=rounds)
-    except (_Damaged, *H5_ERRORS) as exc:      # a damaged file: one line naming the checkpoint
+    except UserError:                          # already one line about this checkpoint
+        raise
+    except (Damaged, *H5_ERRORS) as exc:      # a damaged file: one line naming the checkpoint
         raise UserError(f"{where}: the checkpoint is damaged ({reason(exc)}); resume from another "
                         "checkpoint or start the run afresh") from None
 
@@ -232,11 +235,11 @@ def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_dig
                         "options as the original run")
     done = int(attrs["round"])
     if not 0 <= done <= rounds:
-        raise _Damaged(f"it says {done} rounds were done, the run has {rounds}")
+        raise Damaged(f"it says {done} rounds were done, the run has {rounds}")
     states = []
     for r in range(ranks):
         if f.get(f"rank_{r:04d}", getlink=True) is None:
-            raise _Damaged(f"it holds no state for rank {r}")
+            raise Damaged(f"it holds no state for rank {r}")
         states.append(_read_item(f, f"rank_{r:04d}"))
     intact = ("state_digest" not in attrs
               or str(attrs["state_digest"]) == state_digest(done, states))

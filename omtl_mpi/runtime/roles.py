@@ -27,7 +27,7 @@ class Roles:
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         if algo.pattern == "server":
             if local:
-                self.holders = [algo.worker(params, *local[0], d, K)]
+                self.holders = [algo.worker(params, K, d, *local[0])]
             if rank == 0:
                 self.server = algo.server(params, K, d, blocks)
             if size == 1:
@@ -42,7 +42,7 @@ class Roles:
                                     reply_buffer=getattr(self.server, "reply", None))
             return
         first = 0 if size == 1 else rank
-        self.holders = [algo.node.build(params, K, d, a, b, topology, first + i)
+        self.holders = [algo.node(params, K, d, a, b, topology, first + i)
                         for i, (a, b) in enumerate(local)]
         if topology is None:
             from .graph import NoExchange

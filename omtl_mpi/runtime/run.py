@@ -114,7 +114,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None) -> dict | None:
+        resume: str | None = None, source=None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -134,6 +134,10 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Write the full state of every rank to ``checkpoint_path`` every so many rounds.
     resume : str, optional
         Continue from this checkpoint (same configuration, data and number of ranks).
+    source : optional
+        Where the tasks come from (``meta()``, ``load(indices)``, ``describe()``, as
+        :mod:`omtl_mpi.data.source`'s); by default the one ``cfg.data`` names (the Python API
+        passes arrays this way).
 
     Raises
     ------
@@ -141,7 +145,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         On every rank, when any rank found a user error before learning started.
     """
     job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
-                 fault=fault, resume=resume)
+                 fault=fault, resume=resume, source=source)
     save = None
     if checkpoint_every:
         save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
@@ -174,7 +178,8 @@ class Job:
     cpu_seconds: float = 0.0
 
 
-def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None) -> Job:
+def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
+           source=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
     roles and their exchange, and restore a checkpoint. Collective.
 
@@ -182,7 +187,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     ----------
     cfg : RunConfig
     world : LocalWorld or MpiWorld
-    out, notice, fault, resume
+    out, notice, fault, resume, source
         As in :func:`run`.
 
     Returns
@@ -196,7 +201,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
         On every rank, when any rank found a user error.
     """
     rank, size = world.rank, world.size
-    source = make_source(cfg)
+    source = make_source(cfg) if source is None else source
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     T = rounds_needed(meta.lengths, cfg.batch)
@@ -398,12 +403,14 @@ def collect(job: Job, out: str | None) -> dict | None:
     summary = metrics.summarise(gathered["mistakes"], job.meta.lengths, job.cfg.batch,
                                 gathered["confusion"])
     report = _report(job, summary, gathered, measured.cpu_seconds)
+    learned = _learned(job, summary, gathered)
+    attrs = {k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))}
     if out:
-        learned = _learned(job, summary, gathered)
-        write_results(out, attrs={k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))},
-                      config=job.cfg.to_dict(), learned=learned, measured=measured,
-                      before_rename=lambda: job.fault.check("write"))
+        write_results(out, attrs=attrs, config=job.cfg.to_dict(), learned=learned,
+                      measured=measured, before_rename=lambda: job.fault.check("write"))
         report["results"] = out
+    # what the Python API keeps of a run (omtl_mpi.streams.Result): enough to write its file
+    report["_written"] = (attrs, job.cfg.to_dict(), learned, measured)
     report["_timing"] = measured.seconds
     report["_roles"] = measured.roles
     report["peak_rss_mib"] = measured.peak_rss.tolist()

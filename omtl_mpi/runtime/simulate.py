@@ -1,8 +1,7 @@
-"""Generic checks that every registered learner must pass (in the spirit of river's
-``check_estimator``), and the one-process driver they use.
+"""A whole run of a learner's roles in one process, straight from in-memory streams, with an
+optional state round trip part-way (:func:`simulate`): what the math tests drive learners with.
 
-``tests/test_algorithm_checks.py`` runs :func:`check_algorithm` for every name in the registry,
-so a new learner cannot skip them.  Users adding a learner can call it directly.
+The generic checks every learner passes are :mod:`omtl_mpi.checks` (on the learner objects).
 """
 from __future__ import annotations
 
@@ -83,35 +82,3 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         for key, value in h.task_rows().items():
             rows.setdefault(key, []).append(np.array(value))
     return flat, {k: np.concatenate(v) for k, v in rows.items()}
-
-
-def check_algorithm(name: str, X_list, y_list, params=None) -> None:
-    """Assert the generic properties of learner ``name`` on the given streams (AssertionError).
-
-    ``params``: the learner's hyper-parameters (default: its defaults).
-
-    * seeding is idempotent: two runs give bit-identical predictions and variables;
-    * inputs are not mutated;
-    * state copied out mid-stream into fresh objects continues identically;
-    * mini-batches run and predict every instance.
-    """
-    X_copy = [x.copy() for x in X_list]
-    y_copy = [y.copy() for y in y_list]
-    preds_a, rows_a = simulate(name, X_list, y_list, params=params)
-    preds_b, rows_b = simulate(name, X_list, y_list, params=params)
-    for k, (pa, pb) in enumerate(zip(preds_a, preds_b)):
-        assert pa.tobytes() == pb.tobytes(), f"{name}: task {k} predictions differ run to run"
-    for key in rows_a:
-        assert rows_a[key].tobytes() == rows_b[key].tobytes(), f"{name}: {key} differs run to run"
-    for k in range(len(X_list)):
-        assert np.array_equal(X_list[k], X_copy[k]) and np.array_equal(y_list[k], y_copy[k]), \
-            f"{name}: input stream of task {k} was modified"
-    half = max(len(y) for y in y_list) // 2
-    preds_r, rows_r = simulate(name, X_list, y_list, params=params, restart_at=half)
-    for k, (pa, pr) in enumerate(zip(preds_a, preds_r)):
-        assert np.array_equal(pa, pr), f"{name}: task {k} predictions change after a state round trip"
-    for key in rows_a:
-        assert np.array_equal(rows_a[key], rows_r[key]), f"{name}: {key} changes after a state round trip"
-    preds_m, _ = simulate(name, X_list, y_list, params=params, batch=3)
-    assert [len(p) for p in preds_m] == [len(y) for y in y_list], f"{name}: mini-batch lost instances"
-    assert all(set(np.unique(p)) <= {-1, 1} for p in preds_m), f"{name}: predictions not in {{-1, +1}}"

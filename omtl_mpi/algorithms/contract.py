@@ -1,0 +1,372 @@
+"""The contract every learner's role classes keep: what the runtime calls, with which shapes.
+
+A learner is a set of role classes, by communication pattern (:mod:`.registry`):
+
+* ``server`` pattern (a star around rank 0): a :class:`Worker` per block of tasks and one
+  :class:`Server`;
+* ``neighbours`` pattern (gossip over a topology) and ``none`` (no communication): a
+  :class:`Node` per block of tasks.
+
+The three classes below are :class:`typing.Protocol` classes: a role class need not inherit
+from them, it has their members. :func:`check_roles`, which :func:`.registry.register` calls,
+checks that the members exist and that the constructor follows the one convention:
+
+* ``Worker(params, n_tasks, dim, start, stop)``;
+* ``Server(params, n_tasks, dim, blocks)``;
+* ``Node(params, n_tasks, dim, start, stop, topology=None, node=0)``.
+
+Shapes and conventions, the same for every role:
+
+* K (``n_tasks``) is every task of the run, d (``dim``) the weights per task (the features,
+  plus one with the intercept); a worker or node holds the contiguous block of tasks
+  ``start..stop-1``, kb = stop - start of them; B is the number of instances per task per
+  round (the mini-batch).
+* Every round a task holder gets ``X`` (B, kb, d), ``y`` (B, kb), float labels -1/+1 with 0
+  for padding (a stream that has ended, or a short last batch; its ``X`` rows are 0), and
+  ``inv_count`` (kb,), 1 / the number of real instances of each task in the round (1 where
+  there are none). It returns its predictions, made before it reads ``y``, as booleans
+  (B, kb), True for +1.
+* :meth:`Worker.decide` / :meth:`Node.decide` give the decision values behind those
+  predictions without changing any state: ``decide(X) >= 0`` is, bit for bit, what the next
+  step on the same ``X`` predicts.
+* ``state()`` returns {name: array}, every array that determines the role's next round
+  (copies), and ``load_state(state)`` restores it: checkpoints and the generic checks
+  (:mod:`omtl_mpi.checks`) go through them.
+* ``TASK_AXIS`` (a class attribute of workers and nodes) names the per-task arrays of
+  ``state()``: {key: the axis of the tasks in that array}. A key it does not list is shared:
+  the same in every block of a run (u of C-ADMM, a round counter). With it
+  :func:`merge_states` joins the states of consecutive blocks into one block's. ``None``
+  for a node whose state is a node's own rather than its block's (D-ADMM's gossiped table,
+  D-PSGD's mixing).
+* ``task_rows()`` gives a holder's final per-task arrays, one row per task, by name (``W``
+  the weights; ``Z``, ``V``, ``U`` where it has them), for the results file's /model.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+# the constructor's parameters of each role, in order (the one convention)
+WORKER_PARAMETERS = ("params", "n_tasks", "dim", "start", "stop")
+SERVER_PARAMETERS = ("params", "n_tasks", "dim", "blocks")
+NODE_PARAMETERS = ("params", "n_tasks", "dim", "start", "stop", "topology", "node")
+
+
+class Worker(Protocol):
+    """A worker of the ``server`` pattern: holds tasks ``start..stop-1`` of a run's K.
+
+    Parameters
+    ----------
+    params : object
+        The learner's resolved hyper-parameters (``Algorithm.params(...).resolved(T)``).
+    n_tasks : int
+        K, every task of the run.
+    dim : int
+        d, the weights per task.
+    start, stop : int
+        The block of tasks held, ``start..stop-1`` (kb = stop - start).
+
+    Attributes
+    ----------
+    TASK_AXIS : dict
+        {state key: axis of the tasks in that array} for every per-task array of
+        :meth:`state`; the keys it does not list are shared by every block of a run.
+
+    Notes
+    -----
+    Optional members: ``sync_every`` (rounds between exchanges; 1 when absent; the same on
+    the server), and ``message``, the array :meth:`up` returns when it is the same array
+    every round, which MPI then binds a persistent request to once.
+    """
+
+    TASK_AXIS: ClassVar[dict]
+
+    def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int) -> None: ...
+
+    @staticmethod
+    def up_size(params, kb: int, dim: int) -> int:
+        """The number of float64 numbers :meth:`up` sends for a block of ``kb`` tasks."""
+
+    @staticmethod
+    def down_size(params, kb: int, dim: int) -> int:
+        """The number of float64 numbers :meth:`down` receives for a block of ``kb`` tasks."""
+
+    def up(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
+        """One round: predict ``X`` (B, kb, d), then learn from ``y`` (B, kb) and ``inv_count``
+        (kb,).
+
+        Returns
+        -------
+        predictions : ndarray of bool, shape (B, kb)
+            True for +1, made before ``y`` is read.
+        message : ndarray of float64, shape (up_size(params, kb, dim),)
+            What goes to the server this round (only on the rounds that exchange).
+        """
+
+    def down(self, reply: np.ndarray) -> None:
+        """Take the server's flat reply of ``down_size(params, kb, dim)`` float64 numbers."""
+
+    def decide(self, X: np.ndarray) -> np.ndarray:
+        """The decision values (B, kb) float64 of ``X`` (B, kb, d) with the current state,
+        changing no state: ``decide(X) >= 0`` equals, bit for bit, the predictions of the
+        next :meth:`up` on the same ``X``."""
+
+    def state(self) -> dict:
+        """{name: array}, copies of every array that determines the next round."""
+
+    def load_state(self, state: dict) -> None:
+        """Restore a :meth:`state`."""
+
+    def task_rows(self) -> dict:
+        """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
+
+
+class Server(Protocol):
+    """The server of the ``server`` pattern, on rank 0.
+
+    Parameters
+    ----------
+    params : object
+        The learner's resolved hyper-parameters.
+    n_tasks : int
+        K, every task of the run.
+    dim : int
+        d, the weights per task.
+    blocks : list of (start, stop)
+        The workers' blocks, in rank order.
+
+    Notes
+    -----
+    Optional members: ``sync_every`` (as the workers'), and ``reply``, the array
+    :meth:`step` returns when it is the same array every round (MPI binds to it once).
+    """
+
+    def __init__(self, params, n_tasks: int, dim: int, blocks) -> None: ...
+
+    def step(self, gathered: np.ndarray) -> np.ndarray:
+        """Every worker's message, concatenated in rank order, in; every worker's reply,
+        concatenated in rank order, out (flat float64)."""
+
+    def after_reply(self) -> None:
+        """Work the replies need not wait for (C-ADMM's Omega update), run after they left."""
+
+    def global_arrays(self) -> dict:
+        """{name: array} of the run's shared arrays, for the results file's /model."""
+
+    def state(self) -> dict:
+        """{name: array}, copies of every array that determines the next round."""
+
+    def load_state(self, state: dict) -> None:
+        """Restore a :meth:`state`."""
+
+
+class Node(Protocol):
+    """A node of the ``neighbours`` or ``none`` pattern: holds tasks ``start..stop-1``.
+
+    Parameters
+    ----------
+    params : object
+        The learner's resolved hyper-parameters.
+    n_tasks : int
+        K, every task of the run.
+    dim : int
+        d, the weights per task.
+    start, stop : int
+        The block of tasks held, ``start..stop-1`` (kb = stop - start).
+    topology : Topology or None
+        The graph of the nodes (``neighbours``); None for the learners with no communication,
+        and for a lone node.
+    node : int
+        This node's index in ``topology``. Whatever a node derives from the graph (its
+        neighbour count, its mixing weights) it computes from these two in ``__init__``.
+
+    Attributes
+    ----------
+    TASK_AXIS : dict or None
+        As :attr:`Worker.TASK_AXIS`; None where the state is the node's own, not its
+        block's (D-ADMM, D-PSGD).
+    message : ndarray
+        What goes to every neighbour after :meth:`local_step`, of the same shape every round
+        (empty for ``none``: ``independent._NoMessage``).
+
+    Notes
+    -----
+    Optional member: ``inbox``, the array (n_neighbours, \\*message.shape) the exchange writes
+    the neighbours' messages into, so that none is copied.
+    """
+
+    TASK_AXIS: ClassVar[dict | None]
+    message: np.ndarray
+
+    def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0) -> None: ...
+
+    def local_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray) -> np.ndarray:
+        """One round's own step: predict ``X`` (B, kb, d), then learn from ``y`` (B, kb) and
+        ``inv_count`` (kb,); returns the predictions (B, kb) booleans, True for +1, made
+        before ``y`` is read."""
+
+    def decide(self, X: np.ndarray) -> np.ndarray:
+        """The decision values (B, kb) float64 of ``X`` (B, kb, d) with the current state,
+        changing no state: ``decide(X) >= 0`` equals, bit for bit, the predictions of the
+        next :meth:`local_step` on the same ``X``."""
+
+    def merge(self, received: np.ndarray) -> float:
+        """Take the neighbours' messages, (n_neighbours, \\*message.shape); returns the mean
+        staleness in rounds of what the node used (0.0 where that means nothing)."""
+
+    def finish_round(self) -> None:
+        """The round's work after the exchange."""
+
+    def node_arrays(self) -> dict:
+        """{name: array} of the node's own copies of shared variables (/model/node_NAME)."""
+
+    def state(self) -> dict:
+        """{name: array}, copies of every array that determines the next round."""
+
+    def load_state(self, state: dict) -> None:
+        """Restore a :meth:`state`."""
+
+    def task_rows(self) -> dict:
+        """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
+
+
+def _members(protocol) -> tuple[list[str], list[str]]:
+    """The methods and the attributes a role of ``protocol`` must have (its own, not object's)."""
+    methods = [name for name, value in vars(protocol).items()
+               if not name.startswith("_") and isinstance(value, (staticmethod, type(_members)))]
+    return methods, list(protocol.__annotations__)
+
+
+_ROLES = {"worker": (Worker, WORKER_PARAMETERS), "server": (Server, SERVER_PARAMETERS),
+          "node": (Node, NODE_PARAMETERS)}
+
+
+def _shown(parameter: inspect.Parameter) -> str:
+    """A parameter as a signature shows it, without its annotation."""
+    stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    default = "" if parameter.default is inspect.Parameter.empty else f"={parameter.default!r}"
+    return f"{stars.get(parameter.kind, '')}{parameter.name}{default}"
+
+
+def _constructor_problem(cls: type, expected: tuple) -> str | None:
+    """What is wrong with ``cls``'s constructor against the convention ``expected``, or None."""
+    try:
+        parameters = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return "has no constructor signature to inspect"
+    shown = ", ".join(_shown(p) for p in parameters)
+    positional = {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    head = parameters[: len(expected)]
+    if tuple(p.name for p in head) != expected or any(p.kind not in positional for p in head):
+        return f"takes ({shown})"
+    # a caller with no graph (a learner with no communication, a test) leaves them out
+    if expected == NODE_PARAMETERS and any(p.default is inspect.Parameter.empty for p in head[-2:]):
+        return f"takes ({shown}), without defaults for topology and node"
+    variadic = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+    if any(p.default is inspect.Parameter.empty and p.kind not in variadic
+           for p in parameters[len(expected):]):
+        return f"takes ({shown}), parameters beyond the convention without defaults"
+    return None
+
+
+def _task_axis_problem(axes, role: str) -> str | None:
+    """What is wrong with a role class's ``TASK_AXIS``, or None."""
+    allowed = "a dict {state key: task axis}" + (" or None" if role == "node" else "")
+    if axes is None and role == "node":
+        return None
+    if not isinstance(axes, dict) or not all(
+            isinstance(k, str) and isinstance(a, (int, np.integer)) for k, a in axes.items()):
+        return f"TASK_AXIS must be {allowed}, got {axes!r}"
+    return None
+
+
+def check_roles(algo) -> None:
+    """Raise TypeError, one line, unless ``algo``'s role classes keep the contract.
+
+    Checks that the pattern's role classes are given, that each has every member of its
+    protocol (methods callable), ``TASK_AXIS`` of the right kind, and the constructor of the
+    one convention (:data:`WORKER_PARAMETERS`, :data:`SERVER_PARAMETERS`,
+    :data:`NODE_PARAMETERS`).
+
+    Parameters
+    ----------
+    algo : registry.Algorithm
+    """
+    roles = ("worker", "server") if algo.pattern == "server" else ("node",)
+    for role in roles:
+        cls = getattr(algo, role)
+        if cls is None:
+            raise TypeError(f"learner {algo.name!r}: the {algo.pattern!r} pattern needs a {role} "
+                            "class (omtl_mpi.algorithms.contract)")
+        protocol, expected = _ROLES[role]
+        where = f"learner {algo.name!r}: {role} class {cls.__name__}"
+        contract = f"the contract is omtl_mpi.algorithms.contract.{protocol.__name__}"
+        methods, attributes = _members(protocol)
+        for name in methods:
+            if not callable(getattr(cls, name, None)):
+                raise TypeError(f"{where} has no method {name}(); {contract}")
+        for name in attributes:
+            if not hasattr(cls, name):
+                raise TypeError(f"{where} has no attribute {name}; {contract}")
+        problem = _task_axis_problem(cls.TASK_AXIS, role) if "TASK_AXIS" in attributes else None
+        if problem is not None:
+            raise TypeError(f"{where}: {problem}; {contract}")
+        problem = _constructor_problem(cls, expected)
+        if problem is not None:
+            convention = ", ".join({"topology": "topology=None", "node": "node=0"}.get(n, n)
+                                   for n in expected)
+            raise TypeError(f"{where} {problem}; every {role} class takes ({convention}) "
+                            f"({contract})")
+
+
+def merge_states(cls: type, states: list[dict]) -> dict:
+    """The state of one block holding the tasks of consecutive blocks ``states`` (task order).
+
+    Per-task arrays (the keys of ``cls.TASK_AXIS``) are concatenated along their task axis;
+    every other key is shared and must be equal in every block.
+
+    Parameters
+    ----------
+    cls : type
+        The worker or node class whose :meth:`state` gave ``states``.
+    states : list of dict
+        The blocks' states, in task order.
+
+    Returns
+    -------
+    dict
+        A state a holder of all those tasks can :meth:`load_state`.
+
+    Raises
+    ------
+    TypeError
+        ``cls.TASK_AXIS`` is None: its state is a node's, not a block of tasks'.
+    ValueError
+        No states, states with different keys, or a shared key that differs between blocks.
+    """
+    axes = getattr(cls, "TASK_AXIS", None)
+    if axes is None:
+        raise TypeError(f"{cls.__name__} has no TASK_AXIS: its state is a node's, not a block "
+                        "of tasks', and does not merge")
+    if not states:
+        raise ValueError(f"{cls.__name__}: no states to merge")
+    keys = list(states[0])
+    for i, state in enumerate(states[1:], 1):
+        if set(state) != set(keys):
+            raise ValueError(f"{cls.__name__}: block {i}'s state has keys {sorted(state)}, "
+                             f"block 0's {sorted(keys)}")
+    out = {}
+    for key in keys:
+        values = [np.asarray(state[key]) for state in states]
+        if key in axes:
+            out[key] = np.concatenate(values, axis=axes[key])
+            continue
+        for i, value in enumerate(values[1:], 1):
+            if value.shape != values[0].shape or not np.array_equal(value, values[0], equal_nan=True):
+                raise ValueError(f"{cls.__name__}: shared state {key!r} differs between block 0 "
+                                 f"and block {i}")
+        out[key] = values[0].copy()
+    return out

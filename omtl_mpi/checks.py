@@ -1,0 +1,438 @@
+"""The generic checks every learner passes (river's ``check_estimator``, scikit-learn's
+``check_estimator``): named checks, each run on a fresh clone of the learner given.
+
+:func:`check_learner` runs them all and raises AssertionError naming the check that failed;
+:func:`learner_checks` lists them, and :func:`parametrize_with_checks` turns them into one
+pytest case per learner and check. A learner may skip checks by name: a class attribute
+``check_skips`` (a set of names, each skip better explained in a comment beside it), or
+``skip=`` here.
+
+Besides the usual (predicting before any learning, inputs never changed, same inputs same
+bits, predictions change nothing, bad input changes nothing), the project's own: a state round
+trip (``state_dict``, and a saved file) continues bit for bit; ``learn_one`` is the round it
+stands for; ``partial_fit`` is ``omtl-mpi run``'s rounds; the decision's sign is the prediction
+the round makes; and one process equals MPI (``run_streams`` under ``mpiexec``), for the
+learners whose module can be imported by the ranks.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from .errors import UserError
+
+
+def _learner(obj):
+    """A learner object from a learner, a learner class or a learner's name."""
+    from .learners import Learner, learner
+    if isinstance(obj, Learner):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Learner):
+        return learner(obj.algo, 3, 4, **_needed(obj.algo))
+    if isinstance(obj, str):
+        return learner(obj, 3, 4, **_needed(obj))
+    raise TypeError(f"check_learner takes a learner, a learner class or a learner's name, got {obj!r}")
+
+
+def _needed(algo: str) -> dict:
+    """Parameters a learner cannot do without (eta's run length for the euclid w-step)."""
+    from .learners import parameters
+    return {"rounds": 40} if "eta" in parameters(algo) else {}
+
+
+def _streams(m, seed: int = 0, longest: int = 40):
+    """Related tasks for learner ``m`` (its K and d), of unequal lengths, labels -1/+1."""
+    rng = np.random.default_rng(seed)
+    K, d = m.n_tasks, m.n_features
+    shared = rng.normal(size=d)
+    lengths = [longest - (k * 7) % 15 for k in range(K)]
+    X, y = [], []
+    for k in range(K):
+        w = shared + 0.5 * rng.normal(size=d)
+        Xk = rng.normal(size=(lengths[k], d))
+        X.append(Xk)
+        y.append(np.where(Xk @ w >= 0.0, 1, -1).astype(np.int8))
+    return X, y
+
+
+def _round_major(X, y):
+    """Streams as rounds: (X (K, 1, d), y (K, 1), active (K,)) per round, batch 1."""
+    K, d = len(X), X[0].shape[1]
+    for t in range(max(len(v) for v in y)):
+        Xr, yr = np.zeros((K, 1, d)), np.zeros((K, 1), dtype=np.int8)
+        act = np.array([t < len(v) for v in y])
+        for k in np.nonzero(act)[0]:
+            Xr[k, 0], yr[k, 0] = X[k][t], y[k][t]
+        yield Xr, yr, act
+
+
+def _learn(m, X, y, rounds=None):
+    """Learn streams round by round; the predictions of every round, stacked."""
+    out = []
+    for t, (Xr, yr, act) in enumerate(_round_major(X, y)):
+        if rounds is not None and t >= rounds:
+            break
+        out.append(m.learn_round(Xr, yr, act))
+    return np.concatenate(out, axis=1)
+
+
+def _same_state(a, b, where="state") -> str | None:
+    """Where two state trees differ in a single bit (None: identical)."""
+    from .learners import first_difference
+    return first_difference(a, b, where, _same_bits)
+
+
+def _same_bits(a, b, where: str) -> str | None:
+    x, z = np.asarray(a), np.asarray(b)
+    if x.shape != z.shape or x.dtype != z.dtype or x.tobytes() != z.tobytes():
+        return where
+    return None
+
+
+# ----------------------------------------------------------------------------- the checks
+def check_predict_before_learning(m):
+    """A fresh learner predicts every task, -1 or +1, with finite decisions."""
+    X, _ = _streams(m)
+    for k in range(m.n_tasks):
+        assert m.predict_one(X[k][0], task=k) in (-1, 1), "predict_one is not -1 or +1"
+        assert np.isfinite(m.decision_one(X[k][0], task=k)), "decision_one is not finite"
+    Xr, _, act = next(_round_major(X, _streams(m)[1]))
+    assert set(np.unique(m.predict_round(Xr, act))) <= {-1, 1}
+
+
+def check_deterministic(m):
+    """The same inputs give the same predictions and state, bit for bit."""
+    X, y = _streams(m)
+    other = m.clone()
+    a, b = _learn(m, X, y), _learn(other, X, y)
+    assert a.tobytes() == b.tobytes(), "predictions differ between two learners on the same inputs"
+    where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
+    assert where is None, f"state differs between two learners on the same inputs at {where}"
+
+
+def _watch_inputs(m) -> list:
+    """Wrap the learner's role methods that take a round's arrays so that any change they make
+    to them is recorded (by name) in the list returned."""
+    changed = []
+    for holder in m._roles.holders:
+        for name in ("up", "local_step", "decide"):
+            method = getattr(holder, name, None)
+            if method is None:
+                continue
+
+            def watched(*args, _method=method, _name=f"{type(holder).__name__}.{name}"):
+                kept = [np.array(a, copy=True) for a in args]
+                out = _method(*args)
+                if not all(np.array_equal(a, k) for a, k in zip(args, kept)):
+                    changed.append(_name)
+                return out
+            setattr(holder, name, watched)          # the round loops look it up per run
+    return changed
+
+
+def check_inputs_not_mutated(m):
+    """No method changes the arrays it is given, and no role the arrays of its round."""
+    changed = _watch_inputs(m)
+    X, y = _streams(m)
+    copies = copy.deepcopy((X, y))
+    rounds = list(_round_major(X, y))[:10]
+    kept_rounds = copy.deepcopy(rounds)
+    for Xr, yr, act in rounds:
+        m.decision_round(Xr, act)
+        m.learn_round(Xr, yr, act)
+    for t, (given, kept) in enumerate(zip(rounds, kept_rounds)):
+        assert all(np.array_equal(a, b) for a, b in zip(given, kept)), \
+            f"learn_round changed the arrays of round {t}"
+    m.learn_one(X[0][0], int(y[0][0]), task=0)
+    rows = np.concatenate([X[k][:3] for k in range(m.n_tasks)])
+    labels = np.concatenate([y[k][:3] for k in range(m.n_tasks)])
+    tasks = np.repeat(np.arange(m.n_tasks), 3)
+    kept = copy.deepcopy((rows, labels, tasks))
+    m.partial_fit(rows, labels, tasks=tasks)
+    m.predict(rows, tasks=tasks)
+    for k in range(m.n_tasks):
+        assert np.array_equal(X[k], copies[0][k]) and np.array_equal(y[k], copies[1][k]), \
+            f"the input stream of task {k} was changed"
+    assert all(np.array_equal(a, b) for a, b in zip((rows, labels, tasks), kept)), \
+        "partial_fit or predict changed its input"
+    assert not changed, f"{changed[0]} wrote into the arrays of its round"
+
+
+def check_predict_changes_nothing(m):
+    """Predictions and decisions leave the learner as it was."""
+    X, y = _streams(m)
+    _learn(m, X, y, rounds=15)
+    before = m.state_dict()["state"]
+    for k in range(m.n_tasks):
+        m.predict_one(X[k][-1], task=k)
+        m.decision_one(X[k][-1], task=k)
+    Xr, _, act = next(_round_major(X, y))
+    m.predict_round(Xr, act)
+    m.decision_round(Xr, act)
+    m.predict(np.stack([x[-1] for x in X]), tasks=np.arange(m.n_tasks))
+    where = _same_state(before, m.state_dict()["state"])
+    assert where is None, f"predicting changed the learner's state at {where}"
+
+
+def check_decision_is_the_rounds_prediction(m):
+    """The sign of the decision before a round is the prediction the round makes."""
+    X, y = _streams(m)
+    for t, (Xr, yr, act) in enumerate(_round_major(X, y)):
+        decided = m.decision_round(Xr, act)
+        made = m.learn_round(Xr, yr, act)
+        want = np.where(act[:, None], np.where(decided >= 0.0, 1, -1), 0)
+        assert np.array_equal(made, want), (f"round {t}: the decision's sign is not the "
+                                            "prediction the round made")
+
+
+def check_state_round_trip(m):
+    """A state loaded into a fresh learner (and a saved file, loaded) continues bit for bit."""
+    from .learners import load
+    X, y = _streams(m)
+    rounds = list(_round_major(X, y))
+    half = len(rounds) // 2
+    for Xr, yr, act in rounds[:half]:
+        m.learn_round(Xr, yr, act)
+    copy_ = m.clone().load_state_dict(m.state_dict())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "learner.h5")
+        m.save(path)
+        loaded = load(path)
+    for Xr, yr, act in rounds[half:]:
+        a = m.learn_round(Xr, yr, act)
+        for other, how in ((copy_, "load_state_dict"), (loaded, "save and load")):
+            assert np.array_equal(a, other.learn_round(Xr, yr, act)), \
+                f"predictions differ after a state round trip ({how})"
+    for other, how in ((copy_, "load_state_dict"), (loaded, "save and load")):
+        where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
+        assert where is None, f"state differs after a state round trip ({how}) at {where}"
+
+
+def check_learn_one_is_a_round(m):
+    """learn_one(x, y, task=k) is the round in which only task k is active."""
+    X, y = _streams(m)
+    other = m.clone()
+    K, d = m.n_tasks, m.n_features
+    for t in range(12):
+        k = (3 * t) % K
+        x, label = X[k][t], int(y[k][t])
+        m.learn_one(x, label, task=k)
+        Xr = np.zeros((K, 1, d))
+        Xr[k, 0] = x
+        yr = np.ones((K, 1), dtype=np.int8)
+        yr[k, 0] = label
+        act = np.zeros(K, dtype=bool)
+        act[k] = True
+        other.learn_round(Xr, yr, act)
+    where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
+    assert where is None, f"learn_one is not the round it stands for: state differs at {where}"
+
+
+def check_partial_fit_is_rounds(m):
+    """partial_fit takes each task's instances in order, round j their j-th: as learn_round."""
+    X, y = _streams(m)
+    other = m.clone()
+    rows = np.concatenate(X)
+    labels = np.concatenate(y)
+    tasks = np.concatenate([np.full(len(v), k) for k, v in enumerate(y)])
+    m.partial_fit(rows, labels, tasks=tasks)
+    _learn(other, X, y)
+    where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
+    assert where is None, f"partial_fit does not learn as the rounds do: state differs at {where}"
+
+
+def check_bad_input_changes_nothing(m):
+    """Bad inputs raise omtl_mpi.UserError (a ValueError) and change nothing."""
+    X, y = _streams(m)
+    _learn(m, X, y, rounds=5)
+    before = m.state_dict()["state"]
+    x = X[0][0]
+    nan = x.copy()
+    nan[0] = np.nan
+    K, d = m.n_tasks, m.n_features
+    bad = [lambda: m.learn_one(nan, 1, task=0),
+           lambda: m.learn_one(x, 0, task=0),
+           lambda: m.learn_one(x, 1, task=K),
+           lambda: m.learn_one(x[:-1] if d > 1 else np.zeros(2), 1, task=0),
+           lambda: m.learn_round(np.zeros((K + 1, 1, d)), np.ones((K + 1, 1))),
+           lambda: m.partial_fit(np.zeros((2, d)), [1, 2], tasks=[0, 0]),
+           lambda: m.predict(np.zeros((1, d)), tasks=[-1]),
+           lambda: m.load_state_dict({"format": "something else"})]
+    for i, call in enumerate(bad):
+        try:
+            call()
+        except UserError:
+            pass
+        else:
+            raise AssertionError(f"bad input {i} was accepted")
+        where = _same_state(before, m.state_dict()["state"])
+        assert where is None, f"bad input {i} changed the state at {where}"
+
+
+def check_mini_batches(m):
+    """Rounds of several instances per task (some of them inactive) predict every active
+    instance, -1 or +1, and nothing else."""
+    X, y = _streams(m)
+    B, K = 3, m.n_tasks
+    rng = np.random.default_rng(1)
+    for t in range(8):
+        Xr = np.stack([X[k][t * B:(t + 1) * B] for k in range(K)])
+        yr = np.stack([y[k][t * B:(t + 1) * B] for k in range(K)])
+        active = rng.random((K, B)) < 0.7
+        made = m.learn_round(Xr, yr, active)
+        assert made.shape == (K, B), f"learn_round with B = {B} returned shape {made.shape}"
+        assert set(np.unique(made[active])) <= {-1, 1} and not made[~active].any(), \
+            "mini-batch predictions are not -1/+1 where active and 0 elsewhere"
+    assert m.n_seen_.sum() > 0 and np.isfinite(m.W_).all()
+
+
+def check_one_process_equals_mpi(m):
+    """run_streams on 3 ranks (the learner's nodes for a neighbour learner) predicts as in
+    one process (the learner's module is imported by every rank)."""
+    from .algorithms import registry
+    from .streams import run_streams
+    spec = registry.get(m.algo)
+    module = (spec.worker or spec.node).__module__
+    if module == "__main__":
+        raise _Skip("the learner is defined in __main__, which MPI ranks cannot import")
+    X, y = _streams(m, longest=30)
+    params = {k: v for k, v in m.get_params().items()
+              if k not in ("n_tasks", "n_features", "task_key")}
+    K = m.n_tasks
+    if spec.pattern == "neighbours":
+        ranks = params.get("nodes") or K
+        params["nodes"] = ranks
+    else:
+        ranks = min(3, K + 1 if spec.pattern == "server" else K)
+    params.pop("rounds")            # a run knows its length (eta = sqrt(T) is derived from it)
+    local = run_streams(X, y, m.algo, **params)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.access(mpiexec, os.X_OK):
+        raise _Skip("no mpiexec next to this Python")
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(os.path.join(tmp, "in.npz"), *X, *y)
+        script = (
+            "import sys, json, numpy as np, importlib\n"
+            f"importlib.import_module({module!r})\n"
+            "import omtl_mpi\n"
+            f"z = np.load({os.path.join(tmp, 'in.npz')!r})\n"
+            f"a = [z[f'arr_{{i}}'] for i in range({2 * K})]\n"
+            f"res = omtl_mpi.run_streams(a[:{K}], a[{K}:], {m.algo!r}, **json.loads({_json(params)!r}))\n"
+            f"res is None or res.save({os.path.join(tmp, 'out.h5')!r})\n")
+        env = {**os.environ, "MPIEXEC_TIMEOUT": "120", "PYTHONPATH": os.pathsep.join(sys.path)}
+        done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-c", script],
+                              capture_output=True, text=True, timeout=150, env=env)
+        assert done.returncode == 0, f"the MPI run failed: {done.stderr.strip()[-400:]}"
+        from .streams import load_result
+        remote = load_result(os.path.join(tmp, "out.h5"))
+    for k in range(K):
+        assert np.array_equal(local.predictions[k], remote.predictions[k]), \
+            f"task {k}: predictions on {ranks} ranks differ from one process"
+    for key, value in local.model.items():
+        assert np.allclose(value, remote.model[key], rtol=0, atol=1e-10), \
+            f"{key} on {ranks} ranks differs from one process"
+
+
+def _json(params: dict) -> str:
+    import json
+    return json.dumps(params)
+
+
+class _Skip(Exception):
+    """A check that does not apply (the reason is the message)."""
+
+
+CHECKS = (check_predict_before_learning, check_deterministic, check_inputs_not_mutated,
+          check_predict_changes_nothing, check_decision_is_the_rounds_prediction,
+          check_state_round_trip, check_learn_one_is_a_round, check_partial_fit_is_rounds,
+          check_mini_batches, check_bad_input_changes_nothing, check_one_process_equals_mpi)
+
+
+def learner_checks(obj, skip=()) -> list:
+    """The checks that apply to a learner: ``(name, check)`` pairs, ``check()`` running the
+    named check on a fresh clone of it."""
+    m = _learner(obj)
+    skips = set(skip) | set(getattr(type(m), "check_skips", ()))
+    unknown = skips - {c.__name__ for c in CHECKS}
+    if unknown:
+        raise ValueError(f"no such check: {', '.join(sorted(unknown))}")
+
+    def bound(check):
+        def run():
+            check(m.clone())
+        run.__name__ = check.__name__
+        return run
+    return [(c.__name__, bound(c)) for c in CHECKS if c.__name__ not in skips]
+
+
+def check_learner(obj, skip=(), mpi: bool = True) -> list:
+    """Run every generic check on a learner (each on a fresh clone).
+
+    Parameters
+    ----------
+    obj : Learner, learner class or str
+        The learner to check (a class or a name is built with 3 tasks and 4 features).
+    skip : iterable of str
+        Checks to leave out, by name.
+    mpi : bool
+        Include the one-process == MPI check (it starts ``mpiexec``: seconds).
+
+    Returns
+    -------
+    list of str
+        The checks that were skipped as not applying, each with its reason.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first check that failed and what it found.
+
+    Examples
+    --------
+    >>> import omtl_mpi
+    >>> omtl_mpi.check_learner("pa", mpi=False)
+    []
+    """
+    skipped = []
+    skip = set(skip) | (set() if mpi else {"check_one_process_equals_mpi"})
+    for name, run in learner_checks(obj, skip):
+        try:
+            run()
+        except _Skip as why:
+            skipped.append(f"{name}: {why}")
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
+    return skipped
+
+
+def parametrize_with_checks(learners, skip=()):
+    """A pytest decorator: one case per learner and check (``learner``, ``check`` arguments).
+
+    Examples
+    --------
+    >>> from omtl_mpi.checks import parametrize_with_checks
+    >>> @parametrize_with_checks(["pa", "arow"])
+    ... def test_learner(learner, check):
+    ...     check()
+    """
+    import pytest
+    cases, ids = [], []
+    for obj in learners:
+        m = _learner(obj)
+        for name, run in learner_checks(m, skip):
+            cases.append((m, run))
+            ids.append(f"{type(m).__name__}-{name}")
+
+    def skipping(run):
+        def call():
+            try:
+                run()
+            except _Skip as why:
+                pytest.skip(str(why))
+        return call
+    return pytest.mark.parametrize("learner,check", [(m, skipping(r)) for m, r in cases], ids=ids)

@@ -1,0 +1,846 @@
+"""Learner objects: every learner of ``omtl-mpi algos`` as a Python object that learns from
+arrays or from instances arriving one at a time, in one process.
+
+Three shapes of the same learner, each the shape its users know:
+
+* river's, one instance at a time: :meth:`Learner.learn_one`, :meth:`Learner.predict_one`,
+  :meth:`Learner.decision_one`;
+* the paper's, one round of every task at a time: :meth:`Learner.learn_round`,
+  :meth:`Learner.predict_round`;
+* scikit-learn's, a batch of instances with their tasks: :meth:`Learner.partial_fit`,
+  :meth:`Learner.predict`, :meth:`Learner.decision_function`.
+
+What a round is
+---------------
+The learners are round-based, as in the paper: in a round every task with an instance
+predicts it, then the labels are revealed and the learner steps once (for C-ADMM: the w-steps,
+the consensus over every task, the z-steps). A task without an instance in a round is
+*inactive* in it, exactly as a stream that has ended is in ``omtl-mpi run``: its gradient is
+zero, but the shared steps still run. So:
+
+* ``learn_round(X, y, active)`` is one round of ``omtl-mpi run`` (same numbers, to the bit);
+* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it costs one round
+  of the learner (O(K d) for the ADMM learners, plus O(K^2 d) for the experts' vote), not one
+  task's step;
+* ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j
+  holds the j-th instance of every task that has one, as ``omtl-mpi run`` lays out streams,
+  so a data set passed in one call learns exactly as ``omtl-mpi run --batch 1`` on it.
+
+Predictions are made before the labels of their round are read, and ``predict_*`` never
+changes the learner. ``decision_*`` is the number whose sign is the prediction (``>= 0`` is
++1, as ``sign(0) = +1`` throughout): a margin, or for the experts' vote the weighted vote.
+
+Every bad input raises :class:`omtl_mpi.UserError` (a ``ValueError``) with one line that says
+what to fix, before anything changes.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from dataclasses import fields
+
+import numpy as np
+
+from .algorithms import registry
+from .errors import UserError
+
+FORMAT = "omtl-mpi-learner"
+# the layout of state_dict() and of saved files; bumped when a learner's state changes shape
+VERSION = 1
+
+# options of a run that shape the learner object itself (the others, data, seed, batch...,
+# describe a run over a data set: run_streams takes them)
+_RUN_OPTIONS = ("intercept", "scale")
+_GRAPH_OPTIONS = ("topology", "nodes")
+# the public class of every built-in learner
+CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-single": "ADMMSingle",
+               "pmsc-log": "PMSCLog", "drom": "DROM", "pa": "PA", "adagrad": "AdaGrad",
+               "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled"}
+
+
+def _api_text(message: str) -> str:
+    """An option error as a Python caller spells things: ``--w-step`` -> ``w_step``,
+    ``--no-experts`` -> ``experts=False``."""
+    message = re.sub(r"--no-([a-z0-9-]+)", lambda m: f"{m.group(1).replace('-', '_')}=False", message)
+    return re.sub(r"--([A-Za-z][A-Za-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
+
+
+class _Round:
+    """One round as the round loops read a block's stream: arrays of one round, (1, ...)."""
+
+    __slots__ = ("X", "y", "y_float", "inv_count")
+
+    def __init__(self, X, y, inv_count):
+        self.X = X[None]
+        self.y_float = y[None]
+        self.y = self.y_float          # only its shape is read (to size the predictions)
+        self.inv_count = inv_count[None]
+
+
+def parameters(algo: str) -> dict:
+    """The constructor parameters of learner ``algo`` with their defaults, in order.
+
+    ``n_tasks`` and ``n_features`` come first (required), then the run options that shape the
+    learner (``intercept``, ``scale``; ``topology`` and ``nodes`` for the neighbour learners),
+    ``rounds`` and ``task_key``, then the learner's hyper-parameters: the same names, defaults
+    and checks as ``omtl-mpi run`` and sweep files (:mod:`omtl_mpi.options`).
+
+    Examples
+    --------
+    >>> import omtl_mpi
+    >>> params = omtl_mpi.parameters("pa")
+    >>> list(params)[2:], params["C"]
+    (['intercept', 'scale', 'rounds', 'task_key', 'C'], 1.0)
+    """
+    from .options import table
+    spec = registry.get(algo)
+    opts = table()
+    out = {"n_tasks": inspect.Parameter.empty, "n_features": inspect.Parameter.empty}
+    names = _RUN_OPTIONS + (_GRAPH_OPTIONS if spec.pattern == "neighbours" else ())
+    out.update({name: opts[name].default for name in names})
+    out["rounds"] = None
+    out["task_key"] = None
+    out.update({f.name: f.default for f in fields(spec.params)})
+    return out
+
+
+def _help(algo: str, name: str) -> str:
+    from .options import table
+    own = {"n_tasks": "Number of tasks K (>= 1).",
+           "n_features": "Features per instance d (>= 1); the intercept adds one weight.",
+           "rounds": "Rounds the stream will last, for the hyper-parameters whose default depends "
+                     "on the run's length (eta of the euclid w-step: sqrt(rounds)); None: not "
+                     "known (then such a hyper-parameter must be given).",
+           "task_key": "Key of x holding the task when x is a dict (river's progressive "
+                       "validation passes x alone); None: give task= to every call."}
+    if name in own:
+        return own[name]
+    opt = table()[name]
+    return opt.helps.get(algo, opt.help)
+
+
+class Learner:
+    """A learner of ``omtl-mpi algos`` as a Python object (see the module's docstring).
+
+    Build one with :func:`learner` or a class of its own (:class:`CADMM`, ...); the parameters
+    are those of ``omtl-mpi algos NAME``, as keyword arguments with underscores.
+
+    Parameters
+    ----------
+    n_tasks, n_features : int
+        K tasks, d features per instance.
+    **params
+        The learner's parameters (:func:`parameters`); each is stored under its name.
+
+    Attributes
+    ----------
+    W_ : ndarray, shape (K, d')
+        Every task's weights (d' = d, plus one for the intercept: its last column).
+    u_, V_, Z_, omega_, U_ : ndarray
+        The other learned arrays of the learners that have them (C-ADMM's shared u, task parts
+        V, duals Z and task-relationship matrix Omega; D-ADMM: node 0's copy of u and Omega).
+    n_rounds_ : int
+        Rounds learned so far.
+    n_seen_ : ndarray of int, shape (K,)
+        Instances learned per task.
+
+    Examples
+    --------
+    >>> import numpy as np, omtl_mpi
+    >>> m = omtl_mpi.learner("c-admm", n_tasks=3, n_features=2)
+    >>> for t in range(50):
+    ...     x = np.array([1.0, -0.5]) if t % 2 else np.array([-1.0, 0.5])
+    ...     m.learn_one(x, 1 if t % 2 else -1, task=t % 3)
+    >>> int(m.predict_one([2.0, -1.0], task=0)), int(m.predict_one([-2.0, 1.0], task=0))
+    (1, -1)
+    >>> m.W_.shape, m.n_rounds_
+    ((3, 3), 50)
+    """
+
+    algo: str = ""
+    # river reads it: a learner learns from labels
+    _supervised = True
+
+    def __init__(self, n_tasks, n_features, **params):
+        built = _build(self.algo, n_tasks, n_features, params)
+        self._install(built)
+
+    # --------------------------------------------------------------------- construction
+    def _install(self, built: dict) -> None:
+        for name, value in built["given"].items():
+            setattr(self, name, value)
+        self._param_names = tuple(built["given"])
+        self._spec, self._cfg, self._roles = built["spec"], built["cfg"], built["roles"]
+        self._blocks, self._dim = built["blocks"], built["dim"]
+        from .comm.clock import PhaseClock
+        self._clock = PhaseClock(1)
+        K = self.n_tasks
+        self._scale_max = np.zeros((K, self.n_features)) if self.scale == "online" else None
+        self._bool_labels = False
+        if self.task_key is not None:
+            _as_river_classifier()
+        self.n_rounds_ = 0
+        self.n_seen_ = np.zeros(K, dtype=np.int64)
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor parameters, by name (scikit-learn's convention)."""
+        return {name: getattr(self, name) for name in self._param_names}
+
+    def set_params(self, **params) -> "Learner":
+        """Change parameters before any learning (after it, :meth:`clone` makes a fresh learner
+        with them: a learner's state belongs to the parameters it was learned with)."""
+        if self.n_rounds_:
+            raise UserError(f"set_params after {self.n_rounds_} rounds of learning would leave "
+                            "the learned state under other parameters; use clone(**params) for a "
+                            "fresh learner with them")
+        merged = {**self.get_params(), **params}
+        self._install(_build(self.algo, merged.pop("n_tasks"), merged.pop("n_features"), merged))
+        return self
+
+    def clone(self, **params) -> "Learner":
+        """A fresh learner with the same parameters (``params`` changed), nothing learned."""
+        return type(self)(**{**self.get_params(), **params})
+
+    def __repr__(self) -> str:
+        defaults = parameters(self.algo)
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items()
+                 if k in ("n_tasks", "n_features") or v != defaults.get(k)]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    # --------------------------------------------------------------------- inputs
+    def _task(self, x, task):
+        if task is None:
+            if self.task_key is None or not isinstance(x, dict):
+                raise UserError("which task? give task=k (0..n_tasks-1), or build the learner "
+                                "with task_key= and pass x as a dict holding the task")
+            if self.task_key not in x:
+                raise UserError(f"x has no {self.task_key!r} (the learner's task_key): every "
+                                "instance must say its task")
+            task = x[self.task_key]
+        if isinstance(task, (bool, np.bool_)) or not isinstance(task, (int, np.integer)) \
+                or not 0 <= task < self.n_tasks:
+            raise UserError(f"task must be an integer from 0 to {self.n_tasks - 1}, got {task!r}")
+        return int(task)
+
+    def _vector(self, x) -> np.ndarray:
+        """One instance's features (n_features,), float64, a copy: a 1-D array, or a dict of
+        feature -> value hashed into n_features as the text importer hashes n-grams."""
+        if isinstance(x, dict):
+            from .data.featurise import hash_features
+            items = {k: v for k, v in x.items() if k != self.task_key}
+            try:
+                v = hash_features(items, self.n_features)
+            except (TypeError, ValueError):
+                raise UserError("a dict x maps feature names to numbers; a value is not a "
+                                "number") from None
+        else:
+            try:
+                v = np.array(x, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise UserError(f"x must be a 1-D array of {self.n_features} numbers or a dict of "
+                                "feature -> number") from None
+            if v.shape != (self.n_features,):
+                raise UserError(f"x must have shape ({self.n_features},) (n_features), got "
+                                f"{v.shape}")
+        if not np.isfinite(v).all():
+            raise UserError("x holds NaN or inf; every feature must be a finite number")
+        return v
+
+    def _label(self, y) -> float:
+        if isinstance(y, (bool, np.bool_)):
+            return 1.0 if y else -1.0
+        if isinstance(y, (int, float, np.integer, np.floating)) and y in (-1, 1):
+            return float(y)
+        raise UserError(f"a label is -1 or +1 (or a bool), got {y!r}")
+
+    def _labels(self, y, shape) -> np.ndarray:
+        a = np.asarray(y)
+        if a.shape != shape:
+            raise UserError(f"y must have shape {shape}, got {a.shape}")
+        if a.dtype == bool:
+            return np.where(a, 1.0, -1.0)
+        if a.dtype.kind not in "iuf":
+            raise UserError(f"labels are -1 or +1 (or bools), got an array of {a.dtype}")
+        return a.astype(np.float64)
+
+    def _prepared(self, X: np.ndarray, active: np.ndarray, update: bool) -> np.ndarray:
+        """Features as the learner sees them, (B, K, d'): scaled online (the running maximum
+        updated only when ``update``), the intercept appended, inactive rows all zero (as
+        ``omtl-mpi run`` pads a stream that has ended)."""
+        K, B, d = X.shape
+        X = np.where(active[:, :, None], X, 0.0)
+        if self._scale_max is not None:
+            # instance t of a task is scaled by the largest |value| of its stream up to t
+            # (data/features.py), computed here round by round
+            running = np.maximum(np.maximum.accumulate(np.abs(X), axis=1), self._scale_max[:, None])
+            X = X / np.where(running > 0.0, running, 1.0)
+            if update:
+                self._scale_max[...] = running[:, -1]
+        out = np.zeros((B, K, self._dim))
+        out[:, :, :d] = X.transpose(1, 0, 2)
+        if self.intercept:
+            out[:, :, d] = active.T
+        return out
+
+    def _round_inputs(self, X, y, active):
+        """Checked copies of a round's inputs: X (K, B, d), y (K, B) floats, active (K, B)."""
+        K, d = self.n_tasks, self.n_features
+        try:
+            Xa = np.array(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise UserError("X must be an array of numbers of shape (n_tasks, B, n_features)") from None
+        if Xa.ndim != 3 or Xa.shape[0] != K or Xa.shape[2] != d or Xa.shape[1] < 1:
+            raise UserError(f"X must have shape (n_tasks, B, n_features) = ({K}, B, {d}) with B >= 1, "
+                            f"got {Xa.shape}")
+        B = Xa.shape[1]
+        if active is None:
+            act = np.ones((K, B), dtype=bool)
+        else:
+            act = np.asarray(active)
+            if act.dtype != bool or act.shape not in ((K,), (K, B)):
+                raise UserError(f"active must be booleans of shape ({K},) or ({K}, {B}), got "
+                                f"{act.dtype} of shape {act.shape}")
+            act = np.broadcast_to(act[:, None] if act.ndim == 1 else act, (K, B))
+        if not np.isfinite(Xa[act]).all():
+            raise UserError("X holds NaN or inf in an active instance; every feature must be finite")
+        ya = None
+        if y is not None:
+            ya = self._labels(y, (K, B))
+            bad = act & (ya != 1.0) & (ya != -1.0)
+            if bad.any():
+                k, b = np.argwhere(bad)[0]
+                raise UserError(f"labels are -1 or +1 (or bools): y[{k}, {b}] is {ya[k, b]:g}")
+            ya = np.where(act, ya, 0.0)
+        return Xa, ya, act
+
+    # --------------------------------------------------------------------- rounds
+    def _step(self, Xp: np.ndarray, yf: np.ndarray) -> np.ndarray:
+        """One round of the learner on prepared inputs: Xp (B, K, d'), yf (B, K) with 0 for
+        inactive; the predictions made before the labels, booleans (B, K)."""
+        count = (yf != 0.0).sum(axis=0)
+        inv = 1.0 / np.maximum(count, 1)
+        rounds = [_Round(Xp[:, a:b], yf[:, a:b], inv[a:b]) for a, b in self._blocks]
+        roles = self._roles
+        roles.preds = None              # sized by this round's batch
+        with np.errstate(all="ignore"):     # a step that overflows is found just below
+            preds, _ = roles.run(rounds, self._clock)
+        self.n_rounds_ += 1
+        self.n_seen_ += count
+        from .runtime.schedule import CHECK_EVERY
+        if self.n_rounds_ % CHECK_EVERY == 0:
+            self._check_finite()
+        return np.concatenate([p[0] for p in preds], axis=1) > 0
+
+    def _check_finite(self) -> None:
+        if not self._roles.finite():
+            raise UserError(f"the model went non-finite (NaN or inf) by round {self.n_rounds_}: "
+                            "its steps grew without bound (a small eta, a large class_weight, rho "
+                            "or lambda4, or features of a very large scale: try scale='online')")
+
+    def _decisions(self, Xp: np.ndarray) -> np.ndarray:
+        """Decision values (B, K) on prepared instances, changing nothing."""
+        parts = [h.decide(Xp[:, a:b]) for h, (a, b) in zip(self._roles.holders, self._blocks)]
+        return np.concatenate(parts, axis=1)
+
+    def _out_labels(self, positive):
+        """Predictions as the labels were given: bools if the learner was taught with bools."""
+        if self._bool_labels:
+            return positive
+        return np.where(positive, 1, -1).astype(np.int8)
+
+    def learn_round(self, X, y, active=None) -> np.ndarray:
+        """Learn one round: every active task's instances, predicted and then learned.
+
+        Parameters
+        ----------
+        X : array_like, shape (K, B, d)
+            B instances of every task (B = 1 unless mini-batches).
+        y : array_like, shape (K, B)
+            Their labels, -1 or +1 (or bools); ignored where not active.
+        active : array_like of bool, shape (K,) or (K, B), optional
+            Which tasks (or instances) the round holds; default all. An inactive task learns
+            nothing itself, as a stream that has ended in ``omtl-mpi run``.
+
+        Returns
+        -------
+        ndarray, shape (K, B)
+            The predictions made before the labels were read (int8 -1/+1, or bools for a
+            learner taught with bools); 0 where not active.
+        """
+        Xa, ya, act = self._round_inputs(X, y, active)
+        if ya is None:
+            raise UserError("learn_round needs the labels y")
+        if np.asarray(y).dtype == bool:
+            self._bool_labels = True
+        positive = self._step(self._prepared(Xa, act, update=True), ya.T).T
+        if self._bool_labels:
+            return positive & act
+        return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
+
+    def decision_round(self, X, active=None) -> np.ndarray:
+        """The decision values (K, B) of a round's instances (0 where not active); nothing changes."""
+        Xa, _, act = self._round_inputs(X, None, active)
+        return np.where(act, self._decisions(self._prepared(Xa, act, update=False)).T, 0.0)
+
+    def predict_round(self, X, active=None) -> np.ndarray:
+        """The predictions (K, B) of a round's instances (0 where not active); nothing changes."""
+        Xa, _, act = self._round_inputs(X, None, active)
+        positive = self._decisions(self._prepared(Xa, act, update=False)).T >= 0.0
+        if self._bool_labels:
+            return positive & act
+        return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
+
+    # --------------------------------------------------------------------- one at a time
+    def _one(self, x, task, update: bool):
+        k = self._task(x, task)
+        v = self._vector(x)
+        X = np.zeros((self.n_tasks, 1, self.n_features))
+        X[k, 0] = v
+        act = np.zeros((self.n_tasks, 1), dtype=bool)
+        act[k, 0] = True
+        return k, self._prepared(X, act, update)
+
+    def learn_one(self, x, y, *, task=None) -> None:
+        """Learn one instance of one task: one round in which only that task is active.
+
+        Parameters
+        ----------
+        x : array_like of shape (n_features,), or dict
+            The features, or a dict of feature -> value (hashed into n_features, as the text
+            importer hashes n-grams; the ``task_key`` entry, if any, names the task).
+        y : {-1, +1} or bool
+        task : int, optional
+            The task (0..K-1); read from ``x[task_key]`` when not given.
+        """
+        label = self._label(y)
+        k, Xp = self._one(x, task, update=True)
+        if isinstance(y, (bool, np.bool_)):
+            self._bool_labels = True
+        yf = np.zeros((1, self.n_tasks))
+        yf[0, k] = label
+        self._step(Xp, yf)
+
+    def decision_one(self, x, *, task=None) -> float:
+        """The decision value of one instance (its sign is :meth:`predict_one`'s); nothing changes."""
+        k, Xp = self._one(x, task, update=False)
+        a, b = self._block_of(k)
+        holder = self._roles.holders[self._blocks.index((a, b))]
+        return float(holder.decide(Xp[:, a:b])[0, k - a])
+
+    def predict_one(self, x, *, task=None):
+        """The prediction of one instance, -1 or +1 (a bool for a learner taught with bools)."""
+        positive = self.decision_one(x, task=task) >= 0.0
+        if self._bool_labels:
+            return bool(positive)
+        return 1 if positive else -1
+
+    def _block_of(self, k: int):
+        for a, b in self._blocks:
+            if a <= k < b:
+                return a, b
+        raise AssertionError(k)
+
+    # --------------------------------------------------------------------- scikit-learn's shape
+    def _batch(self, X, tasks, y=None):
+        """Checked inputs of partial_fit/predict: X (n, d), tasks (n,), y (n,) or None; and the
+        round of each instance (its rank among the instances of its task)."""
+        try:
+            Xa = np.array(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise UserError("X must be an array of numbers of shape (n, n_features)") from None
+        if Xa.ndim != 2 or Xa.shape[1] != self.n_features:
+            raise UserError(f"X must have shape (n, {self.n_features}) (n_features columns), got "
+                            f"{Xa.shape}")
+        n = Xa.shape[0]
+        if tasks is None:
+            raise UserError("give tasks=, the task (0..n_tasks-1) of every row of X")
+        t = np.asarray(tasks)
+        if t.shape != (n,) or (n and t.dtype.kind not in "iu"):
+            raise UserError(f"tasks must be {n} integers (one per row of X), got {t.dtype} of "
+                            f"shape {t.shape}")
+        if n and (t.min() < 0 or t.max() >= self.n_tasks):
+            raise UserError(f"tasks must lie in 0..{self.n_tasks - 1}, got {int(t.min())}..{int(t.max())}")
+        if not np.isfinite(Xa).all():
+            raise UserError("X holds NaN or inf; every feature must be a finite number")
+        ya = None
+        if y is not None:
+            ya = self._labels(y, (n,))
+            if not np.isin(ya, (-1.0, 1.0)).all():
+                raise UserError("labels are -1 or +1 (or bools); y holds "
+                                f"{ya[~np.isin(ya, (-1.0, 1.0))][0]:g}")
+        t = t.astype(np.int64)
+        order = np.argsort(t, kind="stable")
+        counts = np.bincount(t, minlength=self.n_tasks)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - starts[t[order]]
+        return Xa, t, ya, rank
+
+    def _by_round(self, Xa, t, rank):
+        """Yield (round j, the rows of X in it, their tasks, X of the round (K, 1, d), active)."""
+        K = self.n_tasks
+        order = np.argsort(rank, kind="stable")
+        bounds = np.searchsorted(rank[order], np.arange(int(rank.max()) + 2 if len(rank) else 1))
+        for j in range(len(bounds) - 1):
+            rows = order[bounds[j]:bounds[j + 1]]
+            Xr = np.zeros((K, 1, self.n_features))
+            Xr[t[rows], 0] = Xa[rows]
+            act = np.zeros((K, 1), dtype=bool)
+            act[t[rows], 0] = True
+            yield rows, t[rows], Xr, act
+
+    def partial_fit(self, X, y, *, tasks) -> "Learner":
+        """Learn a batch of instances of any tasks (scikit-learn's shape); returns self.
+
+        Each task's instances are taken in the order given: round j holds the j-th instance of
+        every task that has one (``omtl-mpi run``'s layout with ``--batch 1``).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+        y : array_like, shape (n,)
+            -1 or +1 (or bools).
+        tasks : array_like of int, shape (n,)
+        """
+        Xa, t, ya, rank = self._batch(X, tasks, y)
+        if np.asarray(y).dtype == bool:
+            self._bool_labels = True
+        for rows, tr, Xr, act in self._by_round(Xa, t, rank):
+            yf = np.zeros((1, self.n_tasks))
+            yf[0, tr] = ya[rows]
+            self._step(self._prepared(Xr, act, update=True), yf)
+        return self
+
+    def decision_function(self, X, *, tasks) -> np.ndarray:
+        """Decision values (n,) of instances of any tasks; nothing changes."""
+        Xa, t, _, rank = self._batch(X, tasks)
+        out = np.zeros(len(Xa))
+        for rows, tr, Xr, act in self._by_round(Xa, t, rank):
+            out[rows] = self._decisions(self._prepared(Xr, act, update=False))[0, tr]
+        return out
+
+    def predict(self, X, *, tasks) -> np.ndarray:
+        """Predictions (n,) of instances of any tasks, -1/+1 (bools for a learner taught with
+        bools); nothing changes."""
+        return self._out_labels(self.decision_function(X, tasks=tasks) >= 0.0)
+
+    # --------------------------------------------------------------------- learned arrays
+    def _model(self) -> dict:
+        """The learned arrays by name, as the results file's /model holds them."""
+        rows: dict = {}
+        for h in self._roles.holders:
+            for key, value in h.task_rows().items():
+                rows.setdefault(key, []).append(np.asarray(value))
+        model = {k: np.concatenate(v) for k, v in rows.items()}
+        if self._roles.server is not None:
+            model.update(self._roles.server.global_arrays())
+        elif self._roles.holders:
+            first = self._roles.holders[0].node_arrays()
+            model.update(first)
+        return model
+
+    def __getattr__(self, name: str):
+        # learned arrays (W_, u_, V_, Z_, omega_, U_): computed on demand from the roles, so
+        # that they are always the current ones; a copy, so that nobody edits the learner
+        if name.endswith("_") and not name.startswith("_") and "_roles" in self.__dict__:
+            model = self._model()
+            if name[:-1] in model:
+                return np.array(model[name[:-1]])
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    # --------------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        """Everything the learner knows, as plain data: ``format``, ``version``, ``algo``,
+        ``params`` (JSON-ready) and ``state`` (nested dicts of numpy arrays). Loading it into a
+        learner with the same parameters continues bit for bit; nothing here is pickled."""
+        extra = {"n_rounds": np.int64(self.n_rounds_), "n_seen": self.n_seen_.copy(),
+                 "bool_labels": np.bool_(self._bool_labels)}
+        if self._scale_max is not None:
+            extra["scale_max"] = self._scale_max.copy()
+        return {"format": FORMAT, "version": VERSION, "algo": self.algo,
+                "params": self.get_params(), "state": {"roles": self._roles.state(), "learner": extra}}
+
+    def load_state_dict(self, state: dict) -> "Learner":
+        """Continue from a :meth:`state_dict` of a learner with the same parameters.
+
+        Raises
+        ------
+        UserError
+            For a state of another learner, K, d or parameters (naming the difference), or one
+            whose arrays are not this learner's; nothing changes then.
+        """
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise UserError(f"not a learner's state: state_dict() gives a dict with format {FORMAT!r}")
+        if state.get("version") != VERSION:
+            raise UserError(f"a learner's state of version {state.get('version')!r}; this "
+                            f"omtl-mpi reads version {VERSION}")
+        if state.get("algo") != self.algo:
+            raise UserError(f"the state is of a {state.get('algo')!r} learner, this is a "
+                            f"{self.algo!r} learner")
+        theirs, mine = state.get("params") or {}, self.get_params()
+        for name in mine:
+            if name in theirs and _same(theirs[name], mine[name]):
+                continue
+            raise UserError(f"the state is of a learner with {name}={theirs.get(name, 'unset')!r}, "
+                            f"this one has {name}={mine[name]!r}; build the learner with the "
+                            "state's parameters (omtl_mpi.load does)")
+        extra_names = sorted(set(theirs) - set(mine))
+        if extra_names:
+            raise UserError(f"the state has parameters this learner does not: {', '.join(extra_names)}")
+        tree = state.get("state")
+        expected = self.state_dict()["state"]
+        problem = first_difference(tree, expected, "state", _fits)
+        if problem:
+            raise UserError(f"the state does not fit this learner: {problem}")
+        import copy
+        tree = copy.deepcopy(tree)
+        self._roles.load_state(tree["roles"])
+        extra = tree["learner"]
+        self.n_rounds_ = int(extra["n_rounds"])
+        self.n_seen_ = np.array(extra["n_seen"], dtype=np.int64)
+        self._bool_labels = bool(extra["bool_labels"])
+        if self._scale_max is not None:
+            self._scale_max = np.array(extra["scale_max"], dtype=np.float64)
+        return self
+
+    def save(self, path) -> None:
+        """Write the learner to an HDF5 file (atomically: nothing half-written on failure);
+        :func:`load` reads it back. Arrays and JSON only, never pickle."""
+        from .persist import save_learner
+        save_learner(path, self.state_dict())
+
+
+@functools.cache
+def _as_river_classifier() -> None:
+    """Make learners river classifiers where river is installed: river's progressive
+    validation takes only instances of its Classifier class (an abstract class, so a learner
+    can be registered as one without river being needed to import this module)."""
+    try:
+        from river import base
+    except ImportError:
+        return
+    base.Classifier.register(Learner)
+
+
+def _same(a, b) -> bool:
+    """Two parameter values are the same (a bool is not the number 1; 1 and 1.0 are equal)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def first_difference(got, want, where: str, leaf) -> str | None:
+    """Where two trees of dicts, lists and arrays first differ: in their keys or lengths, or
+    where ``leaf(got, want, where)`` (for two leaves) returns a text; None where they agree."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return f"{where} should be a dict"
+        missing = sorted(set(map(str, want)) - set(map(str, got)))
+        if missing:
+            return f"{where} lacks {missing[0]!r}"
+        extra = sorted(set(map(str, got)) - set(map(str, want)))
+        if extra:
+            return f"{where} has {extra[0]!r}, which this learner does not"
+        found = (first_difference(got[key], want[key], f"{where}/{key}", leaf) for key in want)
+        return next((f for f in found if f), None)
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return f"{where} should be a list of {len(want)}"
+        found = (first_difference(g, w, f"{where}/{i}", leaf) for i, (g, w) in enumerate(zip(got, want)))
+        return next((f for f in found if f), None)
+    return leaf(got, want, where)
+
+
+def _fits(got, want, where: str) -> str | None:
+    """A loaded array that can stand for this learner's: its shape, a numeric kind, finite."""
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape != w.shape:
+        return f"{where} has shape {g.shape}, this learner's has {w.shape}"
+    if g.dtype.kind not in "biuf" or (w.dtype.kind == "f" and g.dtype.kind not in "f"):
+        return f"{where} holds {g.dtype}, this learner's {w.dtype}"
+    if g.dtype.kind == "f" and not np.isfinite(g).all():
+        return f"{where} holds NaN or inf"
+    return None
+
+
+def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
+    """Check a learner's parameters and build its roles; raises UserError, changes nothing."""
+    from .options import run_config
+    from .runtime.layout import graph_nodes, task_blocks
+    from .runtime.roles import Roles
+    spec = registry.get(algo)
+    for name, value in (("n_tasks", n_tasks), ("n_features", n_features)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise UserError(f"{name} must be an integer >= 1, got {value!r}")
+    n_tasks, n_features = int(n_tasks), int(n_features)
+    known = parameters(algo)
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        import difflib
+        near = difflib.get_close_matches(unknown[0], known, n=1)
+        raise UserError(f"{algo} has no parameter {unknown[0]!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                        + f"; its parameters: {', '.join(known)}")
+    given = {"n_tasks": n_tasks, "n_features": n_features}
+    given.update({k: params.get(k, v) for k, v in list(known.items())[2:]})
+    rounds = given["rounds"]
+    if given["task_key"] is not None and not isinstance(given["task_key"], (str, int)):
+        raise UserError(f"task_key must be a dict key (a string or an integer) or None, got "
+                        f"{given['task_key']!r}")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer))
+                               or rounds < 1):
+        raise UserError(f"rounds must be an integer >= 1 or None, got {rounds!r}")
+    if rounds is not None:
+        given["rounds"] = rounds = int(rounds)         # JSON-ready, as every parameter
+    # the option table checks types and values, refuses what has no effect, and builds the
+    # learner's hyper-parameters: only what differs from the defaults counts as given, so that a
+    # clone (every parameter passed) is never refused for a default that does nothing
+    values = {"algo": algo}
+    values.update({k: v for k, v in given.items()
+                   if k not in ("n_tasks", "n_features", "rounds", "task_key") and v != known[k]})
+    try:
+        cfg = run_config(values)
+    except UserError as exc:
+        raise UserError(_api_text(str(exc))) from None
+    if rounds is None and cfg.params.resolved(1) != cfg.params.resolved(4):
+        raise UserError(f"{algo}'s step control eta depends on the run's length with these "
+                        "parameters (sqrt(T) for the euclid w-step): give eta= or rounds=")
+    resolved = cfg.params.resolved(int(rounds or 1))
+    dim = n_features + int(bool(cfg.intercept))
+    topology = None
+    if spec.pattern == "neighbours":
+        from .topology import load_topology
+        nodes = graph_nodes(1, n_tasks, spec, cfg.nodes)
+        topology = load_topology(cfg.topology, nodes)
+        blocks = task_blocks(n_tasks, nodes)
+    else:
+        blocks = task_blocks(n_tasks, 1)
+    roles = Roles(spec, resolved, n_tasks, dim, blocks, blocks, 0, 1, topology)
+    return {"given": given, "spec": spec, "cfg": cfg, "roles": roles, "blocks": blocks, "dim": dim}
+
+
+def _docstring(algo: str) -> str:
+    spec = registry.get(algo)
+    cls = CLASS_NAMES.get(algo, "Learner")
+    lines = [f"{spec.summary}", "", f"{spec.citation}. A :class:`Learner` "
+             f"(``omtl_mpi.learner({algo!r}, ...)``): every method is documented there.", "",
+             "Parameters", "----------"]
+    for name, default in parameters(algo).items():
+        shown = "" if default is inspect.Parameter.empty else f", default {default!r}"
+        lines += [f"{name}{shown}", f"    {_help(algo, name)}"]
+    lines += ["", "Examples", "--------",
+              ">>> import omtl_mpi",
+              f">>> m = omtl_mpi.{cls}(n_tasks=2, n_features=3{_example_rounds(spec)})",
+              ">>> m.learn_one([1.0, 0.0, 0.5], 1, task=0)",
+              ">>> m.predict_one([1.0, 0.0, 0.5], task=0) in (-1, 1)",
+              "True"]
+    return "\n".join(lines)
+
+
+def _example_rounds(spec) -> str:
+    """``, rounds=100`` for a learner whose defaults need the run's length (PMSC-Log's euclid
+    w-step), else nothing."""
+    params = spec.params()
+    return ", rounds=100" if params.resolved(1) != params.resolved(4) else ""
+
+
+def _make_class(algo: str, name: str) -> type:
+    sig = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+        inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD if k in ("n_tasks", "n_features")
+                          else inspect.Parameter.KEYWORD_ONLY, default=v)
+        for k, v in parameters(algo).items()])
+    cls = type(name, (Learner,), {"algo": algo, "__doc__": _docstring(algo), "__module__": __name__})
+    cls.__init__ = _init_with(sig)
+    return cls
+
+
+def _init_with(sig):
+    def __init__(self, n_tasks, n_features, **params):
+        Learner.__init__(self, n_tasks, n_features, **params)
+    __init__.__signature__ = sig
+    return __init__
+
+
+for _algo, _name in CLASS_NAMES.items():
+    globals()[_name] = _make_class(_algo, _name)
+_CLASSES = {algo: globals()[name] for algo, name in CLASS_NAMES.items()}
+
+
+def learner(algo: str, n_tasks: int, n_features: int, *, preset: str | None = None, **params) -> Learner:
+    """A learner of ``omtl-mpi algos`` by name, with its parameters.
+
+    Parameters
+    ----------
+    algo : str
+        ``c-admm``, ``d-admm``, ... (``omtl-mpi algos``), or a learner registered with
+        :func:`omtl_mpi.algorithms.registry.register`.
+    n_tasks, n_features : int
+    preset : {"paper"}, optional
+        Start from named settings (``--preset``); parameters given still win.
+    **params
+        The learner's parameters (:func:`parameters`).
+
+    Examples
+    --------
+    >>> import omtl_mpi
+    >>> m = omtl_mpi.learner("c-admm", n_tasks=4, n_features=9, preset="paper", rounds=100)
+    >>> m.w_step, m.intercept, m.relationship
+    ('euclid', False, True)
+    >>> omtl_mpi.learner("c-admm", 4, 9, rho=-1)
+    Traceback (most recent call last):
+    ...
+    omtl_mpi.errors.UserError: rho must be > 0, got -1.0
+    """
+    spec = registry.get(algo)
+    if preset is not None:
+        from .options import PRESETS, _preset, table
+        if preset not in PRESETS:
+            raise UserError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        known = parameters(algo)
+        params = {**{k: v for k, v in _preset(preset, spec, table()).items() if k in known}, **params}
+    cls = _CLASSES.get(algo)
+    if cls is None:
+        cls = _CLASSES[algo] = _make_class(algo, "".join(p.title() for p in re.split(r"[^a-zA-Z0-9]", algo)))
+    return cls(n_tasks, n_features, **params)
+
+
+def load(path) -> Learner:
+    """Read a learner written by :meth:`Learner.save` (parameters and state).
+
+    Raises
+    ------
+    UserError
+        One line, for a file that is not a learner's, or is damaged.
+
+    Examples
+    --------
+    >>> import os, tempfile, omtl_mpi
+    >>> m = omtl_mpi.AROW(n_tasks=2, n_features=3)
+    >>> m.learn_one([1.0, 0.5, -1.0], -1, task=1)
+    >>> path = os.path.join(tempfile.mkdtemp(), "arow.h5")
+    >>> m.save(path)
+    >>> again = omtl_mpi.load(path)
+    >>> again, bool((again.W_ == m.W_).all()), again.n_rounds_
+    (AROW(n_tasks=2, n_features=3), True, 1)
+    """
+    from .persist import load_learner
+    state = load_learner(path)
+    params = dict(state["params"])
+    algo = state["algo"]
+    if algo in registry.REGISTRY:
+        lacking = [k for k in parameters(algo) if k not in params]
+        if lacking:
+            raise UserError(f"{path}: its parameters lack {', '.join(lacking)}; the file is "
+                            "damaged: save the learner again")
+    try:
+        m = learner(state["algo"], params.pop("n_tasks"), params.pop("n_features"), **params)
+        return m.load_state_dict(state)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    except KeyError as exc:
+        raise UserError(f"{path}: not a learner file (it lacks {exc}); write one with "
+                        "Learner.save") from None
+
+
+def as_json(params: dict) -> str:
+    """Parameters as JSON (what saved learners store)."""
+    return json.dumps(params, sort_keys=True)

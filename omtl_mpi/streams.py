@@ -1,0 +1,370 @@
+"""Whole runs from arrays: :func:`run_streams` is ``omtl-mpi run`` for streams held in memory,
+in one process or in a script started by ``mpiexec -n P python -m mpi4py script.py``.
+
+The run is the command line's (the same set-up, checks, distribution of tasks over ranks,
+round loop and collection), so its predictions, errors and learned arrays are those of
+``omtl-mpi run`` on the same data and options. mpi4py is imported only when the script runs
+under an MPI launcher (or is given a communicator).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import UserError
+
+_LEARNER_RUN_OPTIONS = ("intercept", "scale")
+
+
+class ArraySource:
+    """Task streams held in memory, as a run reads a data source (``meta``, ``load``)."""
+
+    def __init__(self, X_list, y_list, names=None):
+        self.X, self.y, self.bools = _checked_streams(X_list, y_list)
+        K = len(self.X)
+        self.names = tuple(str(n) for n in names) if names is not None else tuple(f"task{k}" for k in range(K))
+        if len(self.names) != K:
+            raise UserError(f"names must give one name per task ({K}), got {len(self.names)}")
+
+    def meta(self):
+        from .data.taskfile import TaskMeta
+        return TaskMeta(path="<arrays>", names=self.names,
+                        lengths=np.array([len(y) for y in self.y], dtype=np.int64),
+                        dim=self.X[0].shape[1], source="arrays", description=self.describe())
+
+    def load(self, indices):
+        from .data.taskfile import TaskStreams
+        idx = np.asarray(indices, dtype=np.int64)
+        return TaskStreams(indices=idx, names=tuple(self.names[i] for i in idx),
+                           X=[self.X[i] for i in idx], y=[self.y[i] for i in idx], notices=[])
+
+    def describe(self) -> str:
+        return f"arrays({len(self.X)} tasks, {self.X[0].shape[1]} features)"
+
+
+def _checked_streams(X_list, y_list):
+    """Copies of the streams as float64 features and int8 labels -1/+1, checked; and whether the
+    labels came as bools."""
+    if isinstance(X_list, np.ndarray) or isinstance(y_list, np.ndarray):
+        raise UserError("X_list and y_list are lists with one array per task (a task's stream each)")
+    try:
+        X_list, y_list = list(X_list), list(y_list)
+    except TypeError:
+        raise UserError("X_list and y_list are lists with one array per task") from None
+    if not X_list or len(X_list) != len(y_list):
+        raise UserError(f"X_list and y_list must hold one array per task each, and at least one: "
+                        f"got {len(X_list)} and {len(y_list)}")
+    Xs, ys, bools, dim = [], [], [], None
+    for k, (X, y) in enumerate(zip(X_list, y_list)):
+        try:
+            Xa = np.array(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise UserError(f"X_list[{k}] is not an array of numbers") from None
+        ya = np.asarray(y)
+        if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
+            raise UserError(f"X_list[{k}] must have shape (n_k, d) with n_k, d >= 1, got {Xa.shape}")
+        dim = Xa.shape[1] if dim is None else dim
+        if Xa.shape[1] != dim:
+            raise UserError(f"every task has the same features: X_list[0] has {dim} columns, "
+                            f"X_list[{k}] {Xa.shape[1]}")
+        if ya.shape != (Xa.shape[0],):
+            raise UserError(f"y_list[{k}] must have shape ({Xa.shape[0]},) (one label per row of "
+                            f"X_list[{k}]), got {ya.shape}")
+        if not np.isfinite(Xa).all():
+            raise UserError(f"X_list[{k}] holds NaN or inf; every feature must be finite")
+        if ya.dtype == bool:
+            ya, flag = np.where(ya, 1, -1), True
+        elif ya.dtype.kind in "iuf" and np.isin(ya, (-1, 1)).all():
+            flag = False
+        else:
+            raise UserError(f"y_list[{k}]: labels are -1 or +1 (or bools)")
+        Xs.append(Xa)
+        ys.append(ya.astype(np.int8))
+        bools.append(flag)
+    return Xs, ys, any(bools)
+
+
+@dataclass
+class Result:
+    """What :func:`run_streams` returns on rank 0 (and :func:`load_result` reads back).
+
+    Attributes
+    ----------
+    algo : str
+    names : tuple of str
+        The tasks' names.
+    lengths : ndarray of int, shape (K,)
+        Instances per task.
+    mean_error : float
+        The mean over tasks of each task's error rate (the paper's measure).
+    per_task_error : ndarray, shape (K,)
+    curve : ndarray, shape (T,)
+        The mean over tasks of the cumulative error rate after each round.
+    task_curves : ndarray, shape (K, T)
+        Every task's cumulative error rate after each round.
+    predictions : list of ndarray
+        Every task's predictions (int8, -1/+1) in the order its stream was presented.
+    omega : ndarray or None
+        The task-relationship matrix, for the learners that have one.
+    model : dict
+        Every learned array by name (the results file's /model).
+    seconds, ms_per_round : float
+        Wall time of the rounds.
+    report : dict
+        What ``omtl-mpi run --json`` prints.
+    learner : Learner or None
+        The fitted learner, ready to ``predict_one`` or to learn on (None when read from a file).
+
+    Examples
+    --------
+    >>> import omtl_mpi
+    >>> res = omtl_mpi.run_streams([[[1.0], [-1.0]], [[2.0], [-2.0]]], [[1, -1], [1, -1]], algo="pa")
+    >>> res
+    Result(algo='pa', tasks=2, rounds=2, mean_error=0.2500)
+    >>> res.per_task_error.tolist(), res.names
+    ([0.5, 0.0], ('task0', 'task1'))
+    """
+
+    algo: str
+    names: tuple
+    lengths: np.ndarray
+    mean_error: float
+    per_task_error: np.ndarray
+    curve: np.ndarray
+    task_curves: np.ndarray
+    predictions: list
+    omega: np.ndarray | None
+    model: dict
+    seconds: float
+    ms_per_round: float
+    report: dict
+    learner: object = None
+    _written: tuple | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return (f"Result(algo={self.algo!r}, tasks={len(self.names)}, rounds={len(self.curve)}, "
+                f"mean_error={self.mean_error:.4f})")
+
+    def to_pandas(self):
+        """One row per task: name, samples, error, balanced error and F1 (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise UserError("to_pandas needs pandas: pip install pandas") from None
+        attrs, config, learned, measured = self._written
+        return pd.DataFrame({"task": list(self.names), "samples": self.lengths,
+                             "error": self.per_task_error,
+                             "balanced_error": learned.metrics["per_task_balanced_error"],
+                             "f1": learned.metrics["per_task_f1"]})
+
+    def save(self, path) -> None:
+        """Write the results file of ``omtl-mpi run --out`` (HDF5, atomically)."""
+        from .runtime.results import check_writable, write_results
+        path = str(path)
+        check_writable(path)
+        attrs, config, learned, measured = self._written
+        write_results(path, attrs=attrs, config=config, learned=learned, measured=measured)
+
+
+def _result(report: dict, learner=None) -> Result:
+    attrs, config, learned, measured = report["_written"]
+    m = learned.metrics
+    lengths = np.asarray(learned.lengths)
+    preds = [np.asarray(learned.predictions[k, : int(n)]) for k, n in enumerate(lengths)]
+    public = {k: v for k, v in report.items() if not k.startswith("_")}
+    return Result(algo=attrs.get("algo", ""), names=tuple(learned.names), lengths=lengths,
+                  mean_error=float(np.mean(m["per_task_error"])) if len(lengths) else 0.0,
+                  per_task_error=np.asarray(m["per_task_error"]), curve=np.asarray(m["mean_curve"]),
+                  task_curves=np.asarray(m["cumulative_error"]), predictions=preds,
+                  omega=learned.model.get("omega"), model=dict(learned.model),
+                  seconds=float(attrs.get("seconds", 0.0)),
+                  ms_per_round=float(attrs.get("ms_per_round", 0.0)), report=public,
+                  learner=learner, _written=report["_written"])
+
+
+def _world(comm):
+    from .runtime.world import default_world
+    if comm is None:
+        return default_world()
+    from .comm.mpi import MpiWorld
+    return MpiWorld(comm)
+
+
+def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None, batch: int = 1,
+                names=None, comm=None, out=None, progress: bool = False, **options):
+    """Run a learner over task streams held in memory, as ``omtl-mpi run`` runs a data file.
+
+    Parameters
+    ----------
+    X_list : list of array_like, each (n_k, d)
+        Every task's features, in stream order.
+    y_list : list of array_like, each (n_k,)
+        Every task's labels, -1 or +1 (or bools).
+    algo : str
+        The learner (``omtl-mpi algos``).
+    seed : int, optional
+        Present each stream in an order drawn from this seed (``--seed``); None: as given.
+    batch : int
+        Instances per task per round (``--batch``).
+    names : sequence of str, optional
+        The tasks' names (default task0, task1, ...).
+    comm : mpi4py communicator, optional
+        Under ``mpiexec``, the communicator to run on (default COMM_WORLD when launched by
+        MPI, else one process). Every rank calls ``run_streams`` with the same arguments.
+    out : str, optional
+        Also write the results file (as ``--out``).
+    progress : bool
+        Show a progress bar on rank 0.
+    **options
+        Any option of ``omtl-mpi run`` by name (``rho=0.5``, ``preset="paper"``,
+        ``topology="full"``, ``nodes=4``, ``intercept=False``...).
+
+    Returns
+    -------
+    Result or None
+        On rank 0 (and in one process) the result, with the fitted learner; None on the other
+        ranks.
+
+    Raises
+    ------
+    UserError
+        On every rank, with the same message, for bad streams or options.
+
+    Examples
+    --------
+    >>> import omtl_mpi
+    >>> from omtl_mpi.data import generate
+    >>> names, X, y = generate(tasks=3, samples=200, seed=0)
+    >>> res = omtl_mpi.run_streams(X, y, algo="c-admm", seed=0, names=names)
+    >>> res.per_task_error.shape, res.curve.shape, 0.0 <= res.mean_error < 0.5
+    ((3,), (200,), True)
+    >>> res.learner.predict_one(X[0][0], task=0) in (-1, 1)
+    True
+    """
+    from .options import run_config
+    from .runtime.run import collect, learn, set_up
+    from .runtime.world import collective
+    world = _world(comm)
+    source = collective(world, lambda: ArraySource(X_list, y_list, names))
+    def config():
+        try:
+            return run_config(_given(algo, {"data": "<arrays>", "seed": seed, "batch": batch,
+                                            **options}))
+        except UserError as exc:
+            from .learners import _api_text
+            raise UserError(_api_text(str(exc))) from None
+    cfg = collective(world, config)
+    job = set_up(cfg, world, out=out if world.rank == 0 else None, source=source)
+    learn(job, progress)
+    report = collect(job, out)
+    states = world.gather_objects(job.roles.state())
+    if world.rank != 0:
+        return None
+    return _result(report, _fitted(job, states, source))
+
+
+def _given(algo: str, values: dict) -> dict:
+    """The options that differ from their defaults for learner ``algo`` (``algo`` included):
+    the rest are left to the defaults, so that passing a learner's full parameters (as
+    ``get_params()`` gives them) is never refused for a default that has no effect."""
+    from .options import table
+    opts = table()
+    out = {"algo": algo}
+    for name, value in values.items():
+        opt = opts.get(name)
+        default = None if opt is None else opt.defaults.get(algo, opt.default)
+        if opt is None or name in ("data", "preset") or not _equal(value, default):
+            out[name] = value
+    return out
+
+
+def _equal(a, b) -> bool:
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def _fitted(job, states: list, source):
+    """The learner object holding the run's final state (all ranks' parts, on rank 0)."""
+    from .algorithms.contract import merge_states
+    from .learners import learner, parameters
+    algo, cfg = job.algo, job.cfg
+    known = parameters(algo.name)
+    params = {k: v for k, v in asdict(cfg.params).items() if k in known}
+    params.update({k: getattr(cfg, k) for k in _LEARNER_RUN_OPTIONS})
+    if algo.pattern == "neighbours":
+        params.update(topology=cfg.topology, nodes=job.topology.n_nodes)
+    m = learner(algo.name, job.meta.n_tasks, job.meta.dim, rounds=job.rounds, **params)
+    if len(states) == 1:
+        merged = states[0]
+    elif algo.pattern == "server":
+        merged = {"holder0": merge_states(algo.worker, [s["holder0"] for s in states[1:]]),
+                  "server": states[0]["server"]}
+    elif algo.pattern == "none":
+        merged = {"holder0": merge_states(algo.node, [s["holder0"] for s in states])}
+    else:
+        merged = {f"holder{r}": s["holder0"] for r, s in enumerate(states)}
+    m._roles.load_state(merged)
+    m.n_rounds_ = job.rounds
+    m.n_seen_ = np.asarray(job.meta.lengths, dtype=np.int64).copy()
+    m._bool_labels = source.bools
+    if m._scale_max is not None:
+        # online scaling's running maximum after a whole stream: its largest |value| per feature
+        m._scale_max[...] = [np.abs(X).max(axis=0) for X in source.X]
+    return m
+
+
+def load_result(path) -> Result:
+    """A results file (``omtl-mpi run --out``, ``Result.save``) as a :class:`Result` (without the
+    fitted learner: a results file holds the final arrays, not the learner's whole state).
+
+    Raises
+    ------
+    UserError
+        One line, for a file that is not an omtl-mpi results file or is damaged.
+
+    Examples
+    --------
+    >>> import os, tempfile, omtl_mpi
+    >>> res = omtl_mpi.run_streams([[[1.0], [-1.0]], [[2.0], [-2.0]]], [[1, -1], [1, -1]], algo="pa")
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.h5")
+    >>> res.save(path)
+    >>> omtl_mpi.load_result(path).per_task_error.tolist()
+    [0.5, 0.0]
+    """
+    import json
+
+    import h5py
+
+    from .data.taskfile import H5_ERRORS, reason
+    from .paths import regular_file
+    from .runtime.results import FORMAT, Learned, Measured
+    path = regular_file(path, "results file")
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != FORMAT:
+                raise UserError(f"{path} is not an omtl-mpi results file (omtl-mpi run --out writes them)")
+            attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+            config = json.loads(attrs.get("config", "{}"))
+            names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in f["tasks/names"][()])
+            lengths = f["tasks/samples"][()]
+            metrics = {k: ds[()] for k, ds in f["metrics"].items()}
+            model = {k: ds[()] for k, ds in f["model"].items()}
+            width = int(max(lengths)) if len(lengths) else 0
+            preds = np.zeros((len(lengths), width), dtype=np.int8)
+            for k, n in enumerate(lengths):
+                preds[k, : int(n)] = f[f"predictions/{k:04d}"][()]
+            t = f["timing"]
+            measured = Measured(seconds=t["seconds"][()],
+                                roles=[r.decode() if isinstance(r, bytes) else str(r) for r in t["roles"][()]],
+                                peak_rss=t["peak_rss_mib"][()] if "peak_rss_mib" in t else None,
+                                cpu_seconds=t["cpu_seconds"][()] if "cpu_seconds" in t else None,
+                                staleness=t["staleness"][()] if "staleness" in t else None)
+    except UserError:
+        raise
+    except (*H5_ERRORS, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read it as a results file ({reason(exc)})") from None
+    keep = {k: v for k, v in attrs.items()
+            if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
+    learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)
+    report = {**keep, "_written": (keep, config, learned, measured)}
+    return _result(report)

@@ -1,0 +1,570 @@
+"""The Python API (omtl_mpi.learner, run_streams, check_learner...): the same numbers as the
+command line, state that round-trips, errors a caller can catch, and an import that does
+nothing to the process."""
+import doctest
+import json
+import os
+import re
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import MPIEXEC, TIMEOUT, _env, omtl
+from test_hostile_cli import forked
+import omtl_mpi
+from omtl_mpi.algorithms import REGISTRY
+from omtl_mpi.checks import parametrize_with_checks
+from omtl_mpi.data.rounds import RoundBatches, rounds_needed
+from omtl_mpi.data.source import FileSource, shuffled
+
+ALL = sorted(REGISTRY)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_import_changes_nothing_and_starts_no_mpi():
+    code = ("import os, sys; before = dict(os.environ); import omtl_mpi; "
+            "print(os.environ == before, 'mpi4py' in sys.modules, 'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in _env().items() if "NUM_THREADS" not in k})
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr
+
+
+def test_public_names_resolve():
+    for name in omtl_mpi.__all__:
+        assert getattr(omtl_mpi, name) is not None, name
+    assert issubclass(omtl_mpi.UserError, ValueError)
+    with pytest.raises(AttributeError):
+        omtl_mpi.no_such_name
+
+
+@pytest.mark.parametrize("module", ["omtl_mpi.learners", "omtl_mpi.streams", "omtl_mpi.checks",
+                                    "omtl_mpi.data.featurise"])
+def test_docstring_examples_run(module):
+    import importlib
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+    if module != "omtl_mpi.data.featurise":
+        assert result.attempted > 0
+
+
+def test_every_public_name_has_an_example():
+    import inspect
+    missing = []
+    for name in omtl_mpi.__all__:
+        obj = getattr(omtl_mpi, name)
+        if name.startswith("__") or name == "UserError":
+            continue
+        doc = inspect.getdoc(obj) or ""
+        if ">>>" not in doc:
+            missing.append(name)
+    assert not missing
+
+
+# ------------------------------------------------------------------ the CLI's numbers
+def _rounds_of(path, seed, batch, intercept):
+    """The CLI's streams of a file as learn_round's arguments: raw features (the learner adds
+    the intercept itself), round by round."""
+    source = FileSource(str(path))
+    meta = source.meta()
+    streams = shuffled(source.load(np.arange(meta.n_tasks)), seed)
+    T = rounds_needed(meta.lengths, batch)
+    rb = RoundBatches(streams.X, streams.y, batch, T, meta.dim)
+    return meta, rb, T
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_learn_round_and_run_streams_are_the_command_line(name, small_tasks, tmp_path):
+    """For every learner: learn_round over a data set predicts as `omtl-mpi run` on it, and
+    learns the same W (1e-10); run_streams on its streams gives every task's predictions."""
+    out = tmp_path / "run.h5"
+    extra = ["--nodes", "5"] if REGISTRY[name].pattern == "neighbours" else []
+    # the command line's own main() in a forked child: what `omtl-mpi run` runs, without
+    # starting Python again
+    code, _, err = forked("run", "--algo", name, "--data", small_tasks, "--seed", "4", "--batch", "2",
+                          "--out", out, *extra)
+    assert code == 0, err
+    meta, rb, T = _rounds_of(small_tasks, 4, 2, True)
+    m = omtl_mpi.learner(name, meta.n_tasks, meta.dim, rounds=T)
+    preds = []
+    for t in range(T):
+        active = (rb.y[t] != 0).T
+        preds.append(m.learn_round(rb.X[t].transpose(1, 0, 2), rb.y[t].T, active))
+    P = np.concatenate(preds, axis=1)
+    with h5py.File(out) as f:
+        for k, n in enumerate(meta.lengths):
+            np.testing.assert_array_equal(P[k, :n], f[f"predictions/{k:04d}"][()], err_msg=f"task {k}")
+        np.testing.assert_allclose(m.W_, f["model/W"][()], rtol=0, atol=1e-10)
+        streams = FileSource(str(small_tasks)).load(np.arange(meta.n_tasks))
+        res = omtl_mpi.run_streams(streams.X, streams.y, algo=name, seed=4, batch=2,
+                                   **({"nodes": 5} if extra else {}))
+        for k in range(meta.n_tasks):
+            np.testing.assert_array_equal(res.predictions[k], f[f"predictions/{k:04d}"][()])
+        np.testing.assert_allclose(res.learner.W_, f["model/W"][()], rtol=0, atol=1e-10)
+    assert m.n_rounds_ == T and m.n_seen_.tolist() == meta.lengths.tolist()
+
+
+def test_learn_round_with_online_scaling_is_the_command_line(small_tasks, tmp_path):
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--data", small_tasks, "--scale", "online", "--seed", "1", "--out", out)
+    assert r.returncode == 0, r.stderr
+    meta, rb, T = _rounds_of(small_tasks, 1, 1, True)
+    m = omtl_mpi.CADMM(meta.n_tasks, meta.dim, scale="online")
+    P = np.concatenate([m.learn_round(rb.X[t].transpose(1, 0, 2), rb.y[t].T, (rb.y[t] != 0).T)
+                        for t in range(T)], axis=1)
+    with h5py.File(out) as f:
+        for k, n in enumerate(meta.lengths):
+            np.testing.assert_array_equal(P[k, :n], f[f"predictions/{k:04d}"][()])
+
+
+def test_partial_fit_of_a_whole_data_set_is_the_command_line(small_tasks, tmp_path):
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--data", small_tasks, "--out", out)
+    assert r.returncode == 0, r.stderr
+    source = FileSource(str(small_tasks))
+    streams = source.load(np.arange(5))
+    X, y = np.concatenate(streams.X), np.concatenate(streams.y)
+    tasks = np.concatenate([np.full(len(v), k) for k, v in enumerate(streams.y)])
+    # any interleaving of the tasks in which each task's instances keep their order
+    slots = tasks[np.random.default_rng(0).permutation(len(y))]
+    order = np.empty(len(y), dtype=np.int64)
+    for k in range(5):
+        order[slots == k] = np.flatnonzero(tasks == k)
+    assert not np.array_equal(tasks[order], tasks)
+    m = omtl_mpi.CADMM(5, 9).partial_fit(X[order], y[order], tasks=tasks[order])
+    with h5py.File(out) as f:
+        np.testing.assert_allclose(m.W_, f["model/W"][()], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(m.u_, f["model/u"][()], rtol=0, atol=1e-10)
+
+
+def test_run_streams_is_the_command_line(small_tasks, tmp_path):
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--data", small_tasks, "--seed", "2", "--relationship", "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    streams = FileSource(str(small_tasks)).load(np.arange(5))
+    res = omtl_mpi.run_streams(streams.X, streams.y, seed=2, relationship=True, names=streams.names)
+    cli = omtl_mpi.load_result(out)
+    assert res.names == cli.names
+    for k in range(5):
+        np.testing.assert_array_equal(res.predictions[k], cli.predictions[k])
+    np.testing.assert_array_equal(res.per_task_error, cli.per_task_error)
+    np.testing.assert_allclose(res.omega, cli.omega, rtol=0, atol=1e-10)
+    assert not np.allclose(res.omega, np.eye(5) / 5)          # Omega was learned
+    assert res.mean_error == pytest.approx(json.loads(r.stdout)["mean_error"], abs=1e-12)
+    # the fitted learner holds the run's final state and goes on from it
+    np.testing.assert_allclose(res.learner.W_, cli.model["W"], rtol=0, atol=1e-10)
+    assert res.learner.predict_one(streams.X[0][0], task=0) in (-1, 1)
+    res.learner.learn_one(streams.X[0][0], int(streams.y[0][0]), task=0)
+    # saved, it is the CLI's results file
+    res.save(tmp_path / "again.h5")
+    again = omtl_mpi.load_result(tmp_path / "again.h5")
+    np.testing.assert_array_equal(again.task_curves, cli.task_curves)
+    frame = res.to_pandas()
+    assert list(frame["task"]) == list(streams.names) and frame["error"].tolist() == res.per_task_error.tolist()
+
+
+SCRIPT = """
+import sys, numpy as np, omtl_mpi
+from omtl_mpi.data import generate
+names, X, y = generate(tasks=4, samples=300, seed=5)
+res = omtl_mpi.run_streams(X, y, algo=sys.argv[1], seed=1, **({'nodes': 3} if sys.argv[1] == 'd-admm' else {}))
+if res is not None:
+    k = np.argmax(res.per_task_error)
+    np.savez(sys.argv[2], errors=res.per_task_error, W=res.learner.W_,
+             preds=np.concatenate(res.predictions),
+             after=[res.learner.decision_one(x, task=1) for x in X[1][:20]])
+"""
+
+
+@pytest.mark.parametrize("name", ["c-admm", "d-admm", "arow"])
+def test_run_streams_under_mpiexec_is_one_process(name, mpiexec, tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    env = {**_env(), "PYTHONPATH": ROOT}
+    local = subprocess.run([sys.executable, str(script), name, str(tmp_path / "one.npz")],
+                           capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert local.returncode == 0, local.stderr
+    mpi = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "mpi4py", str(script), name,
+                          str(tmp_path / "mpi.npz")], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert mpi.returncode == 0, mpi.stderr
+    a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "mpi.npz")
+    np.testing.assert_array_equal(a["preds"], b["preds"])
+    np.testing.assert_array_equal(a["errors"], b["errors"])
+    np.testing.assert_allclose(a["W"], b["W"], rtol=0, atol=1e-10)
+    # the fitted learner gathered from the ranks decides as the one of one process
+    np.testing.assert_allclose(a["after"], b["after"], rtol=0, atol=1e-10)
+
+
+def test_run_streams_errors_are_one_line_on_every_rank(mpiexec, tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("import sys, omtl_mpi\nfrom mpi4py import MPI\ntry:\n"
+                      "    omtl_mpi.run_streams([[[1.0]]], [[0]])\n"
+                      "except omtl_mpi.UserError as exc:\n"
+                      "    open(f'{sys.argv[1]}/{MPI.COMM_WORLD.rank}.txt', 'w').write(str(exc))\n")
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script), str(tmp_path)],
+                       capture_output=True, text=True, timeout=TIMEOUT, env={**_env(), "PYTHONPATH": ROOT})
+    assert r.returncode == 0, r.stderr
+    for rank in (0, 1):
+        assert (tmp_path / f"{rank}.txt").read_text() == "y_list[0]: labels are -1 or +1 (or bools)"
+
+
+# ------------------------------------------------------------------ the generic checks
+# one process == mpiexec is tested for every built-in learner through the command line
+# (tests/test_algorithm_checks.py::test_in_process_equals_mpiexec), and here for a learner
+# written outside the package (test_a_learner_written_outside_passes_every_check)
+@parametrize_with_checks(ALL, skip={"check_one_process_equals_mpi"})
+def test_every_learner_passes_the_checks(learner, check):
+    check()
+
+
+def test_checks_name_a_learner_that_mutates_its_input(monkeypatch):
+    from omtl_mpi.algorithms.independent import PaNode
+    step = PaNode.local_step
+
+    def mutating(self, X, y, inv_count):
+        X *= 1.0000001              # a role that writes into its round's arrays
+        return step(self, X, y, inv_count)
+    monkeypatch.setattr(PaNode, "local_step", mutating)
+    with pytest.raises(AssertionError, match="check_inputs_not_mutated: PaNode.local_step wrote"):
+        omtl_mpi.check_learner("pa", mpi=False)
+    monkeypatch.undo()
+    monkeypatch.setattr(omtl_mpi.learners.Learner, "_round_inputs",
+                        lambda self, X, y, active: _no_copy(self, X, y, active))
+    with pytest.raises(AssertionError, match="check_inputs_not_mutated: learn_round changed"):
+        omtl_mpi.check_learner("pa", mpi=False)
+
+
+def _no_copy(self, X, y, active):
+    """The learner's input check, but writing into the caller's X."""
+    K, B = len(X), X.shape[1]
+    act = np.ones((K, B), dtype=bool) if active is None else np.broadcast_to(
+        np.asarray(active)[:, None] if np.ndim(active) == 1 else active, (K, B))
+    ya = None if y is None else np.where(act, np.asarray(y, dtype=float), 0.0)
+    X *= 1.0 + 1e-9
+    return X, ya, act
+
+
+def test_checks_name_a_state_that_does_not_round_trip(monkeypatch):
+    from omtl_mpi.algorithms.independent import AdagradNode
+    monkeypatch.setattr(AdagradNode, "_STATE", ("W",))       # forgets its accumulator S
+    with pytest.raises(AssertionError, match="check_state_round_trip"):
+        omtl_mpi.check_learner("adagrad", mpi=False)
+
+
+# ------------------------------------------------------------------ state
+def test_state_dict_continues_bit_for_bit_and_refuses_others(tmp_path):
+    from omtl_mpi.checks import _streams, _learn
+    m = omtl_mpi.CADMM(4, 3, relationship=True)
+    X, y = _streams(m)
+    _learn(m, X, y, rounds=20)
+    state = m.state_dict()
+    assert json.dumps(state["params"])          # JSON-ready
+    problems = {
+        "another learner": (omtl_mpi.DADMM(4, 3), "of a 'c-admm' learner, this is a 'd-admm'"),
+        "another K": (omtl_mpi.CADMM(5, 3, relationship=True), "n_tasks=4, this one has n_tasks=5"),
+        "another d": (omtl_mpi.CADMM(4, 2, relationship=True), "n_features=3, this one has n_features=2"),
+        "another rho": (omtl_mpi.CADMM(4, 3, relationship=True, rho=0.2), "rho=0.1, this one has rho=0.2"),
+    }
+    for what, (other, text) in problems.items():
+        before = other.state_dict()["state"]
+        with pytest.raises(omtl_mpi.UserError, match=text.replace("(", r"\(")):
+            other.load_state_dict(state)
+        from omtl_mpi.checks import _same_state
+        assert _same_state(before, other.state_dict()["state"]) is None, what
+    damaged = m.state_dict()
+    damaged["state"]["roles"]["server"]["V"] = np.zeros((2, 2))
+    with pytest.raises(omtl_mpi.UserError, match="state/roles/server/V has shape"):
+        m.clone().load_state_dict(damaged)
+
+
+def test_saved_files_are_checked(tmp_path):
+    m = omtl_mpi.AROW(2, 3)
+    m.learn_one([1.0, 2.0, 3.0], 1, task=1)
+    m.save(tmp_path / "m.h5")
+    assert omtl_mpi.load(tmp_path / "m.h5").W_.tolist() == m.W_.tolist()
+    (tmp_path / "text.h5").write_text("not hdf5")
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f.attrs["format"] = "something"
+    cases = {tmp_path / "missing.h5": "no such", tmp_path / "text.h5": "cannot read it",
+             tmp_path / "other.h5": "is not a learner file", tmp_path: "not a regular file|folder"}
+    for path, text in cases.items():
+        with pytest.raises(omtl_mpi.UserError, match=text):
+            omtl_mpi.load(path)
+    with h5py.File(tmp_path / "m.h5", "a") as f:
+        f.attrs["params"] = json.dumps({**m.get_params(), "n_tasks": 3})
+    with pytest.raises(omtl_mpi.UserError, match=r"W has shape \(2, 4\), this learner's has \(3, 4\)"):
+        omtl_mpi.load(tmp_path / "m.h5")
+    with h5py.File(tmp_path / "m.h5", "a") as f:
+        f.attrs["params"] = json.dumps({"n_tasks": 2, "n_features": 3})
+    with pytest.raises(omtl_mpi.UserError, match="its parameters lack intercept"):
+        omtl_mpi.load(tmp_path / "m.h5")
+
+
+def test_save_writes_nothing_on_failure(tmp_path):
+    m = omtl_mpi.PA(2, 2)
+    with pytest.raises(omtl_mpi.UserError, match="cannot write"):
+        m.save(tmp_path / "no" / "such" / "m.h5")
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ inputs
+def test_bad_parameters_are_one_catchable_line():
+    cases = {
+        lambda: omtl_mpi.learner("c-admm", 3, 2, rhoo=1): "c-admm has no parameter 'rhoo' (did you mean 'rho'?)",
+        lambda: omtl_mpi.learner("c-admm", 3, 2, rho=-1): "rho must be > 0, got -1",
+        lambda: omtl_mpi.learner("c-admm", 0, 2): "n_tasks must be an integer >= 1",
+        lambda: omtl_mpi.learner("c-admm", 3, 2.5): "n_features must be an integer >= 1",
+        lambda: omtl_mpi.learner("nope", 3, 2): "unknown algorithm 'nope'",
+        lambda: omtl_mpi.learner("c-admm", 3, 2, w_step="euclid"): "give eta= or rounds=",
+        lambda: omtl_mpi.learner("c-admm", 3, 2, delta=2.0): "delta does nothing for this run",
+        lambda: omtl_mpi.learner("d-admm", 3, 2, nodes=4): "at most 3 nodes",
+        lambda: omtl_mpi.learner("d-admm", 3, 2, topology="moebius"): "moebius",
+        lambda: omtl_mpi.learner("c-admm", 3, 2, preset="fast"): "unknown preset 'fast'",
+        lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
+    }
+    for call, text in cases.items():
+        with pytest.raises(omtl_mpi.UserError) as info:
+            call()
+        assert text in str(info.value), str(info.value)
+        assert isinstance(info.value, ValueError) and "--" not in str(info.value)
+
+
+def test_bad_instances_are_refused_and_change_nothing():
+    m = omtl_mpi.CADMM(3, 2, task_key="user")
+    m.learn_one([1.0, 0.0], 1, task=0)
+    before = m.state_dict()["state"]
+    cases = {
+        lambda: m.learn_one([1.0, np.nan], 1, task=0): "NaN or inf",
+        lambda: m.learn_one([1.0, 0.0], 0, task=0): "a label is -1 or +1",
+        lambda: m.learn_one([1.0, 0.0], 1, task=3): "task must be an integer from 0 to 2",
+        lambda: m.learn_one([1.0, 0.0, 2.0], 1, task=0): "x must have shape (2,)",
+        lambda: m.learn_one({"a": 1.0}, 1): "x has no 'user'",
+        lambda: m.learn_one({"user": 1, "a": "text"}, 1): "not a number",
+        lambda: m.predict_one([1.0, 0.0]): "x has no|which task",
+        lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [2], [1]]): r"y\[1, 0\] is 2$",
+        lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1], [1]], active=[1, 0, 1]): "active must be booleans",
+        lambda: m.partial_fit(np.zeros((2, 2)), [1, 1], tasks=[0, 5]): r"tasks must lie in 0..2",
+        lambda: m.partial_fit(np.zeros((2, 2)), [1, 1], tasks=[0.0, 1.0]): "tasks must be 2 integers",
+        lambda: m.set_params(rho=1.0): "use clone",
+    }
+    from omtl_mpi.checks import _same_state
+    for call, text in cases.items():
+        with pytest.raises(omtl_mpi.UserError, match=text if "|" in text or "\\" in text else re.escape(text)):
+            call()
+        assert _same_state(before, m.state_dict()["state"]) is None, text
+
+
+def test_a_model_that_goes_non_finite_is_an_error():
+    m = omtl_mpi.Pooled(1, 1, gamma0=1e300, intercept=False)
+    with pytest.raises(omtl_mpi.UserError, match="went non-finite"):
+        for _ in range(200):
+            m.learn_one([1e300], -1, task=0)
+            m.learn_one([-1e300], -1, task=0)
+
+
+# ------------------------------------------------------------------ river and scikit-learn
+def test_sits_unchanged_in_rivers_progressive_validation():
+    river = pytest.importorskip("river")
+    from river import evaluate, metrics
+    rng = np.random.default_rng(0)
+    data = []
+    for _ in range(600):
+        k = int(rng.integers(3))
+        a, b = rng.normal(size=2)
+        data.append(({"shop": k, "a": a, "b": b}, bool(a + (0.5 if k else -0.5) * b > 0)))
+    m = omtl_mpi.learner("c-admm", 3, 16, task_key="shop")
+    metric = evaluate.progressive_val_score(data, m, metrics.Accuracy())
+    # the same loop by hand: river changed nothing
+    again, right = omtl_mpi.learner("c-admm", 3, 16, task_key="shop"), 0
+    for x, y in data:
+        right += again.predict_one(x) == y
+        again.learn_one(x, y)
+    assert metric.get() == pytest.approx(right / len(data)) and metric.get() > 0.8
+    assert isinstance(m.predict_one(data[0][0]), bool)
+    assert river is not None
+
+
+def test_scikit_learn_conventions():
+    m = omtl_mpi.CADMM(3, 2, rho=0.5)
+    params = m.get_params()
+    assert params["rho"] == 0.5 and params["n_tasks"] == 3 and "W_" not in params
+    twin = m.clone()
+    assert twin is not m and twin.get_params() == params
+    assert m.clone(rho=0.7).rho == 0.7 and m.rho == 0.5
+    assert m.set_params(rho=0.6) is m and m.rho == 0.6
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert m.partial_fit(X, [1, -1, 1], tasks=[0, 1, 2]) is m
+    assert m.predict(X, tasks=[0, 1, 2]).dtype == np.int8
+    assert m.decision_function(X, tasks=[0, 1, 2]).shape == (3,)
+    assert repr(m) == "CADMM(n_tasks=3, n_features=2, rho=0.6)"
+
+
+def test_dict_features_are_hashed_as_the_text_importer_hashes():
+    from omtl_mpi.data.featurise import _bucket
+    m = omtl_mpi.PA(1, 8, intercept=False)
+    m.learn_one({"word": 2.0}, 1, task=0)
+    index, sign = _bucket("word", 8)
+    expected = np.zeros(8)
+    expected[index] = sign * 2.0
+    assert np.flatnonzero(m.W_[0]).tolist() == [index]
+    assert m.decision_one({"word": 2.0}, task=0) == pytest.approx(m.W_[0] @ expected)
+
+
+# ------------------------------------------------------------------ the documentation runs
+def _python_block(path, after):
+    """The first ```python block of a Markdown file after the line ``after``."""
+    text = open(os.path.join(ROOT, path)).read()
+    text = text[text.index(after):]
+    start = text.index("```python\n") + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def test_readme_example_runs_as_written_and_under_mpiexec(mpiexec, tmp_path):
+    (tmp_path / "example.py").write_text(_python_block("README.md", "## From Python"))
+    env = {**_env(), "PYTHONPATH": ROOT, "MPLBACKEND": "Agg"}
+    one = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=TIMEOUT, env=env)
+    assert one.returncode == 0, one.stderr
+    assert (tmp_path / "curve.png").stat().st_size > 1000
+    (tmp_path / "curve.png").unlink()
+    three = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "mpi4py", "example.py"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert three.returncode == 0, three.stderr
+    assert three.stdout == one.stdout and one.stdout.startswith("mean error 0.")
+    assert (tmp_path / "curve.png").exists()
+
+
+def test_guide_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = _python_block("docs/GUIDE.md", "## From Python")
+    exec(compile(code, "GUIDE.md", "exec"), {})
+    assert (tmp_path / "model.h5").exists()
+
+
+@pytest.fixture
+def perceptron():
+    """The example learner of docs/DESIGN.md, written outside the package, registered."""
+    sys.path.insert(0, os.path.join(ROOT, "docs", "examples"))
+    try:
+        import perceptron
+        yield perceptron
+    finally:
+        sys.path.remove(os.path.join(ROOT, "docs", "examples"))
+        REGISTRY.pop("perceptron", None)
+        sys.modules.pop("perceptron", None)
+
+
+def test_the_design_example_is_the_file():
+    text = open(os.path.join(ROOT, "docs", "DESIGN.md")).read()
+    text = text[text.index("**Worked example**"):]
+    start = text.index("```python\n") + len("```python\n")
+    shown = text[start:text.index("```", start)]
+    assert shown == open(os.path.join(ROOT, "docs", "examples", "perceptron.py")).read()
+
+
+def test_a_learner_written_outside_passes_every_check(perceptron, monkeypatch):
+    """In one process and under mpiexec (each rank imports the example's module)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.path.join(ROOT, "docs", "examples"), ROOT]))
+    assert omtl_mpi.check_learner("perceptron") == []
+    m = omtl_mpi.learner("perceptron", 3, 4, step=0.5)
+    assert m.get_params()["step"] == 0.5 and type(m).__name__ == "Perceptron"
+    with pytest.raises(omtl_mpi.UserError, match="step must be a finite number > 0, got -1"):
+        omtl_mpi.learner("perceptron", 3, 4, step=-1)
+
+
+def test_a_broken_learner_is_named_by_its_check(perceptron, monkeypatch):
+    def forgets(self, state):            # a state that does not round-trip
+        pass
+    monkeypatch.setattr(perceptron.PerceptronNode, "load_state", forgets)
+    with pytest.raises(AssertionError, match="^check_state_round_trip: "):
+        omtl_mpi.check_learner("perceptron", mpi=False)
+    monkeypatch.undo()
+    step = perceptron.PerceptronNode.local_step
+
+    def writes_into_its_input(self, X, y, inv_count):
+        out = step(self, X, y, inv_count)
+        X[...] = 0.0
+        return out
+    monkeypatch.setattr(perceptron.PerceptronNode, "local_step", writes_into_its_input)
+    with pytest.raises(AssertionError, match="^check_inputs_not_mutated: PerceptronNode.local_step "
+                                             "wrote into the arrays of its round"):
+        omtl_mpi.check_learner("perceptron", mpi=False)
+
+
+# ------------------------------------------------------------------ hostile calls
+def test_hostile_calls_raise_only_user_errors_and_change_nothing():
+    """Random garbage through every entry point: a result or omtl_mpi.UserError, nothing else,
+    and a refused call leaves the learner as it was."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from omtl_mpi.checks import _same_state
+    numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 3),
+                        st.booleans(), st.text(max_size=3), st.none(), st.complex_numbers())
+    arrays = st.one_of(numbers, st.lists(numbers, max_size=4),
+                       st.lists(st.lists(numbers, max_size=3), max_size=3),
+                       st.lists(st.lists(st.lists(numbers, max_size=3), max_size=3), max_size=4),
+                       st.dictionaries(st.one_of(st.text(max_size=3), st.integers()), numbers, max_size=3))
+    m = omtl_mpi.CADMM(3, 2, task_key="k")
+    m.learn_one([1.0, 2.0], 1, task=0)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(["learn_one", "predict_one", "decision_one", "learn_round",
+                            "predict_round", "partial_fit", "predict", "load_state_dict"]),
+           arrays, arrays, arrays)
+    def call(method, a, b, c):
+        before = m.state_dict()["state"]
+        try:
+            if method in ("learn_one",):
+                m.learn_one(a, b, task=c)
+            elif method in ("predict_one", "decision_one"):
+                getattr(m, method)(a, task=c)
+            elif method == "learn_round":
+                m.learn_round(a, b, c)
+            elif method == "predict_round":
+                m.predict_round(a, c)
+            elif method == "partial_fit":
+                m.partial_fit(a, b, tasks=c)
+            elif method == "predict":
+                m.predict(a, tasks=c)
+            else:
+                m.load_state_dict(a)
+        except omtl_mpi.UserError:
+            assert _same_state(before, m.state_dict()["state"]) is None, method
+    call()
+
+
+def test_run_streams_on_a_communicator_of_ones_own(mpiexec, tmp_path):
+    """comm= injects the communicator: 4 ranks split into two jobs of 2 (a server and a
+    worker each), which run side by side and each give the one-process result."""
+    script = tmp_path / "split.py"
+    script.write_text(
+        "import sys, numpy as np, omtl_mpi\nfrom mpi4py import MPI\n"
+        "from omtl_mpi.data import generate\n"
+        "world = MPI.COMM_WORLD\nhalf = world.Split(world.rank // 2, world.rank)\n"
+        "names, X, y = generate(tasks=3, samples=200, seed=world.rank // 2)\n"
+        "res = omtl_mpi.run_streams(X, y, comm=half)\n"
+        "if res is not None:\n"
+        "    np.save(f'{sys.argv[1]}/{world.rank // 2}.npy', np.concatenate(res.predictions))\n"
+        "    assert res.report['ranks'] == 2\n")
+    r = subprocess.run([MPIEXEC, "-n", "4", sys.executable, "-m", "mpi4py", str(script), str(tmp_path)],
+                       capture_output=True, text=True, timeout=TIMEOUT, env={**_env(), "PYTHONPATH": ROOT})
+    assert r.returncode == 0, r.stderr
+    from omtl_mpi.data import generate
+    for job in (0, 1):
+        _, X, y = generate(tasks=3, samples=200, seed=job)
+        alone = omtl_mpi.run_streams(X, y)
+        np.testing.assert_array_equal(np.load(tmp_path / f"{job}.npy"), np.concatenate(alone.predictions))
+
+
+def test_a_learner_declares_the_checks_it_skips(perceptron, monkeypatch):
+    from omtl_mpi.checks import learner_checks
+    names = [name for name, _ in learner_checks("perceptron")]
+    assert "check_mini_batches" in names and len(names) == 11
+    cls = type(omtl_mpi.learner("perceptron", 3, 4))
+    monkeypatch.setattr(cls, "check_skips", {"check_mini_batches"}, raising=False)
+    assert "check_mini_batches" not in [name for name, _ in learner_checks("perceptron")]
+    assert "check_deterministic" not in [n for n, _ in learner_checks("perceptron", skip={"check_deterministic"})]
+    with pytest.raises(ValueError, match="no such check: check_everything"):
+        learner_checks("perceptron", skip={"check_everything"})
