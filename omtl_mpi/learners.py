@@ -60,6 +60,19 @@ CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-si
                "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled"}
 
 
+# what numpy raises for a value that is no array of numbers (ragged, text, too large, ...)
+_NOT_NUMBERS = (TypeError, ValueError, OverflowError)
+
+
+def as_array(value, what: str, dtype=None) -> np.ndarray:
+    """A caller's value as a numpy array (a copy with ``dtype``), or one UserError saying what
+    ``what`` should be."""
+    try:
+        return np.array(value, dtype=dtype) if dtype is not None else np.asarray(value)
+    except _NOT_NUMBERS:
+        raise UserError(f"{what}") from None
+
+
 def _api_text(message: str) -> str:
     """An option error as a Python caller spells things: ``--w-step`` -> ``w_step``,
     ``--no-experts`` -> ``experts=False``."""
@@ -232,15 +245,12 @@ class Learner:
             items = {k: v for k, v in x.items() if k != self.task_key}
             try:
                 v = hash_features(items, self.n_features)
-            except (TypeError, ValueError):
+            except _NOT_NUMBERS:
                 raise UserError("a dict x maps feature names to numbers; a value is not a "
                                 "number") from None
         else:
-            try:
-                v = np.array(x, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise UserError(f"x must be a 1-D array of {self.n_features} numbers or a dict of "
-                                "feature -> number") from None
+            v = as_array(x, f"x must be a 1-D array of {self.n_features} numbers or a dict of "
+                            "feature -> number", np.float64)
             if v.shape != (self.n_features,):
                 raise UserError(f"x must have shape ({self.n_features},) (n_features), got "
                                 f"{v.shape}")
@@ -256,7 +266,7 @@ class Learner:
         raise UserError(f"a label is -1 or +1 (or a bool), got {y!r}")
 
     def _labels(self, y, shape) -> np.ndarray:
-        a = np.asarray(y)
+        a = as_array(y, f"y must be an array of labels of shape {shape}")
         if a.shape != shape:
             raise UserError(f"y must have shape {shape}, got {a.shape}")
         if a.dtype == bool:
@@ -287,10 +297,7 @@ class Learner:
     def _round_inputs(self, X, y, active):
         """Checked copies of a round's inputs: X (K, B, d), y (K, B) floats, active (K, B)."""
         K, d = self.n_tasks, self.n_features
-        try:
-            Xa = np.array(X, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise UserError("X must be an array of numbers of shape (n_tasks, B, n_features)") from None
+        Xa = as_array(X, "X must be an array of numbers of shape (n_tasks, B, n_features)", np.float64)
         if Xa.ndim != 3 or Xa.shape[0] != K or Xa.shape[2] != d or Xa.shape[1] < 1:
             raise UserError(f"X must have shape (n_tasks, B, n_features) = ({K}, B, {d}) with B >= 1, "
                             f"got {Xa.shape}")
@@ -298,7 +305,7 @@ class Learner:
         if active is None:
             act = np.ones((K, B), dtype=bool)
         else:
-            act = np.asarray(active)
+            act = as_array(active, f"active must be booleans of shape ({K},) or ({K}, {B})")
             if act.dtype != bool or act.shape not in ((K,), (K, B)):
                 raise UserError(f"active must be booleans of shape ({K},) or ({K}, {B}), got "
                                 f"{act.dtype} of shape {act.shape}")
@@ -372,7 +379,7 @@ class Learner:
         Xa, ya, act = self._round_inputs(X, y, active)
         if ya is None:
             raise UserError("learn_round needs the labels y")
-        if np.asarray(y).dtype == bool:
+        if as_array(y, "").dtype == bool:
             self._bool_labels = True
         positive = self._step(self._prepared(Xa, act, update=True), ya.T).T
         if self._bool_labels:
@@ -446,17 +453,14 @@ class Learner:
     def _batch(self, X, tasks, y=None):
         """Checked inputs of partial_fit/predict: X (n, d), tasks (n,), y (n,) or None; and the
         round of each instance (its rank among the instances of its task)."""
-        try:
-            Xa = np.array(X, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise UserError("X must be an array of numbers of shape (n, n_features)") from None
+        Xa = as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64)
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features:
             raise UserError(f"X must have shape (n, {self.n_features}) (n_features columns), got "
                             f"{Xa.shape}")
         n = Xa.shape[0]
         if tasks is None:
             raise UserError("give tasks=, the task (0..n_tasks-1) of every row of X")
-        t = np.asarray(tasks)
+        t = as_array(tasks, f"tasks must be {n} integers (one per row of X)")
         if t.shape != (n,) or (n and t.dtype.kind not in "iu"):
             raise UserError(f"tasks must be {n} integers (one per row of X), got {t.dtype} of "
                             f"shape {t.shape}")
@@ -505,7 +509,7 @@ class Learner:
         tasks : array_like of int, shape (n,)
         """
         Xa, t, ya, rank = self._batch(X, tasks, y)
-        if np.asarray(y).dtype == bool:
+        if as_array(y, "").dtype == bool:
             self._bool_labels = True
         for rows, tr, Xr, act in self._by_round(Xa, t, rank):
             yf = np.zeros((1, self.n_tasks))
@@ -706,6 +710,11 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
                         "parameters (sqrt(T) for the euclid w-step): give eta= or rounds=")
     resolved = cfg.params.resolved(int(rounds or 1))
     dim = n_features + int(bool(cfg.intercept))
+    from .runtime.run import check_model_memory
+    try:                                    # before anything is allocated
+        check_model_memory(cfg, n_tasks, dim, 1, spec.pattern)
+    except UserError as exc:
+        raise UserError(_api_text(str(exc))) from None
     topology = None
     if spec.pattern == "neighbours":
         from .topology import load_topology

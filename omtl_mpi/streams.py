@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .errors import UserError
+from .learners import as_array
 
 _LEARNER_RUN_OPTIONS = ("intercept", "scale")
 
@@ -57,11 +58,8 @@ def _checked_streams(X_list, y_list):
                         f"got {len(X_list)} and {len(y_list)}")
     Xs, ys, bools, dim = [], [], [], None
     for k, (X, y) in enumerate(zip(X_list, y_list)):
-        try:
-            Xa = np.array(X, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise UserError(f"X_list[{k}] is not an array of numbers") from None
-        ya = np.asarray(y)
+        Xa = as_array(X, f"X_list[{k}] is not an array of numbers", np.float64)
+        ya = as_array(y, f"y_list[{k}] is not an array of labels")
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise UserError(f"X_list[{k}] must have shape (n_k, d) with n_k, d >= 1, got {Xa.shape}")
         dim = Xa.shape[1] if dim is None else dim

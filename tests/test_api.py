@@ -324,6 +324,11 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.learner("d-admm", 3, 2, topology="moebius"): "moebius",
         lambda: omtl_mpi.learner("c-admm", 3, 2, preset="fast"): "unknown preset 'fast'",
         lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
+        lambda: omtl_mpi.PA(10**9, 9): "tasks of 10 weights need about",
+        lambda: omtl_mpi.AROW(3, 10**6): "AROW keeps a 1000001 x 1000001 matrix per task",
+        lambda: omtl_mpi.CADMM(10**6, 2): "task-relationship matrix",
+        lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",
+        lambda: omtl_mpi.CADMM(3, 2, task_key=[1]): "task_key must be a dict key",
     }
     for call, text in cases.items():
         with pytest.raises(omtl_mpi.UserError) as info:
@@ -348,6 +353,11 @@ def test_bad_instances_are_refused_and_change_nothing():
         lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1], [1]], active=[1, 0, 1]): "active must be booleans",
         lambda: m.partial_fit(np.zeros((2, 2)), [1, 1], tasks=[0, 5]): r"tasks must lie in 0..2",
         lambda: m.partial_fit(np.zeros((2, 2)), [1, 1], tasks=[0.0, 1.0]): "tasks must be 2 integers",
+        lambda: m.partial_fit(np.zeros((2, 2)), [1, 1], tasks=[[0], [1, 2]]): "tasks must be 2 integers",
+        lambda: m.learn_one([10 ** 400, 1.0], 1, task=0): "x must be a 1-D array",
+        lambda: m.learn_one({"user": 0, "a": 10 ** 400}, 1): "not a number",
+        lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1, 1], [1]]): "y must be an array of labels",
+        lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1], [1]], active=[[1], [0, 1], 1]): "active must be booleans",
         lambda: m.set_params(rho=1.0): "use clone",
     }
     from omtl_mpi.checks import _same_state

@@ -63,9 +63,8 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
 
 
 def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
-    """The learner's own matrices must fit in this machine's memory (the task data's own check
-    is taskfile's): a K x K Omega with the copies its update makes, and AROW's d x d per task
-    on the rank that holds the most tasks."""
+    """The streams one rank holds, and the learner's own matrices (:func:`check_model_memory`),
+    must fit in this machine's memory (the task file's own check is taskfile's)."""
     from ..data.taskfile import available_memory
     free = available_memory()
     if free is None:
@@ -87,6 +86,24 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
                           f"d = {d}) need about {need / gib:.1f} GiB, more than the "
                           f"{free / gib:.1f} GiB of memory available: use fewer or shorter "
                           "streams, or more ranks (or nodes) so that each holds fewer tasks")
+    check_model_memory(cfg, K, d, size, pattern)
+
+
+def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str) -> None:
+    """The learner's own matrices must fit in this machine's memory: a K x K Omega with the
+    copies its update makes, AROW's d x d per task on the rank that holds the most tasks, and
+    every learner's few K x d arrays (the learner objects of the Python API check this too).
+    Raises SetupFailed."""
+    from ..data.taskfile import available_memory
+    free = available_memory()
+    if free is None:
+        return
+    gib = 2 ** 30
+    need = 16 * K * d * 8           # W, Z, u, V, C, the w-step's and the vote's K x d arrays
+    if need > free:
+        raise SetupFailed(f"{K} tasks of {d} weights need about {need / gib:.1f} GiB for the "
+                          f"learner's per-task arrays, more than the {free / gib:.1f} GiB of "
+                          "memory available; use fewer tasks or features")
     if hasattr(cfg.params, "omega_eps"):
         need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
         if need > free:
