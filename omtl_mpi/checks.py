@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ import tempfile
 import numpy as np
 
 from .errors import UserError
+from .learners import first_difference
 
 
 def _learner(obj):
@@ -83,7 +85,6 @@ def _learn(m, X, y, rounds=None):
 
 def _same_state(a, b, where="state") -> str | None:
     """Where two state trees differ in a single bit (None: identical)."""
-    from .learners import first_difference
     return first_difference(a, b, where, _same_bits)
 
 
@@ -129,7 +130,11 @@ def _watch_inputs(m) -> list:
                 kept = [np.array(a, copy=True) for a in args]
                 out = _method(*args)
                 if not all(np.array_equal(a, k) for a, k in zip(args, kept)):
-                    changed.append(_name)
+                    changed.append(f"{_name} wrote into the arrays of its round")
+                predictions = out[0] if _name.endswith(".up") else out
+                if not _name.endswith(".decide") and np.asarray(predictions).dtype != bool:
+                    changed.append(f"{_name} returned predictions of {np.asarray(predictions).dtype}; "
+                                   "the contract's are booleans, True for +1")
                 return out
             setattr(holder, name, watched)          # the round loops look it up per run
     return changed
@@ -160,7 +165,7 @@ def check_inputs_not_mutated(m):
             f"the input stream of task {k} was changed"
     assert all(np.array_equal(a, b) for a, b in zip((rows, labels, tasks), kept)), \
         "partial_fit or predict changed its input"
-    assert not changed, f"{changed[0]} wrote into the arrays of its round"
+    assert not changed, changed[0]
 
 
 def check_predict_changes_nothing(m):
@@ -299,7 +304,8 @@ def check_one_process_equals_mpi(m):
     spec = registry.get(m.algo)
     module = (spec.worker or spec.node).__module__
     if module == "__main__":
-        raise _Skip("the learner is defined in __main__, which MPI ranks cannot import")
+        raise _Skip("the learner is defined in the script itself, which MPI ranks cannot "
+                    "import: put it in a module (a .py file) that the script imports")
     X, y = _streams(m, longest=30)
     params = {k: v for k, v in m.get_params().items()
               if k not in ("n_tasks", "n_features", "task_key")}
@@ -323,19 +329,42 @@ def check_one_process_equals_mpi(m):
             f"z = np.load({os.path.join(tmp, 'in.npz')!r})\n"
             f"a = [z[f'arr_{{i}}'] for i in range({2 * K})]\n"
             f"res = omtl_mpi.run_streams(a[:{K}], a[{K}:], {m.algo!r}, **json.loads({_json(params)!r}))\n"
-            f"res is None or res.save({os.path.join(tmp, 'out.h5')!r})\n")
+            f"res is None or res.save({os.path.join(tmp, 'out.h5')!r})\n"
+            f"res is None or res.learner.save({os.path.join(tmp, 'learner.h5')!r})\n")
         env = {**os.environ, "MPIEXEC_TIMEOUT": "120", "PYTHONPATH": os.pathsep.join(sys.path)}
         done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-c", script],
                               capture_output=True, text=True, timeout=150, env=env)
-        assert done.returncode == 0, f"the MPI run failed: {done.stderr.strip()[-400:]}"
+        assert done.returncode == 0, f"the MPI run failed: {_last_error(done.stderr)}"
+        from .learners import load
         from .streams import load_result
         remote = load_result(os.path.join(tmp, "out.h5"))
+        fitted = load(os.path.join(tmp, "learner.h5"))
     for k in range(K):
         assert np.array_equal(local.predictions[k], remote.predictions[k]), \
             f"task {k}: predictions on {ranks} ranks differ from one process"
     for key, value in local.model.items():
         assert np.allclose(value, remote.model[key], rtol=0, atol=1e-10), \
             f"{key} on {ranks} ranks differs from one process"
+    # the learner gathered from the ranks (its blocks joined by TASK_AXIS) is the one of one
+    # process: the same state, and it decides alike
+    where = first_difference(fitted.state_dict()["state"], local.learner.state_dict()["state"],
+                             "state", _close)
+    assert where is None, (f"the learner gathered from {ranks} ranks differs from one process's "
+                           f"at {where} (is TASK_AXIS right?)")
+
+
+def _close(a, b, where: str) -> str | None:
+    x, z = np.asarray(a), np.asarray(b)
+    if x.shape != z.shape or not np.allclose(x, z, rtol=0, atol=1e-10):
+        return where
+    return None
+
+
+def _last_error(stderr: str) -> str:
+    """The line of a rank's traceback that says what went wrong (the last ``...Error: ...``)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    found = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
+    return found[-1] if found else (lines[-1] if lines else "no message")
 
 
 def _json(params: dict) -> str:
@@ -354,8 +383,8 @@ CHECKS = (check_predict_before_learning, check_deterministic, check_inputs_not_m
 
 
 def learner_checks(obj, skip=()) -> list:
-    """The checks that apply to a learner: ``(name, check)`` pairs, ``check()`` running the
-    named check on a fresh clone of it."""
+    """The checks that apply to a learner: ``(name, check)`` pairs, ``check()`` (or
+    ``check(learner)``, as scikit-learn's) running the named check on a fresh clone of it."""
     m = _learner(obj)
     skips = set(skip) | set(getattr(type(m), "check_skips", ()))
     unknown = skips - {c.__name__ for c in CHECKS}
@@ -363,8 +392,8 @@ def learner_checks(obj, skip=()) -> list:
         raise ValueError(f"no such check: {', '.join(sorted(unknown))}")
 
     def bound(check):
-        def run():
-            check(m.clone())
+        def run(learner=None):
+            check((m if learner is None else learner).clone())
         run.__name__ = check.__name__
         return run
     return [(c.__name__, bound(c)) for c in CHECKS if c.__name__ not in skips]
@@ -411,14 +440,16 @@ def check_learner(obj, skip=(), mpi: bool = True) -> list:
 
 
 def parametrize_with_checks(learners, skip=()):
-    """A pytest decorator: one case per learner and check (``learner``, ``check`` arguments).
+    """A pytest decorator: one case per learner and check, with the arguments ``learner`` and
+    ``check``; ``check(learner)`` runs the check on a clone of it (scikit-learn's habit), and a
+    check that does not apply is skipped with its reason.
 
     Examples
     --------
     >>> from omtl_mpi.checks import parametrize_with_checks
     >>> @parametrize_with_checks(["pa", "arow"])
     ... def test_learner(learner, check):
-    ...     check()
+    ...     check(learner)
     """
     import pytest
     cases, ids = [], []
@@ -429,9 +460,9 @@ def parametrize_with_checks(learners, skip=()):
             ids.append(f"{type(m).__name__}-{name}")
 
     def skipping(run):
-        def call():
+        def call(learner=None):
             try:
-                run()
+                run(learner)
             except _Skip as why:
                 pytest.skip(str(why))
         return call

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import re
 from dataclasses import fields
 
@@ -71,6 +72,14 @@ def as_array(value, what: str, dtype=None) -> np.ndarray:
         return np.array(value, dtype=dtype) if dtype is not None else np.asarray(value)
     except _NOT_NUMBERS:
         raise UserError(f"{what}") from None
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except _NOT_NUMBERS:
+        return False
+    return True
 
 
 def _api_text(message: str) -> str:
@@ -122,7 +131,10 @@ def parameters(algo: str) -> dict:
 def _help(algo: str, name: str) -> str:
     from .options import table
     own = {"n_tasks": "Number of tasks K (>= 1).",
-           "n_features": "Features per instance d (>= 1); the intercept adds one weight.",
+           "n_features": "Features per instance d (>= 1): the length of x, or for dict features "
+                         "the number of coordinates their names are hashed into (names that "
+                         "collide add up, as in any feature hashing); the intercept adds one "
+                         "weight.",
            "rounds": "Rounds the stream will last, for the hyper-parameters whose default depends "
                      "on the run's length (eta of the euclid w-step: sqrt(rounds)); None: not "
                      "known (then such a hyper-parameter must be given).",
@@ -131,7 +143,7 @@ def _help(algo: str, name: str) -> str:
     if name in own:
         return own[name]
     opt = table()[name]
-    return opt.helps.get(algo, opt.help)
+    return _api_text(opt.helps.get(algo, opt.help))
 
 
 class Learner:
@@ -246,8 +258,9 @@ class Learner:
             try:
                 v = hash_features(items, self.n_features)
             except _NOT_NUMBERS:
-                raise UserError("a dict x maps feature names to numbers; a value is not a "
-                                "number") from None
+                bad = next(k for k, value in items.items() if not _is_number(value))
+                raise UserError(f"a dict x maps feature names to numbers; x[{bad!r}] is "
+                                f"{items[bad]!r}, not a number") from None
         else:
             v = as_array(x, f"x must be a 1-D array of {self.n_features} numbers or a dict of "
                             "feature -> number", np.float64)
@@ -418,6 +431,7 @@ class Learner:
             The features, or a dict of feature -> value (hashed into n_features, as the text
             importer hashes n-grams; the ``task_key`` entry, if any, names the task).
         y : {-1, +1} or bool
+            From the first bool label on, the learner predicts bools (as river expects).
         task : int, optional
             The task (0..K-1); read from ``x[task_key]`` when not given.
         """
@@ -442,6 +456,14 @@ class Learner:
         if self._bool_labels:
             return bool(positive)
         return 1 if positive else -1
+
+    def predict_proba_one(self, x, *, task=None) -> dict:
+        """A score for each label, ``{+1: s, -1: 1 - s}`` (bools for a learner taught with
+        bools), s the logistic of the decision value: monotone in it, so that river's ranking
+        metrics (ROCAUC) work, but not a calibrated probability (the learners are margin-based).
+        """
+        s = 0.5 * (1.0 + math.tanh(0.5 * self.decision_one(x, task=task)))    # the logistic
+        return {True: s, False: 1.0 - s} if self._bool_labels else {1: s, -1: 1.0 - s}
 
     def _block_of(self, k: int):
         for a, b in self._blocks:
@@ -563,8 +585,11 @@ class Learner:
                  "bool_labels": np.bool_(self._bool_labels)}
         if self._scale_max is not None:
             extra["scale_max"] = self._scale_max.copy()
-        return {"format": FORMAT, "version": VERSION, "algo": self.algo,
-                "params": self.get_params(), "state": {"roles": self._roles.state(), "learner": extra}}
+        import copy
+        # a deep copy: the roles' state() should copy, and a state must not change as the
+        # learner goes on even where one does not
+        return {"format": FORMAT, "version": VERSION, "algo": self.algo, "params": self.get_params(),
+                "state": {"roles": copy.deepcopy(self._roles.state()), "learner": extra}}
 
     def load_state_dict(self, state: dict) -> "Learner":
         """Continue from a :meth:`state_dict` of a learner with the same parameters.
@@ -686,6 +711,11 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
                         + f"; its parameters: {', '.join(known)}")
     given = {"n_tasks": n_tasks, "n_features": n_features}
     given.update({k: params.get(k, v) for k, v in list(known.items())[2:]})
+    from .options import table
+    opts = table()
+    for k, v in given.items():          # eta="auto" is the default None, as on the command line
+        if k in opts and opts[k].none_text is not None and v == opts[k].none_text:
+            given[k] = None
     rounds = given["rounds"]
     if given["task_key"] is not None and not isinstance(given["task_key"], (str, int)):
         raise UserError(f"task_key must be a dict key (a string or an integer) or None, got "

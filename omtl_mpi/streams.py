@@ -301,6 +301,12 @@ def _fitted(job, states: list, source):
         merged = {"holder0": merge_states(algo.node, [s["holder0"] for s in states])}
     else:
         merged = {f"holder{r}": s["holder0"] for r, s in enumerate(states)}
+    from .learners import _fits, first_difference
+    problem = first_difference(merged, m._roles.state(), "state", _fits)
+    if problem:
+        raise UserError(f"the ranks' states do not join into one learner of {algo.name} "
+                        f"({problem}): its role class's TASK_AXIS must name every per-task array "
+                        "with the axis of its tasks")
     m._roles.load_state(merged)
     m.n_rounds_ = job.rounds
     m.n_seen_ = np.asarray(job.meta.lengths, dtype=np.int64).copy()

@@ -217,7 +217,7 @@ def test_run_streams_errors_are_one_line_on_every_rank(mpiexec, tmp_path):
 # written outside the package (test_a_learner_written_outside_passes_every_check)
 @parametrize_with_checks(ALL, skip={"check_one_process_equals_mpi"})
 def test_every_learner_passes_the_checks(learner, check):
-    check()
+    check(learner)
 
 
 def test_checks_name_a_learner_that_mutates_its_input(monkeypatch):
@@ -578,3 +578,45 @@ def test_a_learner_declares_the_checks_it_skips(perceptron, monkeypatch):
     assert "check_deterministic" not in [n for n, _ in learner_checks("perceptron", skip={"check_deterministic"})]
     with pytest.raises(ValueError, match="no such check: check_everything"):
         learner_checks("perceptron", skip={"check_everything"})
+
+
+def test_a_wrong_task_axis_is_caught_under_mpi(tmp_path, monkeypatch):
+    """The states of the ranks' blocks join by TASK_AXIS into the fitted learner: a wrong axis
+    is named by the one-process == MPI check."""
+    source = open(os.path.join(ROOT, "docs", "examples", "perceptron.py")).read()
+    broken = (source.replace('TASK_AXIS = {"W": 0}', 'TASK_AXIS = {"W": 1}')
+              .replace('"perceptron"', '"bad-axis"'))
+    assert "name=\"bad-axis\"" in broken and 'TASK_AXIS = {"W": 1}' in broken
+    (tmp_path / "badaxis.py").write_text(broken)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), ROOT]))
+    import badaxis  # noqa: F401
+    try:
+        with pytest.raises(AssertionError, match="check_one_process_equals_mpi: the MPI run failed: "
+                                                 ".*UserError: the ranks' states do not join .*"
+                                                 "holder0/W has shape .* TASK_AXIS must name"):
+            omtl_mpi.check_learner("bad-axis")
+    finally:
+        REGISTRY.pop("bad-axis", None)
+        sys.modules.pop("badaxis", None)
+
+
+def test_predictions_that_are_not_booleans_are_named(perceptron, monkeypatch):
+    step = perceptron.PerceptronNode.local_step
+    monkeypatch.setattr(perceptron.PerceptronNode, "local_step",
+                        lambda self, X, y, inv: np.where(step(self, X, y, inv), 1.0, -1.0))
+    with pytest.raises(AssertionError, match="PerceptronNode.local_step returned predictions of "
+                                             "float64; the contract's are booleans"):
+        omtl_mpi.check_learner("perceptron", mpi=False)
+
+
+def test_rivers_score_metrics_work():
+    pytest.importorskip("river")
+    from river import evaluate, metrics
+    rng = np.random.default_rng(1)
+    data = [({"t": int(k), "a": a}, bool(a > 0)) for k, a in zip(rng.integers(0, 2, 300), rng.normal(size=300))]
+    auc = evaluate.progressive_val_score(data, omtl_mpi.PA(2, 4, task_key="t"), metrics.ROCAUC())
+    assert auc.get() > 0.9
+    m = omtl_mpi.PA(2, 4)
+    scores = m.predict_proba_one([1.0, 0, 0, 0], task=0)
+    assert set(scores) == {1, -1} and scores[1] + scores[-1] == pytest.approx(1.0)

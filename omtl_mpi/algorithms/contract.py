@@ -367,6 +367,7 @@ def merge_states(cls: type, states: list[dict]) -> dict:
         for i, value in enumerate(values[1:], 1):
             if value.shape != values[0].shape or not np.array_equal(value, values[0], equal_nan=True):
                 raise ValueError(f"{cls.__name__}: shared state {key!r} differs between block 0 "
-                                 f"and block {i}")
+                                 f"and block {i}; if it is per task, name it in TASK_AXIS with "
+                                 "the axis of its tasks")
         out[key] = values[0].copy()
     return out
