@@ -61,9 +61,9 @@ class RunningArowStep(FirstArowStep):
     the task's instances so far whenever their count passes a power of two (``running``):
     M <- (I + eta (r' - r) M)^-1 M."""
 
-    def __init__(self, params, n_tasks, dim, start, stop, topology=None, node=0):
-        super().__init__(params, n_tasks, dim, start, stop, topology, node)
-        self.count, self.squares = np.zeros((2, stop - start))
+    def __init__(self, params, n_tasks, dim):
+        super().__init__(params, n_tasks, dim)
+        self.count, self.squares = np.zeros((2, n_tasks))
 
     def step(self, W, D, X, coef, inv_count):
         before = self.count.copy()

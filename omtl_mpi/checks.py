@@ -316,10 +316,10 @@ def check_one_process_equals_mpi(m):
     else:
         ranks = min(3, K + 1 if spec.pattern == "server" else K)
     params.pop("rounds")            # a run knows its length (eta = sqrt(T) is derived from it)
-    local = run_streams(X, y, m.algo, **params)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if not os.access(mpiexec, os.X_OK):
         raise _Skip("no mpiexec next to this Python")
+    local = run_streams(X, y, m.algo, **params)
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(os.path.join(tmp, "in.npz"), *X, *y)
         script = (
@@ -332,8 +332,11 @@ def check_one_process_equals_mpi(m):
             f"res is None or res.save({os.path.join(tmp, 'out.h5')!r})\n"
             f"res is None or res.learner.save({os.path.join(tmp, 'learner.h5')!r})\n")
         env = {**os.environ, "MPIEXEC_TIMEOUT": "120", "PYTHONPATH": os.pathsep.join(sys.path)}
-        done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-c", script],
-                              capture_output=True, text=True, timeout=150, env=env)
+        try:
+            done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-c",
+                                   script], capture_output=True, text=True, timeout=150, env=env)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the MPI run on {ranks} ranks did not end within 150 s") from None
         assert done.returncode == 0, f"the MPI run failed: {_last_error(done.stderr)}"
         from .learners import load
         from .streams import load_result

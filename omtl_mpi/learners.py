@@ -18,13 +18,17 @@ the consensus over every task, the z-steps). A task without an instance in a rou
 *inactive* in it, exactly as a stream that has ended is in ``omtl-mpi run``: its gradient is
 zero, but the shared steps still run. So:
 
-* ``learn_round(X, y, active)`` is one round of ``omtl-mpi run`` (same numbers, to the bit);
-* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it costs one round
-  of the learner (O(K d) for the ADMM learners, plus O(K^2 d) for the experts' vote), not one
-  task's step;
-* ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j
-  holds the j-th instance of every task that has one, as ``omtl-mpi run`` lays out streams,
-  so a data set passed in one call learns exactly as ``omtl-mpi run --batch 1`` on it.
+* ``learn_round(X, y, active)`` is one round of ``omtl-mpi run``: the same predictions, and
+  learned arrays equal to 1e-10 (the tests check both for every learner);
+* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it costs one round of
+  the learner, not one task's step. For the ADMM learners that is O(K d^2) with the default
+  arow w-step (O(K d) with euclid or adagrad), plus O(K^2 d) for the experts' vote (the
+  default), plus, with ``relationship=True``, O(K^2 d) and a K x K eigendecomposition every
+  ``omega_every`` rounds;
+* ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j of
+  the call holds the j-th instance of every task that has one in it, as ``omtl-mpi run`` lays
+  out streams (each call starts again at its own first round), so a data set passed in one
+  call learns as ``omtl-mpi run --batch 1`` on it.
 
 Predictions are made before the labels of their round are read, and ``predict_*`` never
 changes the learner. ``decision_*`` is the number whose sign is the prediction (``>= 0`` is
@@ -37,8 +41,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import math
+import numbers
 import re
 from dataclasses import fields
 
@@ -66,15 +70,24 @@ _NOT_NUMBERS = (TypeError, ValueError, OverflowError)
 
 
 def as_array(value, what: str, dtype=None) -> np.ndarray:
-    """A caller's value as a numpy array (a copy with ``dtype``), or one UserError saying what
-    ``what`` should be."""
+    """A caller's value as a numpy array (a copy with ``dtype``, from booleans, integers or
+    real numbers only: complex numbers, dates and text are refused, not cast), or one
+    UserError saying what ``what`` should be."""
     try:
-        return np.array(value, dtype=dtype) if dtype is not None else np.asarray(value)
+        a = np.asarray(value)
+        if dtype is not None:
+            if a.dtype.kind not in "biuf":
+                raise TypeError(a.dtype)
+            a = np.array(a, dtype=dtype)
+        return a
     except _NOT_NUMBERS:
         raise UserError(f"{what}") from None
 
 
 def _is_number(value) -> bool:
+    """What a dict feature's value must be: a real number that a float can hold."""
+    if not isinstance(value, numbers.Real):
+        return False
     try:
         float(value)
     except _NOT_NUMBERS:
@@ -204,13 +217,22 @@ class Learner:
         K = self.n_tasks
         self._scale_max = np.zeros((K, self.n_features)) if self.scale == "online" else None
         self._bool_labels = False
+        self._broken = None             # why the learner refuses every call, once non-finite
         if self.task_key is not None:
             _as_river_classifier()
         self.n_rounds_ = 0
         self.n_seen_ = np.zeros(K, dtype=np.int64)
 
     def get_params(self, deep: bool = True) -> dict:
-        """The constructor parameters, by name (scikit-learn's convention)."""
+        """The constructor parameters, by name (scikit-learn's convention).
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> params = omtl_mpi.PA(n_tasks=2, n_features=3, C=0.5).get_params()
+        >>> params["C"], params["n_tasks"], params["intercept"]
+        (0.5, 2, True)
+        """
         return {name: getattr(self, name) for name in self._param_names}
 
     def set_params(self, **params) -> "Learner":
@@ -224,9 +246,23 @@ class Learner:
         self._install(_build(self.algo, merged.pop("n_tasks"), merged.pop("n_features"), merged))
         return self
 
-    def clone(self, **params) -> "Learner":
-        """A fresh learner with the same parameters (``params`` changed), nothing learned."""
-        return type(self)(**{**self.get_params(), **params})
+    def clone(self, new_params: dict | None = None, **params) -> "Learner":
+        """A fresh learner with the same parameters, nothing learned; ``new_params`` (river's
+        spelling) or keyword arguments change some.
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> m = omtl_mpi.PA(2, 3, C=0.5)
+        >>> m.learn_one([1.0, 0.0, 0.0], -1, task=0)
+        >>> twin = m.clone(C=0.25)
+        >>> twin, twin.n_rounds_
+        (PA(n_tasks=2, n_features=3, C=0.25), 0)
+        """
+        return type(self)(**{**self.get_params(), **(new_params or {}), **params})
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {f"{k}_" for k in self._model()})
 
     def __repr__(self) -> str:
         defaults = parameters(self.algo)
@@ -236,6 +272,10 @@ class Learner:
 
     # --------------------------------------------------------------------- inputs
     def _task(self, x, task):
+        if task is not None and self.task_key is not None and isinstance(x, dict) \
+                and self.task_key in x and x[self.task_key] != task:
+            raise UserError(f"task={task!r} but x[{self.task_key!r}] is {x[self.task_key]!r}: "
+                            "give the task once")
         if task is None:
             if self.task_key is None or not isinstance(x, dict):
                 raise UserError("which task? give task=k (0..n_tasks-1), or build the learner "
@@ -339,6 +379,8 @@ class Learner:
     def _step(self, Xp: np.ndarray, yf: np.ndarray) -> np.ndarray:
         """One round of the learner on prepared inputs: Xp (B, K, d'), yf (B, K) with 0 for
         inactive; the predictions made before the labels, booleans (B, K)."""
+        if self._broken is not None:
+            raise UserError(self._broken)
         count = (yf != 0.0).sum(axis=0)
         inv = 1.0 / np.maximum(count, 1)
         rounds = [_Round(Xp[:, a:b], yf[:, a:b], inv[a:b]) for a, b in self._blocks]
@@ -354,13 +396,20 @@ class Learner:
         return np.concatenate([p[0] for p in preds], axis=1) > 0
 
     def _check_finite(self) -> None:
-        if not self._roles.finite():
-            raise UserError(f"the model went non-finite (NaN or inf) by round {self.n_rounds_}: "
-                            "its steps grew without bound (a small eta, a large class_weight, rho "
-                            "or lambda4, or features of a very large scale: try scale='online')")
+        """Checked every CHECK_EVERY rounds (as a run checks), and before a state is given out:
+        a model gone non-finite is an error, and the learner refuses every call after it."""
+        if self._broken is None and not self._roles.finite():
+            self._broken = (f"the model went non-finite (NaN or inf) by round {self.n_rounds_}: "
+                            "its steps grew without bound (a small eta, a large class_weight, "
+                            "rho or lambda4, or features of a very large scale: try "
+                            "scale='online'); build a new learner")
+        if self._broken is not None:
+            raise UserError(self._broken)
 
     def _decisions(self, Xp: np.ndarray) -> np.ndarray:
         """Decision values (B, K) on prepared instances, changing nothing."""
+        if self._broken is not None:
+            raise UserError(self._broken)
         parts = [h.decide(Xp[:, a:b]) for h, (a, b) in zip(self._roles.holders, self._blocks)]
         return np.concatenate(parts, axis=1)
 
@@ -386,8 +435,19 @@ class Learner:
         Returns
         -------
         ndarray, shape (K, B)
-            The predictions made before the labels were read (int8 -1/+1, or bools for a
-            learner taught with bools); 0 where not active.
+            The predictions made before the labels were read (int8 -1/+1), 0 where not active;
+            for a learner taught with bools, bools (False where not active: ``active`` tells
+            those apart).
+
+        Examples
+        --------
+        >>> import numpy as np, omtl_mpi
+        >>> m = omtl_mpi.CADMM(n_tasks=2, n_features=3)
+        >>> X = np.array([[[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]]])        # (K, B, d)
+        >>> m.learn_round(X, [[-1], [1]], active=[True, False]).tolist()
+        [[1], [0]]
+        >>> m.predict_round(X).tolist()
+        [[-1], [1]]
         """
         Xa, ya, act = self._round_inputs(X, y, active)
         if ya is None:
@@ -434,6 +494,14 @@ class Learner:
             From the first bool label on, the learner predicts bools (as river expects).
         task : int, optional
             The task (0..K-1); read from ``x[task_key]`` when not given.
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> m = omtl_mpi.AROW(n_tasks=3, n_features=2, task_key="user")
+        >>> m.learn_one({"user": 2, "clicks": 3.0, "age": 0.5}, True)
+        >>> m.predict_one({"user": 2, "clicks": 3.0, "age": 0.5}), m.n_seen_.tolist()
+        (True, [0, 0, 1])
         """
         label = self._label(y)
         k, Xp = self._one(x, task, update=True)
@@ -444,11 +512,25 @@ class Learner:
         self._step(Xp, yf)
 
     def decision_one(self, x, *, task=None) -> float:
-        """The decision value of one instance (its sign is :meth:`predict_one`'s); nothing changes."""
+        """The decision value of one instance (its sign is :meth:`predict_one`'s); nothing changes.
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> m = omtl_mpi.PA(n_tasks=1, n_features=2, intercept=False)
+        >>> m.learn_one([1.0, 0.0], -1, task=0)
+        >>> m.decision_one([1.0, 0.0], task=0), m.predict_one([1.0, 0.0], task=0)
+        (-1.0, -1)
+        """
         k, Xp = self._one(x, task, update=False)
+        if self._broken is not None:
+            raise UserError(self._broken)
         a, b = self._block_of(k)
         holder = self._roles.holders[self._blocks.index((a, b))]
-        return float(holder.decide(Xp[:, a:b])[0, k - a])
+        value = float(holder.decide(Xp[:, a:b])[0, k - a])
+        if not math.isfinite(value):
+            self._check_finite()
+        return value
 
     def predict_one(self, x, *, task=None):
         """The prediction of one instance, -1 or +1 (a bool for a learner taught with bools)."""
@@ -482,6 +564,8 @@ class Learner:
         n = Xa.shape[0]
         if tasks is None:
             raise UserError("give tasks=, the task (0..n_tasks-1) of every row of X")
+        if isinstance(tasks, (int, np.integer)) and not isinstance(tasks, (bool, np.bool_)):
+            tasks = np.full(n, tasks)           # every row of one task
         t = as_array(tasks, f"tasks must be {n} integers (one per row of X)")
         if t.shape != (n,) or (n and t.dtype.kind not in "iu"):
             raise UserError(f"tasks must be {n} integers (one per row of X), got {t.dtype} of "
@@ -528,7 +612,18 @@ class Learner:
         X : array_like, shape (n, d)
         y : array_like, shape (n,)
             -1 or +1 (or bools).
-        tasks : array_like of int, shape (n,)
+        tasks : array_like of int, shape (n,), or int
+            Every row's task (an int: every row is of that task).
+
+        Examples
+        --------
+        >>> import numpy as np, omtl_mpi
+        >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+        >>> m = omtl_mpi.CADMM(n_tasks=2, n_features=2).partial_fit(X, [1, -1, -1, 1], tasks=[0, 1, 0, 1])
+        >>> m.n_rounds_, m.n_seen_.tolist()
+        (2, [2, 2])
+        >>> m.predict(X, tasks=[0, 1, 0, 1]).shape, m.decision_function(X, tasks=0).shape
+        ((4,), (4,))
         """
         Xa, t, ya, rank = self._batch(X, tasks, y)
         if as_array(y, "").dtype == bool:
@@ -580,7 +675,25 @@ class Learner:
     def state_dict(self) -> dict:
         """Everything the learner knows, as plain data: ``format``, ``version``, ``algo``,
         ``params`` (JSON-ready) and ``state`` (nested dicts of numpy arrays). Loading it into a
-        learner with the same parameters continues bit for bit; nothing here is pickled."""
+        learner with the same parameters continues bit for bit; nothing here is pickled.
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> m = omtl_mpi.CADMM(n_tasks=2, n_features=3)
+        >>> m.learn_one([1.0, 2.0, 0.0], 1, task=1)
+        >>> state = m.state_dict()
+        >>> state["algo"], state["params"]["n_tasks"], sorted(state["state"])
+        ('c-admm', 2, ['learner', 'roles'])
+        >>> copy = omtl_mpi.CADMM(n_tasks=2, n_features=3).load_state_dict(state)
+        >>> bool((copy.W_ == m.W_).all()), copy.n_rounds_
+        (True, 1)
+        >>> omtl_mpi.CADMM(n_tasks=3, n_features=3).load_state_dict(state)
+        Traceback (most recent call last):
+        ...
+        omtl_mpi.errors.UserError: the state is of a learner with n_tasks=2, this one has n_tasks=3; build the learner with the state's parameters (omtl_mpi.load does)
+        """
+        self._check_finite()            # a state is never non-finite (it would not load)
         extra = {"n_rounds": np.int64(self.n_rounds_), "n_seen": self.n_seen_.copy(),
                  "bool_labels": np.bool_(self._bool_labels)}
         if self._scale_max is not None:
@@ -600,15 +713,22 @@ class Learner:
             For a state of another learner, K, d or parameters (naming the difference), or one
             whose arrays are not this learner's; nothing changes then.
         """
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
+        if not isinstance(state, dict) or not isinstance(state.get("format"), str) \
+                or state["format"] != FORMAT:
             raise UserError(f"not a learner's state: state_dict() gives a dict with format {FORMAT!r}")
-        if state.get("version") != VERSION:
-            raise UserError(f"a learner's state of version {state.get('version')!r}; this "
-                            f"omtl-mpi reads version {VERSION}")
-        if state.get("algo") != self.algo:
+        version = state.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version != VERSION:
+            raise UserError(f"a learner's state of version {version!r}; this omtl-mpi reads "
+                            f"version {VERSION}")
+        if not isinstance(state.get("algo"), str) or state["algo"] != self.algo:
             raise UserError(f"the state is of a {state.get('algo')!r} learner, this is a "
                             f"{self.algo!r} learner")
-        theirs, mine = state.get("params") or {}, self.get_params()
+        theirs, mine = state.get("params"), self.get_params()
+        if not isinstance(theirs, dict):
+            raise UserError("the state's params are not a dict of parameters (state_dict() gives one)")
+        # task_key says how instances name their task: it shapes no state
+        mine = {k: v for k, v in mine.items() if k != "task_key"}
+        theirs = {k: v for k, v in theirs.items() if k != "task_key"}
         for name in mine:
             if name in theirs and _same(theirs[name], mine[name]):
                 continue
@@ -621,6 +741,10 @@ class Learner:
         tree = state.get("state")
         expected = self.state_dict()["state"]
         problem = first_difference(tree, expected, "state", _fits)
+        if problem is None:
+            extra = tree["learner"]
+            if int(extra["n_rounds"]) < 0 or (np.asarray(extra["n_seen"]) < 0).any():
+                problem = "state/learner holds a negative count"
         if problem:
             raise UserError(f"the state does not fit this learner: {problem}")
         import copy
@@ -685,7 +809,9 @@ def _fits(got, want, where: str) -> str | None:
     g, w = np.asarray(got), np.asarray(want)
     if g.shape != w.shape:
         return f"{where} has shape {g.shape}, this learner's has {w.shape}"
-    if g.dtype.kind not in "biuf" or (w.dtype.kind == "f" and g.dtype.kind not in "f"):
+    # the same kind of number: a count stays a whole number, a flag a bool
+    kinds = {"b": "b", "i": "iu", "u": "iu", "f": "f"}
+    if g.dtype.kind not in kinds.get(w.dtype.kind, ""):
         return f"{where} holds {g.dtype}, this learner's {w.dtype}"
     if g.dtype.kind == "f" and not np.isfinite(g).all():
         return f"{where} holds NaN or inf"
@@ -703,6 +829,16 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
             raise UserError(f"{name} must be an integer >= 1, got {value!r}")
     n_tasks, n_features = int(n_tasks), int(n_features)
     known = parameters(algo)
+    params = dict(params)
+    preset = params.pop("preset", None)
+    if preset is not None:
+        from .options import PRESETS, preset_values, table
+        if preset not in PRESETS:
+            raise UserError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        values = preset_values(preset, spec, table())
+        params = {**{k: v for k, v in values.items() if k in known}, **params}
+    # numpy scalars are numbers like any other (the option table takes Python's)
+    params = {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
     unknown = [k for k in params if k not in known]
     if unknown:
         import difflib
@@ -717,7 +853,8 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
         if k in opts and opts[k].none_text is not None and v == opts[k].none_text:
             given[k] = None
     rounds = given["rounds"]
-    if given["task_key"] is not None and not isinstance(given["task_key"], (str, int)):
+    if given["task_key"] is not None and (not isinstance(given["task_key"], (str, int))
+                                          or isinstance(given["task_key"], bool)):
         raise UserError(f"task_key must be a dict key (a string or an integer) or None, got "
                         f"{given['task_key']!r}")
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer))
@@ -735,6 +872,13 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
         cfg = run_config(values)
     except UserError as exc:
         raise UserError(_api_text(str(exc))) from None
+    # the values as validated ("0.5" given is 0.5 stored; intercept=1 is True), so that
+    # get_params, the repr and saved files hold what the learner uses
+    for k in given:
+        if hasattr(cfg.params, k):
+            given[k] = getattr(cfg.params, k)
+        elif k in ("intercept", "scale", "topology", "nodes"):
+            given[k] = getattr(cfg, k)
     if rounds is None and cfg.params.resolved(1) != cfg.params.resolved(4):
         raise UserError(f"{algo}'s step control eta depends on the run's length with these "
                         "parameters (sqrt(T) for the euclid w-step): give eta= or rounds=")
@@ -829,13 +973,9 @@ def learner(algo: str, n_tasks: int, n_features: int, *, preset: str | None = No
     ...
     omtl_mpi.errors.UserError: rho must be > 0, got -1.0
     """
-    spec = registry.get(algo)
+    registry.get(algo)                      # an unknown name: one line, with the known ones
     if preset is not None:
-        from .options import PRESETS, _preset, table
-        if preset not in PRESETS:
-            raise UserError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-        known = parameters(algo)
-        params = {**{k: v for k, v in _preset(preset, spec, table()).items() if k in known}, **params}
+        params["preset"] = preset
     cls = _CLASSES.get(algo)
     if cls is None:
         cls = _CLASSES[algo] = _make_class(algo, "".join(p.title() for p in re.split(r"[^a-zA-Z0-9]", algo)))
@@ -862,24 +1002,26 @@ def load(path) -> Learner:
     (AROW(n_tasks=2, n_features=3), True, 1)
     """
     from .persist import load_learner
-    state = load_learner(path)
-    params = dict(state["params"])
-    algo = state["algo"]
-    if algo in registry.REGISTRY:
+    built = {}
+
+    def expected(algo, params):
+        """The learner the file's parameters describe, built before any array is read: what
+        each of the file's arrays must look like."""
+        if algo not in registry.REGISTRY:
+            raise UserError(f"{path}: a learner {algo!r}, which is not registered: import the "
+                            "module that registers it first")
         lacking = [k for k in parameters(algo) if k not in params]
         if lacking:
             raise UserError(f"{path}: its parameters lack {', '.join(lacking)}; the file is "
                             "damaged: save the learner again")
+        rest = dict(params)
+        try:
+            built["m"] = learner(algo, rest.pop("n_tasks"), rest.pop("n_features"), **rest)
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
+        return built["m"].state_dict()["state"]
+    state = load_learner(path, expected)
     try:
-        m = learner(state["algo"], params.pop("n_tasks"), params.pop("n_features"), **params)
-        return m.load_state_dict(state)
+        return built["m"].load_state_dict(state)
     except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
-    except KeyError as exc:
-        raise UserError(f"{path}: not a learner file (it lacks {exc}); write one with "
-                        "Learner.save") from None
-
-
-def as_json(params: dict) -> str:
-    """Parameters as JSON (what saved learners store)."""
-    return json.dumps(params, sort_keys=True)

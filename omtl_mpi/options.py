@@ -216,7 +216,7 @@ def run_config(values: Mapping[str, Any]) -> RunConfig:
         own = [o.flag for o in opts.values() if algo.name in o.defaults]
         raise ConfigError(f"{opts[foreign[0]].flag} does not apply to {algo.name}; its hyper-parameters: "
                           f"{', '.join(own) or 'none'} (see 'omtl-mpi algos')")
-    preset = _preset(given.get("preset"), algo, opts)
+    preset = preset_values(given.get("preset"), algo, opts)
     chosen = {**preset, **given}
     params = algo.params(**{k: v for k, v in chosen.items() if opts[k].kind == "param"})
     cfg = RunConfig(**{k: v for k, v in chosen.items() if opts[k].kind == "run"}, params=params)
@@ -271,7 +271,7 @@ def effects(algo, opts: dict | None = None) -> dict:
     return {n: needs.get(n) for n in names}
 
 
-def _preset(name: str | None, algo, opts: dict) -> dict:
+def preset_values(name: str | None, algo, opts: dict) -> dict:
     """The values preset ``name`` gives learner ``algo``: its run options, and the
     hyper-parameters the learner has and does not fix itself (its dataclass's default differs
     from the same field's in the first learner that has it, C-ADMM's for the ADMM ones)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import h5py
+import numpy as np
 
 from .atomic import atomic_path
 from .data.taskfile import H5_ERRORS, reason
@@ -35,15 +36,19 @@ def save_learner(path, state: dict) -> None:
         raise UserError(f"cannot write the learner to {path}: {reason(exc)}") from None
 
 
-def load_learner(path) -> dict:
+def load_learner(path, expected=None) -> dict:
     """A learner's state dict, read from a file :func:`save_learner` wrote.
+
+    ``expected(algo, params)``, when given, returns the state tree the learner these describe
+    would have: every dataset is then checked against it (name, shape, kind of number) before
+    any of its data is read, so a hostile file cannot make the reader allocate what it declares.
 
     Raises
     ------
     UserError
-        One line: not a file, not HDF5, not a learner's file, or damaged.
+        One line: not a file, not HDF5, not a learner's file, damaged, or a link (never
+        followed).
     """
-    from .runtime.checkpoint import Damaged, read_tree
     path = regular_file(path, "learner file")
     try:
         with h5py.File(path, "r") as f:
@@ -51,16 +56,50 @@ def load_learner(path) -> dict:
                 raise UserError(f"{path} is not a learner file (omtl_mpi.Learner.save writes them)")
             try:
                 params = json.loads(f.attrs["params"])
+                version = int(f.attrs["format_version"])
+                algo = str(f.attrs["algo"])
             except (KeyError, ValueError, TypeError):
-                raise UserError(f"{path}: its parameters are damaged; save the learner again") from None
+                raise UserError(f"{path}: its attributes are damaged; save the learner again") from None
             if not isinstance(params, dict):
                 raise UserError(f"{path}: its parameters are damaged; save the learner again")
-            return {"format": FORMAT, "version": int(f.attrs.get("format_version", -1)),
-                    "algo": str(f.attrs.get("algo", "")), "params": params,
-                    "state": read_tree(f["state"]) if "state" in f else None}
+            want = expected(algo, params) if expected is not None else None
+            return {"format": FORMAT, "version": version, "algo": algo, "params": params,
+                    "state": _read(f, "state", want, f"{path}: state")}
     except UserError:
         raise
-    except Damaged as exc:
-        raise UserError(f"{path}: {exc}; the file is damaged") from None
     except H5_ERRORS as exc:
         raise UserError(f"{path}: cannot read it as a learner file ({reason(exc)})") from None
+
+
+def _read(group, key: str, want, where: str):
+    """``group[key]`` as the tree of dicts, lists, None and arrays :func:`save_learner` wrote,
+    checked against ``want`` (that tree's shape) where given, links refused."""
+    link = group.get(key, getlink=True)
+    if link is None:
+        raise UserError(f"{where} is missing; the file is damaged")
+    if not isinstance(link, h5py.HardLink):
+        raise UserError(f"{where} is a link, which a learner file never holds (it is not followed)")
+    item = group[key]
+    if isinstance(item, h5py.Group):
+        if item.attrs.get("none", False):
+            return None
+        if "list" in item.attrs:
+            n = int(item.attrs["list"])
+            if want is not None and (not isinstance(want, list) or len(want) != n):
+                raise UserError(f"{where} is not this learner's (a list of {n})")
+            return [_read(item, str(i), want[i] if want is not None else None, f"{where}/{i}")
+                    for i in range(n)]
+        keys = list(item.keys())
+        if want is not None:
+            if not isinstance(want, dict) or set(keys) != set(map(str, want)):
+                missing = sorted(set(map(str, want)) - set(keys)) if isinstance(want, dict) else []
+                raise UserError(f"{where} is not this learner's"
+                                + (f": it lacks {missing[0]!r}" if missing else ""))
+            return {k: _read(item, k, want[k], f"{where}/{k}") for k in keys}
+        return {k: _read(item, k, None, f"{where}/{k}") for k in keys}
+    if want is not None:
+        w = np.asarray(want)
+        if item.shape != w.shape or item.dtype.kind not in "biuf":
+            raise UserError(f"{where} has shape {item.shape} of {item.dtype}, this learner's "
+                            f"{w.shape} of {w.dtype}")
+    return item[()]

@@ -43,6 +43,15 @@ class ArraySource:
     def describe(self) -> str:
         return f"arrays({len(self.X)} tasks, {self.X[0].shape[1]} features)"
 
+    def digest(self) -> str:
+        """SHA-256 of the streams' contents (names, features, labels), to compare ranks."""
+        import hashlib
+        h = hashlib.sha256("\0".join(self.names).encode())
+        for X, y in zip(self.X, self.y):
+            h.update(np.ascontiguousarray(X).tobytes())
+            h.update(np.ascontiguousarray(y).tobytes())
+        return h.hexdigest()
+
 
 def _checked_streams(X_list, y_list):
     """Copies of the streams as float64 features and int8 labels -1/+1, checked; and whether the
@@ -140,6 +149,12 @@ class Result:
     learner: object = None
     _written: tuple | None = field(default=None, repr=False)
 
+    def _run(self) -> tuple:
+        if self._written is None:
+            raise UserError("this Result was not made by run_streams or load_result: it has no "
+                            "run to write")
+        return self._written
+
     def __repr__(self) -> str:
         return (f"Result(algo={self.algo!r}, tasks={len(self.names)}, rounds={len(self.curve)}, "
                 f"mean_error={self.mean_error:.4f})")
@@ -150,7 +165,7 @@ class Result:
             import pandas as pd
         except ImportError:
             raise UserError("to_pandas needs pandas: pip install pandas") from None
-        attrs, config, learned, measured = self._written
+        attrs, config, learned, measured = self._run()
         return pd.DataFrame({"task": list(self.names), "samples": self.lengths,
                              "error": self.per_task_error,
                              "balanced_error": learned.metrics["per_task_balanced_error"],
@@ -161,7 +176,7 @@ class Result:
         from .runtime.results import check_writable, write_results
         path = str(path)
         check_writable(path)
-        attrs, config, learned, measured = self._written
+        attrs, config, learned, measured = self._run()
         write_results(path, attrs=attrs, config=config, learned=learned, measured=measured)
 
 
@@ -186,6 +201,10 @@ def _world(comm):
     if comm is None:
         return default_world()
     from .comm.mpi import MpiWorld
+    from mpi4py import MPI
+    if not isinstance(comm, MPI.Intracomm):
+        raise UserError(f"comm must be an mpi4py communicator (MPI.COMM_WORLD or one split from "
+                        f"it), got {comm!r}")
     return MpiWorld(comm)
 
 
@@ -227,7 +246,11 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     Raises
     ------
     UserError
-        On every rank, with the same message, for bad streams or options.
+        On every rank, with the same message, for bad streams or options (or streams that
+        differ between ranks). Writing ``out`` and joining the fitted learner happen on rank 0
+        alone, after the others have returned: an error there (a full disk, a learner whose
+        every task does not fit in rank 0's memory) is raised on rank 0 only, and nothing
+        waits for it.
 
     Examples
     --------
@@ -242,9 +265,18 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     """
     from .options import run_config
     from .runtime.run import collect, learn, set_up
-    from .runtime.world import collective
+    from .runtime.world import SetupFailed, collective
     world = _world(comm)
+    foreign = sorted(k for k in options if k == "data" or k.startswith("synth_"))
+    if foreign:
+        raise UserError(f"run_streams learns from X_list and y_list: {', '.join(foreign)} "
+                        "(a data file or the synthetic family) does not apply; leave it out")
     source = collective(world, lambda: ArraySource(X_list, y_list, names))
+    # every rank must have been given the same streams (a script that draws them unseeded on
+    # each rank would otherwise learn a mixture): their digests agree
+    if len(set(world.agree(source.digest()))) > 1:
+        raise SetupFailed("the ranks were given different streams: every rank must call "
+                          "run_streams with the same X_list and y_list (seed any random draw)")
     def config():
         try:
             return run_config(_given(algo, {"data": "<arrays>", "seed": seed, "batch": batch,
@@ -253,10 +285,16 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
             from .learners import _api_text
             raise UserError(_api_text(str(exc))) from None
     cfg = collective(world, config)
-    job = set_up(cfg, world, out=out if world.rank == 0 else None, source=source)
+    try:
+        job = set_up(cfg, world, out=out if world.rank == 0 else None, source=source)
+    except UserError as exc:            # the same on every rank: in the API's words
+        from .learners import _api_text
+        raise SetupFailed(_api_text(str(exc))) from None
     learn(job, progress)
-    report = collect(job, out)
+    # the states first, while every rank is still in the call: what follows (the results
+    # file, the fitted learner) happens on rank 0 alone, and nothing waits on it there
     states = world.gather_objects(job.roles.state())
+    report = collect(job, out)
     if world.rank != 0:
         return None
     return _result(report, _fitted(job, states, source))
@@ -343,32 +381,49 @@ def load_result(path) -> Result:
     from .paths import regular_file
     from .runtime.results import FORMAT, Learned, Measured
     path = regular_file(path, "results file")
+
+    def read(group, key):
+        """A dataset of the file, never through a link (one would be followed into another
+        file), with a one-line error where it is missing."""
+        link = group.get(key, getlink=True)
+        if not isinstance(link, h5py.HardLink):
+            raise UserError(f"{path}: {group.name.rstrip('/')}/{key} is "
+                            f"{'missing' if link is None else 'a link'}; the file is damaged")
+        return group[key]
     try:
         with h5py.File(path, "r") as f:
-            if f.attrs.get("format") != FORMAT:
-                raise UserError(f"{path} is not an omtl-mpi results file (omtl-mpi run --out writes them)")
+            if f.attrs.get("format") != FORMAT or int(f.attrs.get("format_version", 0)) != 1:
+                raise UserError(f"{path} is not an omtl-mpi results file of format version 1 "
+                                "(omtl-mpi run --out writes them)")
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
             config = json.loads(attrs.get("config", "{}"))
-            names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in f["tasks/names"][()])
-            lengths = f["tasks/samples"][()]
-            metrics = {k: ds[()] for k, ds in f["metrics"].items()}
-            model = {k: ds[()] for k, ds in f["model"].items()}
-            width = int(max(lengths)) if len(lengths) else 0
-            preds = np.zeros((len(lengths), width), dtype=np.int8)
-            for k, n in enumerate(lengths):
-                preds[k, : int(n)] = f[f"predictions/{k:04d}"][()]
-            t = f["timing"]
-            measured = Measured(seconds=t["seconds"][()],
-                                roles=[r.decode() if isinstance(r, bytes) else str(r) for r in t["roles"][()]],
-                                peak_rss=t["peak_rss_mib"][()] if "peak_rss_mib" in t else None,
-                                cpu_seconds=t["cpu_seconds"][()] if "cpu_seconds" in t else None,
-                                staleness=t["staleness"][()] if "staleness" in t else None)
+            if not isinstance(config, dict):
+                raise UserError(f"{path}: its config attribute is not a configuration")
+            names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in read(read(f, "tasks"), "names")[()])
+            lengths = read(read(f, "tasks"), "samples")[()]
+            metrics = {k: read(read(f, "metrics"), k)[()] for k in read(f, "metrics")}
+            model = {k: read(read(f, "model"), k)[()] for k in read(f, "model")}
+            group = read(f, "predictions")
+            preds = [read(group, f"{k:04d}") for k in range(len(lengths))]
+            if any(p.shape != (int(n),) for p, n in zip(preds, lengths)):
+                raise UserError(f"{path}: its predictions do not match its tasks' lengths; the "
+                                "file is damaged")
+            width = max((len(p) for p in preds), default=0)
+            table = np.zeros((len(preds), width), dtype=np.int8)
+            for k, p in enumerate(preds):
+                table[k, : len(p)] = p[()]
+            t = read(f, "timing")
+            optional = {name: read(t, name)[()] if name in t else None
+                        for name in ("peak_rss_mib", "cpu_seconds", "staleness")}
+            measured = Measured(seconds=read(t, "seconds")[()],
+                                roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
+                                peak_rss=optional["peak_rss_mib"], cpu_seconds=optional["cpu_seconds"],
+                                staleness=optional["staleness"])
+            keep = {k: v for k, v in attrs.items()
+                    if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
+            learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=table)
+            return _result({**keep, "_written": (keep, config, learned, measured)})
     except UserError:
         raise
     except (*H5_ERRORS, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: cannot read it as a results file ({reason(exc)})") from None
-    keep = {k: v for k, v in attrs.items()
-            if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
-    learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)
-    report = {**keep, "_written": (keep, config, learned, measured)}
-    return _result(report)

@@ -198,24 +198,38 @@ def test_run_streams_under_mpiexec_is_one_process(name, mpiexec, tmp_path):
     np.testing.assert_allclose(a["after"], b["after"], rtol=0, atol=1e-10)
 
 
-def test_run_streams_errors_are_one_line_on_every_rank(mpiexec, tmp_path):
+@pytest.mark.parametrize("call, message", [
+    ("omtl_mpi.run_streams([[[1.0]]], [[0]])", "y_list[0]: labels are -1 or +1 (or bools)"),
+    ("omtl_mpi.run_streams([[[1.0], [2.0]]], [[1, -1]], algo='pa', batch=5)",
+     "batch 5 is more than the longest stream (2 instances): one round would hold them all; use batch 2 or less"),
+    ("omtl_mpi.run_streams([[[float(MPI.COMM_WORLD.rank)]]], [[1]])",
+     "the ranks were given different streams: every rank must call run_streams with the same "
+     "X_list and y_list (seed any random draw)"),
+])
+def test_run_streams_errors_are_one_line_on_every_rank(call, message, mpiexec, tmp_path):
     script = tmp_path / "bad.py"
     script.write_text("import sys, omtl_mpi\nfrom mpi4py import MPI\ntry:\n"
-                      "    omtl_mpi.run_streams([[[1.0]]], [[0]])\n"
+                      f"    {call}\n"
                       "except omtl_mpi.UserError as exc:\n"
                       "    open(f'{sys.argv[1]}/{MPI.COMM_WORLD.rank}.txt', 'w').write(str(exc))\n")
     r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "mpi4py", str(script), str(tmp_path)],
                        capture_output=True, text=True, timeout=TIMEOUT, env={**_env(), "PYTHONPATH": ROOT})
     assert r.returncode == 0, r.stderr
     for rank in (0, 1):
-        assert (tmp_path / f"{rank}.txt").read_text() == "y_list[0]: labels are -1 or +1 (or bools)"
+        assert (tmp_path / f"{rank}.txt").read_text() == message
+
+
+def test_run_streams_refuses_what_does_not_apply():
+    for options, text in (({"data": "synthetic"}, "data (a data file or the synthetic family) does not apply"),
+                          ({"synth_tasks": 5}, "synth_tasks"),
+                          ({"comm": 5}, "comm must be an mpi4py communicator"),
+                          ({"rhoo": 1}, "unknown option 'rhoo'")):
+        with pytest.raises(omtl_mpi.UserError, match=re.escape(text)):
+            omtl_mpi.run_streams([[[1.0]]], [[1]], **options)
 
 
 # ------------------------------------------------------------------ the generic checks
-# one process == mpiexec is tested for every built-in learner through the command line
-# (tests/test_algorithm_checks.py::test_in_process_equals_mpiexec), and here for a learner
-# written outside the package (test_a_learner_written_outside_passes_every_check)
-@parametrize_with_checks(ALL, skip={"check_one_process_equals_mpi"})
+@parametrize_with_checks(ALL)
 def test_every_learner_passes_the_checks(learner, check):
     check(learner)
 
@@ -295,12 +309,57 @@ def test_saved_files_are_checked(tmp_path):
             omtl_mpi.load(path)
     with h5py.File(tmp_path / "m.h5", "a") as f:
         f.attrs["params"] = json.dumps({**m.get_params(), "n_tasks": 3})
-    with pytest.raises(omtl_mpi.UserError, match=r"W has shape \(2, 4\), this learner's has \(3, 4\)"):
+    with pytest.raises(omtl_mpi.UserError, match=r"state/.* has shape \(2,?.*\) of .*, this learner's \(3,?"):
         omtl_mpi.load(tmp_path / "m.h5")
     with h5py.File(tmp_path / "m.h5", "a") as f:
         f.attrs["params"] = json.dumps({"n_tasks": 2, "n_features": 3})
     with pytest.raises(omtl_mpi.UserError, match="its parameters lack intercept"):
         omtl_mpi.load(tmp_path / "m.h5")
+
+
+def test_hostile_learner_files_are_refused_before_reading(tmp_path):
+    m = omtl_mpi.PA(2, 3)
+    m.save(tmp_path / "good.h5")
+    target = tmp_path / "elsewhere.h5"
+    m.save(target)
+    import shutil
+    for name, change in {
+        "soft": lambda f: (f.move("state", "real"), f.__setitem__("state", h5py.SoftLink("/real"))),
+        "external": lambda f: (f.__delitem__("state"), f.__setitem__("state", h5py.ExternalLink(str(target), "/state"))),
+        "deep": lambda f: f["state/roles/holder0"].__setitem__("W2", h5py.SoftLink("/state/roles/holder0/W")),
+        "huge": lambda f: (f["state/roles/holder0"].__delitem__("W"),
+                           f["state/roles/holder0"].create_dataset("W", shape=(200000, 200000), dtype="f8", chunks=(100, 100))),
+    }.items():
+        path = tmp_path / f"{name}.h5"
+        shutil.copy(tmp_path / "good.h5", path)
+        with h5py.File(path, "a") as f:
+            change(f)
+        with pytest.raises(omtl_mpi.UserError, match="link|shape|not this learner's"):
+            omtl_mpi.load(path)
+
+
+def test_a_learner_that_went_non_finite_refuses_to_go_on():
+    m = omtl_mpi.Pooled(1, 1, gamma0=1e300, intercept=False)
+    with pytest.raises(omtl_mpi.UserError, match="went non-finite"):
+        for _ in range(200):
+            m.learn_one([1e300], -1, task=0)
+            m.learn_one([-1e300], -1, task=0)
+    for call in (lambda: m.learn_one([1.0], 1, task=0), lambda: m.predict_one([1.0], task=0),
+                 lambda: m.state_dict(), lambda: m.save("never.h5")):
+        with pytest.raises(omtl_mpi.UserError, match="went non-finite .* build a new learner"):
+            call()
+    assert not os.path.exists("never.h5")
+
+
+def test_parameters_are_stored_as_validated():
+    m = omtl_mpi.CADMM(3, 2, rho="0.5", intercept=1, arow_r=np.float32(0.5))
+    assert m.rho == 0.5 and m.intercept is True and type(m.arow_r) is float
+    assert omtl_mpi.CADMM(3, 2, rho=0.5, arow_r=0.5).load_state_dict(m.state_dict()).rho == 0.5
+    assert omtl_mpi.DADMM(4, 2, nodes=np.int64(2)).nodes == 2
+    assert omtl_mpi.CADMM(3, 2, eta="auto").eta is None
+    assert omtl_mpi.CADMM(3, 2, preset="paper", rounds=10).w_step == "euclid"
+    assert omtl_mpi.CADMM(3, 2).clone({"rho": 0.3}).rho == 0.3        # river's clone(new_params)
+    assert "W_" in dir(omtl_mpi.CADMM(3, 2))
 
 
 def test_save_writes_nothing_on_failure(tmp_path):
@@ -358,6 +417,14 @@ def test_bad_instances_are_refused_and_change_nothing():
         lambda: m.learn_one({"user": 0, "a": 10 ** 400}, 1): "not a number",
         lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1, 1], [1]]): "y must be an array of labels",
         lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [1], [1]], active=[[1], [0, 1], 1]): "active must be booleans",
+        lambda: m.learn_one([1.0 + 1j, 0.0], 1, task=0): "x must be a 1-D array",
+        lambda: m.learn_one(np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]"), 1, task=0): "x must be a 1-D array",
+        lambda: m.learn_one({"user": 0, "a": "1.5"}, 1): "x['a'] is '1.5', not a number",
+        lambda: m.learn_one({"user": 1, "a": 1.0}, 1, task=2): "task=2 but x['user'] is 1",
+        lambda: m.load_state_dict({**m.state_dict(), "params": [1]}): "params are not a dict",
+        lambda: m.load_state_dict({**m.state_dict(), "version": True}): "of version True",
+        lambda: m.load_state_dict(_with(m.state_dict(), "learner", "n_rounds", np.int64(-1))): "negative count",
+        lambda: m.load_state_dict(_with(m.state_dict(), "learner", "n_seen", np.zeros(3))): "n_seen holds float64",
         lambda: m.set_params(rho=1.0): "use clone",
     }
     from omtl_mpi.checks import _same_state
@@ -365,6 +432,13 @@ def test_bad_instances_are_refused_and_change_nothing():
         with pytest.raises(omtl_mpi.UserError, match=text if "|" in text or "\\" in text else re.escape(text)):
             call()
         assert _same_state(before, m.state_dict()["state"]) is None, text
+
+
+def _with(state, group, key, value):
+    import copy
+    state = copy.deepcopy(state)
+    state["state"][group][key] = value
+    return state
 
 
 def test_a_model_that_goes_non_finite_is_an_error():

@@ -6,6 +6,7 @@ The hash is BLAKE2b of the n-gram (stable across processes and machines, unlike 
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 
 import numpy as np
@@ -67,6 +68,8 @@ def hash_features(features, dims: int) -> np.ndarray:
     """
     out = np.zeros(dims)
     for name, value in features.items():
+        if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
+            raise TypeError(f"{name!r}: {value!r}")
         index, sign = _bucket(str(name), dims)
         out[index] += sign * float(value)
     return out
