@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 from .atomic import atomic_path
-from .data.taskfile import H5_ERRORS, reason
+from .data.taskfile import H5_ERRORS, own_item, reason
 from .errors import UserError
 from .paths import regular_file
 
@@ -74,12 +74,11 @@ def load_learner(path, expected=None) -> dict:
 def _read(group, key: str, want, where: str):
     """``group[key]`` as the tree of dicts, lists, None and arrays :func:`save_learner` wrote,
     checked against ``want`` (that tree's shape) where given, links refused."""
-    link = group.get(key, getlink=True)
-    if link is None:
-        raise UserError(f"{where} is missing; the file is damaged")
-    if not isinstance(link, h5py.HardLink):
-        raise UserError(f"{where} is a link, which a learner file never holds (it is not followed)")
-    item = group[key]
+    try:
+        item = own_item(group, key)
+    except LookupError as what:
+        raise UserError(f"{where} is {what}, which a learner file never is (it is not followed); "
+                        "the file is damaged") from None
     if isinstance(item, h5py.Group):
         if item.attrs.get("none", False):
             return None

@@ -377,19 +377,18 @@ def load_result(path) -> Result:
 
     import h5py
 
-    from .data.taskfile import H5_ERRORS, reason
+    from .data.taskfile import H5_ERRORS, own_item, reason
     from .paths import regular_file
     from .runtime.results import FORMAT, Learned, Measured
     path = regular_file(path, "results file")
 
     def read(group, key):
-        """A dataset of the file, never through a link (one would be followed into another
-        file), with a one-line error where it is missing."""
-        link = group.get(key, getlink=True)
-        if not isinstance(link, h5py.HardLink):
-            raise UserError(f"{path}: {group.name.rstrip('/')}/{key} is "
-                            f"{'missing' if link is None else 'a link'}; the file is damaged")
-        return group[key]
+        """An object of the file, never through a link, with one line where it is not."""
+        try:
+            return own_item(group, key)
+        except LookupError as what:
+            raise UserError(f"{path}: {group.name.rstrip('/')}/{key} is {what}; the file is "
+                            "damaged") from None
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT or int(f.attrs.get("format_version", 0)) != 1:

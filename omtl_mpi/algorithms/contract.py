@@ -167,14 +167,8 @@ class Node(Protocol):
 
     Parameters
     ----------
-    params : object
-        The learner's resolved hyper-parameters.
-    n_tasks : int
-        K, every task of the run.
-    dim : int
-        d, the weights per task.
-    start, stop : int
-        The block of tasks held, ``start..stop-1`` (kb = stop - start).
+    params, n_tasks, dim, start, stop
+        As :class:`Worker`'s.
     topology : Topology or None
         The graph of the nodes (``neighbours``); None for the learners with no communication,
         and for a lone node.

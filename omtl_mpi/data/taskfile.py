@@ -151,6 +151,25 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
             t.create_dataset("y", data=np.asarray(y, dtype=np.int8))
 
 
+def own_item(group, key: str):
+    """``group[key]`` where it is stored in this file under that name (a hard link).
+
+    A soft or external link would be followed into another object or file (anything, a FIFO):
+    the files the package writes hold none, so one is refused, never followed.
+
+    Raises
+    ------
+    LookupError
+        "missing" or "a link", for the caller to put in its own one-line error.
+    """
+    link = group.get(key, getlink=True)
+    if link is None:
+        raise LookupError("missing")
+    if not isinstance(link, h5py.HardLink):
+        raise LookupError("a link")
+    return group[key]
+
+
 def reason(exc: BaseException) -> str:
     """An h5py error's message on one line (HDF5 messages may span several)."""
     return " ".join(str(exc).split()) or type(exc).__name__

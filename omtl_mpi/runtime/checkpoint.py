@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from ..atomic import atomic_path
-from ..data.taskfile import H5_ERRORS, reason
+from ..data.taskfile import H5_ERRORS, own_item, reason
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -68,13 +68,10 @@ def read_tree(group):
 
 
 def _read_item(group, key: str):
-    # a checkpoint holds no links: one would be followed into another file (anything, a FIFO)
-    link = group.get(key, getlink=True)
-    if link is None:
-        raise Damaged(f"{group.name}/{key} is missing")
-    if not isinstance(link, h5py.HardLink):
-        raise Damaged(f"{group.name}/{key} is a link; a checkpoint holds none")
-    item = group[key]
+    try:
+        item = own_item(group, key)
+    except LookupError as what:
+        raise Damaged(f"{group.name}/{key} is {what}; a checkpoint holds no links") from None
     return read_tree(item) if isinstance(item, h5py.Group) else item[()]
 
 
