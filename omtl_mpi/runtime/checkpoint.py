@@ -71,7 +71,8 @@ def _read_item(group, key: str):
     try:
         item = own_item(group, key)
     except LookupError as what:
-        raise Damaged(f"{group.name}/{key} is {what}; a checkpoint holds no links") from None
+        why = "; a checkpoint holds none" if str(what) == "a link" else ""
+        raise Damaged(f"{group.name}/{key} is {what}{why}") from None
     return read_tree(item) if isinstance(item, h5py.Group) else item[()]
 
 
