@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED := 1
 # `omtl-mpi data fetch NAME --dest data` fills the folder; DATA=folder points elsewhere.
 DATA ?= data
 
-.PHONY: setup need-data demo test docs-check results bench paper wstep quality minilm clean
+.PHONY: setup need-data demo test docs-check results bench bench-scale paper wstep quality minilm clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,12 @@ bench: setup
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
 	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
 	$(PY) scripts/bench.py scripts/bench/api.toml --docs
+
+# The many-task table of docs/PERFORMANCE.md (scripts/bench/scale.toml): 1,024 to 1,000,000
+# tasks, one recorded run of every row after a warm-up (its data sets are drawn by `omtl-mpi
+# data synth`, up to 1.6 GB; about half an hour on 2 cores).
+bench-scale: setup
+	$(PY) scripts/bench.py scripts/bench/scale.toml --repeats 1 --docs
 
 # The four sweep targets below (paper, wstep, quality, minilm) continue the sweep in
 # results/NAME: an interrupted target picks up where it stopped, and finished runs are not run

@@ -236,78 +236,165 @@ def _strip_option(args: list[str], name: str) -> list[str]:
 # --------------------------------------------------------------------------- data
 @cli.group()
 def data():
-    """Create, fetch, import and inspect task-stream files (HDF5: one group per task with X and y)."""
+    """Create, fetch, import and inspect task-stream files (HDF5: every task's instances X and
+    labels y, one task after another, with the offsets where each task starts)."""
 
 
 @data.command("synth")
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--family", type=click.Choice(["paper", "identical", "clustered", "unrelated"]),
-              default="paper", show_default=True,
+@click.option("--family", default="paper", show_default=True,
+              type=click.Choice(["paper", "identical", "clustered", "unrelated", "personal"]),
               help="paper: the paper's family (below). identical, clustered, unrelated: linear "
-                   "test beds whose task relationship is known (docs/DATASETS.md).")
-@click.option("--tasks", type=int, default=None, help="Number of tasks K (paper 5, test beds 10).")
+                   "test beds whose task relationship is known. personal: many tasks in latent "
+                   "groups, with heavy-tailed stream lengths (docs/DATASETS.md).")
+@click.option("--tasks", type=int, default=None,
+              help="Number of tasks K (paper 5, test beds 10, personal 2000).")
 @click.option("--samples", type=int, default=None,
-              help="Instances per task (paper 10000, test beds 300).")
+              help="Instances per task (paper 10000, test beds 300; personal draws each task's).")
 @click.option("--seed", default=0, show_default=True, help="Generator seed.")
 @click.option("--normalize", is_flag=True,
-              help="L2-normalise every feature vector (test beds: after the labels are drawn, so "
-                   "the tasks are the same at the scale of unit-norm features).")
-@click.option("--dims", type=int, default=None, help="Test beds: features d (default 50).")
+              help="L2-normalise every feature vector (test beds and personal: after the labels "
+                   "are drawn, so the tasks are the same at the scale of unit-norm features).")
+@click.option("--dims", type=int, default=None,
+              help="Test beds and personal: features d (default 50; personal 20).")
 @click.option("--clusters", type=int, default=None,
               help="clustered: groups of tasks (default 2: weight vectors around +w and -w).")
 @click.option("--spread", type=float, default=None,
-              help="Test beds: spread of the tasks' weight vectors around their centre (default 0.3).")
+              help="Test beds and personal: spread of the tasks' weight vectors around their "
+                   "centre (default 0.3).")
 @click.option("--noise", type=float, default=None,
-              help="Test beds: standard deviation of the label noise added to the margin (default 0.5).")
-def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spread, noise):
-    """Generated task streams: the paper's synthetic family, or a known-answer test bed.
+              help="Test beds and personal: standard deviation of the label noise added to the "
+                   "margin (default 0.5).")
+@click.option("--groups", type=int, default=None,
+              help="personal: latent groups of tasks (default 4).")
+@click.option("--length-median", type=float, default=None,
+              help="personal: median stream length (default 15).")
+@click.option("--length-sigma", type=float, default=None,
+              help="personal: standard deviation of the log stream lengths (default 1.25: most "
+                   "streams short, a few tens or hundreds of times longer).")
+@click.option("--length-max", type=int, default=None,
+              help="personal: cap on the stream lengths (default: none).")
+def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spread, noise,
+               groups, length_median, length_sigma, length_max):
+    """Generated task streams: the paper's synthetic family, a known-answer test bed, or many
+    skewed tasks in latent groups.
 
     The paper's family: 9 monomial features of p in [-3,3]^2, rotated sine boundaries; task
     parameters follow a random walk from a = (0,1,1,1,1), theta = 0, so neighbouring tasks are
     related. The test beds: x ~ N(0, I), labels sign(x . w_k + noise), with the w_k identical up
-    to a spread, in clusters (two: around +w and -w), or unrelated.
+    to a spread, in clusters (two: around +w and -w), or unrelated. personal: the same labels,
+    with the w_k around a few unit centres (each task in a random group) and log-normal stream
+    lengths. The data is generated and written a block of tasks at a time.
     """
-    from .data import generate, write_tasks
     from .data.importers.common import check_options
-    from .data.testbeds import DEFAULTS, generate_testbed
+    from .data.taskfile import TaskFileWriter
     from .paths import writable_folder
     writable_folder(out, "-o")
-    check_options(tasks=tasks, samples=samples, seed=seed, dims=dims, clusters=clusters)
+    check_options(tasks=tasks, samples=samples, seed=seed, dims=dims, clusters=clusters,
+                  groups=groups)
     testbed = {"dims": dims, "clusters": clusters, "spread": spread, "noise": noise}
+    lengths = {"groups": groups, "length-median": length_median, "length-sigma": length_sigma,
+               "length-max": length_max}
+    given = [k for k, v in lengths.items() if v is not None]
+    if given and family != "personal":
+        other = "to the paper's family" if family == "paper" else family
+        raise ConfigError(f"--{given[0]} applies to --family personal, not {other}")
     if family == "paper":
-        given = [k for k, v in testbed.items() if v is not None]
-        if given:
-            raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
-                              "clustered or unrelated), not to the paper's family")
-        tasks = 5 if tasks is None else tasks
-        samples = 10000 if samples is None else samples
-        _synth_fits(tasks, samples, 9, "")
-        names, X, y = generate(tasks=tasks, samples=samples, seed=seed, normalize=normalize)
-        source, what = "omtl-mpi synthetic (Li et al. 2025)", f"normalize={normalize}"
+        plan = _paper_plan(out, tasks, samples, seed, normalize, testbed)
+    elif family == "personal":
+        plan = _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths)
     else:
-        if clusters is not None and family != "clustered":
-            raise ConfigError(f"--clusters applies to --family clustered, not {family}")
-        tasks = DEFAULTS["tasks"] if tasks is None else tasks
-        samples = DEFAULTS["samples"] if samples is None else samples
-        given = {k: v for k, v in testbed.items() if v is not None}
-        _synth_fits(tasks, samples, given.get("dims", DEFAULTS["dims"]), " or --dims")
-        names, X, y = generate_testbed(family, tasks=tasks, samples=samples, seed=seed,
-                                       normalize=normalize, **given)
-        source = f"omtl-mpi test bed '{family}'"
-        what = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
-                        if v is not None)
-    write_tasks(out, names, X, y, source=source,
-                description=f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip())
-    click.echo(f"wrote {out}: {tasks} tasks x {samples} instances, d={X[0].shape[1]}")
+        plan = _testbed_plan(out, family, tasks, samples, seed, normalize, testbed)
+    blocks, source, description, rows, said = plan
+    with TaskFileWriter(out, source=source, description=description, rows=rows) as w:
+        for block in blocks:
+            w.add(*block)
+    click.echo(f"wrote {out}: {said}")
 
 
-def _synth_fits(tasks: int, samples: int, dims: int, also: str) -> None:
-    """Refuse, before generating it, a data set larger than this machine's free memory."""
-    from .data.importers.common import require_memory
+def _paper_plan(out, tasks, samples, seed, normalize, testbed):
+    """(blocks, source, description, instances, what is written) of the paper's family."""
+    from .data.synthetic import blocks
+    given = [k for k, v in testbed.items() if v is not None]
+    if given:
+        raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
+                          "clustered or unrelated) and --family personal, not to the paper's "
+                          "family")
+    tasks = 5 if tasks is None else tasks
+    samples = 10000 if samples is None else samples
+    _synth_fits(out, tasks, samples, 9, "")
+    return (blocks(tasks=tasks, samples=samples, seed=seed, normalize=normalize),
+            "omtl-mpi synthetic (Li et al. 2025)",
+            f"paper tasks={tasks} samples={samples} seed={seed} normalize={normalize}",
+            tasks * samples, f"{tasks} tasks x {samples} instances, d=9")
+
+
+def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
+    """(blocks, source, description, instances, what is written) of a test bed."""
+    from .data.testbeds import DEFAULTS, testbed_blocks
+    if testbed["clusters"] is not None and family != "clustered":
+        raise ConfigError(f"--clusters applies to --family clustered, not {family}")
+    tasks = DEFAULTS["tasks"] if tasks is None else tasks
+    samples = DEFAULTS["samples"] if samples is None else samples
+    given = {k: v for k, v in testbed.items() if v is not None}
+    dims = given.get("dims", DEFAULTS["dims"])
+    _synth_fits(out, tasks, samples, dims, " or --dims")
+    blocks = testbed_blocks(family, tasks=tasks, samples=samples, seed=seed, normalize=normalize,
+                            **given)
+    what = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
+                    if v is not None)
+    return (blocks, f"omtl-mpi test bed '{family}'",
+            f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip(),
+            tasks * samples, f"{tasks} tasks x {samples} instances, d={dims}")
+
+
+def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
+    """(blocks, source, description, instances, what is written) of the personal family."""
+    import numpy as np
+
+    from .data import personal
+    from .data.importers.common import require_disk, require_memory
+    if samples is not None:
+        raise ConfigError("--samples does not apply to --family personal: its stream lengths are "
+                          "drawn (--length-median, --length-sigma, --length-max)")
+    if testbed["clusters"] is not None:
+        raise ConfigError("--clusters applies to --family clustered, not personal (personal: "
+                          "--groups)")
+    given = {k.replace("-", "_"): v for k, v in {**testbed, **lengths}.items()
+             if v is not None and k != "clusters"}
+    options = {**personal.DEFAULTS, "tasks": tasks or personal.DEFAULTS["tasks"], **given}
+    personal.check_options(**options, seed=seed)
+    drawn = personal.stream_lengths(options["tasks"], options["length_median"],
+                                    options["length_sigma"], options["length_max"], seed)
+    K, N, d = len(drawn), int(drawn.sum()), options["dims"]
+    what = (f"{K} tasks x {N} instances (stream lengths {int(drawn.min())}..{int(drawn.max())}) "
+            f"x {d} features")
+    fix = "lower --tasks, --length-median, --length-sigma or --dims, or cap --length-max"
+    require_memory(personal.footprint(drawn, d), what, fix)
+    require_disk(_file_bytes(N, d, K), out, what, fix)
+    shown = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
+                     if v is not None)
+    return (personal.personal_blocks(**options, seed=seed, normalize=normalize),
+            "omtl-mpi personal (latent groups, heavy-tailed streams)",
+            f"personal tasks={K} seed={seed} {shown}".strip(), N,
+            f"{K} tasks, {N} instances (stream lengths {int(drawn.min())} to {int(drawn.max())}, "
+            f"median {float(np.median(drawn)):g}), d={d}")
+
+
+def _synth_fits(out, tasks: int, samples: int, dims: int, also: str) -> None:
+    """Refuse, before generating it, a data set that this machine's free memory (one block of
+    tasks at a time) or the output's free disk space cannot hold."""
+    from .data.importers.common import require_disk, require_memory
     from .data.synthetic import footprint
-    require_memory(footprint(tasks, samples, dims),
-                   f"{tasks} tasks x {samples} samples x {dims} features",
-                   f"lower --tasks or --samples{also}")
+    what = f"{tasks} tasks x {samples} samples x {dims} features"
+    require_memory(footprint(tasks, samples, dims), what, f"lower --tasks or --samples{also}")
+    require_disk(_file_bytes(tasks * samples, dims, tasks), out, what,
+                 f"lower --tasks or --samples{also}")
+
+
+def _file_bytes(instances: int, dims: int, tasks: int) -> float:
+    """Bytes of a task file of so many instances, features and tasks (names of ~10 bytes)."""
+    return float(instances) * (8 * dims + 1) + tasks * 26.0
 
 
 @data.group("import")
@@ -569,10 +656,13 @@ def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **
 @data.command("info")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def data_info(path, as_json):
-    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1)."""
+@click.option("--all", "every_task", is_flag=True,
+              help="List every task (a file of more than 100 tasks lists its first and last 5).")
+def data_info(path, as_json, every_task):
+    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), then
+    one line per task: index, name, samples, positive ratio."""
     from .data import info
-    facts = info(path)
+    facts = info(path, edges=None if every_task else INFO_EDGES)
     if as_json:
         click.echo(json.dumps(facts))
         return
@@ -580,9 +670,20 @@ def data_info(path, as_json):
     click.echo(f"{'tasks':>6} {'dims':>6} {'total':>9} {'max':>7} {'min':>7} {'pos ratio':>10}")
     click.echo(f"{facts['tasks']:>6} {facts['dims']:>6} {facts['total']:>9} {facts['max']:>7} "
                f"{facts['min']:>7} {facts['positive_ratio']:>10.3f}")
+    omitted = facts["per_task_omitted"]
+    if omitted:
+        click.echo(f"stream lengths: min {facts['min']}, median {facts['median']:g}, "
+                   f"mean {facts['mean']:.1f}, max {facts['max']}; format version "
+                   f"{facts['format_version']}")
     click.echo("")
-    for t in facts["per_task"]:
+    for i, t in enumerate(facts["per_task"]):
+        if omitted and i == len(facts["per_task"]) // 2:
+            click.echo(f"  ... {omitted} more tasks (--all lists every task)")
         click.echo(f"  {t['index']:>4}  {t['name'][:30]:<30} {t['samples']:>8} {t['positive_ratio']:>8.3f}")
+
+
+# the tasks 'data info' lists first and last in a file of more than taskfile.INFO_ALL tasks
+INFO_EDGES = 5
 
 
 # --------------------------------------------------------------------------- topologies

@@ -103,15 +103,20 @@ def _api_text(message: str) -> str:
 
 
 class _Round:
-    """One round as the round loops read a block's stream: arrays of one round, (1, ...)."""
+    """One round of a block as the round loops read a layout (:class:`~omtl_mpi.data.rounds.
+    RoundLayout`): the round's active tasks' X (B, na, d), y (B, na), inv_count (na,) and
+    which tasks they are."""
 
-    __slots__ = ("X", "y", "y_float", "inv_count")
+    __slots__ = ("item", "n_slots", "slot_ptr", "n_tasks")
 
-    def __init__(self, X, y, inv_count):
-        self.X = X[None]
-        self.y_float = y[None]
-        self.y = self.y_float          # only its shape is read (to size the predictions)
-        self.inv_count = inv_count[None]
+    def __init__(self, X, y, inv_count, active, n_tasks):
+        self.item = (X, y, inv_count, active)
+        self.n_slots = y.size
+        self.slot_ptr = np.array([0, y.size])
+        self.n_tasks = n_tasks
+
+    def __getitem__(self, t):
+        return self.item
 
 
 def parameters(algo: str) -> dict:
@@ -222,6 +227,7 @@ class Learner:
             _as_river_classifier()
         self.n_rounds_ = 0
         self.n_seen_ = np.zeros(K, dtype=np.int64)
+        self._touched = []              # the tasks that learned since the last finiteness check
 
     def get_params(self, deep: bool = True) -> dict:
         """The constructor parameters, by name (scikit-learn's convention).
@@ -328,20 +334,23 @@ class Learner:
             raise UserError(f"labels are -1 or +1 (or bools), got an array of {a.dtype}")
         return a.astype(np.float64)
 
-    def _prepared(self, X: np.ndarray, active: np.ndarray, update: bool) -> np.ndarray:
-        """Features as the learner sees them, (B, K, d'): scaled online (the running maximum
-        updated only when ``update``), the intercept appended, inactive rows all zero (as
-        ``omtl-mpi run`` pads a stream that has ended)."""
-        K, B, d = X.shape
+    def _prepared(self, X: np.ndarray, active: np.ndarray, tasks: np.ndarray,
+                  update: bool) -> np.ndarray:
+        """Features as the learner sees them, (B, n, d'), of ``X`` (n, B, d), instances of
+        ``tasks``: scaled online (the running maximum updated only when ``update``), the
+        intercept appended, inactive instances all zero (as ``omtl-mpi run`` pads a short
+        mini-batch)."""
+        n, B, d = X.shape
         X = np.where(active[:, :, None], X, 0.0)
         if self._scale_max is not None:
             # instance t of a task is scaled by the largest |value| of its stream up to t
             # (data/features.py), computed here round by round
-            running = np.maximum(np.maximum.accumulate(np.abs(X), axis=1), self._scale_max[:, None])
+            running = np.maximum(np.maximum.accumulate(np.abs(X), axis=1),
+                                 self._scale_max[tasks][:, None])
             X = X / np.where(running > 0.0, running, 1.0)
             if update:
-                self._scale_max[...] = running[:, -1]
-        out = np.zeros((B, K, self._dim))
+                self._scale_max[tasks] = running[:, -1]
+        out = np.zeros((B, n, self._dim))
         out[:, :, :d] = X.transpose(1, 0, 2)
         if self.intercept:
             out[:, :, d] = active.T
@@ -376,29 +385,44 @@ class Learner:
         return Xa, ya, act
 
     # --------------------------------------------------------------------- rounds
-    def _step(self, Xp: np.ndarray, yf: np.ndarray) -> np.ndarray:
-        """One round of the learner on prepared inputs: Xp (B, K, d'), yf (B, K) with 0 for
-        inactive; the predictions made before the labels, booleans (B, K)."""
+    def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+        """One round of the learner on prepared inputs of the tasks ``tasks`` (increasing):
+        Xp (B, n, d'), yf (B, n) with 0 for inactive instances; the predictions made before
+        the labels, booleans (B, n). Tasks not in ``tasks``, and tasks without an instance,
+        are inactive: they take no step (what a round costs follows the tasks in it)."""
         if self._broken is not None:
             raise UserError(self._broken)
         count = (yf != 0.0).sum(axis=0)
-        inv = 1.0 / np.maximum(count, 1)
-        rounds = [_Round(Xp[:, a:b], yf[:, a:b], inv[a:b]) for a, b in self._blocks]
+        learning = count > 0
+        rounds, where = [], []
+        for a, b in self._blocks:
+            lo, hi = np.searchsorted(tasks, (a, b))
+            mine = np.arange(lo, hi)[learning[lo:hi]]          # columns of this block's active tasks
+            active = (slice(None) if len(mine) == b - a
+                      else (tasks[mine] - a).astype(np.intp))
+            rounds.append(_Round(Xp[:, mine], yf[:, mine], 1.0 / count[mine], active, b - a))
+            where.append(mine)
         roles = self._roles
         roles.preds = None              # sized by this round's batch
         with np.errstate(all="ignore"):     # a step that overflows is found just below
             preds, _ = roles.run(rounds, self._clock)
         self.n_rounds_ += 1
-        self.n_seen_ += count
+        self.n_seen_[tasks] += count
+        self._touched.append(tasks[learning])
         from .runtime.schedule import CHECK_EVERY
         if self.n_rounds_ % CHECK_EVERY == 0:
-            self._check_finite()
-        return np.concatenate([p[0] for p in preds], axis=1) > 0
+            self._check_finite(np.unique(np.concatenate(self._touched)))
+        out = np.zeros(yf.shape, dtype=bool)
+        for p, mine, r in zip(preds, where, rounds):
+            out[:, mine] = p.reshape(r.item[1].shape) > 0
+        return out
 
-    def _check_finite(self) -> None:
-        """Checked every CHECK_EVERY rounds (as a run checks), and before a state is given out:
-        a model gone non-finite is an error, and the learner refuses every call after it."""
-        if self._broken is None and not self._roles.finite():
+    def _check_finite(self, tasks=None) -> None:
+        """Checked every CHECK_EVERY rounds (as a run checks; only the ``tasks`` that learned
+        since the last check, and the shared variables), and before a state is given out: a
+        model gone non-finite is an error, and the learner refuses every call after it."""
+        self._touched = []
+        if self._broken is None and not self._roles.finite(tasks):
             self._broken = (f"the model went non-finite (NaN or inf) by round {self.n_rounds_}: "
                             "its steps grew without bound (a small eta, a large class_weight, "
                             "rho or lambda4, or features of a very large scale: try "
@@ -406,12 +430,18 @@ class Learner:
         if self._broken is not None:
             raise UserError(self._broken)
 
-    def _decisions(self, Xp: np.ndarray) -> np.ndarray:
-        """Decision values (B, K) on prepared instances, changing nothing."""
+    def _decisions(self, Xp: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+        """Decision values (B, n) on prepared instances of ``tasks`` (increasing), changing
+        nothing."""
         if self._broken is not None:
             raise UserError(self._broken)
-        parts = [h.decide(Xp[:, a:b]) for h, (a, b) in zip(self._roles.holders, self._blocks)]
-        return np.concatenate(parts, axis=1)
+        out = np.zeros(Xp.shape[:2])
+        for h, (a, b) in zip(self._roles.holders, self._blocks):
+            lo, hi = np.searchsorted(tasks, (a, b))
+            if hi > lo:
+                active = slice(None) if hi - lo == b - a else (tasks[lo:hi] - a).astype(np.intp)
+                out[:, lo:hi] = h.decide(Xp[:, lo:hi], active)
+        return out
 
     def _out_labels(self, positive):
         """Predictions as the labels were given: bools if the learner was taught with bools."""
@@ -454,7 +484,8 @@ class Learner:
             raise UserError("learn_round needs the labels y")
         if as_array(y, "").dtype == bool:
             self._bool_labels = True
-        positive = self._step(self._prepared(Xa, act, update=True), ya.T).T
+        tasks = np.arange(self.n_tasks)
+        positive = self._step(self._prepared(Xa, act, tasks, update=True), ya.T, tasks).T
         if self._bool_labels:
             return positive & act
         return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
@@ -462,25 +493,25 @@ class Learner:
     def decision_round(self, X, active=None) -> np.ndarray:
         """The decision values (K, B) of a round's instances (0 where not active); nothing changes."""
         Xa, _, act = self._round_inputs(X, None, active)
-        return np.where(act, self._decisions(self._prepared(Xa, act, update=False)).T, 0.0)
+        tasks = np.arange(self.n_tasks)
+        return np.where(act, self._decisions(self._prepared(Xa, act, tasks, update=False), tasks).T, 0.0)
 
     def predict_round(self, X, active=None) -> np.ndarray:
         """The predictions (K, B) of a round's instances (0 where not active); nothing changes."""
         Xa, _, act = self._round_inputs(X, None, active)
-        positive = self._decisions(self._prepared(Xa, act, update=False)).T >= 0.0
+        tasks = np.arange(self.n_tasks)
+        positive = self._decisions(self._prepared(Xa, act, tasks, update=False), tasks).T >= 0.0
         if self._bool_labels:
             return positive & act
         return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
 
     # --------------------------------------------------------------------- one at a time
     def _one(self, x, task, update: bool):
+        """Task k and its one instance, prepared (1, 1, d'): the round holds only task k."""
         k = self._task(x, task)
         v = self._vector(x)
-        X = np.zeros((self.n_tasks, 1, self.n_features))
-        X[k, 0] = v
-        act = np.zeros((self.n_tasks, 1), dtype=bool)
-        act[k, 0] = True
-        return k, self._prepared(X, act, update)
+        return k, self._prepared(v[None, None], np.ones((1, 1), dtype=bool),
+                                 np.array([k]), update)
 
     def learn_one(self, x, y, *, task=None) -> None:
         """Learn one instance of one task: one round in which only that task is active.
@@ -507,9 +538,7 @@ class Learner:
         k, Xp = self._one(x, task, update=True)
         if isinstance(y, (bool, np.bool_)):
             self._bool_labels = True
-        yf = np.zeros((1, self.n_tasks))
-        yf[0, k] = label
-        self._step(Xp, yf)
+        self._step(Xp, np.array([[label]]), np.array([k]))
 
     def decision_one(self, x, *, task=None) -> float:
         """The decision value of one instance (its sign is :meth:`predict_one`'s); nothing changes.
@@ -523,11 +552,7 @@ class Learner:
         (-1.0, -1)
         """
         k, Xp = self._one(x, task, update=False)
-        if self._broken is not None:
-            raise UserError(self._broken)
-        a, b = self._block_of(k)
-        holder = self._roles.holders[self._blocks.index((a, b))]
-        value = float(holder.decide(Xp[:, a:b])[0, k - a])
+        value = float(self._decisions(Xp, np.array([k]))[0, 0])
         if not math.isfinite(value):
             self._check_finite()
         return value
@@ -546,12 +571,6 @@ class Learner:
         """
         s = 0.5 * (1.0 + math.tanh(0.5 * self.decision_one(x, task=task)))    # the logistic
         return {True: s, False: 1.0 - s} if self._bool_labels else {1: s, -1: 1.0 - s}
-
-    def _block_of(self, k: int):
-        for a, b in self._blocks:
-            if a <= k < b:
-                return a, b
-        raise AssertionError(k)
 
     # --------------------------------------------------------------------- scikit-learn's shape
     def _batch(self, X, tasks, y=None):
@@ -589,17 +608,13 @@ class Learner:
         return Xa, t, ya, rank
 
     def _by_round(self, Xa, t, rank):
-        """Yield (round j, the rows of X in it, their tasks, X of the round (K, 1, d), active)."""
-        K = self.n_tasks
-        order = np.argsort(rank, kind="stable")
+        """Yield (round j, the rows of X in it in task order, their tasks, X of the round
+        (n, 1, d), active (n, 1)): only the tasks with an instance in the round."""
+        order = np.lexsort((t, rank))                      # by round, then by task
         bounds = np.searchsorted(rank[order], np.arange(int(rank.max()) + 2 if len(rank) else 1))
         for j in range(len(bounds) - 1):
             rows = order[bounds[j]:bounds[j + 1]]
-            Xr = np.zeros((K, 1, self.n_features))
-            Xr[t[rows], 0] = Xa[rows]
-            act = np.zeros((K, 1), dtype=bool)
-            act[t[rows], 0] = True
-            yield rows, t[rows], Xr, act
+            yield rows, t[rows], Xa[rows][:, None], np.ones((len(rows), 1), dtype=bool)
 
     def partial_fit(self, X, y, *, tasks) -> "Learner":
         """Learn a batch of instances of any tasks (scikit-learn's shape); returns self.
@@ -629,9 +644,7 @@ class Learner:
         if as_array(y, "").dtype == bool:
             self._bool_labels = True
         for rows, tr, Xr, act in self._by_round(Xa, t, rank):
-            yf = np.zeros((1, self.n_tasks))
-            yf[0, tr] = ya[rows]
-            self._step(self._prepared(Xr, act, update=True), yf)
+            self._step(self._prepared(Xr, act, tr, update=True), ya[rows][None], tr)
         return self
 
     def decision_function(self, X, *, tasks) -> np.ndarray:
@@ -639,7 +652,7 @@ class Learner:
         Xa, t, _, rank = self._batch(X, tasks)
         out = np.zeros(len(Xa))
         for rows, tr, Xr, act in self._by_round(Xa, t, rank):
-            out[rows] = self._decisions(self._prepared(Xr, act, update=False))[0, tr]
+            out[rows] = self._decisions(self._prepared(Xr, act, tr, update=False), tr)[0]
         return out
 
     def predict(self, X, *, tasks) -> np.ndarray:

@@ -5,29 +5,34 @@ from __future__ import annotations
 import numpy as np
 
 
-def seen_per_round(lengths, batch: int, rounds: int) -> np.ndarray:
-    """Instances of each task delivered in each round, shape (K, T)."""
+def offsets_of(lengths) -> np.ndarray:
+    """(K + 1,) offsets of each task's instances in a task-major flat array."""
+    return np.concatenate(([0], np.cumsum(np.asarray(lengths, dtype=np.int64))))
+
+
+def mean_curve(mistakes: np.ndarray, lengths, batch: int, rounds: int) -> np.ndarray:
+    """The paper's Figure 1 curve: the mean over tasks of each task's cumulative error rate
+    after every round, (T,), from every instance's mistake (task-major, flat).
+
+    A task's rate after round t is its mistakes over its instances in rounds 0..t; after its
+    stream has ended it stays at its final value. Each round's sum runs over the tasks in task
+    order, so it is reproducible.
+    """
     lengths = np.asarray(lengths, dtype=np.int64)
-    start = np.arange(rounds, dtype=np.int64) * batch
-    return np.clip(lengths[:, None] - start[None, :], 0, batch)
-
-
-def cumulative_error(mistakes: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Cumulative error rate of every task after every round, shape (K, T).
-
-    After a task's stream has ended its rate stays at its final value.
-    """
-    cum_m = np.cumsum(mistakes, axis=1, dtype=np.float64)
-    cum_n = np.cumsum(seen, axis=1, dtype=np.float64)
-    return cum_m / np.maximum(cum_n, 1.0)
-
-
-def mean_curve(cum_err: np.ndarray) -> np.ndarray:
-    """The paper's Figure 1 curve: mean over tasks of the cumulative error rate, per round.
-
-    The sum runs over tasks in task order (axis 0, sequential), so it is reproducible.
-    """
-    return cum_err.mean(axis=0)
+    K = len(lengths)
+    offsets = offsets_of(lengths)
+    per_task = -(-lengths // batch)
+    cum = np.cumsum(mistakes, dtype=np.float64)
+    before = np.concatenate(([0.0], cum))[offsets[:-1]]         # mistakes before each task
+    # each (task, round) pair: the task's last instance in the round, rounds 0..per_task-1
+    task = np.repeat(np.arange(K), per_task)
+    r = np.arange(int(per_task.sum()), dtype=np.int64) - np.repeat(offsets_of(per_task)[:-1], per_task)
+    seen = np.minimum((r + 1) * batch, lengths[task])
+    rate = (cum[offsets[task] + seen - 1] - before[task]) / seen
+    running = np.bincount(r, weights=rate, minlength=rounds)[:rounds]
+    final = (cum[offsets[1:] - 1] - before) / lengths
+    ended = np.cumsum(np.bincount(per_task, weights=final, minlength=rounds + 1)[:rounds])
+    return (running + ended) / max(K, 1)
 
 
 def rounds_to_accuracy(curve: np.ndarray, target: float, first: int = 10):
@@ -36,21 +41,22 @@ def rounds_to_accuracy(curve: np.ndarray, target: float, first: int = 10):
     return int(ok[0]) + first if ok.size else None
 
 
-def confusion(yhat: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """(tp, fp, fn, tn) of the positive class for every task row; label 0 marks padding.
+def confusion(yhat: np.ndarray, y: np.ndarray, lengths) -> np.ndarray:
+    """(tp, fp, fn, tn) of the positive class for every task, (K, 4).
 
     Parameters
     ----------
-    yhat, y : ndarray of int8, shape (K, n)
+    yhat, y : ndarray of int8, shape (N,)
+        Every instance's prediction and label (-1/+1), task-major.
+    lengths : array of int, shape (K,)
+        The tasks' numbers of instances (each >= 1).
     """
-    real = y != 0
     pos_pred = yhat == 1
     pos = y == 1
-    tp = (pos_pred & pos).sum(axis=1)
-    fp = (pos_pred & ~pos & real).sum(axis=1)
-    fn = (~pos_pred & pos).sum(axis=1)
-    tn = (~pos_pred & ~pos & real).sum(axis=1)
-    return np.stack([tp, fp, fn, tn], axis=1).astype(np.int64)
+    starts = offsets_of(lengths)[:-1]
+    counts = [np.add.reduceat(c.astype(np.int64), starts) if len(starts) else np.zeros(0, np.int64)
+              for c in (pos_pred & pos, pos_pred & ~pos, ~pos_pred & pos, ~pos_pred & ~pos)]
+    return np.stack(counts, axis=1)
 
 
 def balanced_error(conf: np.ndarray) -> np.ndarray:
@@ -72,23 +78,23 @@ def f1_positive(conf: np.ndarray) -> np.ndarray:
     return np.where(denom > 0, 2 * tp / np.maximum(denom, 1.0), 0.0)
 
 
-def summarise(mistakes: np.ndarray, lengths, batch: int, conf: np.ndarray) -> dict:
-    """Every metric of a run from per-round mistakes (K, T) and confusion counts (K, 4)."""
-    rounds = mistakes.shape[1]
-    seen = seen_per_round(lengths, batch, rounds)
-    cum = cumulative_error(mistakes, seen)
-    curve = mean_curve(cum)
-    per_task = cum[:, -1] if rounds else np.zeros(len(lengths))
+def summarise(mistakes: np.ndarray, lengths, batch: int, rounds: int, conf: np.ndarray) -> dict:
+    """Every metric of a run from every instance's mistake (N,) int8, task-major, and the
+    confusion counts (K, 4)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = offsets_of(lengths)[:-1]
+    totals = (np.add.reduceat(mistakes.astype(np.int64), starts) if len(starts)
+              else np.zeros(0, np.int64))
+    per_task = totals / np.maximum(lengths, 1)
     ber = balanced_error(conf)
     f1 = f1_positive(conf)
     return {
-        "cumulative_error": cum,
-        "mean_curve": curve,
+        "mean_curve": mean_curve(mistakes, lengths, batch, rounds),
         "per_task_error": per_task,
-        "mean_error": float(per_task.mean()),
+        "mean_error": float(per_task.mean()) if len(per_task) else 0.0,
         "per_task_balanced_error": ber,
-        "balanced_error": float(ber.mean()),
+        "balanced_error": float(ber.mean()) if len(ber) else 0.0,
         "per_task_f1": f1,
-        "f1": float(f1.mean()),
-        "mistakes_total": mistakes.sum(axis=1),
+        "f1": float(f1.mean()) if len(f1) else 0.0,
+        "mistakes_total": totals,
     }

@@ -108,10 +108,12 @@ class Result:
     per_task_error : ndarray, shape (K,)
     curve : ndarray, shape (T,)
         The mean over tasks of the cumulative error rate after each round.
-    task_curves : ndarray, shape (K, T)
-        Every task's cumulative error rate after each round.
+    task_curves : list of ndarray
+        Every task's cumulative error rate after each of its instances, (n_k,) each.
     predictions : list of ndarray
         Every task's predictions (int8, -1/+1) in the order its stream was presented.
+    mistakes : list of ndarray
+        Every task's mistakes (int8, 1 where the prediction was wrong), in the same order.
     omega : ndarray or None
         The task-relationship matrix, for the learners that have one.
     model : dict
@@ -139,8 +141,9 @@ class Result:
     mean_error: float
     per_task_error: np.ndarray
     curve: np.ndarray
-    task_curves: np.ndarray
+    task_curves: list
     predictions: list
+    mistakes: list
     omega: np.ndarray | None
     model: dict
     seconds: float
@@ -184,12 +187,15 @@ def _result(report: dict, learner=None) -> Result:
     attrs, config, learned, measured = report["_written"]
     m = learned.metrics
     lengths = np.asarray(learned.lengths)
-    preds = [np.asarray(learned.predictions[k, : int(n)]) for k, n in enumerate(lengths)]
+    cuts = np.cumsum(lengths)[:-1]
+    preds = np.split(np.asarray(learned.predictions), cuts)
+    mistakes = np.split(np.asarray(m["mistakes"]), cuts)
+    curves = [np.cumsum(wrong, dtype=np.float64) / np.arange(1, len(wrong) + 1) for wrong in mistakes]
     public = {k: v for k, v in report.items() if not k.startswith("_")}
     return Result(algo=attrs.get("algo", ""), names=tuple(learned.names), lengths=lengths,
                   mean_error=float(np.mean(m["per_task_error"])) if len(lengths) else 0.0,
                   per_task_error=np.asarray(m["per_task_error"]), curve=np.asarray(m["mean_curve"]),
-                  task_curves=np.asarray(m["cumulative_error"]), predictions=preds,
+                  task_curves=curves, predictions=preds, mistakes=mistakes,
                   omega=learned.model.get("omega"), model=dict(learned.model),
                   seconds=float(attrs.get("seconds", 0.0)),
                   ms_per_round=float(attrs.get("ms_per_round", 0.0)), report=public,
@@ -379,7 +385,7 @@ def load_result(path) -> Result:
 
     from .data.taskfile import H5_ERRORS, own_item, reason
     from .paths import regular_file
-    from .runtime.results import FORMAT, Learned, Measured
+    from .runtime.results import FORMAT, VERSION, Learned, Measured
     path = regular_file(path, "results file")
 
     def read(group, key):
@@ -391,9 +397,9 @@ def load_result(path) -> Result:
                             "damaged") from None
     try:
         with h5py.File(path, "r") as f:
-            if f.attrs.get("format") != FORMAT or int(f.attrs.get("format_version", 0)) != 1:
-                raise UserError(f"{path} is not an omtl-mpi results file of format version 1 "
-                                "(omtl-mpi run --out writes them)")
+            if f.attrs.get("format") != FORMAT or int(f.attrs.get("format_version", 0)) != VERSION:
+                raise UserError(f"{path} is not an omtl-mpi results file of format version "
+                                f"{VERSION} (omtl-mpi run --out writes them)")
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
             config = json.loads(attrs.get("config", "{}"))
             if not isinstance(config, dict):
@@ -402,15 +408,12 @@ def load_result(path) -> Result:
             lengths = read(read(f, "tasks"), "samples")[()]
             metrics = {k: read(read(f, "metrics"), k)[()] for k in read(f, "metrics")}
             model = {k: read(read(f, "model"), k)[()] for k in read(f, "model")}
-            group = read(f, "predictions")
-            preds = [read(group, f"{k:04d}") for k in range(len(lengths))]
-            if any(p.shape != (int(n),) for p, n in zip(preds, lengths)):
+            preds = read(f, "predictions")[()]
+            total = int(np.sum(lengths))
+            if (len(names) != len(lengths) or np.shape(preds) != (total,)
+                    or np.shape(metrics.get("mistakes")) != (total,)):
                 raise UserError(f"{path}: its predictions do not match its tasks' lengths; the "
                                 "file is damaged")
-            width = max((len(p) for p in preds), default=0)
-            table = np.zeros((len(preds), width), dtype=np.int8)
-            for k, p in enumerate(preds):
-                table[k, : len(p)] = p[()]
             t = read(f, "timing")
             optional = {name: read(t, name)[()] if name in t else None
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness")}
@@ -420,7 +423,7 @@ def load_result(path) -> Result:
                                 staleness=optional["staleness"])
             keep = {k: v for k, v in attrs.items()
                     if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
-            learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=table)
+            learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)
             return _result({**keep, "_written": (keep, config, learned, measured)})
     except UserError:
         raise

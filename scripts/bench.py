@@ -44,30 +44,40 @@ DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 # (start-up, imports and the learning loop) and the scripts that launch and time the runs
 DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/omtlrun.py")
 TIMEOUT = 900                                   # seconds for one run
-TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "data": dict,
-              "rows": list}
+TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "also": list,
+              "data": dict, "rows": list}
 DATA_KEYS = {"K": int, "d": int, "samples": int}
 ROW_KEYS = {"label": str, "ranks": int, "options": list, "env": dict, "K": int, "d": int,
-            "metric": str, "target": (int, float), "script": str, "ratio_to": str}
+            "synth": list, "metric": str, "target": (int, float), "script": str, "ratio_to": str}
 KINDS = {str: "a string", int: "an integer of at least 1", list: "a list", dict: "a table",
          (int, float): "a number"}
 
 
-# name: (column heading, what it is, its value from (report, wall seconds), format); a report's
-# cpu_ms_per_round has one number per rank
+# name: (column heading, what it is, its value from (report, wall seconds, the command's start
+# as a UNIX time), format); a report's cpu_ms_per_round and peak_rss_mib have one number per rank
 METRICS = {
     "ms_per_round": ("ms per round", "the learning loop's wall time per round on rank 0, "
                      "start-up excluded (the run's `ms_per_round`)",
-                     lambda report, wall: report["ms_per_round"], ".4f"),
+                     lambda report, wall, start: report["ms_per_round"], ".4f"),
     "wall_s": ("wall s", "the wall seconds of the whole command (start-up, learning, results)",
-               lambda report, wall: wall, ".2f"),
+               lambda report, wall, start: wall, ".2f"),
     "cpu_ms_per_round": ("CPU ms per round", "the CPU time per round of all ranks together "
                          "(the run's `cpu_ms_per_round`, summed)",
-                         lambda report, wall: float(np.sum(report["cpu_ms_per_round"])), ".4f"),
+                         lambda report, wall, start: float(np.sum(report["cpu_ms_per_round"])), ".4f"),
     "cpu_ms_per_round_max": ("CPU ms per round, busiest rank", "the CPU time per round of the "
                              "busiest rank (the run's `cpu_ms_per_round`, largest)",
-                             lambda report, wall: float(np.max(report["cpu_ms_per_round"])),
+                             lambda report, wall, start: float(np.max(report["cpu_ms_per_round"])),
                              ".4f"),
+    "first_round_s": ("s to first round", "the seconds from the command's start to rank 0's "
+                      "first round (reading and laying out the data included; the run's "
+                      "`learning_started` less the time the command was started)",
+                      lambda report, wall, start: report["learning_started"] - start, ".2f"),
+    "peak_mib": ("peak MiB, largest rank", "the largest peak resident memory of any rank "
+                 "(the run's `peak_rss_mib`)",
+                 lambda report, wall, start: float(np.max(report["peak_rss_mib"])), ".0f"),
+    "peak_total_mib": ("peak MiB, all ranks", "the peak resident memory of every rank, summed "
+                       "(the run's `peak_rss_mib`; each rank's peak, whenever it was)",
+                       lambda report, wall, start: float(np.sum(report["peak_rss_mib"])), ".0f"),
 }
 
 
@@ -110,8 +120,14 @@ def load_table(path: str) -> dict:
             fail(f"{where}: options and env values must be strings")
         row.update({"K": table["data"]["K"], "d": table["data"]["d"],
                     "metric": table.get("metric", "ms_per_round"), **row})
-        if row["metric"] not in METRICS:
-            fail(f"{where}: unknown metric '{row['metric']}' (known: {', '.join(METRICS)})")
+        row["also"] = list(table.get("also", []))
+        for metric in [row["metric"], *row["also"]]:
+            if metric not in METRICS:
+                fail(f"{where}: unknown metric '{metric}' (known: {', '.join(METRICS)})")
+        if "synth" in row and not all(isinstance(v, str) for v in row["synth"]):
+            fail(f"{where}: synth values must be strings (options of omtl-mpi data synth)")
+        if "synth" in row and row["K"] != table["data"]["K"]:
+            fail(f"{where}: synth gives the row's data: it goes without K")
         if "script" in row:
             check_script(where, row)
         if "ranks" in row and not os.access(MPIEXEC, os.X_OK):
@@ -153,16 +169,40 @@ def check_ratio_to(where: str, row: dict, rows: list) -> None:
              f"but this row's is {row['metric']}: a ratio compares one metric")
 
 
-def make_random_tasks(folder: str, K: int, d: int, samples: int) -> str:
+# written by the package of the tree that reads it, so that a base revision reads a file of
+# its own task-file format; the same seed gives the same tasks in every tree
+_RANDOM_TASKS = """
+import sys
+import numpy as np
+from omtl_mpi.data import write_tasks
+path, K, d, samples = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(0)
+w = rng.normal(size=d)
+X = [rng.normal(size=(samples, d)) for _ in range(K)]
+y = [np.where(x @ (w + 0.3 * rng.normal(size=d)) >= 0, 1, -1) for x in X]
+write_tasks(path, [f"t{k}" for k in range(K)], X, y)
+"""
+
+
+def make_random_tasks(folder: str, K: int, d: int, samples: int, tree: str, name: str) -> str:
     """Write K tasks of ``samples`` Gaussian instances, labelled by perturbed copies of one random
-    linear model, to an HDF5 file in ``folder``; return its path."""
-    from omtl_mpi.data import write_tasks      # this tree's: every revision reads the format
-    rng = np.random.default_rng(0)
-    w = rng.normal(size=d)
-    X = [rng.normal(size=(samples, d)) for _ in range(K)]
-    y = [np.where(x @ (w + 0.3 * rng.normal(size=d)) >= 0, 1, -1) for x in X]
-    path = os.path.join(folder, f"random-K{K}-d{d}.h5")
-    write_tasks(path, [f"t{k}" for k in range(K)], X, y)
+    linear model, to an HDF5 file in ``folder`` with the package of ``tree``; return its path."""
+    path = os.path.join(folder, f"random-K{K}-d{d}-{name}.h5")
+    done = subprocess.run([sys.executable, "-c", _RANDOM_TASKS, path, str(K), str(d), str(samples)],
+                          cwd=folder, env=environment(tree, {}), capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"writing the random tasks with {name}'s package failed: {done.stderr.strip()[-500:]}")
+    return path
+
+
+def make_synth(folder: str, options: list, tree: str, name: str) -> str:
+    """``omtl-mpi data synth OPTIONS`` with the package of ``tree``, into ``folder``; its path."""
+    path = os.path.join(folder, f"synth-{abs(hash(tuple(options)))}-{name}.h5")
+    done = subprocess.run([sys.executable, "-m", "omtl_mpi", "data", "synth", *options, "-o", path],
+                          cwd=folder, env=environment(tree, {}), capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"omtl-mpi data synth {shlex.join(options)} with {name}'s package failed: "
+             f"{done.stderr.strip()[-500:]}")
     return path
 
 
@@ -182,6 +222,7 @@ def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
     # in the scratch folder, as `python -m` imports a package found in the cwd first; in a
     # session of its own, so that a timeout or Ctrl-C can end mpiexec and its ranks together
     start = time.perf_counter()
+    launched = time.time()
     proc = subprocess.Popen(cmd, cwd=folder, env=environment(tree, row.get("env", {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -202,7 +243,8 @@ def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
         fail(f"'{row['label']}' failed (exit {proc.returncode}, PYTHONPATH={tree}): {said}")
     try:
         report = report_of(out)
-        return METRICS[row["metric"]][2](report, wall), report
+        values = {m: METRICS[m][2](report, wall, launched) for m in [row["metric"], *row["also"]]}
+        return values, report
     except (ValueError, IndexError):
         fail(f"'{row['label']}' printed no JSON report: {said}")
     except KeyError as exc:
@@ -236,26 +278,41 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
         reports' transport) and, for a row with ratio_to, ratio (its median over that row's
         median of the same tree).
     """
-    data = {(r["K"], r["d"]): make_random_tasks(folder, r["K"], r["d"], samples) for r in rows}
+    sizes = dict.fromkeys((r["K"], r["d"]) for r in rows if "synth" not in r)
+    data = {(K, d, name): make_random_tasks(folder, K, d, samples, tree, name)
+            for K, d in sizes for name, tree in trees.items()}
+    for r in rows:
+        if "synth" in r:
+            for name, tree in trees.items():
+                data[tuple(r["synth"]), name] = make_synth(folder, r["synth"], tree, name)
     runs = [{name: [] for name in trees} for _ in rows]
+    also = [{name: {m: [] for m in row["also"]} for name in trees} for row in rows]
     chose = [{name: set() for name in trees} for _ in rows]
+    shape = [{} for _ in rows]
     # the warm-up (repeat -1) fills the file cache (and an older tree's caches). Rows
     # and trees take turns, so that a slow spell of the machine hits them all alike; the trees
     # swap places every repeat, so that neither always runs right after the other
     for repeat in range(-1, repeats):
         for i, row in enumerate(rows):
             for name in (list(trees) if repeat % 2 == 0 else list(trees)[::-1]):
-                value, report = run_once(row, trees[name], data[row["K"], row["d"]], folder)
+                key = (tuple(row["synth"]), name) if "synth" in row else (row["K"], row["d"], name)
+                values, report = run_once(row, trees[name], data[key], folder)
                 if repeat >= 0:
-                    runs[i][name].append(value)
+                    runs[i][name].append(values[row["metric"]])
+                    for m in row["also"]:
+                        also[i][name][m].append(values[m])
                     chose[i][name].add(str(report.get("transport")))
+                    shape[i] = {"K": report.get("tasks", report.get("K", row["K"])),
+                                "d": report.get("dim", report.get("d", row["d"]))}
         print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
               file=sys.stderr, flush=True)
     out = [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target",
-                                             "script", "ratio_to")},
+                                             "script", "ratio_to", "synth", "also")},
+            **(shape[i] if "synth" in row else {}),
             "options": row.get("options", []), "env": row.get("env", {}),
             "trees": {name: {"median": statistics.median(values), "fastest": min(values),
                              "slowest": max(values), "runs": values,
+                             "also": {m: statistics.median(v) for m, v in also[i][name].items()},
                              "chose": " / ".join(sorted(chose[i][name]))}
                       for name, values in runs[i].items()}}
            for i, row in enumerate(rows)]
@@ -278,9 +335,14 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
     for name in ["this tree", base] if base else ["this tree"]:
         cols += [f"{name}: {heading}", f"{name}: fastest - slowest"]
     cols += [f"{base} / this tree"] if base else []
+    extra = list(dict.fromkeys(m for row in rows for m in row["also"]))
+    for name in ["this tree", base] if base else ["this tree"]:
+        cols += [f"{name}: {METRICS[m][0]}" for m in extra]
     cols += ["ratio"] if ratios else []
     cols += ["target", "met"] if targets else []
-    what = "; ".join(f"*{METRICS[m][0]}* is {METRICS[m][1]}" for m in metrics)
+    what = "; ".join(f"*{METRICS[m][0]}* is {METRICS[m][1]}" for m in [*metrics, *extra])
+    if extra:
+        what += f" ({', '.join(METRICS[m][0] for m in extra)}: the median of the same runs)"
     if ratios:
         named = list(dict.fromkeys(row["ratio_to"] for row in rows if row["ratio_to"] is not None))
         what += ("; *ratio* is " + (f"the row's median over the median of *{named[0]}*"
@@ -299,12 +361,17 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
         fmt, this = METRICS[row["metric"]][3], row["trees"]["this"]
         options = " ".join([*(f"{k}={v}" for k, v in row["env"].items()),
                             *([row["script"]] if row["script"] else []), *row["options"]])
+        shown = f"`{options}`" if options else "(defaults)"
+        if row.get("synth"):
+            shown += f" on `data synth {' '.join(row['synth'])}`"
         cells = [row["label"], str(row["ranks"] or "1 process"), f"{row['K']}, {row['d']}",
-                 f"`{options}`" if options else "(defaults)", this["chose"]]
+                 shown, this["chose"]]
         cells += [METRICS[row["metric"]][0]] if len(metrics) > 1 else []
         for t in row["trees"].values():
             cells += [f"{t['median']:{fmt}}", f"{t['fastest']:{fmt}} - {t['slowest']:{fmt}}"]
         cells += [f"{row['trees'][base]['median'] / this['median']:.2f}"] if base else []
+        for t in row["trees"].values():
+            cells += [f"{t['also'][m]:{METRICS[m][3]}}" if m in t["also"] else "" for m in extra]
         if ratios:
             cells += [f"{this['ratio']:.2f}" if "ratio" in this else ""]
         if targets and row["target"] is not None and row["ratio_to"] is not None:

@@ -38,14 +38,42 @@ def omtl(*args, np_ranks=None, timeout=TIMEOUT, cwd=None):
 
 
 def read_results(path):
-    """Everything of a results file except timings, as plain numpy arrays."""
+    """Everything of a results file except timings, as plain numpy arrays ("predictions" is
+    every instance's, task-major: split it with :func:`per_task`)."""
     out = {}
     with h5py.File(path, "r") as f:
-        for group in ("metrics", "model", "predictions"):
+        for group in ("metrics", "model"):
             for key, ds in f[group].items():
                 out[f"{group}/{key}"] = ds[()]
+        out["predictions"] = f["predictions"][()]
+        out["tasks/offsets"] = f["tasks/offsets"][()]
         out["attrs"] = {k: f.attrs[k] for k in f.attrs if k not in ("created", "seconds", "ms_per_round")}
     return out
+
+
+def layout_of(X_list, y_list, batch, rounds, dim):
+    """The runtime's round layout (omtl_mpi.data.rounds.RoundLayout) of in-memory streams."""
+    from omtl_mpi.data.rounds import RoundLayout
+    lengths = [len(y) for y in y_list]
+    layout = RoundLayout(lengths, batch, rounds, dim)
+    layout.fill(0, np.concatenate(X_list), np.concatenate(y_list), lengths)
+    return layout
+
+
+def dense_rounds(X_list, y_list, batch, rounds):
+    """Streams as whole rounds of every task, X (T, B, K, d) and y (T, B, K), zero-padded
+    (label 0) where a stream has ended: what the Python API's learn_round takes."""
+    K, d = len(X_list), X_list[0].shape[1]
+    X, y = np.zeros((rounds * batch, K, d)), np.zeros((rounds * batch, K))
+    for k, (Xk, yk) in enumerate(zip(X_list, y_list)):
+        X[: len(yk), k], y[: len(yk), k] = Xk, yk
+    return X.reshape(rounds, batch, K, d), y.reshape(rounds, batch, K)
+
+
+def per_task(results, key="predictions"):
+    """A per-instance array of :func:`read_results` split into its tasks' parts."""
+    offsets = results["tasks/offsets"]
+    return [results[key][a:b] for a, b in zip(offsets[:-1], offsets[1:])]
 
 
 @pytest.fixture(scope="session")
@@ -84,19 +112,22 @@ def assert_same_results(a, b):
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path):
+def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=("W",)):
     """``omtl-mpi run ARGS`` in one process (with ``local_args``) and under mpiexec on ``ranks``
-    ranks make the same predictions and mistakes, and W agrees to 1e-10."""
+    ranks make the same predictions and mistakes, and the ``models`` arrays agree to 1e-10;
+    returns the one process's results."""
     import numpy as np
     r = omtl("run", *args, *local_args, "--out", tmp_path / "a.h5")
     assert r.returncode == 0, r.stderr
     r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=ranks)
     assert r.returncode == 0, r.stderr
     a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
-    for key in a:
-        if key.startswith("predictions/") or key == "metrics/mistakes":
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-    np.testing.assert_allclose(a["model/W"], b["model/W"], rtol=0, atol=1e-10)
+    for key in ("predictions", "metrics/mistakes"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    for key in models:
+        np.testing.assert_allclose(a[f"model/{key}"], b[f"model/{key}"], rtol=0, atol=1e-10,
+                                   err_msg=key)
+    return a
 
 
 def write_declared_only(path, rows: int, dim: int, tasks: int = 2):

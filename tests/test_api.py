@@ -12,12 +12,12 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIEXEC, TIMEOUT, _env, omtl
+from conftest import MPIEXEC, TIMEOUT, _env, dense_rounds, omtl
 from test_hostile_cli import forked
 import omtl_mpi
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.checks import parametrize_with_checks
-from omtl_mpi.data.rounds import RoundBatches, rounds_needed
+from omtl_mpi.data.rounds import rounds_needed
 from omtl_mpi.data.source import FileSource, shuffled
 
 ALL = sorted(REGISTRY)
@@ -72,8 +72,7 @@ def _rounds_of(path, seed, batch, intercept):
     meta = source.meta()
     streams = shuffled(source.load(np.arange(meta.n_tasks)), seed)
     T = rounds_needed(meta.lengths, batch)
-    rb = RoundBatches(streams.X, streams.y, batch, T, meta.dim)
-    return meta, rb, T
+    return meta, dense_rounds(streams.X, streams.y, batch, T), T
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -90,19 +89,21 @@ def test_learn_round_and_run_streams_are_the_command_line(name, small_tasks, tmp
     meta, rb, T = _rounds_of(small_tasks, 4, 2, True)
     m = omtl_mpi.learner(name, meta.n_tasks, meta.dim, rounds=T)
     preds = []
+    X, Y = rb
     for t in range(T):
-        active = (rb.y[t] != 0).T
-        preds.append(m.learn_round(rb.X[t].transpose(1, 0, 2), rb.y[t].T, active))
+        active = (Y[t] != 0).T
+        preds.append(m.learn_round(X[t].transpose(1, 0, 2), Y[t].T, active))
     P = np.concatenate(preds, axis=1)
     with h5py.File(out) as f:
+        cli = np.split(f["predictions"][()], f["tasks/offsets"][1:-1])
         for k, n in enumerate(meta.lengths):
-            np.testing.assert_array_equal(P[k, :n], f[f"predictions/{k:04d}"][()], err_msg=f"task {k}")
+            np.testing.assert_array_equal(P[k, :n], cli[k], err_msg=f"task {k}")
         np.testing.assert_allclose(m.W_, f["model/W"][()], rtol=0, atol=1e-10)
         streams = FileSource(str(small_tasks)).load(np.arange(meta.n_tasks))
         res = omtl_mpi.run_streams(streams.X, streams.y, algo=name, seed=4, batch=2,
                                    **({"nodes": 5} if extra else {}))
         for k in range(meta.n_tasks):
-            np.testing.assert_array_equal(res.predictions[k], f[f"predictions/{k:04d}"][()])
+            np.testing.assert_array_equal(res.predictions[k], cli[k])
         np.testing.assert_allclose(res.learner.W_, f["model/W"][()], rtol=0, atol=1e-10)
     assert m.n_rounds_ == T and m.n_seen_.tolist() == meta.lengths.tolist()
 
@@ -113,11 +114,13 @@ def test_learn_round_with_online_scaling_is_the_command_line(small_tasks, tmp_pa
     assert r.returncode == 0, r.stderr
     meta, rb, T = _rounds_of(small_tasks, 1, 1, True)
     m = omtl_mpi.CADMM(meta.n_tasks, meta.dim, scale="online")
-    P = np.concatenate([m.learn_round(rb.X[t].transpose(1, 0, 2), rb.y[t].T, (rb.y[t] != 0).T)
+    X, Y = rb
+    P = np.concatenate([m.learn_round(X[t].transpose(1, 0, 2), Y[t].T, (Y[t] != 0).T)
                         for t in range(T)], axis=1)
     with h5py.File(out) as f:
+        cli = np.split(f["predictions"][()], f["tasks/offsets"][1:-1])
         for k, n in enumerate(meta.lengths):
-            np.testing.assert_array_equal(P[k, :n], f[f"predictions/{k:04d}"][()])
+            np.testing.assert_array_equal(P[k, :n], cli[k])
 
 
 def test_partial_fit_of_a_whole_data_set_is_the_command_line(small_tasks, tmp_path):
@@ -161,7 +164,8 @@ def test_run_streams_is_the_command_line(small_tasks, tmp_path):
     # saved, it is the CLI's results file
     res.save(tmp_path / "again.h5")
     again = omtl_mpi.load_result(tmp_path / "again.h5")
-    np.testing.assert_array_equal(again.task_curves, cli.task_curves)
+    for a, b in zip(again.task_curves, cli.task_curves):
+        np.testing.assert_array_equal(a, b)
     frame = res.to_pandas()
     assert list(frame["task"]) == list(streams.names) and frame["error"].tolist() == res.per_task_error.tolist()
 
@@ -238,9 +242,9 @@ def test_checks_name_a_learner_that_mutates_its_input(monkeypatch):
     from omtl_mpi.algorithms.independent import PaNode
     step = PaNode.local_step
 
-    def mutating(self, X, y, inv_count):
+    def mutating(self, X, y, inv_count, active=slice(None)):
         X *= 1.0000001              # a role that writes into its round's arrays
-        return step(self, X, y, inv_count)
+        return step(self, X, y, inv_count, active)
     monkeypatch.setattr(PaNode, "local_step", mutating)
     with pytest.raises(AssertionError, match="check_inputs_not_mutated: PaNode.local_step wrote"):
         omtl_mpi.check_learner("pa", mpi=False)
@@ -289,8 +293,8 @@ def test_state_dict_continues_bit_for_bit_and_refuses_others(tmp_path):
         from omtl_mpi.checks import _same_state
         assert _same_state(before, other.state_dict()["state"]) is None, what
     damaged = m.state_dict()
-    damaged["state"]["roles"]["server"]["V"] = np.zeros((2, 2))
-    with pytest.raises(omtl_mpi.UserError, match="state/roles/server/V has shape"):
+    damaged["state"]["roles"]["server"]["consensus_V"] = np.zeros((2, 2))
+    with pytest.raises(omtl_mpi.UserError, match="state/roles/server/consensus_V has shape"):
         m.clone().load_state_dict(damaged)
 
 
@@ -383,9 +387,10 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.learner("d-admm", 3, 2, topology="moebius"): "moebius",
         lambda: omtl_mpi.learner("c-admm", 3, 2, preset="fast"): "unknown preset 'fast'",
         lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
-        lambda: omtl_mpi.PA(10**9, 9): "tasks of 10 weights need about",
+        lambda: omtl_mpi.PA(10**9, 9): "task(s) of 10 weights on one rank need about",
         lambda: omtl_mpi.AROW(3, 10**6): "AROW keeps a 1000001 x 1000001 matrix per task",
-        lambda: omtl_mpi.CADMM(10**6, 2): "task-relationship matrix",
+        lambda: omtl_mpi.DROM(10**6, 2): "drom keeps a 1000000 x 1000000 task-relationship matrix",
+        lambda: omtl_mpi.CADMM(10**9, 2): "task(s) of 3 weights on one rank need about",
         lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",
         lambda: omtl_mpi.CADMM(3, 2, task_key=[1]): "task_key must be a dict key",
     }
@@ -528,6 +533,18 @@ def test_guide_example_runs(tmp_path, monkeypatch):
     assert (tmp_path / "model.h5").exists()
 
 
+def test_guide_reading_results_runs(small_tasks, tmp_path, monkeypatch):
+    """docs/GUIDE.md, *Reading results*: its code on a results file of omtl-mpi run."""
+    pytest.importorskip("pandas")
+    r = omtl("run", "--data", small_tasks, "--out", tmp_path / "run.h5")
+    assert r.returncode == 0, r.stderr
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(_python_block("docs/GUIDE.md", "## Reading results"), "GUIDE.md", "exec"), namespace)
+    assert len(namespace["wrong"]) == 5 and len(namespace["curve0"]) == 1000
+    assert namespace["curve0"][-1] == pytest.approx(namespace["errors"].iloc[0])
+
+
 @pytest.fixture
 def perceptron():
     """The example learner of docs/DESIGN.md, written outside the package, registered."""
@@ -568,8 +585,8 @@ def test_a_broken_learner_is_named_by_its_check(perceptron, monkeypatch):
     monkeypatch.undo()
     step = perceptron.PerceptronNode.local_step
 
-    def writes_into_its_input(self, X, y, inv_count):
-        out = step(self, X, y, inv_count)
+    def writes_into_its_input(self, X, y, inv_count, active=slice(None)):
+        out = step(self, X, y, inv_count, active)
         X[...] = 0.0
         return out
     monkeypatch.setattr(perceptron.PerceptronNode, "local_step", writes_into_its_input)
@@ -678,7 +695,7 @@ def test_a_wrong_task_axis_is_caught_under_mpi(tmp_path, monkeypatch):
 def test_predictions_that_are_not_booleans_are_named(perceptron, monkeypatch):
     step = perceptron.PerceptronNode.local_step
     monkeypatch.setattr(perceptron.PerceptronNode, "local_step",
-                        lambda self, X, y, inv: np.where(step(self, X, y, inv), 1.0, -1.0))
+                        lambda self, X, y, inv, active: np.where(step(self, X, y, inv, active), 1.0, -1.0))
     with pytest.raises(AssertionError, match="PerceptronNode.local_step returned predictions of "
                                              "float64; the contract's are booleans"):
         omtl_mpi.check_learner("perceptron", mpi=False)

@@ -91,7 +91,10 @@ def test_the_api_table_runs_with_its_ratio_column(tmp_path):
             ([x.strip() for x in line.strip("|").split("|")] for line in lines[header + 2:]
              if line.startswith("|"))}
     assert list(rows) == ["omtl-mpi run, 1 process", "learn_round", "learn_one",
-                          "predict_one + learn_one"]
+                          "predict_one + learn_one", "learn_one, K = 100,000"]
+    # a row on `omtl-mpi data synth` data: its K and d are the run's, its data named
+    assert rows["learn_one, K = 100,000"]["K, d"] == "100000, 9"
+    assert rows["learn_one, K = 100,000"]["options"].endswith("on `data synth --tasks 100000 --samples 2`")
     assert rows["omtl-mpi run, 1 process"]["ratio"] == ""
     assert rows["omtl-mpi run, 1 process"]["transport chosen"] == "local"
     run = float(rows["omtl-mpi run, 1 process"]["this tree: ms per round"])

@@ -14,16 +14,16 @@ ADMM = ["c-admm", "d-admm", "admm-single", "pmsc-log"]
 
 def test_balanced_weights_count_only_earlier_rounds():
     block = TaskBlock(AdmmParams(class_weight="balanced").resolved(10), 2, 3)
-    w = block._class_weights(np.array([[-1.0, 1.0]]))
+    w = block._class_weights(np.array([[-1.0, 1.0]]), slice(None))
     np.testing.assert_array_equal(w, [[1.0, 1.0]])              # nothing seen: weight 1
     for y in ([-1.0, 1.0], [-1.0, 1.0], [1.0, 1.0]):
-        block._class_weights(np.array([y]))
+        block._class_weights(np.array([y]), slice(None))
     # task 0 has seen 3 x -1 and 1 x +1: n / (2 n_y) with one more of each (6/8 and 6/4)
-    w = block._class_weights(np.array([[-1.0, 0.0], [1.0, 0.0]]))
+    w = block._class_weights(np.array([[-1.0, 0.0], [1.0, 0.0]]), slice(None))
     np.testing.assert_array_equal(w[:, 0], [0.75, 1.5])
     np.testing.assert_array_equal(block.class_seen[:, 0], [4, 2])    # counted after weighing
     fixed = TaskBlock(AdmmParams(class_weight="4").resolved(10), 1, 3)
-    np.testing.assert_array_equal(fixed._class_weights(np.array([[1.0], [-1.0]])), [[4.0], [1.0]])
+    np.testing.assert_array_equal(fixed._class_weights(np.array([[1.0], [-1.0]]), slice(None)), [[4.0], [1.0]])
 
 
 @pytest.mark.parametrize("name", ADMM)

@@ -27,7 +27,7 @@ def test_the_votes_constants():
     assert STEP_MULTIPLE == 16.0
     assert PRIOR_FIRST == 0.99
     assert EXPERTS == ("multi-task", "shared", "related")
-    np.testing.assert_allclose(ExpertVote(2, 3, total_tasks=2).weights(), [0.99, 0.005, 0.005],
+    np.testing.assert_allclose(ExpertVote(2, total_tasks=2).weights(), [0.99, 0.005, 0.005],
                                rtol=1e-14)
 
 
@@ -49,31 +49,31 @@ def test_the_vote_on_a_hand_computed_stream(K, weights1, follows, weights2):
     every task and are right (y = -1); the ADMM expert says -1 too except on task 0, where it
     says +1 and is wrong. Round 1 follows the prior (task 0 predicts +1); after that one
     mistake, the weights and round 2's vote on task 0 are the hand-computed ones above."""
-    vote = ExpertVote(K, 1, total_tasks=K)
-    vote.models[...] = -1.0
-    vote.models[0, 0] = 1.0                   # the ADMM expert's model of task 0: +1
-    X, y = np.ones((1, K, 1)), -np.ones((1, K))
+    vote = ExpertVote(K, total_tasks=K)
+    margins = -np.ones((3, 1, K))             # every expert's margin on every task's x
+    margins[0, 0, 0] = 1.0                    # the ADMM expert's on task 0: +1
+    y = -np.ones((1, K))
     expected_first = [True] + [False] * (K - 1)
 
     def round_(expected_votes):
-        assert vote.predict(X)[0].tolist() == expected_votes
-        vote.update(y)
-        vote.set_totals(vote.partial())       # one block: its sums are every task's
+        assert vote.predict(margins)[0].tolist() == expected_votes
+        vote.update(y, slice(None))
+        vote.set_totals(vote.mistakes.sum(axis=1))      # one block: its sums are every task's
 
     round_(expected_first)
-    assert vote.partial().tolist() == [1.0, 0.0, 0.0] and vote.steps == 1.0
+    assert vote.mistakes.sum(axis=1).tolist() == [1.0, 0.0, 0.0] and vote.steps == 1.0
     np.testing.assert_allclose(vote.weights(), weights1, rtol=1e-12)
     round_([follows] + [False] * (K - 1))
-    assert vote.partial().tolist() == [2.0, 0.0, 0.0] and vote.steps == 2.0
+    assert vote.mistakes.sum(axis=1).tolist() == [2.0, 0.0, 0.0] and vote.steps == 2.0
     np.testing.assert_allclose(vote.weights(), weights2, rtol=1e-12)
-    assert vote.predict(X)[0].tolist() == [False] * K
+    assert vote.predict(margins)[0].tolist() == [False] * K
 
 
 def test_the_weights_of_unequal_mistakes_by_hand():
     """K = 4 tasks, t = 8 instances each, M = (6, 1, 3): eta_9 = 16 sqrt(8 ln 3 / 8) =
     16.770353, p proportional to (0.99 e^(-16.770353 * 6 / 4), 0.005 e^(-16.770353 / 4),
     0.005 e^(-16.770353 * 3 / 4))."""
-    vote = ExpertVote(2, 1, total_tasks=4)
+    vote = ExpertVote(2, total_tasks=4)
     vote.steps = 8.0
     vote.set_totals([6.0, 1.0, 3.0])
     eta = 16.77035318349128
@@ -135,7 +135,8 @@ def test_arow_scales():
     X = np.array([[[1.0, 2.0, 2.0], [2.0, 0.0, 0.0]],
                   [[0.0, 0.0, 1.0], [0.0, 4.0, 0.0]]])
     step = wsteps.ArowStep(AdmmParams(w_step="arow", eta=1.0), 2, 3)
-    step.step(np.zeros((2, 3)), np.zeros((2, 3)), X, np.zeros((2, 2)), np.full(2, 0.5))
+    step.step(np.zeros((2, 3)), np.zeros((2, 3)), X, np.zeros((2, 2)), np.full(2, 0.5),
+              np.zeros((2, 3)), slice(None))
     np.testing.assert_allclose(step.r, [0.2 * 5.0, 0.2 * 10.0], rtol=1e-15)
     node = independent.ArowNode(independent.ArowParams(), 2, 3, 0, 2)
     node.local_step(X, np.ones((2, 2)), np.full(2, 0.5))

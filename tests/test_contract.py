@@ -9,6 +9,7 @@
 import numpy as np
 import pytest
 
+from conftest import layout_of
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.algorithms.admm import AdmmParams
 from omtl_mpi.algorithms.contract import merge_states
@@ -16,7 +17,7 @@ from omtl_mpi.algorithms.independent import PaNode
 from omtl_mpi.algorithms.registry import Algorithm, register
 from omtl_mpi.algorithms.server_baselines import MtPerceptronWorker
 from omtl_mpi.comm.clock import PhaseClock
-from omtl_mpi.data.rounds import RoundBatches, rounds_needed
+from omtl_mpi.data.rounds import rounds_needed
 from omtl_mpi.runtime.layout import task_blocks
 from omtl_mpi.runtime.roles import Roles
 from omtl_mpi.runtime.schedule import Hooks
@@ -56,7 +57,7 @@ def _setup(name, streams, batch, params=None, holders=None):
         from omtl_mpi.topology import load_topology
         topo = load_topology("ring", holders)
     blocks = task_blocks(K, holders)
-    batches = [RoundBatches(X_list[a:b], y_list[a:b], batch, T, d) for a, b in blocks]
+    batches = [layout_of(X_list[a:b], y_list[a:b], batch, T, d) for a, b in blocks]
     return algo, resolved, K, d, T, blocks, topo, batches
 
 
@@ -68,14 +69,15 @@ def test_decide_is_the_next_prediction_and_changes_nothing(case, batch, unequal_
     name, params = case
     algo, resolved, K, d, T, blocks, topo, batches = _setup(name, unequal_streams, batch, params)
     roles = Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
-    decided = [np.zeros((T,) + b.y.shape[1:], dtype=bool) for b in batches]
+    decided = [np.zeros(b.n_slots, dtype=bool) for b in batches]
 
     def decide(t):
         for i, (holder, batch_) in enumerate(zip(roles.holders, batches)):
             before = holder.state()
-            values = holder.decide(batch_.X[t])
-            assert values.dtype == np.float64 and values.shape == batch_.y.shape[1:]
-            decided[i][t] = values >= 0.0
+            X, y, _, active = batch_[t]
+            values = holder.decide(X, active)
+            assert values.dtype == np.float64 and values.shape == y.shape
+            decided[i][batch_.slot_ptr[t]:batch_.slot_ptr[t + 1]] = (values >= 0.0).reshape(-1)
             assert _same_state(before, holder.state()), f"{name}: decide changed the state"
 
     decide(0)
@@ -83,8 +85,8 @@ def test_decide_is_the_next_prediction_and_changes_nothing(case, batch, unequal_
     roles.run(batches, PhaseClock(T), Hooks(checkpoint=(1, decide)))
     for i, (made, want) in enumerate(zip(roles.preds, decided)):
         wrong = np.argwhere(made != want)
-        assert not len(wrong), f"{name}: holder {i} decided otherwise than it predicted at (round, " \
-                               f"instance, task) {tuple(wrong[0])}"
+        assert not len(wrong), f"{name}: holder {i} decided otherwise than it predicted at slot " \
+                               f"{tuple(wrong[0])}"
 
 
 def _drive(algo, params, K, d, blocks, batches, T):
@@ -95,19 +97,19 @@ def _drive(algo, params, K, d, blocks, batches, T):
         holders = [algo.worker(params, K, d, a, b) for a, b in blocks]
         server = algo.server(params, K, d, blocks)
         every = getattr(holders[0], "sync_every", 1)
-        edges = np.cumsum([0] + [algo.worker.down_size(params, b - a, d) for a, b in blocks])
+        edges = np.cumsum([0] + [algo.worker.down_size(params, K, b - a, d) for a, b in blocks])
     else:
         holders = [algo.node(params, K, d, a, b) for a, b in blocks]
     for t in range(T):
         sent = []
         for holder, batch in zip(holders, batches):
-            X, y, inv_count = batch[t]
-            decided = holder.decide(X) >= 0.0
+            X, y, inv_count, active = batch[t]
+            decided = holder.decide(X, active) >= 0.0
             if algo.pattern == "server":
-                positive, message = holder.up(X, y, inv_count)
+                positive, message = holder.up(X, y, inv_count, active)
                 sent.append(message.copy())         # a buffer the next round overwrites
             else:
-                positive = holder.local_step(X, y, inv_count)
+                positive = holder.local_step(X, y, inv_count, active)
                 holder.merge(np.empty((0,) + holder.message.shape))
                 holder.finish_round()
             np.testing.assert_array_equal(decided, positive)

@@ -7,8 +7,9 @@ import pytest
 
 from omtl_mpi.data import (FileSource, SyntheticSource, generate, import_npz, info, load_tasks,
                            read_meta, write_tasks)
-from omtl_mpi.data.synthetic import task_parameters
+from omtl_mpi.data.synthetic import features, task_parameters, task_rngs
 from omtl_mpi.errors import DataError
+from test_taskfile_v2 import write_v1
 
 
 def tasks(K=3, n=(5, 7, 6), d=4, seed=0):
@@ -33,9 +34,10 @@ def test_round_trip_unequal_lengths(tmp_path):
 
 
 def test_load_reads_only_the_asked_tasks(tmp_path, monkeypatch):
+    """Of a version 1 file, only the task's group (version 2: tests/test_taskfile_v2.py)."""
     names, X, y = tasks()
     path = tmp_path / "t.h5"
-    write_tasks(path, names, X, y)
+    write_v1(path, names, X, y)
     read = []
     original = h5py.Dataset.__getitem__
 
@@ -122,12 +124,13 @@ def test_not_a_task_file(tmp_path, content, expected):
 
 def test_truncated_hdf5_and_wrong_layout(tmp_path):
     names, X, y = tasks()
-    good = tmp_path / "g.h5"
-    write_tasks(good, names, X, y)
-    cut = tmp_path / "cut.h5"
-    cut.write_bytes(good.read_bytes()[:1000])
-    with pytest.raises(DataError):
-        read_meta(cut)
+    for write in (write_tasks, write_v1):
+        good = tmp_path / "g.h5"
+        write(good, names, X, y)
+        cut = tmp_path / "cut.h5"
+        cut.write_bytes(good.read_bytes()[:1000])
+        with pytest.raises(DataError):
+            read_meta(cut)
     with h5py.File(tmp_path / "other.h5", "w") as f:
         f["data"] = np.zeros(3)
     with pytest.raises(DataError, match="no /tasks group"):
@@ -173,6 +176,73 @@ def test_synthetic_reproducible_and_sliceable():
     assert part[1][0].tobytes() == full[1][2].tobytes() and part[2][1].tobytes() == full[2][3].tobytes()
     other = generate(tasks=4, samples=300, seed=8)
     assert other[1][0].tobytes() != full[1][0].tobytes()
+
+
+def old_generate(tasks, samples, seed, normalize=False):
+    """The paper's family as release 1 generated it, one task at a time (kept to pin the values:
+    results already published depend on them)."""
+    rng = np.random.default_rng(seed)
+    a = np.empty((tasks, 5))
+    theta = np.empty(tasks)
+    a[0] = (0.0, 1.0, 1.0, 1.0, 1.0)
+    theta[0] = 0.0
+    for k in range(1, tasks):
+        a[k] = a[k - 1] + rng.normal(0.0, 0.1, size=5)
+        theta[k] = theta[k - 1] + rng.normal(0.0, 0.1 * np.pi / 4)
+    X_list, y_list = [], []
+    for k in range(tasks):
+        p = np.random.default_rng([seed, k]).uniform(-3.0, 3.0, size=(samples, 2))
+        c, s = np.cos(theta[k]), np.sin(theta[k])
+        q1 = c * p[:, 0] - s * p[:, 1]
+        q2 = s * p[:, 0] + c * p[:, 1]
+        a0, a1, a2, a3, a4 = a[k]
+        z = q1 - a0
+        h = a1 * np.sin(z) + a2 * np.sin(2 * z) + a3 * np.cos(z) + a4 * np.cos(2 * z)
+        p1, p2 = p[:, 0], p[:, 1]
+        X = np.stack([p1, p2, p1 * p2, p1 ** 2, p2 ** 2, p1 ** 3, p2 ** 3, p1 * p2 ** 2,
+                      p1 ** 2 * p2], axis=1)
+        if normalize:
+            X /= np.linalg.norm(X, axis=1, keepdims=True)
+        X_list.append(X)
+        y_list.append(np.where(q2 - h >= 0.0, 1, -1).astype(np.int8))
+    return a, theta, X_list, y_list
+
+
+@pytest.mark.parametrize("tasks, samples, seed, normalize", [
+    (5, 300, 0, False), (9, 101, 3, True), (60, 7, 2 ** 40 + 3, False), (3, 1, 12, True)])
+def test_the_generator_gives_the_values_it_always_gave(tasks, samples, seed, normalize):
+    """Bit for bit: vectorised over blocks of tasks, the values are those of one task at a time."""
+    a, theta, X, y = old_generate(tasks, samples, seed, normalize)
+    a2, theta2 = task_parameters(tasks, seed)
+    assert a.tobytes() == a2.tobytes() and theta.tobytes() == theta2.tobytes()
+    _, X2, y2 = generate(tasks, samples, seed, normalize)
+    for k in range(tasks):
+        assert X[k].tobytes() == X2[k].tobytes() and y[k].tobytes() == y2[k].tobytes(), k
+    part = generate(tasks, samples, seed, normalize, only=[tasks - 1, 0])
+    assert part[1][0].tobytes() == X[-1].tobytes() and part[2][1].tobytes() == y[0].tobytes()
+    from omtl_mpi.data.synthetic import blocks
+    flat = list(blocks(tasks, samples, seed, normalize, rows=2 * samples + 1))   # 2 tasks a block
+    assert np.concatenate([b[1] for b in flat]).tobytes() == np.concatenate(X).tobytes()
+    assert [n for b in flat for n in b[0]] == [f"task{k}" for k in range(tasks)]
+
+
+def test_task_generators_are_numpys():
+    """task_rngs re-seeds one generator per task: the draws of default_rng([seed, k])."""
+    for seed in (0, 5, 2 ** 32 + 1, 2 ** 63 - 1):
+        # k >= 2**32 is seeded numpy's way (the vectorised seeding takes 32-bit task indices)
+        for ks in ([0, 1, 7, 2 ** 31 - 1, 2 ** 32 - 1, 3], [3, 2 ** 32]):
+            got = [rng.standard_normal(3).tolist() for rng in task_rngs(seed, ks)]
+            assert got == [np.random.default_rng([seed, k]).standard_normal(3).tolist() for k in ks]
+            got = [rng.integers(0, 5, size=3).tolist() for rng in task_rngs(seed, ks)]
+            assert got == [np.random.default_rng([seed, k]).integers(0, 5, size=3).tolist() for k in ks]
+
+
+def test_features_are_the_monomials():
+    p = np.random.default_rng(0).uniform(-3, 3, size=(50, 2))
+    p1, p2 = p[:, 0], p[:, 1]
+    expected = np.stack([p1, p2, p1 * p2, p1 ** 2, p2 ** 2, p1 ** 3, p2 ** 3, p1 * p2 ** 2,
+                         p1 ** 2 * p2], axis=1)
+    assert features(p).tobytes() == expected.tobytes()
 
 
 def test_synthetic_normalize():

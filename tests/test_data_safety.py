@@ -238,8 +238,9 @@ def test_runaways_are_refused_before_allocating(tmp_path, capsys):
     table = sources(tmp_path / "src")
     src = {k: v[0][1] for k, v in table.items()}
     for command, needle in (
+            # generated and written a block of tasks at a time: one task of 10^8 instances
             (["synth", "--tasks", "100000", "--samples", "100000000"],
-             "100000 tasks x 100000000 samples x 9 features would need 679,885.0 GiB of memory, but only "
+             "100000 tasks x 100000000 samples x 9 features would need 35.8 GiB of memory, but only "
              "8.0 GiB are available: lower --tasks or --samples"),
             (["synth", "--family", "identical", "--dims", "1000000000"],
              "lower --tasks or --samples or --dims"),
@@ -256,6 +257,17 @@ def test_runaways_are_refused_before_allocating(tmp_path, capsys):
     (tmp_path / "svm" / "a.txt").write_text("1 1:1\n-1 4000000000:1\n")
     refused(capsys, "data", "import", "libsvm", tmp_path / "svm", "-o", tmp_path / "o.h5",
             needle="2 rows x 4000000000 features (d is the largest index) would need 67.1 GiB")
+    assert not (tmp_path / "o.h5").exists()
+
+
+def test_synth_larger_than_the_free_disk_is_refused_before_writing(tmp_path, capsys, monkeypatch):
+    from omtl_mpi.data.importers import common
+    monkeypatch.setattr(common, "available_disk", lambda path: 2 ** 30)
+    refused(capsys, "data", "synth", "--tasks", "100000", "--samples", "2000", "-o", tmp_path / "o.h5",
+            needle="100000 tasks x 2000 samples x 9 features would take 13.6 GiB on disk, but only "
+                   f"1.0 GiB are free for {tmp_path / 'o.h5'}: lower --tasks or --samples, or write elsewhere")
+    refused(capsys, "data", "synth", "--family", "personal", "--tasks", "1000000", "-o", tmp_path / "o.h5",
+            needle="1000000 tasks x 32")
     assert not (tmp_path / "o.h5").exists()
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from omtl_mpi.algorithms.admm import AdmmParams
-from omtl_mpi.algorithms.experts import ExpertVote, related_models
+from omtl_mpi.algorithms.experts import ExpertVote, Related, directions, moment_change, related_rows
 from omtl_mpi.data.features import prepare
 from omtl_mpi.data.source import shuffled
 from omtl_mpi.data.taskfile import TaskStreams
@@ -15,27 +15,53 @@ from omtl_mpi.data.testbeds import generate_testbed
 from omtl_mpi.runtime.simulate import simulate
 
 
+def cosine_related(W):
+    """The related models by their definition: r_k = (1/K) sum_j cos(w_k, w_j) w_j, through
+    the K x K matrix of cosines (0 against a zero model)."""
+    norms = np.linalg.norm(W, axis=1)
+    unit = np.divide(W, norms[:, None], out=np.zeros_like(W), where=norms[:, None] > 0)
+    return (unit @ unit.T) @ W / len(W)
+
+
 def test_related_models_pool_like_tasks_with_their_signs():
     rng = np.random.default_rng(0)
     w = rng.normal(size=6)
-    V = np.stack([w, 1.1 * w, -w, -0.9 * w]) - 0.5      # with u = 0.5: models w, 1.1w, -w, -0.9w
-    r = related_models(np.full(6, 0.5), V)
+    W = np.stack([w, 1.1 * w, -w, -0.9 * w])
+    r = related_rows(directions(W), W, 4)
     # all four lie on one line: every task gets the same pooled model, with its own sign
     pooled = (w + 1.1 * w + w + 0.9 * w) / 4
     np.testing.assert_allclose(r, np.stack([pooled, pooled, -pooled, -pooled]), atol=1e-12)
 
 
-def test_related_models_leave_unrelated_and_zero_models_nearly_alone():
-    u = np.zeros(3)
-    V = np.array([[1.0, 0, 0], [0, 2.0, 0], [0, 0, 0.0]])
-    np.testing.assert_array_equal(related_models(u, V), V)     # orthogonal, and a zero model
-    assert np.all(np.isfinite(related_models(u, np.zeros((4, 3)))))
+def test_related_models_leave_unrelated_and_zero_models_alone():
+    W = np.array([[1.0, 0, 0], [0, 2.0, 0], [0, 0, 0.0]])
+    np.testing.assert_allclose(related_rows(directions(W), W, 3), W / 3)   # orthogonal, a zero model
+    assert np.all(np.isfinite(related_rows(directions(np.zeros((4, 3))), np.zeros((4, 3)), 4)))
+
+
+@pytest.mark.parametrize("K, d", [(3, 8), (8, 8), (40, 5)])
+def test_the_two_forms_of_the_related_models_are_the_cosine_sum(K, d):
+    """The ``rows`` form (every task's model) and the ``moment`` form (H = sum_j w_j w_j^T /
+    |w_j|, kept up to date by changes) both give the cosine-weighted sum, zero models too."""
+    rng = np.random.default_rng(K)
+    W = rng.normal(size=(K, d))
+    W[1] = 0.0
+    expected = cosine_related(W)
+    np.testing.assert_allclose(related_rows(directions(W), W, K), expected, atol=1e-12)
+    related = Related(K, d, K, "moment")
+    related.H += moment_change(np.zeros_like(W), W)            # every task learns from zero
+    W2 = W.copy()
+    W2[: K // 2] = rng.normal(size=(K // 2, d))                # then half of them again
+    related.H += moment_change(W[: K // 2], W2[: K // 2])
+    np.testing.assert_allclose(related.models(W2), cosine_related(W2), atol=1e-12)
+    X = rng.normal(size=(2, K, d))
+    np.testing.assert_allclose(related.margins(W2, X), np.vecdot(cosine_related(W2), X), atol=1e-12)
 
 
 def test_weights_sum_to_one_and_follow_the_fewest_mistakes():
     """The documented numbers, written out (not experts.PRIOR_FIRST and STEP_MULTIPLE, which a
     change would carry into the expectation): prior (0.99, 0.005, 0.005), c = 16."""
-    vote = ExpertVote(2, 1, total_tasks=4)
+    vote = ExpertVote(2, total_tasks=4)
     np.testing.assert_allclose(vote.weights(), [0.99, 0.005, 0.005])    # before any mistake
     vote.steps = 10.0
     vote.set_totals([9.0, 0.0, 3.0])            # every task's mistakes, summed
@@ -55,11 +81,11 @@ def _stream(vote, rates, rounds, rng, kb):
     for _ in range(rounds):
         y = rng.choice([-1.0, 1.0], size=(1, kb))
         right = rng.random((3, kb)) > np.asarray(rates)[:, None]
-        vote.models[:, :, 0] = np.where(right, y, -y)
-        positive = vote.predict(np.ones((1, kb, 1)))
-        agree.append(positive[0] == (vote.models[:, :, 0] > 0))         # (3, kb)
-        vote.update(y)
-        vote.set_totals(vote.partial())          # one block: its sums are everyone's
+        margins = np.where(right, y, -y)[:, None, :]             # (experts, B, kb)
+        positive = vote.predict(margins)
+        agree.append(positive[0] == (margins[:, 0] > 0))         # (3, kb)
+        vote.update(y, slice(None))
+        vote.set_totals(vote.mistakes.sum(axis=1))   # one block: its sums are everyone's
     return np.array(agree)
 
 
@@ -68,7 +94,7 @@ def test_the_vote_follows_the_expert_with_fewest_mistakes_and_switches():
     exceed expert 1's, the vote follows expert 1."""
     rng = np.random.default_rng(0)
     kb = 4
-    vote = ExpertVote(kb, 1, total_tasks=kb)
+    vote = ExpertVote(kb, total_tasks=kb)
     first = _stream(vote, [0.1, 0.3, 0.45], 500, rng, kb)
     assert first[100:, 0].mean() > 0.99
     second = _stream(vote, [0.6, 0.3, 0.45], 1500, rng, kb)

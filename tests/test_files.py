@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import omtl, write_declared_only
+from test_taskfile_v2 import damage_chunk, write_v1
 from omtl_mpi.data import generate, info, load_tasks, read_meta, write_tasks
 from omtl_mpi.errors import ConfigError, DataError, UserError
 from omtl_mpi.report import load_sweep
@@ -38,27 +39,17 @@ def tasks(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def tasks_v1(tmp_path_factory):
+    """The same tasks as a version 1 file (one group per task)."""
+    names, X, y = generate(3, 60, 0)
+    return write_v1(tmp_path_factory.mktemp("tasks") / "t1.h5", names, X, y)
+
+
 def copy_of(path, tmp_path, name="copy.h5"):
     out = tmp_path / name
     shutil.copy(path, out)
     return out
-
-
-def damage_chunk(path, k: int, name: str) -> None:
-    """Store task k's ``name`` gzip-compressed in one chunk, then flip bytes in its middle."""
-    with h5py.File(path, "r+") as f:
-        g = f[f"tasks/{k:04d}"]
-        values = g[name][()]
-        del g[name]
-        ds = g.create_dataset(name, data=values, chunks=values.shape, compression="gzip")
-        chunk = ds.id.get_chunk_info(0)
-    n = max(1, min(16, chunk.size // 2))
-    start = chunk.byte_offset + (chunk.size - n) // 2
-    with open(path, "r+b") as fh:
-        fh.seek(start)
-        data = fh.read(n)
-        fh.seek(start)
-        fh.write(bytes(b ^ 0xFF for b in data))
 
 
 def dangling(tmp_path, name="gone"):
@@ -104,9 +95,9 @@ def test_folders_and_dangling_links_are_refused(tmp_path):
 
 
 # --------------------------------------------------------------------------- task files
-def test_links_that_dangle_or_leave_the_task_file_are_refused(tmp_path, tasks):
-    soft, external, inside = (copy_of(tasks, tmp_path, n) for n in ("soft.h5", "ext.h5", "in.h5"))
-    (tmp_path / "other.h5").write_bytes(tasks.read_bytes())
+def test_links_that_dangle_or_leave_the_task_file_are_refused(tmp_path, tasks_v1):
+    soft, external, inside = (copy_of(tasks_v1, tmp_path, n) for n in ("soft.h5", "ext.h5", "in.h5"))
+    (tmp_path / "other.h5").write_bytes(tasks_v1.read_bytes())
     with h5py.File(soft, "r+") as f:
         del f["tasks/0000/X"]
         f["tasks/0000/X"] = h5py.SoftLink("/nowhere")
@@ -130,10 +121,39 @@ def test_links_that_dangle_or_leave_the_task_file_are_refused(tmp_path, tasks):
     refused(omtl("run", "--np", "2", "--data", soft, timeout=QUICK), "X is a soft link to /nowhere")
 
 
-def test_a_damaged_chunk_names_the_file_and_the_task(mpiexec, tmp_path, tasks):
-    bad_x, bad_y = copy_of(tasks, tmp_path, "x.h5"), copy_of(tasks, tmp_path, "y.h5")
-    damage_chunk(bad_x, 1, "X")
-    damage_chunk(bad_y, 2, "y")
+def test_links_in_a_version_2_file_are_refused_without_being_followed(tmp_path, tasks):
+    soft, external, inside = (copy_of(tasks, tmp_path, n) for n in ("soft.h5", "ext.h5", "in.h5"))
+    (tmp_path / "other.h5").write_bytes(tasks.read_bytes())
+    for path, name, link in ((soft, "X", h5py.SoftLink("/nowhere")),
+                             (external, "X", h5py.ExternalLink("other.h5", "/X")),
+                             (inside, "y", h5py.SoftLink("/kept"))):
+        with h5py.File(path, "r+") as f:
+            f["kept"] = f[name][()]
+            del f[name]
+            f[name] = link
+    with pytest.raises(DataError, match="/X is a soft link to /nowhere, which does not exist"):
+        read_meta(soft)
+    message = (f"{external}: /X is an external link to /X in other.h5; links leaving the file "
+               "are refused")
+    with pytest.raises(DataError) as err:
+        read_meta(external)
+    assert str(err.value).startswith(message) and len(err.value.lines) == 1
+    # a version 2 file holds no link at all: even one that stays in the file is refused
+    with pytest.raises(DataError, match="/y is a soft link to /kept; a task file holds its arrays"):
+        read_meta(inside)
+    refused(omtl("run", "--data", external, timeout=QUICK), message)
+    refused(omtl("data", "info", soft, timeout=QUICK), "/X is a soft link to /nowhere")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_damaged_chunk_names_the_file_and_the_task(mpiexec, tmp_path, tasks, tasks_v1, version):
+    bad_x, bad_y = (copy_of(tasks if version == 2 else tasks_v1, tmp_path, n) for n in ("x.h5", "y.h5"))
+    if version == 2:                            # tasks of 60 rows: task 1 is rows 60..119
+        damage_chunk(bad_x, "X", 70)
+        damage_chunk(bad_y, "y", 130)
+    else:
+        damage_chunk(bad_x, "tasks/0001/X", rows=None)
+        damage_chunk(bad_y, "tasks/0002/y", rows=None)
     with pytest.raises(DataError, match=r"task 1 \('task1'\): cannot read X"):
         load_tasks(read_meta(bad_x), [0, 1, 2])
     message = f"{bad_x}: task 1 ('task1'): cannot read X ("
@@ -147,17 +167,19 @@ def test_a_damaged_chunk_names_the_file_and_the_task(mpiexec, tmp_path, tasks):
     assert info(bad_x)["tasks"] == 3
 
 
-def test_format_versions(tmp_path, tasks):
-    newer = copy_of(tasks, tmp_path, "v2.h5")
+def test_format_versions(tmp_path, tasks, tasks_v1):
+    newer = copy_of(tasks, tmp_path, "v3.h5")
     with h5py.File(newer, "r+") as f:
-        f.attrs["format_version"] = 2
-    message = (f"{newer}: task-file format version 2; this release of omtl-mpi reads version 1")
-    with pytest.raises(DataError, match="format version 2; this release of omtl-mpi reads version 1"):
+        f.attrs["format_version"] = 3
+    message = (f"{newer}: task-file format version 3; this release of omtl-mpi reads versions 1 "
+               "and 2")
+    with pytest.raises(DataError, match="format version 3; this release of omtl-mpi reads versions 1 and 2"):
         read_meta(newer)
     refused(omtl("data", "info", newer, timeout=QUICK), message)
+    assert read_meta(tasks).version == 2 and read_meta(tasks_v1).version == 1
     # files without a version (older ones) are read as version 1
     assert read_meta(write_declared_only(tmp_path / "old.h5", 4, 3)).dim == 3
-    older = copy_of(tasks, tmp_path, "v0.h5")
+    older = copy_of(tasks_v1, tmp_path, "v0.h5")
     with h5py.File(older, "r+") as f:
         del f.attrs["format_version"]
     assert len(load_tasks(read_meta(older), [0]).y[0]) == 60
@@ -248,7 +270,7 @@ def test_a_checkpoint_of_other_contents_is_refused_in_one_process(made):
     original = data.read_bytes()
     try:
         with h5py.File(data, "r+") as f:        # one value changed: names, lengths and d stay
-            f["tasks/0002/X"][5, 1] += 1.0
+            f["X"][f["offsets"][2] + 5, 1] += 1.0
         refused(omtl("run", "--data", data, "--resume", ckpt, timeout=QUICK),
                 "made on a data set with different contents")
     finally:

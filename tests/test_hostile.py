@@ -128,3 +128,33 @@ def test_hostile_hyper_parameters(params, every):
         assert all(math.isfinite(getattr(p, k)) for k in params)
     except UserError as exc:
         one_line_errors(exc)
+
+
+small = st.integers(-3, 20)
+
+
+@FAST
+@given(X=st.lists(st.lists(values, min_size=1, max_size=3), min_size=0, max_size=6),
+       y=st.lists(values, min_size=0, max_size=6),
+       offsets=st.lists(small, min_size=0, max_size=5),
+       name_offsets=st.lists(small, min_size=0, max_size=5), name=names,
+       floats=st.booleans())
+def test_hostile_version_2_files(tmp_path, X, y, offsets, name_offsets, name, floats):
+    """Any /X, /y, /offsets and names: read_meta and load_block give the project's error or
+    valid streams."""
+    from omtl_mpi.data import load_block
+    path = tmp_path / "h2.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["format_version"] = 2
+        width = {len(r) for r in X}
+        f["X"] = np.array(X, dtype=float) if len(width) == 1 else np.zeros((0,))
+        f["y"] = np.array(y, dtype=float)
+        f["offsets"] = np.array(offsets, dtype=float if floats else np.int64)
+        f["names"] = np.frombuffer(name.encode(), dtype=np.uint8)
+        f["name_offsets"] = np.array(name_offsets, dtype=np.int64)
+    try:
+        meta = read_meta(path)
+        got = load_block(meta, 0, meta.n_tasks)
+        assert len(got.y) == int(meta.offsets[-1]) and set(got.y.tolist()) <= {-1, 1}
+    except UserError as exc:
+        one_line_errors(exc)

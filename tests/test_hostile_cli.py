@@ -260,7 +260,7 @@ def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
 
 # ----------------------------------------------------------------------------- under mpiexec
 @pytest.mark.parametrize("args", [
-    ["--class-weight", "1e6", "--synth-samples", "300"],       # the model goes non-finite
+    ["--class-weight", "1e12", "--synth-samples", "300"],      # the model goes non-finite
     ["--eta", "0"],
     ["--topology", "ring"],
     ["--data", "{bad}"],

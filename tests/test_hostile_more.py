@@ -243,9 +243,10 @@ def test_huge_dimensions_are_refused_before_reading(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_too_many_tasks_for_omega_are_refused_before_learning(capsys):
-    """A K x K task-relationship matrix that cannot fit is refused at start, not by the allocator."""
-    code = cli_exit(["run", "--synth-tasks", "99999", "--synth-samples", "2"])
+def test_a_learner_too_large_is_refused_before_learning(capsys):
+    """What the chosen learner needs that cannot fit is refused at start, naming it, not by
+    the allocator: DROM's K x K task-relationship matrix (the defaults need none)."""
+    code = cli_exit(["run", "--algo", "drom", "--synth-tasks", "99999", "--synth-samples", "2"])
     err = capsys.readouterr().err
     assert code == 2 and "99999 x 99999 task-relationship matrix" in err and "Traceback" not in err
 

@@ -189,7 +189,7 @@ def test_fail_rank_beyond_the_world_under_mpiexec(mpiexec):
 ])
 def test_a_model_gone_non_finite_is_an_error_not_a_result(tmp_path, args):
     out = tmp_path / "run.h5"
-    r = omtl("run", "--synth-samples", "300", "--class-weight", "1e6", "--out", out, *args)
+    r = omtl("run", "--synth-samples", "300", "--class-weight", "1e12", "--out", out, *args)
     line = one_line_error(r, "went non-finite (NaN or inf) by round", "--class-weight")
     # found by a periodic check (every 100 rounds, or before a checkpoint every 50) before the
     # last round's: these settings overflow within the first 200 rounds of 300
@@ -202,7 +202,7 @@ def test_a_model_gone_non_finite_is_an_error_not_a_result(tmp_path, args):
 def test_a_sweep_records_a_non_finite_run_as_failed(tmp_path):
     sweep = tmp_path / "s.toml"
     sweep.write_text('[data.s]\nsynthetic = { tasks = 3, samples = 300 }\n'
-                     '[algorithms.c-admm]\noptions = { class-weight = "1e6" }\n')
+                     '[algorithms.c-admm]\noptions = { class-weight = "1e12" }\n')
     r = omtl("sweep", sweep, "--out", tmp_path / "out", "--json")
     assert r.returncode == 1, r.stderr
     index = json.loads((tmp_path / "out" / "index.json").read_text())

@@ -86,3 +86,34 @@ def test_normalize_keeps_the_tasks_and_labels_at_unit_norm():
         np.testing.assert_array_equal(b, bn)
         np.testing.assert_allclose(np.linalg.norm(an, axis=1), 1.0, rtol=1e-12)
         np.testing.assert_allclose(an * np.linalg.norm(a, axis=1, keepdims=True), a, rtol=1e-12)
+
+
+def old_testbed(family, tasks=10, samples=300, dims=50, clusters=2, spread=0.3, noise=0.5, seed=0,
+                normalize=False):
+    """The test beds as release 1 drew them, one task at a time (kept to pin the values)."""
+    W = task_weights(family, tasks, dims, clusters, spread, seed)
+    X_list, y_list = [], []
+    for k in range(tasks):
+        rng = np.random.default_rng([seed, k])
+        X = rng.normal(size=(samples, dims))
+        margin = X @ W[k] + noise * rng.normal(size=samples)
+        if normalize:
+            X /= np.linalg.norm(X, axis=1, keepdims=True)
+        X_list.append(X)
+        y_list.append(np.where(margin >= 0.0, 1, -1).astype(np.int8))
+    return X_list, y_list
+
+
+@pytest.mark.parametrize("family", ["identical", "clustered", "unrelated"])
+@pytest.mark.parametrize("kw", [{}, {"tasks": 7, "samples": 33, "dims": 5, "seed": 3, "normalize": True},
+                                {"tasks": 4, "samples": 50, "dims": 8, "clusters": 3, "noise": 0.0,
+                                 "seed": 2 ** 35}])
+def test_the_test_beds_give_the_values_they_always_gave(family, kw):
+    from omtl_mpi.data.testbeds import testbed_blocks
+    X, y = old_testbed(family, **kw)
+    _, X2, y2 = generate_testbed(family, **kw)
+    for a, b, c, e in zip(X, X2, y, y2):
+        assert a.tobytes() == b.tobytes() and c.tobytes() == e.tobytes()
+    blocks = list(testbed_blocks(family, rows=100, **kw))       # a few tasks per block
+    assert np.concatenate([b[1] for b in blocks]).tobytes() == np.concatenate(X).tobytes()
+    assert np.concatenate([b[2] for b in blocks]).tobytes() == np.concatenate(y).tobytes()

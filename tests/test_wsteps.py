@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_in_process_equals_mpiexec, omtl, write_declared_only
-from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
+from omtl_mpi.algorithms.admm import GIVEN, AdmmParams, TaskBlock
 from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict
 from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
@@ -21,8 +21,10 @@ W_STEPS = ("adagrad", "arow")
 
 
 def random_block(rng, p, kb=3, d=6):
-    block = TaskBlock(p, kb, d)
-    block.load_state({**block.state(), "W": rng.normal(size=(kb, d)), "Z": rng.normal(size=(kb, d)),
+    """A block whose task parts v_k are given by a consensus step (here: drawn at random)."""
+    block = TaskBlock(p, kb, d, mode=GIVEN)
+    W, Z = rng.normal(size=(kb, d)), rng.normal(size=(kb, d))
+    block.load_state({**block.state(), "W": W, "Z": Z, "C": Z + p.rho * W,
                       "u": rng.normal(size=d), "V": rng.normal(size=(kb, d))})
     return block
 
@@ -187,7 +189,7 @@ def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
     r = omtl("run", "--data", path, "--w-step", "arow")
     assert r.returncode == 2 and "400001 x 400001 matrix per task" in r.stderr, r.stderr  # + intercept
     r = omtl("run", "--data", path, "--algo", "arow")
-    assert r.returncode == 2 and "--w-step adagrad" in r.stderr
+    assert r.returncode == 2 and "--algo adagrad" in r.stderr
 
 
 def test_arow_w_step_without_consensus_is_arow():

@@ -36,14 +36,17 @@ class PerceptronNode:
         self.step = params.step
         self.W = np.zeros((stop - start, dim))     # one row per task of the block
 
-    def decide(self, X):
-        """w_k . x for every instance (B, kb): the prediction is its sign; changes nothing."""
-        return np.einsum("kd,bkd->bk", self.W, X)
+    def decide(self, X, active=slice(None)):
+        """w_k . x for every instance (B, na) of the tasks `active`: the prediction is its
+        sign; changes nothing."""
+        return np.einsum("kd,bkd->bk", self.W[active], X)
 
-    def local_step(self, X, y, inv_count):
-        positive = self.decide(X) >= 0.0                        # before the labels are read
+    def local_step(self, X, y, inv_count, active=slice(None)):
+        # X (B, na, d): the instances of the block's tasks `active` (those with one this round)
+        W = self.W[active]
+        positive = np.einsum("kd,bkd->bk", W, X) >= 0.0        # before the labels are read
         wrong = (y != 0) & ((y > 0) != positive)                # padding (y = 0) is no mistake
-        self.W += self.step * np.einsum("bk,bkd->kd", wrong * y, X) * inv_count[:, None]
+        self.W[active] = W + self.step * np.einsum("bk,bkd->kd", wrong * y, X) * inv_count[:, None]
         return positive
 
     def merge(self, received):

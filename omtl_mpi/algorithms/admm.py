@@ -20,9 +20,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, UserError
-from .experts import ExpertVote
+from .experts import EXPERTS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment_change
 from .losses import LOSSES, descent_coef, predict
-from .relationship import Relationship, consensus_matrix, pseudo_inverse, update_omega
+from .relationship import ExactStep, Relationship, paper_step, update_omega
 from .wsteps import AROW_W_STEP_R_PER_MEAN_SQ_NORM, W_STEP_CLASSES, make_w_step
 
 VARIANTS = ("exact", "paper")
@@ -211,123 +211,189 @@ def fixed_fields(params) -> None:
         raise ConfigError(f"{', '.join(wrong)} cannot be set: {cls.FIXED_WHY} (see 'omtl-mpi algos')")
 
 
+# How a block's task parts v_k come about (TaskBlock's ``coupling``):
+FIXED = "fixed"     # Omega fixed at I/K, exact step: v_k = f (c_k - rho u), from the task's own c_k and u
+GIVEN = "given"     # a learned Omega (or the paper variant) couples the tasks: V comes from the consensus step
+ALONE = "alone"     # every task its own u_k and v_k (ADMM-Single)
+
+
+def coupling(params) -> str:
+    """FIXED where every task's v_k follows from its own message and the shared u (Omega fixed
+    at I/K with the exact step: the defaults), else GIVEN."""
+    return FIXED if params.variant == "exact" and not params.relationship else GIVEN
+
+
 class TaskBlock:
     """Worker-side ADMM state and steps for a contiguous block of tasks.
 
-    Holds ``W`` and ``Z`` (kb x d), the message ``C`` (kb x d, rewritten in place every round)
-    and the latest ``u`` (d,) and ``V`` rows (kb x d) of the consensus step.  All steps are
-    vectorised over the block and the mini-batch, and written to make few numpy calls: at
-    K = 5, d = 9 each call costs more than its arithmetic (docs/DESIGN.md, "The round's hot path").
+    Holds ``W``, ``Z`` and ``C`` (kb x d): C is each task's last message ``c_k = z_k + rho w_k``,
+    the one the consensus holds for it. Every step touches only the round's active tasks: a
+    task without an instance in a round takes no w-step and no z-step, and the consensus keeps
+    its last message (docs/ALGORITHMS.md section 1). All steps are vectorised over the active
+    rows and the mini-batch.
 
     Parameters
     ----------
     params : AdmmParams
         With ``eta`` resolved.
     n_tasks, dim : int
-    shared_u : bool
-        One u for the block (multi-task) or one per task (tasks learned alone).
+        The block's tasks kb and weights d.
+    mode : {FIXED, GIVEN, ALONE}
+        How the task parts v_k come about (:func:`coupling`; ALONE for tasks learned alone).
     message : ndarray, shape (n_tasks, dim), optional
-        Where to write ``C`` every round (a view of D-ADMM's table, so that no copy is needed);
-        by default a buffer of the block's own.  Either way it is the same array every round,
-        which lets MPI bind a persistent request to it.
+        Where to keep C (a view of a message buffer, so that no copy is needed); by default an
+        array of the block's own.
     total_tasks : int, optional
-        Every task of the run (K), for the experts' vote; the block's own by default.
+        Every task of the run (K), for the vote and the fixed consensus; the block's own by
+        default.
+    related_mode : str, optional
+        The form of the related expert's statistic (:class:`.experts.Related`).
+
+    Attributes
+    ----------
+    delta_C : ndarray, shape (d,)
+        The change of the sum of C over the block in the last :meth:`predict_and_step`.
+    delta_mistakes : ndarray, shape (3,)
+        With the vote, the experts' mistakes of the last round, summed over the block.
+    delta_H : ndarray, shape (d, d)
+        With the vote in the ``moment`` form, the change of the block's part of H.
     """
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, shared_u: bool = True,
-                 message: np.ndarray | None = None, total_tasks: int | None = None):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, mode: str = FIXED,
+                 message: np.ndarray | None = None, total_tasks: int | None = None,
+                 related_mode: str | None = None):
         if params.eta is None:
             raise ValueError("resolve eta (AdmmParams.resolved) before building a TaskBlock")
-        self.p = params
+        self.p, self.mode = params, mode
+        K = total_tasks or n_tasks
         self.W = np.zeros((n_tasks, dim))
         self.Z = np.zeros((n_tasks, dim))
-        self.u = np.zeros(dim) if shared_u else np.zeros((n_tasks, dim))
-        self.V = np.zeros((n_tasks, dim))
         self.C = np.zeros((n_tasks, dim)) if message is None else message
-        self._rY = np.zeros((n_tasks, dim))            # rho (u + v_k), the w-step's target
+        self.C[...] = 0.0
+        self.u = np.zeros((n_tasks, dim)) if mode == ALONE else np.zeros(dim)
+        self.V = None if mode == FIXED else np.zeros((n_tasks, dim))
         self._rho = np.array(params.rho)               # a cheaper numpy operand than a float
+        if mode == FIXED:
+            # v_k = f (c_k - rho u), f = 1 / (a + rho + lambda4 K): P of Omega = I/K; so the
+            # w-step's rho (u + v_k) - z_k = rho f c_k + rho g u - z_k and the z-step's
+            # z_k = g (c_k - rho u), with g = 1 - rho f computed without cancellation
+            step = ExactStep(Relationship.identity(K), params.a, params.rho, params.lambda2,
+                             params.lambda4)
+            self._f = np.array(step.f_rest)
+            self._rho_f = np.array(params.rho * step.f_rest)
+            self._g = np.array(step.g_rest)
+            self._rho_g = np.array(params.rho * step.g_rest)
+            self._rho_g_u = np.zeros(dim)               # rho g u, for the u of the last step
+        elif mode == ALONE:
+            # K = 1, no lambda4 term: u_k = c_k (1 - rho p) / (lambda2 + rho - rho^2 p),
+            # v_k = (c_k - rho u_k) p, p = 1 / (a + rho)
+            self._p_alone = 1.0 / (params.a + params.rho)
+            self._u_alone = (1.0 - params.rho * self._p_alone) / (
+                params.lambda2 + params.rho - params.rho ** 2 * self._p_alone)
         self.w_step = make_w_step(params, n_tasks, dim)
-        self.w_step.prepare(self._rY, self.Z)
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
-        self.experts = (ExpertVote(n_tasks, dim, total_tasks or n_tasks) if params.experts
-                        else None)
-        # One task, the paper's setting (a rank per task): the loss factor of a single instance
-        # is taken in Python floats, with the same IEEE operations as descent_coef's arrays,
-        # which saves three numpy calls a round.  Only for the w-step that does not read it.
-        self._scalar_loss = (params.loss if n_tasks == 1 and params.w_step == "euclid"
-                             and params.loss in ("hinge", "perceptron")
-                             and params.class_weight == "none" else None)
+        self.experts = ExpertVote(n_tasks, K) if params.experts and mode != ALONE else None
+        self.related = (Related(n_tasks, dim, K, related_mode or (MOMENT if K > dim else ROWS))
+                        if self.experts is not None else None)
+        self.delta_C = np.zeros(dim)
+        self.delta_mistakes = np.zeros(len(EXPERTS))
+        self.delta_H = np.zeros((dim, dim))
+        self._active = slice(None)
         # --class-weight: each task's instances of class -1 and +1 seen so far
         self._weighted = class_weights(params.class_weight)
         self.class_seen = np.zeros((2, n_tasks)) if self._weighted != "none" else None
 
-    def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
-        """Predict a round's instances, then take the w-step and write the message C.
+    def task_parts(self, active, u=None) -> np.ndarray:
+        """v_k of the tasks ``active`` (rows), with the shared ``u`` (default: the last one)."""
+        if self.mode == FIXED:
+            v = np.subtract(self.C[active], self._rho * (self.u if u is None else u))
+            v *= self._f
+            return v
+        return self.V[active]
+
+    def predict_and_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray,
+                         active=slice(None)) -> np.ndarray:
+        """Predict a round's instances, then take the w-step of the active tasks and write
+        their messages into C.
 
         Parameters
         ----------
-        X : ndarray, shape (B, kb, d)
-            The round's mini-batch for every task of the block (zero rows for padding).
-        y : ndarray of float, shape (B, kb)
+        X : ndarray, shape (B, na, d)
+            The round's mini-batch of every active task (zero rows for padding).
+        y : ndarray of float, shape (B, na)
             Labels, 0 for padding.
-        inv_count : ndarray, shape (kb,)
-            1 / (number of real instances of each task in this batch), 1 where there are none.
+        inv_count : ndarray, shape (na,)
+            1 / (number of real instances of each task in this batch).
+        active : slice or ndarray of int
+            Which of the block's tasks the na columns are, in increasing order
+            (``slice(None)``: all of them).
 
         Returns
         -------
-        positive : ndarray of bool, shape (B, kb)
+        positive : ndarray of bool, shape (B, na)
             The predictions made before the labels were revealed (True for +1).
-        C : ndarray, shape (kb, d)
-            ``c_k = z_k + rho w_k`` for each task, the message to the consensus step (the
-            block's own buffer: read it before the next round).
         """
         p = self.p
-        margins = np.vecdot(self.W, X)
-        positive = predict(margins)
+        self._active = active
+        W = self.W[active]
+        margins = np.vecdot(W, X)
+        own = predict(margins)
+        positive = own
+        inverse = None
         if self.experts is not None:
-            np.copyto(self.experts.models[0], self.W)
-            vote = self.experts.predict(X)
-            self.experts.update(y)
-        if self._scalar_loss is not None and X.shape[0] == 1:
-            m, label = margins.item(), y.item()
-            if self._scalar_loss == "hinge":       # np.where(y m < 1, y, 0)
-                factor = label if label * m < 1.0 else 0.0
-            else:                                  # y ((y > 0) != (m >= 0)), -0.0 included
-                factor = label * ((label > 0.0) != (m >= 0.0))
-            D = X[0] * factor
-            coef = None                            # the Euclidean step does not read it
+            if self.related.mode == MOMENT:
+                inverse = inverse_norms(W)          # for the related model and the change of H
+            experts = np.stack((margins, X @ self.u, self.related.margins(W, X, active, inverse)))
+            positive = self.experts.predict(experts)
+            self.delta_mistakes = self.experts.update(y, active)
+        coef = descent_coef(p.loss, y, margins, own)
+        if self.class_seen is not None:
+            coef = coef * self._class_weights(y, active)
+        if X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
+            D = X[0] * coef.T
         else:
-            coef = descent_coef(p.loss, y, margins, positive)
-            if self.class_seen is not None:
-                coef = coef * self._class_weights(y)
-            if X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
-                D = X[0] * coef.T
-            else:
-                D = np.einsum("bk,bkd->kd", coef, X)
-                D *= inv_count[:, None]
-        # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py), D = -g
-        self.W = W = self.w_step.step(self.W, D, X, coef, inv_count)
-        C = self.C
-        np.multiply(W, self._rho, out=C)
-        C += self.Z
-        return (positive if self.experts is None else vote), C
+            D = np.einsum("bk,bkd->kd", coef, X)
+            D *= inv_count[:, None]
+        # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py), D = -g, with
+        # R = rho (u + v_k) - z_k of the last consensus step
+        Z = self.Z[active]
+        if self.mode == FIXED:
+            R = self.C[active] * self._rho_f
+            R += self._rho_g_u
+        else:
+            R = np.add(self.V[active], self.u[active] if self.mode == ALONE else self.u)
+            R *= self._rho
+        R -= Z
+        new = self.w_step.step(W, D, X, coef, inv_count, R, active)
+        if self.related is not None and self.related.mode == MOMENT:
+            self.delta_H = moment_change(W, new, inverse)
+        self.W[active] = new
+        C = np.multiply(new, self._rho, out=new)        # c_k = z_k + rho w_k
+        C += Z
+        if self.mode == FIXED:
+            self.delta_C = (C - self.C[active]).sum(axis=0)
+        self.C[active] = C
+        return positive
 
-    def decide(self, X: np.ndarray) -> np.ndarray:
-        """The decision values (B, kb) of ``X`` (B, kb, d) with the block as it is, changing
-        nothing: ``decide(X) >= 0`` is what :meth:`predict_and_step` predicts on the same X.
+    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) of ``X`` (B, na, d), instances of the block's tasks
+        ``active``, with the block as it is, changing nothing: ``decide(X, active) >= 0`` is
+        what :meth:`predict_and_step` predicts on the same X.
 
         Without ``--experts`` the margins ``w_k . x``; with them the weighted vote sum of
-        :meth:`.experts.ExpertVote.decide`, with W as the first expert's model (as the step
-        sets it).
+        :meth:`.experts.ExpertVote.decide`.
         """
+        W = self.W[active]
+        margins = np.vecdot(W, X)                 # predict_and_step's margins, the same call
         if self.experts is None:
-            return np.vecdot(self.W, X)           # predict_and_step's margins, the same call
-        return self.experts.decide(X, self.W)
+            return margins
+        return self.experts.decide(np.stack((margins, X @ self.u,
+                                             self.related.margins(W, X, active))))
 
-    def _class_weights(self, y: np.ndarray) -> np.ndarray:
-        """Every instance's class weight (B, kb), from the counts before this round; then the
+    def _class_weights(self, y: np.ndarray, active) -> np.ndarray:
+        """Every instance's class weight (B, na), from the counts before this round; then the
         round's labels are counted."""
-        seen = self.class_seen
+        seen = self.class_seen[:, active]
         if self._weighted == "balanced":
             w = (seen.sum(axis=0) + 2.0) / (2.0 * (seen + 1.0))      # rows: class -1, +1
             weight = np.where(y > 0.0, w[1], w[0])
@@ -335,99 +401,122 @@ class TaskBlock:
             weight = np.where(y > 0.0, self._weighted, 1.0)
         seen[0] += (y < 0.0).sum(axis=0)
         seen[1] += (y > 0.0).sum(axis=0)
+        self.class_seen[:, active] = seen
         return weight
 
-    def dual_step(self, u: np.ndarray, V: np.ndarray, related: np.ndarray | None = None,
-                  totals: np.ndarray | None = None) -> None:
-        """Take the consensus (u, V rows of this block) and the z-step (eq. solution1-4).
+    def dual_step(self, u: np.ndarray, V: np.ndarray | None = None) -> None:
+        """Take the consensus and the z-step (eq. solution1-4) of the round's active tasks.
 
-        ``u`` and ``V`` are kept by reference, not copied: they are the consensus message,
-        which stays unchanged until the next round (read them between rounds). With
-        ``--experts``: ``related``, this block's rows of :func:`.experts.related_models`, and
-        ``totals``, every task's experts' mistakes (copied).
+        ``u`` is the shared u (copied); ``V``, in the GIVEN mode, the block's rows of the
+        consensus V (copied: every task's v_k moves with a learned Omega, so all rows are
+        kept). In the ALONE mode both come from each task's own message.
         """
-        self.u, self.V = u, V
-        if self.experts is not None:
-            if related is None or totals is None:
-                raise ValueError("with --experts, dual_step needs the related models and totals")
-            self.experts.models[1] = u
-            self.experts.models[2] = related
-            self.experts.set_totals(totals)
-        rY = self._target()
+        active, rho = self._active, self._rho
+        C = self.C[active]
+        if self.mode == ALONE:
+            u_rows = C * self._u_alone
+            v = (C - rho * u_rows) * self._p_alone
+            self.u[active] = u_rows
+            self.V[active] = v
+            target = u_rows + v
+        elif self.mode == FIXED:
+            self.u[...] = u
+            np.multiply(u, self._rho_g, out=self._rho_g_u)
+            Z = C * self._g
+            Z -= self._rho_g_u                          # z_k = g (c_k - rho u)
+            self.Z[active] = Z
+            return
+        else:
+            self.u[...] = u
+            self.V[...] = V
+            target = self.V[active] + u
         # z + rho (w - u - v_k), with z + rho w the message C just sent
-        np.subtract(self.C, rY, out=self.Z)
-        self.w_step.prepare(rY, self.Z)
+        target *= rho
+        self.Z[active] = C - target
 
-    def _target(self) -> np.ndarray:
-        """``rho (u + v_k)`` for the block, in the block's own buffer."""
-        rY = np.add(self.V, self.u, out=self._rY)
-        rY *= self._rho
-        return rY
+    def task_rows(self) -> dict:
+        """The block's final per-task arrays: W, Z and V (with Omega fixed, v_k from the last
+        u), and U for tasks learned alone."""
+        V = self.task_parts(slice(None)) if self.mode == FIXED else self.V
+        out = {"W": self.W, "Z": self.Z, "V": V}
+        if self.mode == ALONE:
+            out["U"] = self.u
+        return out
+
+    def finite(self, rows=None) -> bool:
+        """Whether the block's variables are finite: the tasks ``rows`` (indices; None: every
+        task) and the shared ones (u, the related expert's H), without copying the rest."""
+        rows = slice(None) if rows is None else rows
+        arrays = [self.W[rows], self.Z[rows], self.C[rows],
+                  self.u[rows] if self.mode == ALONE else self.u]
+        if self.V is not None:
+            arrays.append(self.V[rows])
+        if self.related is not None:
+            arrays.append(self.related.H if self.related.mode == MOMENT else self.related.rows[rows])
+        return all(np.isfinite(a).all() for a in arrays) and self.w_step.finite(rows)
 
     @staticmethod
-    def task_axis(shared_u: bool = True) -> dict:
+    def task_axis(mode: str = FIXED) -> dict:
         """{key of :meth:`state`: axis of the tasks} of every per-task array a block's state
         may hold, whatever the w-step (:func:`.contract.merge_states`); u is per task only
-        where each task has its own (``shared_u=False``), and the vote's totals and steps are
-        shared."""
-        axes = {"W": 0, "Z": 0, "V": 0, "class_seen": 1}
-        if not shared_u:
+        for tasks learned alone, and the vote's totals, steps and statistic are shared."""
+        axes = {"W": 0, "Z": 0, "C": 0, "V": 0, "class_seen": 1}
+        if mode == ALONE:
             axes["u"] = 0
         for cls in W_STEP_CLASSES.values():
             axes.update({f"wstep_{k}": a for k, a in cls.TASK_AXIS.items()})
         axes.update({f"experts_{k}": a for k, a in ExpertVote.TASK_AXIS.items()})
+        axes["related_rows"] = 0
         return axes
 
     def state(self) -> dict:
         """Arrays that fully describe this block's state (for checkpoints and checks)."""
-        out = {"W": self.W.copy(), "Z": self.Z.copy(), "u": np.array(self.u), "V": np.array(self.V)}
+        out = {"W": self.W.copy(), "Z": self.Z.copy(), "C": self.C.copy(), "u": self.u.copy()}
+        if self.V is not None:
+            out["V"] = self.V.copy()
         out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
         if self.class_seen is not None:
             out["class_seen"] = self.class_seen.copy()
         if self.experts is not None:
             out.update({f"experts_{k}": v for k, v in self.experts.state().items()})
+            out.update({f"related_{k}": v for k, v in self.related.state().items()})
         return out
 
     def load_state(self, state: dict) -> None:
         """Restore a :meth:`state` (the message buffer C keeps its identity)."""
-        for key in ("W", "Z", "u", "V"):
+        for key in ("W", "Z", "u"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
+        self.C[...] = state["C"]
+        if self.V is not None:
+            self.V = np.array(state["V"], dtype=np.float64)
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
         if self.class_seen is not None:
             self.class_seen = np.array(state["class_seen"], dtype=np.float64)
         if self.experts is not None:
             self.experts.load_state({k[8:]: v for k, v in state.items() if k.startswith("experts_")})
-        # what dual_step derived from (u, V, Z): the same operations give the same bits
-        self.w_step.prepare(self._target(), self.Z)
+            self.related.load_state({k[8:]: v for k, v in state.items() if k.startswith("related_")})
+        if self.mode == FIXED:
+            np.multiply(self.u, self._rho_g, out=self._rho_g_u)
 
 
 class Consensus:
-    """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node).
+    """The (u, V) step and the Omega update of C-ADMM's server (and of every D-ADMM node),
+    for the learners whose tasks are coupled through the consensus (the GIVEN coupling:
+    a learned Omega, or the paper variant).
 
-    Call :meth:`step` once per round with all tasks' messages C (K x d, task order).  For the
-    exact variant the step is one matrix product, ``[u; V] = M C`` (:func:`consensus_matrix`),
-    with M rebuilt only when Omega changes.
+    Call :meth:`step` once per round with all tasks' messages C (K x d, task order). The exact
+    step is factored in Omega's basis (:class:`.relationship.ExactStep`), rebuilt only when
+    Omega changes: O(K d r) per round, r <= min(K, d), never a K x K matrix.
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
-        self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
-        self._rel = Relationship.identity(n_tasks)
+        self.u = np.zeros(dim)
+        self.V = np.zeros((n_tasks, dim))        # of the last step (the paper's V_old)
+        self._rel = Relationship.identity(n_tasks, min(n_tasks, dim))
         self.rounds = 0                          # consensus steps taken so far
-        self._operator = None                    # M (exact) or the lambda4 term's map (paper)
-
-    @property
-    def u(self) -> np.ndarray:
-        return self.uv[0]
-
-    @property
-    def V(self) -> np.ndarray:
-        return self.uv[1:]
-
-    @V.setter
-    def V(self, value) -> None:
-        self.uv[1:] = value
+        self._exact = None
 
     @property
     def rel(self) -> Relationship:
@@ -436,17 +525,13 @@ class Consensus:
     @rel.setter
     def rel(self, value: Relationship) -> None:
         self._rel = value
-        self._operator = None
+        self._exact = None
 
-    def _cached_operator(self) -> np.ndarray:
-        if self._operator is None:
+    def _operator(self):
+        if self._exact is None:
             p = self.p
-            if p.variant == "exact":
-                self._operator = consensus_matrix(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
-            else:
-                pinv = pseudo_inverse(self._rel)
-                self._operator = (p.lambda4 / 2.0) * (pinv + pinv.T)
-        return self._operator
+            self._exact = ExactStep(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
+        return self._exact
 
     def step(self, C: np.ndarray):
         """New (u, V) from C (call :meth:`update_relationship` after it, every round).
@@ -455,18 +540,15 @@ class Consensus:
         -------
         u : ndarray, shape (d,)
         V : ndarray, shape (K, d)
-            Views of :attr:`uv`, valid until the next step.
+            The consensus's own arrays, valid until the next step.
         """
-        p, K = self.p, self.K
-        op = self._operator if self._operator is not None else self._cached_operator()
+        p = self.p
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), docs/ALGORITHMS.md section 2.2
-            np.dot(op, C, out=self.uv)
+            u, V = self._operator().step(C)
         else:
-            a = p.a
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
-            u = a * C.sum(axis=0) / (a * (p.lambda2 + p.rho * K) + p.lambda2 * p.rho)
-            V = (p.lambda2 / (p.lambda2 * (a + p.rho) + p.rho * K * a)) * C + op @ self.V
+            u, V = paper_step(self._rel, p.a, p.rho, p.lambda2, p.lambda4, C, self.V)
             # The printed "+" sign feeds V back into itself with gain lambda4 / omega_i, so large
             # lambda4 makes V grow geometrically: stop with a reason, not NaN in the results.
             if not np.abs(V).max() < 1e100:
@@ -475,10 +557,10 @@ class Consensus:
                     f"(|V| > 1e100): its printed '+' sign on the lambda4 term makes V grow when "
                     f"lambda4 = {p.lambda4} is large against Omega's eigenvalues; lower --lambda4 "
                     f"or use --variant exact")
-            self.uv[0] = u
-            self.uv[1:] = V
+        self.u[...] = u
+        self.V[...] = V
         self.rounds += 1
-        return self.uv[0], self.uv[1:]
+        return self.u, self.V
 
     def update_relationship(self, V: np.ndarray | None = None) -> None:
         """The Omega update from V (default: the V of the step just taken), every m-th step.
@@ -492,21 +574,41 @@ class Consensus:
             self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
             # build the next step's operator now: on a server this runs after the reply, while
             # the workers compute, instead of between their messages and the next reply
-            self._cached_operator()
+            if p.variant == "exact":
+                self._operator()
 
-    @property
-    def omega(self) -> np.ndarray:
-        return self._rel.omega
+    def arrays(self) -> dict:
+        """Omega for the results file: its factors, and the K x K matrix where K is small
+        (:data:`DENSE_OMEGA_MAX`)."""
+        return omega_arrays(self._rel)
 
     def state(self) -> dict:
-        # the eigendecomposition is stored too: recomputing it would change the last bits
-        return {"omega_evals": self._rel.evals.copy(), "omega_evecs": self._rel.evecs.copy(),
-                "V": self.V.copy(), "u": self.u.copy(),
+        # the factors are stored: recomputing them would change the last bits
+        rel = self._rel
+        return {"omega_basis": rel.basis.copy(), "omega_values": rel.values.copy(),
+                "omega_rest": np.float64(rel.rest), "V": self.V.copy(), "u": self.u.copy(),
                 "rounds": np.int64(self.rounds)}
 
     def load_state(self, state: dict) -> None:
-        self.rel = Relationship(np.array(state["omega_evals"], dtype=np.float64),
-                                np.array(state["omega_evecs"], dtype=np.float64))
-        self.uv[1:] = state["V"]
-        self.uv[0] = state["u"]
+        self.rel = Relationship(np.array(state["omega_basis"], dtype=np.float64),
+                                np.array(state["omega_values"], dtype=np.float64),
+                                float(state["omega_rest"]))
+        self.V[...] = state["V"]
+        self.u[...] = state["u"]
         self.rounds = int(state["rounds"])
+
+
+# Omega is written to results as a K x K matrix up to this many tasks (8 MiB); beyond, as its
+# factors only (a K x K matrix at K = 100,000 would be 80 GB)
+DENSE_OMEGA_MAX = 1024
+
+
+def omega_arrays(rel: Relationship) -> dict:
+    """{name: array} of Omega for a results file: ``omega_basis``, ``omega_values``,
+    ``omega_rest`` (Omega = rest I + basis diag(values - rest) basis^T), and ``omega`` itself
+    where K <= :data:`DENSE_OMEGA_MAX`."""
+    out = {"omega_basis": rel.basis, "omega_values": rel.values,
+           "omega_rest": np.array([rel.rest])}
+    if rel.n_tasks <= DENSE_OMEGA_MAX:
+        out["omega"] = rel.omega
+    return out

@@ -1,158 +1,245 @@
 """C-ADMM (paper Algorithm 1): rank 0 is the server, workers hold contiguous blocks of tasks.
 
-Messages are flat float64 arrays: a worker sends its block's C rows (kb*d numbers) and gets
-back ``[u, V rows of its block]`` ((kb+1)*d numbers), i.e. only c_k up and (u, v_k) down. With
-``--experts`` (docs/ALGORITHMS.md section 2.6) a worker also sends its tasks' experts' mistakes
-(3 numbers), and the reply also carries the block's rows of the related models
-(:func:`.experts.related_models`, kb*d numbers) and every task's experts' mistakes (3 numbers).
+Messages are flat float64 arrays, made of parts (docs/ALGORITHMS.md section 2.5):
+
+* up, per worker: with Omega fixed at I/K (the defaults) the change of the sum of its tasks'
+  messages c_k (d numbers), since every v_k then follows from c_k and u alone; with a learned
+  Omega (or the paper variant), its tasks' c_k (the paper's protocol, kb d numbers). With the
+  vote (docs/ALGORITHMS.md section 2.6) also the round's mistakes of its experts (3 numbers)
+  and what the related expert needs of its tasks (the change of their part of H, d x d, or
+  their models, kb x d, whichever is smaller for the run: :class:`.experts.Related`).
+* down, per worker: u; with a learned Omega its tasks' v_k; with the vote every task's
+  mistakes and H, or its tasks' related models (kb x d).
+
+So with the defaults a round's messages and the server's work do not grow with the tasks, and
+a worker's work follows its tasks that have an instance in the round.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .admm import AdmmParams, Consensus, TaskBlock
-from .experts import EXPERTS, related_models
+from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
+from .experts import EXPERTS, MOMENT, ROWS, directions, related_rows
+from .relationship import ExactStep, Relationship
 
 _N_EXPERTS = len(EXPERTS)
 
 
+def related_form(params, n_tasks: int, dim: int) -> str | None:
+    """The form of the related expert in C-ADMM (None without the vote): H (d x d numbers in
+    every message, O(d^2) per task) with more tasks than features, else the tasks' rows
+    (kb x d numbers, O(K d) per task on the server), the smaller of the two."""
+    if not params.experts:
+        return None
+    return MOMENT if n_tasks > dim else ROWS
+
+
+def up_parts(params, n_tasks: int, kb: int, dim: int) -> list:
+    """(name, size) of every part of a worker's message, in order."""
+    parts = [("C", kb * dim) if coupling(params) == GIVEN else ("dC", dim)]
+    form = related_form(params, n_tasks, dim)
+    if form is not None:
+        parts += [("mistakes", _N_EXPERTS), ("related", dim * dim if form == MOMENT else kb * dim)]
+    return parts
+
+
+def down_parts(params, n_tasks: int, kb: int, dim: int) -> list:
+    """(name, size) of every part of the server's reply to a worker, in order."""
+    parts = [("u", dim)]
+    if coupling(params) == GIVEN:
+        parts.append(("V", kb * dim))
+    form = related_form(params, n_tasks, dim)
+    if form is not None:
+        parts += [("totals", _N_EXPERTS), ("related", dim * dim if form == MOMENT else kb * dim)]
+    return parts
+
+
+def _views(buffer: np.ndarray, parts: list, offset: int = 0) -> dict:
+    """{name: the part's slice of ``buffer``} for consecutive ``parts`` from ``offset``."""
+    out = {}
+    for name, size in parts:
+        out[name] = buffer[offset: offset + size]
+        offset += size
+    return out
+
+
 class CAdmmWorker:
-    """Worker role for tasks ``start..stop-1`` of ``n_tasks``: predict, w-step, send C; receive
-    (u, V); z-step (:class:`.contract.Worker`)."""
+    """Worker role for tasks ``start..stop-1`` of ``n_tasks``: predict, w-step, send; receive
+    the consensus; z-step (:class:`.contract.Worker`)."""
 
     TASK_AXIS = TaskBlock.task_axis()
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int):
         self.start, self.stop, self.dim = start, stop, dim
         self.kb = kb = stop - start
-        # sent every round, the same buffer (MPI binds to it): C, and the experts' mistakes
-        self.message = np.zeros(self.up_size(params, kb, dim))
-        self.block = TaskBlock(params, kb, dim, message=self.message[: kb * dim].reshape(kb, dim),
-                               total_tasks=n_tasks)
-        self._partial = self.message[kb * dim:]
+        # sent every round, the same buffer (MPI binds to it)
+        self.message = np.zeros(self.up_size(params, n_tasks, kb, dim))
+        self._up = _views(self.message, up_parts(params, n_tasks, kb, dim))
+        self._down = down_parts(params, n_tasks, kb, dim)
+        self._cached = None
+        given = coupling(params) == GIVEN
+        self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
+                               message=self._up["C"].reshape(kb, dim) if given else None,
+                               total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim))
 
     @staticmethod
-    def up_size(params, kb: int, dim: int) -> int:
-        return kb * dim + (_N_EXPERTS if params.experts else 0)
+    def up_size(params, n_tasks: int, kb: int, dim: int) -> int:
+        return sum(size for _, size in up_parts(params, n_tasks, kb, dim))
 
     @staticmethod
-    def down_size(params, kb: int, dim: int) -> int:
-        return (kb + 1) * dim + ((kb * dim + _N_EXPERTS) if params.experts else 0)
+    def down_size(params, n_tasks: int, kb: int, dim: int) -> int:
+        return sum(size for _, size in down_parts(params, n_tasks, kb, dim))
 
-    def up(self, X, y, inv_count):
-        """One round's predictions (B, kb) and the flat message to the server (the same
+    def up(self, X, y, inv_count, active=slice(None)):
+        """One round's predictions (B, na) and the flat message to the server (the same
         buffer every round)."""
-        positive, _ = self.block.predict_and_step(X, y, inv_count)
-        if self.block.experts is not None:
-            self._partial[...] = self.block.experts.partial()
+        block, up = self.block, self._up
+        positive = block.predict_and_step(X, y, inv_count, active)
+        if "dC" in up:
+            up["dC"][...] = block.delta_C
+        if "mistakes" in up:
+            up["mistakes"][...] = block.delta_mistakes
+            if block.related.mode == MOMENT:
+                up["related"][...] = block.delta_H.reshape(-1)
+            else:
+                up["related"][...] = block.W.reshape(-1)
         return positive, self.message
 
-    def decide(self, X) -> np.ndarray:
-        """The decision values (B, kb) behind :meth:`up`'s predictions, changing nothing."""
-        return self.block.decide(X)
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) behind :meth:`up`'s predictions, changing nothing."""
+        return self.block.decide(X, active)
 
     def down(self, msg: np.ndarray) -> None:
-        d, end = self.dim, (self.kb + 1) * self.dim
-        if self.block.experts is None:
-            self.block.dual_step(msg[:d], msg[d:end].reshape(-1, d))
-            return
-        related = msg[end: end + self.kb * d].reshape(-1, d)
-        self.block.dual_step(msg[:d], msg[d:end].reshape(-1, d), related, msg[end + self.kb * d:])
+        d, block = self.dim, self.block
+        down = self._down_views(msg)
+        if "totals" in down:
+            block.experts.set_totals(down["totals"])
+            related = block.related
+            (related.H if related.mode == MOMENT else related.rows).reshape(-1)[...] = down["related"]
+        block.dual_step(down["u"], down["V"].reshape(-1, d) if "V" in down else None)
+
+    def _down_views(self, msg: np.ndarray) -> dict:
+        """The reply's parts (cached for the buffer the reply arrives in every round)."""
+        if self._cached is None or self._cached[0] is not msg:
+            self._cached = (msg, _views(msg, self._down))
+        return self._cached[1]
 
     def state(self) -> dict:
         return self.block.state()
 
     def load_state(self, state: dict) -> None:
         self.block.load_state(state)
-        if self.block.experts is not None:
-            self._partial[...] = self.block.experts.partial()
+
+    def finite(self, rows=None) -> bool:
+        """Whether the tasks ``rows`` (None: all) and the shared variables are finite."""
+        return self.block.finite(rows)
 
     def task_rows(self) -> dict:
         """Final per-task arrays of this block (one row per task) for the results file."""
-        return {"W": self.block.W, "Z": self.block.Z}
+        rows = self.block.task_rows()
+        return {k: rows[k] for k in ("W", "Z", "V")}
 
 
 class CAdmmServer:
-    """Server role: (u, V) for all K tasks from the gathered C, Omega every m rounds."""
+    """Server role: the consensus over every task's messages, the vote's sums and statistic,
+    Omega every m rounds."""
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks):
-        self.K, self.dim = n_tasks, dim
-        self.consensus = Consensus(params, n_tasks, dim)
-        self.experts = params.experts
-        d = dim
-        if not self.experts:
-            # Row indices into [u; V] laying out each worker's reply [u, V[start:stop]] in rank
-            # order, so packing every reply is one take() instead of a loop over workers; with a
-            # single worker the reply is [u; V] itself.
-            rows = []
-            for start, stop in blocks:
-                rows.append(0)
-                rows.extend(range(1 + start, 1 + stop))
-            self._rows = None if len(blocks) == 1 else np.asarray(rows, dtype=np.intp)
-            self._down = np.empty((len(rows), dim))
-            self.reply = self.consensus.uv.reshape(-1) if self._rows is None else self._down.reshape(-1)
-            return
-        # With the experts, the gathered messages are [C rows, mistakes] per worker and every
-        # reply is [u, V rows, related rows, every task's mistakes]: flat indices into the
-        # gathered buffer and into [u; V; related; totals] pack both with one take() each.
-        K, c_index, m_index, reply = n_tasks, [], [], []
-        offset = 0
-        for start, stop in blocks:
-            kb = stop - start
-            c_index.extend(range(offset, offset + kb * d))
-            m_index.append(range(offset + kb * d, offset + kb * d + _N_EXPERTS))
-            offset += kb * d + _N_EXPERTS
-            reply.extend(range(d))                                              # u
-            reply.extend(range((1 + start) * d, (1 + stop) * d))                # V rows
-            reply.extend(range((1 + K + start) * d, (1 + K + stop) * d))        # related rows
-            reply.extend(range((1 + 2 * K) * d, (1 + 2 * K) * d + _N_EXPERTS))          # totals
-        self._c_index = np.asarray(c_index, dtype=np.intp)
-        self._m_index = np.asarray(m_index, dtype=np.intp)
-        self._C = np.empty((K, d))
-        self._source = np.zeros((1 + 2 * K) * d + _N_EXPERTS)       # [u; V; related; totals], flat
-        self._related = self._source[(1 + K) * d: (1 + 2 * K) * d].reshape(K, d)
-        self._totals = self._source[(1 + 2 * K) * d:]
-        self._reply_index = np.asarray(reply, dtype=np.intp)
-        # one worker (one process): its message is [C; mistakes] and its reply the whole source
-        self._single = len(blocks) == 1
-        self.reply = self._source if self._single else np.empty(len(reply))
+        K, d = n_tasks, dim
+        self.K, self.dim = K, d
+        self.given = coupling(params) == GIVEN
+        self.form = related_form(params, K, d)
+        self.consensus = Consensus(params, K, d) if self.given else None
+        # with Omega fixed at I/K only the sum of every task's message is needed: u = w S
+        self._u_weight = ExactStep(Relationship.identity(K), params.a, params.rho,
+                                   params.lambda2, params.lambda4)._sum_weight
+        self.S = np.zeros(d)                     # sum of every task's last message c_k
+        self.u = np.zeros(d)
+        self.totals = np.zeros(_N_EXPERTS)
+        # the vote's related expert: H, or every task's model as last sent
+        self.related = (np.zeros((d, d) if self.form == MOMENT else (K, d))
+                        if self.form is not None else None)
+        self._C = np.zeros((K, d)) if self.given else None
+        self._ups, self._downs, offset, reply = [], [], 0, 0
+        for a, b in blocks:
+            parts = up_parts(params, K, b - a, d)
+            self._ups.append((a, b, offset, parts))
+            offset += sum(size for _, size in parts)
+            parts = down_parts(params, K, b - a, d)
+            self._downs.append((a, b, reply, parts))
+            reply += sum(size for _, size in parts)
+        self.reply = np.zeros(reply)
+        self._replies = [(a, b, _views(self.reply, parts, offset))
+                         for a, b, offset, parts in self._downs]
+        self._cached = None
+
+    def _parts(self, up_all: np.ndarray) -> list:
+        """Every worker's (start, stop, {part: view}) in the gathered messages (cached for the
+        buffer they arrive in every round)."""
+        if self._cached is None or self._cached[0] is not up_all:
+            self._cached = (up_all, [(a, b, _views(up_all, parts, offset))
+                                     for a, b, offset, parts in self._ups])
+        return self._cached[1]
 
     def step(self, up_all: np.ndarray) -> np.ndarray:
         """Gathered messages (flat, rank order) in; every worker's reply (flat, rank order) out
         (the same buffer every round)."""
-        if self.experts:
-            src, K, d = self._source, self.K, self.dim
-            if self._single:
-                u, V = self.consensus.step(up_all[: K * d].reshape(K, d))
-                self._totals[...] = up_all[K * d:]
-            else:
-                np.take(up_all, self._c_index, out=self._C.reshape(-1), mode="clip")
-                u, V = self.consensus.step(self._C)
-                # every task's mistakes: the workers' sums added in rank order (integers: exact)
-                np.sum(up_all[self._m_index], axis=0, out=self._totals)
-            src[: (K + 1) * d] = self.consensus.uv.reshape(-1)
-            related_models(u, V, out=self._related)
-            if not self._single:
-                np.take(src, self._reply_index, out=self.reply, mode="clip")
-            return self.reply
-        self.consensus.step(up_all.reshape(self.K, self.dim))
-        if self._rows is not None:
-            # mode="clip": the indices are valid, and with the default mode numpy copies through a
-            # temporary buffer
-            np.take(self.consensus.uv, self._rows, axis=0, out=self._down, mode="clip")
+        d = self.dim
+        parts = self._parts(up_all)
+        V = None
+        if self.given:
+            for a, b, part in parts:
+                self._C[a:b] = part["C"].reshape(-1, d)
+            u, V = self.consensus.step(self._C)
+            self.u[...] = u
+        else:
+            for _, _, part in parts:             # rank order
+                self.S += part["dC"]
+            np.multiply(self.S, self._u_weight, out=self.u)
+        related = self.related
+        if self.form is not None:
+            for a, b, part in parts:
+                self.totals += part["mistakes"]
+                if self.form == MOMENT:
+                    related += part["related"].reshape(d, d)
+                else:
+                    related[a:b] = part["related"].reshape(-1, d)
+            if self.form == ROWS:
+                unit = directions(related)
+                related = related_rows(unit, related, self.K, unit)
+        for a, b, reply in self._replies:
+            reply["u"][...] = self.u
+            if V is not None:
+                reply["V"][...] = V[a:b].reshape(-1)
+            if self.form is not None:
+                reply["totals"][...] = self.totals
+                reply["related"][...] = (related if self.form == MOMENT else related[a:b]).reshape(-1)
         return self.reply
 
     def after_reply(self) -> None:
         """Work that the replies need not wait for: the Omega update."""
-        self.consensus.update_relationship()
+        if self.given:
+            self.consensus.update_relationship()
 
     def state(self) -> dict:
-        return self.consensus.state()
+        out = {"S": self.S.copy(), "u": self.u.copy(), "totals": self.totals.copy()}
+        if self.related is not None:
+            out["related"] = self.related.copy()
+        if self.given:
+            out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
+        return out
 
     def load_state(self, state: dict) -> None:
-        self.consensus.load_state(state)
+        self.S[...] = state["S"]
+        self.u[...] = state["u"]
+        self.totals[...] = state["totals"]
+        if self.related is not None:
+            self.related[...] = state["related"]
+        if self.given:
+            self.consensus.load_state({k[10:]: v for k, v in state.items()
+                                       if k.startswith("consensus_")})
 
     def global_arrays(self) -> dict:
-        """Final shared arrays for the results file."""
-        c = self.consensus
-        return {"u": c.u, "V": c.V, "omega": c.omega}
+        """Final shared arrays for the results file: u and Omega (fixed at I/K, or learned)."""
+        rel = self.consensus.rel if self.given else Relationship.identity(self.K)
+        return {"u": self.u, **omega_arrays(rel)}

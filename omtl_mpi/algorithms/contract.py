@@ -21,11 +21,14 @@ Shapes and conventions, the same for every role:
   plus one with the intercept); a worker or node holds the contiguous block of tasks
   ``start..stop-1``, kb = stop - start of them; B is the number of instances per task per
   round (the mini-batch).
-* Every round a task holder gets ``X`` (B, kb, d), ``y`` (B, kb), float labels -1/+1 with 0
-  for padding (a stream that has ended, or a short last batch; its ``X`` rows are 0), and
-  ``inv_count`` (kb,), 1 / the number of real instances of each task in the round (1 where
-  there are none). It returns its predictions, made before it reads ``y``, as booleans
-  (B, kb), True for +1.
+* Every round a task holder gets the round's **active** tasks only: ``active``, which of its
+  tasks have an instance in the round (``slice(None)`` when all of them do, else an array of
+  their indices in the block, increasing), ``X`` (B, na, d) for those na tasks, ``y`` (B, na),
+  float labels -1/+1 with 0 for padding (a short last batch; its ``X`` rows are 0), and
+  ``inv_count`` (na,), 1 / the number of real instances of each of them. It returns its
+  predictions, made before it reads ``y``, as booleans (B, na), True for +1. A task that is not
+  active takes no step (docs/ALGORITHMS.md section 1), so a round's cost follows the tasks
+  active in it.
 * :meth:`Worker.decide` / :meth:`Node.decide` give the decision values behind those
   predictions without changing any state: ``decide(X) >= 0`` is, bit for bit, what the next
   step on the same ``X`` predicts.
@@ -86,32 +89,36 @@ class Worker(Protocol):
     def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int) -> None: ...
 
     @staticmethod
-    def up_size(params, kb: int, dim: int) -> int:
-        """The number of float64 numbers :meth:`up` sends for a block of ``kb`` tasks."""
+    def up_size(params, n_tasks: int, kb: int, dim: int) -> int:
+        """The number of float64 numbers :meth:`up` sends for a block of ``kb`` of the run's
+        ``n_tasks`` tasks."""
 
     @staticmethod
-    def down_size(params, kb: int, dim: int) -> int:
-        """The number of float64 numbers :meth:`down` receives for a block of ``kb`` tasks."""
+    def down_size(params, n_tasks: int, kb: int, dim: int) -> int:
+        """The number of float64 numbers :meth:`down` receives for a block of ``kb`` of the
+        run's ``n_tasks`` tasks."""
 
-    def up(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray):
-        """One round: predict ``X`` (B, kb, d), then learn from ``y`` (B, kb) and ``inv_count``
-        (kb,).
+    def up(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray, active=slice(None)):
+        """One round: predict ``X`` (B, na, d), the block's ``active`` tasks' instances, then
+        learn from ``y`` (B, na) and ``inv_count`` (na,).
 
         Returns
         -------
-        predictions : ndarray of bool, shape (B, kb)
+        predictions : ndarray of bool, shape (B, na)
             True for +1, made before ``y`` is read.
-        message : ndarray of float64, shape (up_size(params, kb, dim),)
+        message : ndarray of float64, shape (up_size(params, n_tasks, kb, dim),)
             What goes to the server this round (only on the rounds that exchange).
         """
 
     def down(self, reply: np.ndarray) -> None:
-        """Take the server's flat reply of ``down_size(params, kb, dim)`` float64 numbers."""
+        """Take the server's flat reply of ``down_size(params, n_tasks, kb, dim)`` float64
+        numbers."""
 
-    def decide(self, X: np.ndarray) -> np.ndarray:
-        """The decision values (B, kb) float64 of ``X`` (B, kb, d) with the current state,
-        changing no state: ``decide(X) >= 0`` equals, bit for bit, the predictions of the
-        next :meth:`up` on the same ``X``."""
+    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) float64 of ``X`` (B, na, d), instances of the block's
+        tasks ``active`` (as :meth:`up`'s), with the current state, changing no state:
+        ``decide(X, active) >= 0`` equals, bit for bit, the predictions of the next :meth:`up`
+        on the same ``X`` and ``active``."""
 
     def state(self) -> dict:
         """{name: array}, copies of every array that determines the next round."""
@@ -197,15 +204,17 @@ class Node(Protocol):
     def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0) -> None: ...
 
-    def local_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray) -> np.ndarray:
-        """One round's own step: predict ``X`` (B, kb, d), then learn from ``y`` (B, kb) and
-        ``inv_count`` (kb,); returns the predictions (B, kb) booleans, True for +1, made
-        before ``y`` is read."""
+    def local_step(self, X: np.ndarray, y: np.ndarray, inv_count: np.ndarray,
+                   active=slice(None)) -> np.ndarray:
+        """One round's own step: predict ``X`` (B, na, d), the block's ``active`` tasks'
+        instances, then learn from ``y`` (B, na) and ``inv_count`` (na,); returns the
+        predictions (B, na) booleans, True for +1, made before ``y`` is read."""
 
-    def decide(self, X: np.ndarray) -> np.ndarray:
-        """The decision values (B, kb) float64 of ``X`` (B, kb, d) with the current state,
-        changing no state: ``decide(X) >= 0`` equals, bit for bit, the predictions of the
-        next :meth:`local_step` on the same ``X``."""
+    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) float64 of ``X`` (B, na, d), instances of the block's
+        tasks ``active`` (as :meth:`local_step`'s), with the current state, changing no state:
+        ``decide(X, active) >= 0`` equals, bit for bit, the predictions of the next
+        :meth:`local_step` on the same ``X`` and ``active``."""
 
     def merge(self, received: np.ndarray) -> float:
         """Take the neighbours' messages, (n_neighbours, \\*message.shape); returns the mean
@@ -225,6 +234,25 @@ class Node(Protocol):
 
     def task_rows(self) -> dict:
         """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
+
+
+def task_blocks(n_tasks: int, n_holders: int) -> list[tuple[int, int]]:
+    """Tasks 0..K-1 split into ``n_holders`` contiguous blocks whose sizes differ by at most
+    one, the first ``K mod n`` blocks one larger: who holds what, in every layout (the workers
+    of a star in rank order, the nodes of a topology in node order).
+
+    Examples
+    --------
+    >>> task_blocks(5, 2)
+    [(0, 3), (3, 5)]
+    """
+    base, extra = divmod(n_tasks, n_holders)
+    out, start = [], 0
+    for i in range(n_holders):
+        stop = start + base + (i < extra)
+        out.append((start, stop))
+        start = stop
+    return out
 
 
 def _members(protocol) -> tuple[list[str], list[str]]:

@@ -1,146 +1,221 @@
-"""D-ADMM (paper Algorithm 2, docs/ALGORITHMS.md section 3): no server; nodes gossip a table of all tasks.
+"""D-ADMM (paper Algorithm 2, docs/ALGORITHMS.md section 3): no server; nodes gossip what each
+node knows of every node's block of tasks.
 
-Each node holds a contiguous block of tasks and a table with one row per task j,
-``[c_j (d), v_j (d), m_j (3, with --experts), stamp_j (1)]``: its freshest knowledge of that
-task (m_j: the experts' mistakes on task j, docs/ALGORITHMS.md section 2.6).  Per round t:
+Node i of N holds the contiguous block ``task_blocks(K, N)[i]``. What it sends every neighbour
+is its table, in two parts, each merged per node by a stamp (the round its owner wrote it):
 
-1. predict and take the w-step for its own tasks; write ``(c_k, v_k, t)`` into its own rows;
-2. (runtime) exchange the whole table with its neighbours; keep the freshest row per task;
-3. every m-th round rebuild its own Omega from the table's V;
-4. compute (u, V) from the table's C with the C-ADMM server's formulas;
-5. z-step; write the new v_k into its own rows (with ``--experts``, also this block's rows of
-   the related models, :func:`~omtl_mpi.algorithms.experts.related_models`, from the same V).
+* one row per node: ``[stamp, S_j, m_j, H_j]``: with Omega fixed at I/K (the defaults), S_j
+  the sum of node j's tasks' messages c_k (every v_k follows from c_k and u, so this is all
+  the consensus needs of node j); with the vote, m_j its experts' mistakes and, in the
+  ``moment`` form, H_j its part of the related expert's statistic (d x d);
+* one row per task, only where the math needs every task: with a learned Omega (or the paper
+  variant) ``[c_k, v_k]`` (the paper's table), and with the vote in the ``rows`` form the
+  task's model w_k.
 
-Steps 3-4 run the very same :class:`~omtl_mpi.algorithms.admm.Consensus` object as the C-ADMM
-server, which is why D-ADMM on a fully connected graph predicts exactly like C-ADMM.
+Per round t: (1) predict and step its own tasks, write its own rows with stamp t; (2) the
+runtime exchanges the tables with the neighbours and every node keeps, for each node j, the
+copy with the largest stamp (with node j's task rows from the same copy); (3) a learned Omega
+is rebuilt from the table's V; (4) the consensus from the table; (5) the z-step.
+
+Steps 3-4 use the same objects as the C-ADMM server, which is why D-ADMM on a fully connected
+graph predicts exactly like C-ADMM.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .admm import AdmmParams, Consensus, TaskBlock
-from .experts import EXPERTS, related_models
+from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
+from .contract import task_blocks
+from .experts import EXPERTS, MOMENT, ROWS, directions, related_rows
+from .relationship import ExactStep, Relationship
+
+
+def related_form(params, n_tasks: int, dim: int, n_nodes: int) -> str | None:
+    """The related expert's form in D-ADMM (None without the vote): per node H_j (N d^2
+    numbers in every table) where that is smaller than per task w_k (K d numbers)."""
+    if not params.experts:
+        return None
+    return MOMENT if n_nodes * dim < n_tasks else ROWS
 
 
 class DAdmmNode:
     """One D-ADMM node, node ``node`` of ``topology``, holding tasks ``start..stop-1`` of
     ``n_tasks`` (:class:`.contract.Node`; without a topology, a node with no neighbours).
 
-    ``slots`` (n_neighbours + 1, K, width) holds this node's table in slot 0 (what it sends)
-    and what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so
-    that merging is one argmax over the stamps and no message is copied on the way.
+    ``slots`` (n_neighbours + 1, size) holds this node's table in slot 0 (what it sends) and
+    what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so that
+    merging is one argmax over the node stamps and no message is copied on the way.
     """
 
-    # its state is the node's (a table of every task, its own Omega), not its block's
+    # its state is the node's (a table of every node, its own Omega), not its block's
     TASK_AXIS = None
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0):
-        n_neighbours = len(topology.neighbours(node)) if topology is not None else 0
-        self.K, self.d, self.start, self.stop = n_tasks, dim, start, stop
-        d = dim
-        # the gossiped table: columns [0, d) = c, [d, 2d) = v, then the experts' mistakes on
-        # the task (with --experts), and last the stamp (round of c)
+        K, d = n_tasks, dim
+        if topology is not None:
+            n_neighbours, n_nodes = len(topology.neighbours(node)), topology.n_nodes
+            blocks = task_blocks(K, n_nodes)
+        else:
+            n_neighbours, n_nodes, blocks, node = 0, 1, [(start, stop)], 0
+        self.K, self.d, self.start, self.stop, self.node = K, d, start, stop, node
+        self.given = coupling(params) == GIVEN
+        self.form = related_form(params, K, d, n_nodes)
         m = len(EXPERTS) if params.experts else 0
-        self.width = width = 2 * d + m + 1
-        self.slots = np.zeros((n_neighbours + 1, n_tasks, width))
+        # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form)]
+        cols, width = {}, 1
+        for name, size in (("S", 0 if self.given else d), ("m", m),
+                           ("H", d * d if self.form == MOMENT else 0)):
+            cols[name] = slice(width, width + size)
+            width += size
+        # task rows: [c, v (learned Omega)], [w (vote, rows form)]
+        tcols, twidth = {}, 0
+        for name, size in (("c", d if self.given else 0), ("v", d if self.given else 0),
+                           ("w", d if self.form == ROWS else 0)):
+            tcols[name] = slice(twidth, twidth + size)
+            twidth += size
+        self._node_size = n_nodes * width
+        self.slots = np.zeros((n_neighbours + 1, self._node_size + K * twidth))
         self.table = self.slots[0]
         self.inbox = self.slots[1:]
-        own = self.table[start:stop]
-        # the block writes its messages c_k straight into its own rows of the table
-        self.block = TaskBlock(params, stop - start, dim, message=own[:, :d], total_tasks=n_tasks)
-        self.consensus = Consensus(params, n_tasks, dim)
-        self._own_v = own[:, d: 2 * d]
-        self._own_mistakes = own[:, 2 * d: 2 * d + m]
-        self._table_mistakes = self.table[:, 2 * d: 2 * d + m]
-        self._totals = np.zeros(m)
-        self._own_stamp = own[:, width - 1]
-        self._stamps = self.slots[:, :, width - 1]
-        self._table_c = self.table[:, :d]
-        self._table_v = self.table[:, d: 2 * d]
-        self._table_stamp = self.table[:, width - 1]
-        self._tasks = np.arange(n_tasks)
+        n_slots = n_neighbours + 1
+        self._nodes = self.slots[:, : self._node_size].reshape(n_slots, n_nodes, width)
+        self._tasks = self.slots[:, self._node_size:].reshape(n_slots, K, twidth)
+        self._cols, self._tcols = cols, tcols
+        own_node = self._nodes[0, node]
+        own_tasks = self._tasks[0, start:stop]
+        self._sizes = np.array([b - a for a, b in blocks], dtype=np.float64)
+        # the task rows' owners, to take each from the copy its owner's row came from
+        self._owner = np.repeat(np.arange(n_nodes), np.diff([0] + [b for _, b in blocks])) \
+            if twidth else None
+        self._task_index = np.arange(K)
+        self._node_index = np.arange(n_nodes)
+        self.block = TaskBlock(params, stop - start, d, mode=GIVEN if self.given else FIXED,
+                               message=own_tasks[:, tcols["c"]] if self.given else None,
+                               total_tasks=K, related_mode=self.form)
+        self.consensus = Consensus(params, K, d) if self.given else None
+        self._u_weight = ExactStep(Relationship.identity(K), params.a, params.rho,
+                                   params.lambda2, params.lambda4)
+        self._own_node, self._own_tasks = own_node, own_tasks
         self._paper = params.variant == "paper"
         self.round = 0
 
     @property
+    def stamps(self) -> np.ndarray:
+        """The round in which each node's rows, as this node knows them, were written (N,)."""
+        return self._nodes[0, :, 0]
+
+    @property
     def message(self) -> np.ndarray:
-        """What goes to every neighbour: the whole table, K (2d + 1) numbers (3 more per task
-        with --experts)."""
+        """What goes to every neighbour: the whole table."""
         return self.table
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
-        """Step 1: predictions (B, kb); the node's own rows now hold (c_k, v_k, t)."""
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        """Step 1: predictions (B, na); the node's own rows now hold this round's messages."""
         self.round += 1
-        positive, _ = self.block.predict_and_step(X, y, inv_count)
-        if self.block.experts is not None:
-            self._own_mistakes[...] = self.block.experts.mistakes.T
-        self._own_stamp[...] = self.round
+        block, cols = self.block, self._cols
+        positive = block.predict_and_step(X, y, inv_count, active)
+        row = self._own_node
+        row[0] = self.round
+        if not self.given:
+            row[cols["S"]] += block.delta_C
+        if block.experts is not None:
+            row[cols["m"]] += block.delta_mistakes
+            if self.form == MOMENT:
+                row[cols["H"]] += block.delta_H.reshape(-1)
+            else:
+                self._own_tasks[:, self._tcols["w"]] = block.W
         return positive
 
-    def decide(self, X) -> np.ndarray:
-        """The decision values (B, kb) behind :meth:`local_step`'s predictions, changing
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) behind :meth:`local_step`'s predictions, changing
         nothing."""
-        return self.block.decide(X)
+        return self.block.decide(X, active)
 
     def merge(self, received: np.ndarray) -> float:
-        """Step 2's second half: keep the freshest row per task from ours and ``received``.
+        """Step 2's second half: keep, for every node, the freshest copy of its rows.
 
         Parameters
         ----------
-        received : ndarray, shape (n_neighbours, K, width)
+        received : ndarray, shape (n_neighbours, size)
             The neighbours' tables (normally :attr:`inbox` itself, filled by the exchange).
 
         Returns
         -------
         float
-            Mean staleness (rounds) of the rows used this round: ``t - stamp_j`` over all tasks.
+            Mean staleness (rounds) of what is used this round: ``t - stamp`` over all tasks.
         """
+        nodes, tasks = self._nodes, self._tasks
         if received.shape[0]:
-            slots, stamps = self.slots, self._stamps
             if received is not self.inbox:      # not received in place: stack them here
                 slots = np.concatenate((self.table[None], received))
-                stamps = slots[:, :, self.width - 1]
+                nodes = slots[:, : self._node_size].reshape(len(slots), *nodes.shape[1:])
+                tasks = slots[:, self._node_size:].reshape(len(slots), *tasks.shape[1:])
             # argmax returns the first maximum: on a tie our own copy wins (ties are copies of
             # the same version, except our own rows, which nobody else has fresher)
-            best = stamps.argmax(axis=0)
-            self.table[...] = slots[best, self._tasks]
-        return self.round - float(self._table_stamp.sum()) / self.K
+            best = nodes[:, :, 0].argmax(axis=0)
+            self._nodes[0][...] = nodes[best, self._node_index]
+            if self._owner is not None:
+                self._tasks[0][...] = tasks[best[self._owner], self._task_index]
+        stamps = self._nodes[0, :, 0]
+        return self.round - float(self._sizes @ stamps) / self.K
 
     def finish_round(self) -> None:
-        """Steps 3-5: Omega from the gossiped V, (u, V) from the gossiped C, z-step."""
-        cons = self.consensus
-        cons.update_relationship(self._table_v)             # Omega from v_j(t-1)
-        if self._paper:
-            cons.V = self._table_v                          # V_old of the "paper" variant
-        u, V = cons.step(self._table_c)
-        own_v = V[self.start:self.stop]
-        if self.block.experts is None:
-            self.block.dual_step(u, own_v)
+        """Steps 3-5: Omega from the gossiped V, the consensus from the gossiped messages,
+        the vote's sums, z-step."""
+        block, cols, tcols = self.block, self._cols, self._tcols
+        nodes, tasks = self._nodes[0], self._tasks[0]
+        V_own = None
+        if self.given:
+            cons = self.consensus
+            cons.update_relationship(tasks[:, tcols["v"]])          # Omega from v_j(t-1)
+            if self._paper:
+                cons.V[...] = tasks[:, tcols["v"]]                  # V_old of the "paper" variant
+            u, V = cons.step(tasks[:, tcols["c"]])
+            V_own = V[self.start:self.stop]
         else:
-            # every v_j and every task's mistakes are in the gossiped table, so the node computes
-            # the related models and the sums itself (C-ADMM's server sends them); all K rows and
-            # then its own, so that the bits do not depend on how tasks are split into blocks
-            np.sum(self._table_mistakes, axis=0, out=self._totals)
-            self.block.dual_step(u, own_v, related_models(u, V)[self.start:self.stop], self._totals)
-        self._own_v[...] = own_v
+            u = self._u_weight.u(None, column_sum=nodes[:, cols["S"]].sum(axis=0))
+        if block.experts is not None:
+            block.experts.set_totals(nodes[:, cols["m"]].sum(axis=0))
+            if self.form == MOMENT:
+                block.related.H.reshape(-1)[...] = nodes[:, cols["H"]].sum(axis=0)
+            else:
+                W = tasks[:, tcols["w"]]
+                block.related.rows[...] = related_rows(directions(W[self.start:self.stop]), W, self.K)
+        block.dual_step(u, V_own)
+        if self.given:
+            self._own_tasks[:, tcols["v"]] = V_own
 
     def state(self) -> dict:
         out = {f"block_{k}": v for k, v in self.block.state().items()}
-        out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
+        if self.consensus is not None:
+            out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
         out["table"] = self.table.copy()
         out["round"] = np.int64(self.round)
         return out
 
     def load_state(self, state: dict) -> None:
         self.block.load_state({k[6:]: v for k, v in state.items() if k.startswith("block_")})
-        self.consensus.load_state({k[10:]: v for k, v in state.items() if k.startswith("consensus_")})
+        if self.consensus is not None:
+            self.consensus.load_state({k[10:]: v for k, v in state.items()
+                                       if k.startswith("consensus_")})
         self.table[...] = state["table"]          # in place: the exchange is bound to this buffer
         self.round = int(state["round"])
 
+    def finite(self, rows=None) -> bool:
+        """Whether the tasks ``rows`` (None: all), the table and the node's own consensus
+        are finite."""
+        ok = self.block.finite(rows) and np.isfinite(self.table).all()
+        if ok and self.consensus is not None:
+            c = self.consensus
+            ok = all(np.isfinite(a).all() for a in (c.u, c.V, c.rel.basis, c.rel.values))
+        return bool(ok)
+
     def task_rows(self) -> dict:
-        return {"W": self.block.W, "Z": self.block.Z, "V": self.block.V}
+        rows = self.block.task_rows()
+        return {k: rows[k] for k in ("W", "Z", "V")}
 
     def node_arrays(self) -> dict:
-        """This node's own copy of the shared quantities (each node has its own Omega and u)."""
-        return {"u": self.block.u, "omega": self.consensus.omega}
+        """This node's own copy of the shared quantities (each node has its own u and Omega)."""
+        rel = self.consensus.rel if self.consensus is not None else Relationship.identity(self.K)
+        return {"u": self.block.u, **omega_arrays(rel)}

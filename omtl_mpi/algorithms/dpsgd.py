@@ -65,17 +65,20 @@ class DPsgdNode:
     def message(self) -> np.ndarray:
         return self.w
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         self.round += 1
-        margins = np.einsum("kd,bkd->bk", self.w, X)
+        w = self.w[active]
+        margins = np.einsum("kd,bkd->bk", w, X)
         yhat = predict(margins)
         coef = gradient_coef("hinge", y, margins, yhat)
-        self.g = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
+        # a node whose task has no instance this round still mixes, with a zero gradient
+        self.g = np.zeros_like(self.w)
+        self.g[active] = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
         return yhat
 
-    def decide(self, X) -> np.ndarray:
-        """The margins (B, 1) :meth:`local_step` predicts from, changing nothing."""
-        return np.einsum("kd,bkd->bk", self.w, X)
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The margins (B, na) :meth:`local_step` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self.w[active], X)
 
     def merge(self, received: np.ndarray) -> float:
         """Mix with the neighbours' pre-mixing models (received: (n_neighbours, 1, d)) and step."""

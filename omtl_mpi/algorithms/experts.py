@@ -7,24 +7,25 @@ The experts of task k, each a linear model whose margin on x is computed before 
 
 * ``multi-task``: w_k, the ADMM model itself;
 * ``shared``: u, the pattern shared by every task (near what pooling all tasks learns);
-* ``related``: r_k = sum_j c_kj (u + v_j) / sum_j |c_kj|, the tasks' models weighted by their
-  cosine similarity c_kj to task k's model u + v_k, sign included (:func:`related_models`):
-  tasks that point the same way pool their evidence, anti-correlated ones count with a minus
-  sign, unrelated ones hardly count.
+* ``related``: r_k = (1/K) sum_j c_kj w_j, the tasks' models weighted by their cosine
+  similarity c_kj to task k's model, sign included (:class:`Related`): tasks that point the
+  same way pool their evidence, anti-correlated ones count with a minus sign, unrelated ones
+  hardly count.
+
+The related models need every task's model, but only through one d x d matrix,
+``H = sum_j w_j w_j^T / |w_j|``: ``r_k = H w_k / (K |w_k|)``. So a rank sends the change of
+its tasks' part of H (d x d numbers) or, where there are fewer tasks than features, its tasks'
+models (d numbers each), and a round's work follows the tasks that learned in it
+(:class:`Related`).
 
 Every task counts its experts' mistakes m_(k,e); the weights, the same for every task, are
 ``p_e proportional to pi_e exp(-eta_t M_e / K)`` with the prior pi = (0.99, 0.005, 0.005)
 (:data:`PRIOR_FIRST`: the ADMM model first), M_e = sum_k m_(k,e) and
 ``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP_MULTIPLE`); a task
-predicts +1 when the experts voting +1 have at least half the weight. That is the exponentially weighted
-average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and so half
-the weighted majority's mistakes, the guarantee in docs/ALGORITHMS.md section 2.6 bounds.
-
-Where each piece is computed: the vote and the mistake counts on the rank holding the task; u
-comes with every reply already; the related models and the sums M need every task, so C-ADMM's
-server computes them (workers send their sums, 3 numbers) and returns each worker its rows and
-M, and a D-ADMM node computes them from its gossiped table, whose rows carry every task's
-m_(k,e). The ADMM updates are not changed: the vote only decides what is predicted.
+predicts +1 when the experts voting +1 have at least half the weight. That is the exponentially
+weighted average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and
+so half the weighted majority's mistakes, the guarantee in docs/ALGORITHMS.md section 2.6 bounds.
+The ADMM updates are not changed: the vote only decides what is predicted.
 """
 from __future__ import annotations
 
@@ -36,49 +37,109 @@ EXPERTS = ("multi-task", "shared", "related")
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
-# c, the vote's step eta_t as a multiple of the anytime step sqrt(8 ln N / t): both chosen on the selection sets
-# (docs/GUIDE.md, *How the defaults were chosen*)
+# c, the vote's step eta_t as a multiple of the anytime step sqrt(8 ln N / t): both chosen on
+# the selection sets (docs/GUIDE.md, *How the defaults were chosen*)
 STEP_MULTIPLE = 16.0
+MOMENT, ROWS = "moment", "rows"
 
 
-def related_models(u: np.ndarray, V: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Every task's ``related`` expert: ``r_k = sum_j c_kj a_j / sum_j |c_kj|``, a_j = u + v_j.
+def inverse_norms(W: np.ndarray) -> np.ndarray:
+    """``1 / |w_k|`` for every row of W, 0 for a zero row (no division by zero, no NaN)."""
+    norms = np.sqrt(np.vecdot(W, W))
+    return 1.0 / np.where(norms > 0.0, norms, np.inf)
 
-    Parameters
-    ----------
-    u : ndarray, shape (d,)
-    V : ndarray, shape (K, d)
-    out : ndarray, shape (K, d), optional
-        Where to write the result.
 
-    Returns
-    -------
-    ndarray, shape (K, d)
-        ``c_kj`` is the cosine of a_k and a_j (c_kk = 1; 0 against a zero model), so a task
-        whose model is still zero gets its own (zero) model.
-    """
-    A = V + u
-    G = A @ A.T
-    norms = np.sqrt(G.diagonal())
-    norms[norms == 0.0] = 1.0
-    c = G / np.outer(norms, norms)
-    c.flat[:: len(c) + 1] = 1.0
-    out = np.matmul(c, A, out=out)
-    out /= np.abs(c).sum(axis=1)[:, None]
+def contributions(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
+    """``w_j / sqrt|w_j|`` for every row of W (0 for a zero row): H = Y^T Y (Y these rows);
+    ``inverse`` is :func:`inverse_norms` of W where known."""
+    return W * np.sqrt(inverse_norms(W) if inverse is None else inverse)[..., None]
+
+
+def directions(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
+    """``w_k / |w_k|`` for every row of W (0 for a zero row); ``inverse`` as in
+    :func:`contributions`."""
+    return W * (inverse_norms(W) if inverse is None else inverse)[..., None]
+
+
+def related_rows(W_hat: np.ndarray, W: np.ndarray, K: int, W_hat_all: np.ndarray | None = None) -> np.ndarray:
+    """``r_k = (1/K) sum_j cos(w_k, w_j) w_j`` for the tasks whose directions are the rows of
+    ``W_hat`` (n, d), from every task's model W (K, d) (``W_hat_all``: its directions, where
+    known): the ``rows`` form, O(n K d)."""
+    out = (W_hat @ (directions(W) if W_hat_all is None else W_hat_all).T) @ W
+    out /= K
     return out
+
+
+def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None) -> np.ndarray:
+    """The change of H = sum_j w_j w_j^T / |w_j| when some tasks' models change from rows
+    ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` is
+    :func:`inverse_norms` of ``old`` where known."""
+    y_new, y_old = contributions(new), contributions(old, old_inverse)
+    change = y_new.T @ y_new
+    change -= y_old.T @ y_old
+    return change
+
+
+class Related:
+    """The related expert of a block of ``n_tasks`` tasks of a run of ``total_tasks``:
+    ``r_k = (1/K) sum_j cos(w_k, w_j) w_j``.
+
+    ``r_k = H w_hat_k / K`` with ``H = sum_j w_j w_j^T / |w_j|`` and ``w_hat_k = w_k / |w_k|``
+    (a zero model contributes nothing and is related to nothing). The vote uses only the sign
+    of ``r_k . x``, so the positive factor 1/K is a convention (the mean of the cosine-weighted
+    models), not a choice that changes a prediction.
+
+    Two exact forms of the same r_k, the cheaper one chosen by size (the run's ``mode``):
+
+    * ``moment``: the block holds H (d x d, the same in every block) and computes r_k when task
+      k predicts, in O(d^2): for runs with more tasks than features; a round's change of H
+      comes from the tasks that learned in it (:func:`moment_change`);
+    * ``rows``: the block holds its tasks' r_k (kb x d), computed where every task's model is
+      known (C-ADMM's server, a D-ADMM node's table) by :func:`related_rows`, O(K d) per task:
+      for runs with fewer tasks than features.
+
+    Either way r_k is the cosine-weighted sum up to rounding (tests/test_experts.py checks the
+    forms against each other and against the K x K cosine matrix).
+    """
+
+    def __init__(self, n_tasks: int, dim: int, total_tasks: int, mode: str):
+        self.K, self.mode = total_tasks, mode
+        self.H = np.zeros((dim, dim)) if mode == MOMENT else None
+        self.rows = np.zeros((n_tasks, dim)) if mode == ROWS else None
+
+    def models(self, W: np.ndarray, active=slice(None), inverse=None) -> np.ndarray:
+        """r_k (n, d) of the block's tasks ``active``, whose models are the rows of W (n, d)
+        (``inverse``: :func:`inverse_norms` of W where known)."""
+        if self.mode == ROWS:
+            return self.rows[active]
+        out = directions(W, inverse) @ self.H           # H is symmetric
+        out /= self.K
+        return out
+
+    def margins(self, W: np.ndarray, X: np.ndarray, active=slice(None), inverse=None) -> np.ndarray:
+        """``r_k . x`` (B, n) of X (B, n, d) for the block's tasks ``active``."""
+        return np.vecdot(self.models(W, active, inverse), X)
+
+    def state(self) -> dict:
+        return {"H": self.H.copy()} if self.mode == MOMENT else {"rows": self.rows.copy()}
+
+    def load_state(self, state: dict) -> None:
+        if self.mode == MOMENT:
+            self.H[...] = state["H"]
+        else:
+            self.rows[...] = state["rows"]
 
 
 class ExpertVote:
     """The vote of a block of ``n_tasks`` tasks, with weights shared by every task of the run.
 
     Each task's experts' mistakes are counted here; the weights come from their sums over every
-    task of the run (:attr:`totals`), which the consensus step returns (:meth:`partial` is this
-    block's share of them).
+    task of the run (:attr:`totals`), which the consensus step returns.
 
     Parameters
     ----------
-    n_tasks, dim : int
-        This block's tasks, and the weights of each task's model.
+    n_tasks : int
+        This block's tasks.
     total_tasks : int
         Every task of the run (K): the sums are divided by it.
 
@@ -90,9 +151,9 @@ class ExpertVote:
 
     # the axis of the tasks in each per-task array of state() (contract.merge_states); the
     # totals and steps are the same in every block of a run
-    TASK_AXIS = {"mistakes": 1, "models": 1}
+    TASK_AXIS = {"mistakes": 1}
 
-    def __init__(self, n_tasks: int, dim: int, total_tasks: int):
+    def __init__(self, n_tasks: int, total_tasks: int):
         n_experts = len(EXPERTS)
         self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2    # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
@@ -101,10 +162,8 @@ class ExpertVote:
         self.mistakes = np.zeros((n_experts, n_tasks))     # m_{k,e} of this block, expert-major
         self.totals = np.zeros(n_experts)                  # M_e: summed over every task
         self.steps = 0.0                                   # t: instances per task so far
-        # the experts' models, one (kb, d) slice each: w_k, u, r_k (set by the caller)
-        self.models = np.zeros((n_experts, n_tasks, dim))
         self._q = self._unnormalised()
-        self._votes = None                                 # this round's votes (experts, B, kb)
+        self._votes = None                                 # this round's votes (experts, B, na)
 
     def _unnormalised(self) -> np.ndarray:
         """``pi_e exp(-eta_t (M_e - min_f M_f) / K)``, (experts x 1 x 1): the weights up to their
@@ -120,51 +179,40 @@ class ExpertVote:
         q = self._q[:, 0, 0]
         return q / q.sum()
 
-    def predict(self, X) -> np.ndarray:
-        """The vote on a round's instances ``X`` (B, kb, d), with :attr:`models` as they are:
-        True for +1, shape (B, kb)."""
-        votes = np.vecdot(self.models[:, None], X) >= 0.0          # (experts, B, kb)
+    def decide(self, margins: np.ndarray) -> np.ndarray:
+        """The weighted vote sum (B, n) of the experts' ``margins`` (experts, B, n): its sign
+        (>= 0 for +1) is the vote, at least half the weight predicting +1."""
+        return np.where(margins >= 0.0, self._q, -self._q).sum(axis=0)
+
+    def predict(self, margins: np.ndarray) -> np.ndarray:
+        """The vote on a round's instances from the experts' ``margins`` (experts, B, n): True
+        for +1, shape (B, n); the experts' own predictions are kept for :meth:`update`."""
+        votes = margins >= 0.0
         self._votes = votes
-        # at least half the weight predicts +1: sum of the weights, +1 for +1 and -1 for -1, >= 0
         return np.where(votes, self._q, -self._q).sum(axis=0) >= 0.0
 
-    def decide(self, X, first: np.ndarray) -> np.ndarray:
-        """The vote's decision values (B, kb) on ``X`` (B, kb, d) with ``first`` (kb, d) as
-        the first expert's model and the others' :attr:`models` as they are, changing nothing:
-        ``decide(X, W) >= 0`` is what :meth:`predict` returns once ``models[0]`` is W.
-
-        The weighted vote sum of :meth:`predict`, by the same numpy expressions, so that a tie
-        (a sum of exactly 0) falls the same way.
-        """
-        models = self.models.copy()
-        models[0] = first
-        votes = np.vecdot(models[:, None], X) >= 0.0
-        return np.where(votes, self._q, -self._q).sum(axis=0)
-
-    def update(self, y) -> None:
-        """Count each expert's mistakes on the round just predicted (labels ``y``, (B, kb), 0
-        for padding)."""
+    def update(self, y, active) -> np.ndarray:
+        """Count each expert's mistakes on the round just predicted (labels ``y`` (B, n), 0 for
+        padding, of the block's tasks ``active``); returns the round's mistakes per expert
+        (summed over those tasks: what the block adds to the totals)."""
         wrong = self._votes != (y > 0.0)
         wrong &= y != 0.0
-        self.mistakes += wrong[:, 0] if y.shape[0] == 1 else wrong.sum(axis=1)
+        counts = wrong[:, 0] if y.shape[0] == 1 else wrong.sum(axis=1)     # (experts, n)
+        self.mistakes[:, active] += counts
         self.steps += y.shape[0]
-
-    def partial(self) -> np.ndarray:
-        """This block's part of :attr:`totals`: its tasks' mistakes so far, per expert."""
-        return self.mistakes.sum(axis=1)
+        return counts.sum(axis=1)
 
     def set_totals(self, totals) -> None:
-        """Every task's mistakes so far, per expert (the sum of every block's :meth:`partial`,
-        in block order): the weights of the next round."""
+        """Every task's mistakes so far, per expert (the sum over every block): the weights of
+        the next round."""
         self.totals[...] = totals
         self._q = self._unnormalised()
 
     def state(self) -> dict:
         return {"mistakes": self.mistakes.copy(), "totals": self.totals.copy(),
-                "steps": np.float64(self.steps), "models": self.models.copy()}
+                "steps": np.float64(self.steps)}
 
     def load_state(self, state: dict) -> None:
         self.mistakes = np.array(state["mistakes"], dtype=np.float64)
         self.steps = float(state["steps"])
-        self.models[...] = state["models"]
         self.set_totals(np.array(state["totals"], dtype=np.float64))

@@ -1,13 +1,12 @@
-"""The three BLAS/LAPACK routines the learners call directly: ``dsyevd``, ``dsyrk`` and ``dger``.
+"""The BLAS routine the learners call directly: ``dger`` (AROW's in-place rank-one update).
 
-They are scipy's own Fortran wrappers (``scipy.linalg.lapack.dsyevd`` and friends: the very
-same function objects, so the same bits). ``import scipy.linalg`` costs about as much CPU as
-numpy, h5py and mpi4py together, most of it in parts of scipy these learners never use (its
-array-API layer and docstring processing), and an MPI job pays it once per rank, on cores the
-ranks share (docs/DESIGN.md, "Start-up"). The two extension modules that hold the wrappers
-need nothing of that, so they are loaded from scipy's folder by themselves, in a few
-milliseconds. Should a scipy build lay them out differently, or refuse to load them alone,
-the normal import is used.
+It is scipy's own Fortran wrapper (``scipy.linalg.blas.dger``: the very same function object,
+so the same bits). ``import scipy.linalg`` costs about as much CPU as numpy, h5py and mpi4py
+together, most of it in parts of scipy these learners never use (its array-API layer and
+docstring processing), and an MPI job pays it once per rank, on cores the ranks share
+(docs/DESIGN.md, "Start-up"). The extension module that holds the wrapper needs nothing of
+that, so it is loaded from scipy's folder by itself, in a few milliseconds. Should a scipy
+build lay it out differently, or refuse to load it alone, the normal import is used.
 """
 from __future__ import annotations
 
@@ -42,12 +41,11 @@ def extension(name: str):
 
 
 def _load():
-    flapack, fblas = extension("_flapack"), extension("_fblas")
-    if flapack is None or fblas is None or not all(
-            hasattr(m, f) for m, f in ((flapack, "dsyevd"), (fblas, "dsyrk"), (fblas, "dger"))):
-        from scipy.linalg import blas, lapack
-        return lapack.dsyevd, blas.dsyrk, blas.dger
-    return flapack.dsyevd, fblas.dsyrk, fblas.dger
+    fblas = extension("_fblas")
+    if fblas is None or not hasattr(fblas, "dger"):
+        from scipy.linalg import blas
+        return blas.dger
+    return fblas.dger
 
 
-dsyevd, dsyrk, dger = _load()
+dger = _load()

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .admm import AdmmParams, TaskBlock, fixed_fields
+from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .wsteps import inverse_rank_one, older_checkpoint_r, settle_r
+from .wsteps import inverse_rank_one, older_checkpoint_r, put, rows, settle_r
 
 
 class _NoMessage:
@@ -50,17 +50,24 @@ class _SingleTaskNode(_NoMessage):
         if "TASK_AXIS" not in vars(cls):
             cls.TASK_AXIS = {k: 0 for k in cls._STATE}
 
-    def decide(self, X) -> np.ndarray:
-        """The margins ``w_k . x`` (B, kb) of ``X`` (B, kb, d), changing nothing: the numpy
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The margins ``w_k . x`` (B, na) of ``X`` (B, na, d), instances of the block's tasks
+        ``active``, changing nothing: the numpy
         call with which the subclasses' ``local_step`` predicts (a subclass that predicts
-        otherwise overrides this)."""
-        return np.einsum("kd,bkd->bk", self.W, X)
+        otherwise overrides this). ``local_step(X, y, inv_count, active)`` takes the round's
+        active tasks only (X (B, na, d)) and changes nothing of the others."""
+        return np.einsum("kd,bkd->bk", self.W[active], X)
 
     def finish_round(self) -> None:
         pass
 
     def state(self) -> dict:
         return {k: getattr(self, k).copy() for k in self._STATE}
+
+    def finite(self, rows=None) -> bool:
+        """Whether the tasks ``rows`` (None: all) are finite, without copying the rest."""
+        rows = slice(None) if rows is None else rows
+        return all(np.isfinite(getattr(self, k)[rows]).all() for k in self._STATE)
 
     def load_state(self, state: dict) -> None:
         for k in self._STATE:
@@ -75,28 +82,25 @@ class AdmmSingleNode(_NoMessage):
 
     With K = 1 and no lambda4 term the exact (u, v) step is, per task,
     ``u_k = c_k (1 - rho p) / (lambda2 + rho - rho^2 p)`` and ``v_k = (c_k - rho u_k) p``
-    with ``p = 1 / (a + rho)``.
+    with ``p = 1 / (a + rho)`` (:class:`.admm.TaskBlock`'s ALONE mode).
     """
 
     # every task has its own u
-    TASK_AXIS = TaskBlock.task_axis(shared_u=False)
+    TASK_AXIS = TaskBlock.task_axis(ALONE)
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0):
         self.p = params
-        self.block = TaskBlock(params, stop - start, dim, shared_u=False)
-        self._P = 1.0 / (params.a + params.rho)
-        self._u_scale = (1.0 - params.rho * self._P) / (params.lambda2 + params.rho - params.rho ** 2 * self._P)
+        self.block = TaskBlock(params, stop - start, dim, mode=ALONE)
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
-        yhat, C = self.block.predict_and_step(X, y, inv_count)
-        u = self._u_scale * C
-        self.block.dual_step(u, (C - self.p.rho * u) * self._P)
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        yhat = self.block.predict_and_step(X, y, inv_count, active)
+        self.block.dual_step(None)
         return yhat
 
-    def decide(self, X) -> np.ndarray:
-        """The margins (B, kb) :meth:`local_step` predicts from, changing nothing."""
-        return self.block.decide(X)
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The margins (B, na) :meth:`local_step` predicts from, changing nothing."""
+        return self.block.decide(X, active)
 
     def finish_round(self) -> None:
         pass
@@ -107,8 +111,11 @@ class AdmmSingleNode(_NoMessage):
     def load_state(self, state: dict) -> None:
         self.block.load_state(state)
 
+    def finite(self, rows=None) -> bool:
+        return self.block.finite(rows)
+
     def task_rows(self) -> dict:
-        return {"W": self.block.W, "Z": self.block.Z, "V": self.block.V, "U": self.block.u}
+        return self.block.task_rows()
 
 
 @dataclass(frozen=True)
@@ -133,13 +140,15 @@ class PaNode(_SingleTaskNode):
         self.p = params
         self.W = np.zeros((stop - start, dim))
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
-        margins = np.einsum("kd,bkd->bk", self.W, X)
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        W = rows(self.W, active)
+        margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
         loss = np.maximum(0.0, 1.0 - y * margins) * (y != 0)
         sq = np.einsum("bkd,bkd->bk", X, X)
         tau = np.minimum(self.p.C, np.divide(loss, sq, out=np.zeros_like(loss), where=sq > 0))
-        self.W += np.einsum("bk,bkd->kd", tau * y, X) * inv_count[:, None]
+        W += np.einsum("bk,bkd->kd", tau * y, X) * inv_count[:, None]
+        put(self.W, active, W)
         return yhat
 
 
@@ -194,14 +203,17 @@ class AdagradNode(_SingleTaskNode):
         self.W = np.zeros((kb, dim))
         self.S = np.zeros((kb, dim))
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
-        margins = np.einsum("kd,bkd->bk", self.W, X)
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        W, S = rows(self.W, active), rows(self.S, active)
+        margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
         G = np.einsum("bk,bkd->kd", gradient_coef("hinge", y, margins, yhat), X)
         if X.shape[0] > 1:
             G *= inv_count[:, None]
-        self.S += G * G
-        self.W -= self.p.gamma0 * G / np.sqrt(self.p.delta + self.S)
+        S += G * G
+        W -= self.p.gamma0 * G / np.sqrt(self.p.delta + S)
+        put(self.W, active, W)
+        put(self.S, active, S)
         return yhat
 
 
@@ -252,27 +264,31 @@ class ArowNode(_SingleTaskNode):
         self.Sigma = np.zeros((kb, dim, dim))
         self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
         self.r = np.full(kb, 0.0 if params.arow_r is None else float(params.arow_r))
-        self._settled = bool(self.r.all())          # a bool: checked every round
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))     # tasks whose r is not known
 
     def load_state(self, state: dict) -> None:
         if "r" not in state:            # an older checkpoint: AROW's Sigma means the same
             state = {**state, "r": older_checkpoint_r(self.p.arow_r, len(state["W"]), None)}
         super().load_state(state)
-        self._settled = bool(self.r.all())
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
-    def local_step(self, X, y, inv_count) -> np.ndarray:
-        if not self._settled:
-            settle_r(self.r, X, AROW_R_PER_MEAN_SQ_NORM)
-            self._settled = bool(self.r.all())
-        r = self.r
-        margins = np.einsum("kd,bkd->bk", self.W, X)
+    def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        if self._unsettled:
+            r = rows(self.r, active)
+            self._unsettled -= int(np.count_nonzero(settle_r(r, X, AROW_R_PER_MEAN_SQ_NORM)))
+            put(self.r, active, r)
+        r = self.r[active]
+        W = rows(self.W, active)
+        margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
         for b in range(X.shape[0]):
-            m = margins[0] if b == 0 else np.einsum("kd,kd->k", self.W, X[b])
+            m = margins[0] if b == 0 else np.einsum("kd,kd->k", W, X[b])
             yb = np.asarray(y[b], dtype=np.float64)
             # covariance updates are rank one per task (no batched BLAS for them); a task whose
             # r is not known yet has seen only zero instances, whose update is nothing
-            for k in np.nonzero((yb != 0) & (yb * m < 1.0) & (r > 0.0))[0]:
-                sx, v = inverse_rank_one(self.Sigma[k], X[b, k], 1.0 / r[k])
-                self.W[k] += ((1.0 - yb[k] * m[k]) / (v + r[k]) * yb[k]) * sx
+            for i in np.nonzero((yb != 0) & (yb * m < 1.0) & (r > 0.0))[0]:
+                k = i if isinstance(active, slice) else active[i]
+                sx, v = inverse_rank_one(self.Sigma[k], X[b, i], 1.0 / r[i])
+                W[i] += ((1.0 - yb[i] * m[i]) / (v + r[i]) * yb[i]) * sx
+        put(self.W, active, W)
         return yhat

@@ -1,216 +1,203 @@
-"""The task-relationship matrix Omega and the linear maps built from it (docs/ALGORITHMS.md
-sections 2 and 4).
+"""The task-relationship matrix Omega and the (u, V) step built from it, kept factored
+(docs/ALGORITHMS.md sections 2.2 and 4; the derivation is section 4.1).
 
-Omega is always held together with its symmetric eigendecomposition, because every formula
-that uses it (the exact consensus operator P, the pseudo-inverse of the paper variant) needs
-that decomposition, and the Omega update produces it for free: Omega = S / tr(S) with
-S = (V^T V)^{1/2} + eps I shares the eigenvectors of V^T V.
+With d features V has rank at most d, so Omega = (V^T V)^{1/2} + eps I, normalised, has at
+most min(K, d) eigenvalues that are not the same number: Omega is held as
 
-These functions run once per round on K x K matrices, where Python's cost per numpy call, not
-arithmetic, is the price: they are written to make few calls (docs/DESIGN.md).
+    Omega = rest I + B diag(values - rest) B^T,     B (K x r) with orthonormal columns, r <= min(K, d)
+
+(:class:`Relationship`), and every matrix the learners need of it (the exact operator P, the
+pseudo-inverse of the paper variant) is a spectral function f(Omega) of the same form,
+f(rest) I + B diag(f(values) - f(rest)) B^T. Nothing of size K x K is ever formed: the Omega
+update is one thin SVD of V (O(K d^2)), the (u, V) step O(K d r). The arrays are the code's
+layout, one row per task: V and C are K x d (the paper's are d x K).
+
+:func:`dense_omega` and the K x K reference in the tests form the matrices the spec writes,
+for checking this module against them.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
-from .fortran import dsyevd, dsyrk
 
-# Below or above these, the Gram matrix V V^T may have underflowed or overflowed: the update
-# is then redone on V rescaled by its largest entry (the square root is homogeneous in V).
-_SAFE_LOW, _SAFE_HIGH = 1e-140, 1e140
-_ZERO = np.array(0.0)      # 0-d array operands are cheaper for numpy than Python floats
-# The most tasks for which the per-task scalars of the Omega update are Python floats (cheaper
-# than numpy calls at small K, see below); above it they are arrays
-_MAX_TASKS_AS_FLOATS = 16
-
-
-def symmetric_eig(A: np.ndarray, overwrite: bool = False):
-    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (LAPACK dsyevd).
-
-    Reads the upper triangle only. Called once per round on K x K matrices: LAPACK directly
-    costs a third of numpy.linalg.eigh, whose Python-side checks dominate at this size.
-    Raises LinAlgError if it fails to converge.
-    """
-    w, v, info = dsyevd(A, overwrite_a=overwrite)
-    if info != 0:
-        raise np.linalg.LinAlgError(f"symmetric eigendecomposition failed (dsyevd info={info})")
-    return w, v
+# numpy.linalg.pinv's cut-off: eigenvalues of Omega below this times the largest count as
+# zero in the paper variant's pseudo-inverse
+PINV_CUTOFF = 1e-15
 
 
 class Relationship(NamedTuple):
-    """Omega (K x K, symmetric PSD, trace 1), held as ``evecs @ diag(evals) @ evecs.T``.
+    """Omega (K x K, symmetric PSD, trace 1) as ``rest I + basis diag(values - rest) basis^T``.
 
-    The per-round math only needs the decomposition; the matrix itself is formed on demand
-    (results, checkpoints), which keeps a K x K product and a symmetrisation off the hot path.
+    ``basis`` (K x r) has orthonormal columns, Omega's eigenvectors for ``values``; every
+    direction orthogonal to them is an eigenvector with eigenvalue ``rest``. I/K is
+    ``rest = 1/K`` with every value 1/K (the basis then does not matter: zeros).
     """
 
-    evals: np.ndarray
-    evecs: np.ndarray
+    basis: np.ndarray
+    values: np.ndarray
+    rest: float
 
     @classmethod
-    def identity(cls, n_tasks: int) -> "Relationship":
-        """Omega = I / K, the initial value and the no-relationship ablation's fixed value."""
-        return cls(np.full(n_tasks, 1.0 / n_tasks), np.eye(n_tasks))
+    def identity(cls, n_tasks: int, rank: int = 0) -> "Relationship":
+        """Omega = I / K, the initial value and the no-relationship ablation's fixed value;
+        with ``rank`` columns of zeros as its basis (every value 1/K), so that its arrays have
+        the shapes of the Omega an update of a K x d V gives (rank = min(K, d))."""
+        return cls(np.zeros((n_tasks, rank)), np.full(rank, 1.0 / n_tasks), 1.0 / n_tasks)
+
+    @property
+    def n_tasks(self) -> int:
+        return self.basis.shape[0]
+
+    def spectral(self, f) -> tuple[np.ndarray, float]:
+        """``f(Omega)`` as (the diagonal ``f(values) - f(rest)`` in the basis, ``f(rest)``):
+        ``f(Omega) = f(rest) I + basis diag(diagonal) basis^T``. ``f`` maps an array of
+        eigenvalues to an array."""
+        at_rest = float(f(np.array([self.rest]))[0])
+        return f(self.values) - at_rest, at_rest
+
+    def apply(self, f, X: np.ndarray) -> np.ndarray:
+        """``f(Omega) X`` for X (K x m), in O(K r m)."""
+        diagonal, at_rest = self.spectral(f)
+        out = at_rest * X
+        if diagonal.size:
+            out += self.basis @ (diagonal[:, None] * (self.basis.T @ X))
+        return out
 
     @property
     def omega(self) -> np.ndarray:
-        """The matrix Omega, exactly symmetric."""
-        omega = (self.evecs * self.evals) @ self.evecs.T
-        return (omega + omega.T) / 2.0
+        """The K x K matrix Omega, exactly symmetric (for results and checks at small K)."""
+        return dense(self, lambda x: x)
+
+
+def dense(rel: Relationship, f) -> np.ndarray:
+    """``f(Omega)`` as a K x K matrix, exactly symmetric (results, tests)."""
+    diagonal, at_rest = rel.spectral(f)
+    out = (rel.basis * diagonal) @ rel.basis.T
+    out += at_rest * np.eye(rel.n_tasks)
+    return (out + out.T) / 2.0
 
 
 def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
     """Omega from the task-specific models (eq. solutionOptimProblem2, docs/ALGORITHMS.md section 4).
 
-    ``S = (V^T V)^{1/2} + eps I`` through a symmetric eigendecomposition with negative
-    eigenvalues clipped to 0, then ``Omega = S / tr(S)``.  If ``tr(S)`` is not positive and
-    finite the previous Omega is kept, so Omega stays symmetric PSD with trace 1 forever.
+    ``S = (V^T V)^{1/2} + eps I`` and ``Omega = S / tr(S)`` (the paper's V^T V is the code's
+    V V^T, K x K). With the thin SVD V = B diag(sigma) W^T, (V V^T)^{1/2} = B diag(sigma) B^T,
+    so Omega's eigenvalues are (sigma_i + eps) / tr(S) on B's columns and eps / tr(S) on the
+    rest, tr(S) = sum(sigma) + K eps. The SVD works on V itself (not on a Gram matrix, which
+    would square its condition number), so a V of rank below min(K, d) gets singular values of
+    rounding size, not their square roots, and nothing under- or overflows until sigma itself
+    does. If V is not finite, the SVD fails, or tr(S) is not positive and finite, the previous
+    Omega is returned: Omega stays symmetric PSD with trace 1 for any input.
 
     Parameters
     ----------
     V : ndarray, shape (K, d)
-        Task-specific models, one row per task (docs/ALGORITHMS.md's V is d x K; this is its transpose).
-        May be a strided view (a column block of a wider table).
+        Task-specific models, one row per task (may be a strided view).
     eps : float
         Ridge added to S (>= 0).
     previous : Relationship
         Returned unchanged when the update is undefined.
     """
-    # The common case in as few numpy calls as possible; anything out of range (a Gram matrix
-    # that may have under- or overflowed, NaN, inf, all zeros) goes to the careful path.
-    # BLAS syrk (upper triangle, which is all dsyevd reads): unlike numpy's product it raises
-    # no floating-point warning when |V| is so large that the careful path takes over
-    lam, Q, info = dsyevd(dsyrk(1.0, V.T, trans=1), overwrite_a=True)
-    if info == 0:
-        if lam.shape[0] <= _MAX_TASKS_AS_FLOATS:
-            # K numbers: Python floats cost less than numpy calls, with the same IEEE
-            # operations (clip, sqrt, +eps, /trace) in the same order; NaN stays NaN
-            root = [math.sqrt(x) if x > 0.0 else 0.0 if x <= 0.0 else x for x in lam.tolist()]
-            root_trace = sum(root)                    # sequential, as below
-            if _SAFE_LOW < root_trace < _SAFE_HIGH:
-                total = root_trace + len(root) * eps  # tr(S) = tr((V^T V)^{1/2}) + K eps
-                return Relationship(np.array([(x + eps) / total for x in root]), Q)
-        else:
-            np.maximum(lam, _ZERO, out=lam)
-            np.sqrt(lam, out=lam)
-            root_trace = sum(lam.tolist())
-            if _SAFE_LOW < root_trace < _SAFE_HIGH:
-                lam += eps
-                lam /= root_trace + lam.shape[0] * eps
-                return Relationship(lam, Q)
-    return _update_omega_rescaled(V, eps, previous)
-
-
-def _update_omega_rescaled(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
-    """:func:`update_omega` for V of any scale: (V^T V)^{1/2} is homogeneous of degree 1 in V,
-    so the largest entry is factored out before the Gram matrix can over- or underflow."""
-    scale = float(np.abs(V).max()) if V.size else 0.0
-    if not np.isfinite(scale):
+    K = V.shape[0]
+    if V.size == 0 or not np.isfinite(V).all():
         return previous
-    if scale > 0.0:
-        Vs = V / scale
-        try:
-            lam, Q = symmetric_eig(Vs @ Vs.T, overwrite=True)
-        except np.linalg.LinAlgError:
-            return previous
-        np.maximum(lam, 0.0, out=lam)
-        s = scale * np.sqrt(lam) + eps
-    else:
-        Q = np.eye(V.shape[0])
-        s = np.full(V.shape[0], float(eps))
-    trace = float(s.sum())
+    try:
+        B, sigma, _ = np.linalg.svd(V, full_matrices=False)
+    except np.linalg.LinAlgError:
+        return previous
+    trace = float(sigma.sum()) + K * eps
     if not (np.isfinite(trace) and trace > 0.0):
         return previous
-    return Relationship(s / trace, Q)
+    return Relationship(B, (sigma + eps) / trace, eps / trace)
 
 
-def exact_operator(rel: Relationship, a: float, rho: float, lambda4: float,
-                   out: np.ndarray | None = None) -> np.ndarray:
-    """``P = ((a + rho) I + lambda4 Omega^{-1})^{-1}`` without inverting Omega
-    (docs/ALGORITHMS.md section 2.2).
-
-    ``P = Q diag(omega_i / ((a + rho) omega_i + lambda4)) Q^T``; null directions of Omega get 0.
-    With ``lambda4 = 0`` the operator is exactly ``I / (a + rho)`` whatever Omega is. Written
-    into ``out`` (K x K) when given.
-    """
+def _operator_eigenvalue(a_rho: float, lambda4: float):
+    """P's eigenvalue as a function of Omega's: omega / ((a + rho) omega + lambda4), and
+    1 / (a + rho) for every omega when lambda4 = 0 (P = I / (a + rho) whatever Omega is)."""
     if lambda4 == 0.0:
-        P = np.eye(rel.evals.shape[0]) / (a + rho)
-        if out is None:
-            return P
-        out[...] = P
+        return lambda e: np.full_like(e, 1.0 / a_rho, dtype=np.float64)
+    return lambda e: e / (a_rho * e + lambda4)
+
+
+def _complement_eigenvalue(a: float, a_rho: float, lambda4: float):
+    """1 - rho * P's eigenvalue, written so that nothing cancels:
+    (a omega + lambda4) / ((a + rho) omega + lambda4) (a / (a + rho) when lambda4 = 0)."""
+    if lambda4 == 0.0:
+        return lambda e: np.full_like(e, a / a_rho, dtype=np.float64)
+    return lambda e: (a * e + lambda4) / (a_rho * e + lambda4)
+
+
+class ExactStep:
+    """The exact (u, V) step (docs/ALGORITHMS.md section 2.2) for one Omega, factored.
+
+    With ``P = ((a + rho) I + lambda4 Omega^-1)^-1 = f(Omega)``, ``p = P 1``,
+    ``s = 1^T P 1``: ``u = C^T (1 - rho p) / (lambda2 + rho K - rho^2 s)`` and
+    ``V = P (C - rho 1 u^T)``. In Omega's basis, with ``q = B^T 1`` and ``g = 1 - rho f``
+    (each eigenvalue of 1 - rho P, computed without cancellation):
+    ``1 - rho p = g(rest) 1 + B ((g - g(rest)) q)`` and the denominator is
+    ``lambda2 + rho (g(rest) |1 - B q|^2 + sum_i g_i q_i^2)``, every term >= 0, so the step
+    keeps its digits for any rho (docs/ALGORITHMS.md section 4.1). Built once per Omega.
+    """
+
+    def __init__(self, rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float):
+        K = rel.n_tasks
+        a_rho = a + rho
+        self.rel, self.rho = rel, rho
+        self.f_diag, self.f_rest = rel.spectral(_operator_eigenvalue(a_rho, lambda4))
+        g_diag, g_rest = rel.spectral(_complement_eigenvalue(a, a_rho, lambda4))
+        B = rel.basis
+        q = B.sum(axis=0)                                   # B^T 1
+        residual = np.ones(K) - B @ q if B.shape[1] else np.ones(K)
+        self.g_rest = g_rest
+        g = g_diag + g_rest                                 # g_i
+        den = lambda2 + rho * (g_rest * float(residual @ residual) + float(np.sum(g * q * q)))
+        # C^T (1 - rho p) / den = (g(rest) C^T 1 + (B^T C)^T ((g - g(rest)) q)) / den
+        self._sum_weight = g_rest / den
+        self._basis_weight = g_diag * q / den               # (r,)
+        self._q = q
+
+    def u(self, C: np.ndarray, column_sum: np.ndarray | None = None,
+          BtC: np.ndarray | None = None) -> np.ndarray:
+        """u from C (K x d); ``column_sum`` (C^T 1) and ``BtC`` (B^T C) where known."""
+        total = C.sum(axis=0) if column_sum is None else column_sum
+        u = self._sum_weight * total
+        if self._q.size:
+            u += self._basis_weight @ (self.rel.basis.T @ C if BtC is None else BtC)
+        return u
+
+    def step(self, C: np.ndarray):
+        """(u (d,), V (K x d)) from C (K x d)."""
+        B = self.rel.basis
+        BtC = B.T @ C if B.shape[1] else None
+        u = self.u(C, BtC=BtC)
+        V = C - self.rho * u                                # C - rho 1 u^T
+        if BtC is not None:
+            inner = BtC - self.rho * np.outer(self._q, u)   # B^T (C - rho 1 u^T)
+            V_basis = B @ (self.f_diag[:, None] * inner)
+            V *= self.f_rest
+            V += V_basis
+        else:
+            V *= self.f_rest
+        return u, V
+
+
+def paper_step(rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float,
+               C: np.ndarray, V_old: np.ndarray):
+    """The paper variant's printed closed forms (eqs. solution1-2 and solution1-3):
+    ``u = a C^T 1 / (a (lambda2 + rho K) + lambda2 rho)`` and
+    ``V = lambda2 C / (lambda2 (a + rho) + rho K a) + lambda4 Omega^+ V_old`` (the "+" sign as
+    printed; ``(Omega^+ + Omega^+^T) / 2 = Omega^+``, which is symmetric), with numpy's
+    pinv cut-off (:data:`PINV_CUTOFF` times the largest eigenvalue)."""
+    K = C.shape[0]
+    u = a * C.sum(axis=0) / (a * (lambda2 + rho * K) + lambda2 * rho)
+    largest = max(float(rel.values.max()) if rel.values.size else 0.0, rel.rest)
+    cutoff = PINV_CUTOFF * largest
+
+    def inverse(e):
+        out = np.zeros_like(e, dtype=np.float64)
+        keep = e > cutoff
+        out[keep] = 1.0 / e[keep]
         return out
-    return np.dot(rel.evecs * _operator_diagonal(rel.evals, a + rho, lambda4), rel.evecs.T, out=out)
-
-
-def _operator_diagonal(evals: np.ndarray, a_rho: float, lambda4: float):
-    """``omega_i / ((a + rho) omega_i + lambda4)``, P's eigenvalues: a list of Python floats for
-    small K (cheaper than three numpy calls, same IEEE operations), else an array."""
-    if evals.shape[0] <= _MAX_TASKS_AS_FLOATS:
-        return np.array([x / (x * a_rho + lambda4) for x in evals.tolist()])
-    diag = evals * a_rho
-    diag += lambda4
-    return np.divide(evals, diag, out=diag)
-
-
-def consensus_matrix(rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float) -> np.ndarray:
-    """The (K+1) x K matrix M with ``[u; V] = M C`` for the exact variant (docs/ALGORITHMS.md section 2.2).
-
-    With P from :func:`exact_operator`, ``p = P 1``, ``s = 1^T P 1`` and
-    ``r = (1 - rho p) / (lambda2 + rho K - rho^2 s)``: ``u = r^T C`` and
-    ``V = P (C - rho 1 u^T) = (P - rho p r^T) C``, so M's first row is ``r^T`` and the others
-    ``P - rho p r^T``.  The per-round (u, V) step is then one matrix product.
-
-    ``rho K - rho^2 s`` and ``1 - rho p`` cancel: they lose ``rho / a`` of their digits.  That
-    is nothing for any sensible rho, but when the denominator could be off by more than about
-    1e-10 of its value the matrix is built in Omega's eigenvectors instead, where nothing
-    cancels (:func:`_consensus_matrix_stable`).
-    """
-    K = rel.evals.shape[0]
-    M = np.empty((K + 1, K))
-    P = exact_operator(rel, a, rho, lambda4, out=M[1:])
-    p = P.sum(axis=1)
-    den = lambda2 + rho * K - rho * rho * sum(p.tolist())
-    if not den > 4e-6 * rho * K:
-        return _consensus_matrix_stable(rel, a, rho, lambda2, lambda4)
-    r = M[0]
-    np.multiply(p, -rho / den, out=r)
-    r += 1.0 / den
-    # P - rho p r^T. (BLAS dger would be one call instead of three, but it rounds differently
-    # for larger K, and with more tasks than features the run is sensitive to the last bit:
-    # Omega's square root of V^T V's rounding-level eigenvalues; see docs/DESIGN.md)
-    p *= rho
-    P -= np.multiply.outer(p, r)
-    return M
-
-
-def _consensus_matrix_stable(rel: Relationship, a: float, rho: float, lambda2: float,
-                             lambda4: float) -> np.ndarray:
-    """:func:`consensus_matrix` without cancellation, for any rho.
-
-    With ``Omega = Q diag(e) Q^T``, ``q = Q^T 1``, ``f = e / ((a + rho) e + lambda4)`` and
-    ``g = 1 - rho f = (a e + lambda4) / ((a + rho) e + lambda4)`` (computed as the right-hand
-    side, every term positive): ``P = Q diag(f) Q^T``, ``1 - rho p = Q (g q)`` and the
-    denominator is ``lambda2 + rho sum_i g_i q_i^2`` (>= lambda2).
-    """
-    e, Q = rel.evals, rel.evecs
-    c = (a + rho) * e + lambda4
-    f = np.divide(e, c, out=np.zeros_like(e), where=c > 0)
-    g = np.divide(a * e + lambda4, c, out=np.ones_like(e), where=c > 0)
-    q = Q.sum(axis=0)
-    den = lambda2 + rho * float(np.sum(g * q * q))
-    QF = Q * f
-    M = np.empty((e.shape[0] + 1, e.shape[0]))
-    M[0] = Q @ (g * q) / den
-    M[1:] = QF @ Q.T - np.multiply.outer(rho * (QF @ q), M[0])
-    return M
-
-
-def pseudo_inverse(rel: Relationship) -> np.ndarray:
-    """Moore-Penrose pseudo-inverse of Omega, with numpy.linalg.pinv's cut-off (1e-15 x largest)."""
-    cutoff = 1e-15 * float(np.max(rel.evals)) if rel.evals.size else 0.0
-    inv = np.zeros_like(rel.evals)
-    keep = rel.evals > cutoff
-    inv[keep] = 1.0 / rel.evals[keep]
-    return (rel.evecs * inv) @ rel.evecs.T
+    V = (lambda2 / (lambda2 * (a + rho) + rho * K * a)) * C + lambda4 * rel.apply(inverse, V_old)
+    return u, V

@@ -92,26 +92,28 @@ class DromWorker:
         self.round = 0
 
     @staticmethod
-    def up_size(params, kb, dim):
+    def up_size(params, n_tasks, kb, dim):
         return kb * dim
 
     @staticmethod
-    def down_size(params, kb, dim):
+    def down_size(params, n_tasks, kb, dim):
         return kb * dim
 
-    def up(self, X, y, inv_count):
+    def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
-        margins = np.einsum("kd,bkd->bk", self.W, X)
+        W = self.W[active]
+        margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
         slack = 1.0 - y * margins
         coef = np.where((slack > 0) & (slack < self.p.cap), -y, 0.0)     # capped hinge
         G = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
-        self.W = self.W - (self.p.gamma0 / math.sqrt(self.round)) * (G + self.p.mu * self.R)
+        # a task without an instance in the round takes no step (docs/ALGORITHMS.md section 1)
+        self.W[active] = W - (self.p.gamma0 / math.sqrt(self.round)) * (G + self.p.mu * self.R[active])
         return yhat, self.W.reshape(-1)
 
-    def decide(self, X):
-        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
-        return np.einsum("kd,bkd->bk", self.W, X)
+    def decide(self, X, active=slice(None)):
+        """The margins (B, na) :meth:`up` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self.W[active], X)
 
     def down(self, msg):
         self.R[...] = msg.reshape(-1, self.dim)
@@ -190,59 +192,67 @@ class NoParams:
 
 class MtPerceptronWorker:
     """Cavallanti, Cesa-Bianchi & Gentile 2010, fully connected interaction: a mistake of task i
-    on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. Workers send their tasks'
-    mistake updates; the server returns their sum over all tasks."""
+    on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. So w_j = (S + O_j) / (K + 1),
+    with S the sum of every mistake's y x over all tasks and O_j that of task j's own: workers
+    send the sum of their round's mistakes' y x (d numbers); the server returns the sum over
+    every worker, and a round touches only the tasks with an instance in it."""
 
-    TASK_AXIS = {"W": 0}
+    TASK_AXIS = {"O": 0}
 
     def __init__(self, params, n_tasks, dim, start, stop):
         self.dim = dim
-        self.W = np.zeros((stop - start, dim))
-        self.delta = np.zeros((stop - start, dim))
+        self.S = np.zeros(dim)                       # every mistake's y x, all tasks
+        self.O = np.zeros((stop - start, dim))       # each task's own mistakes' y x
         self.K = n_tasks
+        self._delta = np.zeros(dim)
 
     @staticmethod
-    def up_size(params, kb, dim):
-        return kb * dim
-
-    @staticmethod
-    def down_size(params, kb, dim):
+    def up_size(params, n_tasks, kb, dim):
         return dim
 
-    def up(self, X, y, inv_count):
-        margins = np.einsum("kd,bkd->bk", self.W, X)
+    @staticmethod
+    def down_size(params, n_tasks, kb, dim):
+        return dim
+
+    def _models(self, active=slice(None)) -> np.ndarray:
+        return (self.O[active] + self.S) / (self.K + 1)
+
+    def up(self, X, y, inv_count, active=slice(None)):
+        margins = np.einsum("kd,bkd->bk", self._models(active), X)
         yhat = predict(margins)
         coef = gradient_coef("perceptron", y, margins, yhat)      # -y on a mistake
-        self.delta = -np.einsum("bk,bkd->kd", coef, X)
-        return yhat, self.delta.reshape(-1)
+        own = -np.einsum("bk,bkd->kd", coef, X)
+        self.O[active] += own
+        self._delta = own.sum(axis=0)
+        return yhat, self._delta
 
-    def decide(self, X):
-        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
-        return np.einsum("kd,bkd->bk", self.W, X)
+    def decide(self, X, active=slice(None)):
+        """The margins (B, na) :meth:`up` predicts from, changing nothing."""
+        return np.einsum("kd,bkd->bk", self._models(active), X)
 
     def down(self, msg):
-        self.W += (msg[None, :] + self.delta) / (self.K + 1)
+        self.S += msg
 
     def state(self):
-        return {"W": self.W.copy()}
+        return {"O": self.O.copy(), "S": self.S.copy()}
 
     def load_state(self, state):
-        self.W = np.array(state["W"], dtype=np.float64)
+        self.O = np.array(state["O"], dtype=np.float64)
+        self.S = np.array(state["S"], dtype=np.float64)
 
     def task_rows(self):
-        return {"W": self.W}
+        return {"W": self._models()}
 
 
 class SumServer:
-    """Sums the workers' per-task rows over all tasks (in task order) and sends the sum back to
-    every worker: the server of the multitask perceptron and of the pooled model."""
+    """Sums the workers' messages (in rank order) and sends the sum back to every worker: the
+    server of the multitask perceptron and of the pooled model."""
 
     def __init__(self, params, n_tasks, dim, blocks):
-        self.K = n_tasks
         self.n_workers = len(blocks)
 
     def step(self, up_all):
-        total = up_all.reshape(self.K, -1).sum(axis=0)          # task order, sequential
+        total = up_all.reshape(self.n_workers, -1).sum(axis=0)     # rank order, sequential
         return np.tile(total, self.n_workers)
 
     def after_reply(self):
@@ -274,7 +284,8 @@ class PooledParams:
 
 
 class PooledWorker:
-    """Predicts every task with the one shared w; sends its tasks' gradient sums and counts."""
+    """Predicts every task with the one shared w; sends the sum of its round's gradients and
+    their count."""
 
     # every array of its state is shared: the one w, the round
     TASK_AXIS: dict = {}
@@ -283,27 +294,28 @@ class PooledWorker:
         self.p, self.dim = params, dim
         self.w = np.zeros(dim)
         self.round = 0
-        self._msg = np.zeros((stop - start, dim + 1))
+        self.kb = stop - start
+        self._msg = np.zeros(dim + 1)
 
     @staticmethod
-    def up_size(params, kb, dim):
-        return kb * (dim + 1)
-
-    @staticmethod
-    def down_size(params, kb, dim):
+    def up_size(params, n_tasks, kb, dim):
         return dim + 1
 
-    def up(self, X, y, inv_count):
+    @staticmethod
+    def down_size(params, n_tasks, kb, dim):
+        return dim + 1
+
+    def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
         margins = X @ self.w
         yhat = predict(margins)
         coef = gradient_coef("hinge", y, margins, yhat)
-        self._msg[:, :-1] = np.einsum("bk,bkd->kd", coef, X)
-        self._msg[:, -1] = (y != 0).sum(axis=0)
-        return yhat, self._msg.reshape(-1)
+        self._msg[:-1] = np.einsum("bk,bkd->d", coef, X)
+        self._msg[-1] = np.count_nonzero(y)
+        return yhat, self._msg
 
-    def decide(self, X):
-        """The margins (B, kb) :meth:`up` predicts from, changing nothing."""
+    def decide(self, X, active=slice(None)):
+        """The margins (B, na) :meth:`up` predicts from, changing nothing."""
         return X @ self.w
 
     def down(self, msg):
@@ -318,4 +330,4 @@ class PooledWorker:
         self.round = int(state["round"])
 
     def task_rows(self):
-        return {"W": np.tile(self.w, (self._msg.shape[0], 1))}
+        return {"W": np.tile(self.w, (self.kb, 1))}

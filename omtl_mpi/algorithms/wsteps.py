@@ -20,9 +20,9 @@ start the same.
   r), kept as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one,
   O(d^2)) at each margin error: never a fresh d x d solve.
 
-Every class works on a block of kb tasks at once and has ``prepare`` (once the consensus
-step is known), ``step`` (with the round's data), ``state`` and ``load_state``; a state holds
-everything needed to continue bit for bit.
+Every class holds the per-task state of a block of kb tasks and has ``step`` (with the round's
+data, for its active tasks), ``state`` and ``load_state``; a state holds everything needed to
+continue bit for bit.
 """
 from __future__ import annotations
 
@@ -69,53 +69,59 @@ def inverse_rank_one(M: np.ndarray, x: np.ndarray, c: float):
     return mx, v
 
 
+def rows(array: np.ndarray, active):
+    """``array[active]``: a view for ``slice(None)`` (every task of the block), else a copy."""
+    return array[active]
+
+
+def put(array: np.ndarray, active, value: np.ndarray) -> None:
+    """``array[active] = value`` for ``value`` from :func:`rows` changed in place (nothing to do
+    where :func:`rows` gave a view)."""
+    if not isinstance(active, slice):
+        array[active] = value
+
+
 class EuclidStep:
     """``B(w, w_t) = |w - w_t|^2 / 2``: the paper's eq. solution1-1.
 
     Every step class takes the loss gradient as its negative ``D = -g`` (the descent
-    direction), and gets ``R = rho (u + v_k) - z_k`` through :meth:`prepare` as soon as the
-    consensus step is known, so that the round's own w-step has little left to do.
+    direction) and ``R = rho (u + v_k) - z_k``, the constant part of the linearised
+    Lagrangian, for the round's active tasks only: a task without an instance in the round
+    takes no step at all (docs/ALGORITHMS.md section 1), so a round's cost follows its active
+    tasks.
     """
 
     def __init__(self, params, n_tasks: int, dim: int):
         self.p = params
-        self.R = np.zeros((n_tasks, dim))
         # 0-d arrays: cheaper numpy operands than Python floats on this per-round path
         self._inv = np.array(1.0 / (params.rho + params.eta))
         self._keep = np.array(params.eta * (1.0 / (params.rho + params.eta)))
 
-    # the Euclidean step keeps R divided by (rho + eta): w = eta w_t / (rho + eta) + R + D / (rho + eta)
-    _divide_R = True
     # the axis of the tasks in each array of state() (contract.merge_states): none here
     TASK_AXIS: dict = {}
 
-    def prepare(self, rY, Z) -> None:
-        """Store ``R = rY - Z`` (``rY = rho (u + V)``, ``Z`` the duals): all the next step needs
-        from the consensus step."""
-        np.subtract(rY, Z, out=self.R)
-        if self._divide_R:
-            self.R *= self._inv
-
-    def step(self, W, D, X, coef, inv_count):
-        """The new W (kb x d) from the old one and this round's data (W is updated in place
-        where the step allows it; use the returned array).
+    def step(self, W, D, X, coef, inv_count, R, active):
+        """The new w of the active tasks (na x d), a new array.
 
         Parameters
         ----------
-        W, D : ndarray, shape (kb, d)
-            Current w_k and the batch-mean negative loss gradient ``-g_k`` (D may be
-            overwritten).
-        X : ndarray, shape (B, kb, d)
+        W, D, R : ndarray, shape (na, d)
+            Current w_k, the batch-mean negative loss gradient ``-g_k`` and
+            ``rho (u + v_k) - z_k`` of the active tasks (D and R may be overwritten).
+        X : ndarray, shape (B, na, d)
             The round's instances (zero rows for padding).
-        coef : ndarray, shape (B, kb)
+        coef : ndarray, shape (B, na)
             Each instance's negative loss-gradient factor (-g = coef x); 0 where the loss is flat.
-        inv_count : ndarray, shape (kb,)
+        inv_count : ndarray, shape (na,)
             1 / (number of real instances of each task in this batch).
+        active : slice or ndarray of int
+            Which tasks of the block these rows are (``slice(None)``: all of them, in order).
         """
-        W *= self._keep
-        W += self.R
-        D *= self._inv
-        W += D
+        # w = eta w_t / (rho + eta) + (R + D) / (rho + eta)
+        R += D
+        R *= self._inv
+        W = W * self._keep
+        W += R
         return W
 
     def state(self) -> dict:
@@ -123,6 +129,10 @@ class EuclidStep:
 
     def load_state(self, state: dict) -> None:
         pass
+
+    def finite(self, rows) -> bool:
+        """Whether the state of the tasks ``rows`` (indices, or a slice) is finite."""
+        return True
 
 
 class AdagradStep(EuclidStep):
@@ -133,17 +143,18 @@ class AdagradStep(EuclidStep):
         super().__init__(params, n_tasks, dim)
         self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
 
-    _divide_R = False
     TASK_AXIS = {"S": 0}
 
-    def step(self, W, D, X, coef, inv_count):
+    def step(self, W, D, X, coef, inv_count, R, active):
         p = self.p
-        self.S += D * D
-        Dt = np.sqrt(p.delta + self.S)
+        S = rows(self.S, active)
+        S += D * D
+        put(self.S, active, S)
+        Dt = np.sqrt(p.delta + S)
         Dt *= p.eta
         # (eta D_t w_t + rho (u + v_k) - z_k - g_k) / (eta D_t + rho)
-        W *= Dt
-        W += self.R
+        W = W * Dt
+        W += R
         W += D
         Dt += p.rho
         W /= Dt
@@ -151,6 +162,9 @@ class AdagradStep(EuclidStep):
 
     def state(self) -> dict:
         return {"S": self.S.copy()}
+
+    def finite(self, rows) -> bool:
+        return bool(np.isfinite(self.S[rows]).all())
 
     def load_state(self, state: dict) -> None:
         self.S = np.array(state["S"], dtype=np.float64)
@@ -178,51 +192,61 @@ class ArowStep(EuclidStep):
         super().__init__(params, n_tasks, dim)
         self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
         self.M = np.zeros((n_tasks, dim, dim))
-        self._start_metric(self.r != 0.0)
-        self._settled = bool(self.r.all())          # a bool: checked every round
+        self._start_metric(np.nonzero(self.r)[0])
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
 
-    _divide_R = False
     TASK_AXIS = {"M": 0, "r": 0}
 
-    def _start_metric(self, tasks: np.ndarray) -> None:
-        """M = (eta r + rho)^-1 I for the tasks of the mask ``tasks``."""
-        k, i = np.nonzero(tasks)[0], np.arange(self.M.shape[-1])
+    def _start_metric(self, k: np.ndarray) -> None:
+        """M = (eta r + rho)^-1 I for the tasks ``k`` (indices)."""
+        i = np.arange(self.M.shape[-1])
         self.M[k[:, None], i, i] = (1.0 / (self.p.eta * self.r[k] + self.p.rho))[:, None]
 
-    def step(self, W, D, X, coef, inv_count):
+    def step(self, W, D, X, coef, inv_count, R, active):
         p = self.p
-        if not self._settled:
-            self._start_metric(settle_r(self.r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM))
-            self._settled = bool(self.r.all())
+        if self._unsettled:
+            r = rows(self.r, active)
+            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+            put(self.r, active, r)
+            self._start_metric((np.nonzero(new)[0] if isinstance(active, slice)
+                                else np.asarray(active)[new]))
+            self._unsettled -= int(np.count_nonzero(new))
         c = p.eta * inv_count
         if X.shape[-1] <= BATCHED_DIM:
-            # every task's rank-one update in a few array operations: at small d a numpy call
-            # costs more than its arithmetic, and the kb x d x d temporary is small
-            M = self.M
+            # every active task's rank-one update in a few array operations: at small d a
+            # numpy call costs more than its arithmetic, and the na x d x d temporary is small
+            M = rows(self.M, active)
             for b in range(X.shape[0]):
                 x = X[b]
-                Mx = np.matmul(M, x[:, :, None])[:, :, 0]
+                Mx = np.matmul(M, x[:, :, None])                # (na, d, 1)
                 f = np.where(coef[b] != 0.0, c, 0.0)
-                f /= 1.0 + f * np.vecdot(x, Mx)
-                M -= (f[:, None, None] * Mx[:, :, None]) * Mx[:, None, :]
+                f /= 1.0 + f * np.vecdot(x, Mx[:, :, 0])
+                fMx = Mx * f[:, None, None]
+                M -= fMx * Mx.transpose(0, 2, 1)                # f (M x)(M x)^T, one temporary
+            put(self.M, active, M)
         else:
             # one in-place rank-one update per margin error (BLAS dger, no d x d temporary)
-            for b, k in zip(*np.nonzero(coef)):
-                inverse_rank_one(self.M[k], X[b, k], float(c[k]))
+            for b, i in zip(*np.nonzero(coef)):
+                k = i if isinstance(active, slice) else active[i]
+                inverse_rank_one(self.M[k], X[b, i], float(c[i]))
+            M = self.M[active]
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
         G = W * p.rho
-        G -= self.R
+        G -= R
         G -= D
-        return W - np.matmul(self.M, G[:, :, None])[:, :, 0]
+        return W - np.matmul(M, G[:, :, None])[:, :, 0]
 
     def state(self) -> dict:
         return {"M": self.M.copy(), "r": self.r.copy()}
+
+    def finite(self, rows) -> bool:
+        return bool(np.isfinite(self.M[rows]).all() and np.isfinite(self.r[rows]).all())
 
     def load_state(self, state: dict) -> None:
         self.M = np.array(state["M"], dtype=np.float64)
         r = state["r"] if "r" in state else older_checkpoint_r(self.p.arow_r, len(self.M), 1.0)
         self.r = np.array(r, dtype=np.float64)
-        self._settled = bool(self.r.all())
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
 
 def older_checkpoint_r(arow_r, n_tasks: int, same_from) -> np.ndarray:

@@ -1,9 +1,19 @@
-"""Task streams reshaped into rounds, so that one round of a block of tasks is one array slice."""
+"""Task streams laid out round by round, over the tasks active in each round only.
+
+Round t (0-based) holds the next mini-batch of B instances of every task whose stream has not
+ended: task k is active in rounds 0 .. ceil(n_k / B) - 1. With streams of unequal length (a few
+long, most short) a round holds only the tasks still going, so memory and the learners' work
+follow the instances, not K times the longest stream.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from ..errors import UserError
+
+ALL = slice(None)       # every task of the block is active
 
 
 def rounds_needed(lengths, batch: int) -> int:
@@ -11,43 +21,147 @@ def rounds_needed(lengths, batch: int) -> int:
     return int(math.ceil(int(np.max(lengths)) / batch)) if len(lengths) else 0
 
 
-class RoundBatches:
-    """Round-major, zero-padded view of a block of task streams.
+def layout_bytes(lengths, batch: int, dim: int) -> int:
+    """Bytes a :class:`RoundLayout` of streams of these ``lengths`` holds for ``dim`` weights:
+    the slots' features (float64), labels (float64) and predictions, and the per-round index."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    pairs = int((-(-lengths // batch)).sum())
+    # features, label and prediction per slot; active task, position and count per pair; the
+    # sort that builds them
+    return pairs * batch * (8 * dim + 2) + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
 
-    ``X[t]`` is the (B, kb, d) mini-batch of round t for the kb tasks of the block, ``y[t]`` its
-    (B, kb) labels with 0 marking padding (a task whose stream has ended, or a short last batch).
-    Padding rows are all-zero with label 0, which every loss maps to a zero gradient.
+
+class RoundLayout:
+    """A block of task streams, round-major, over each round's active tasks.
+
+    Slots are laid out round after round; round t has ``B * na_t`` slots, na_t its active
+    tasks, as a (B, na_t) array (batch position major), its tasks in increasing order. A slot
+    past the end of a stream (a short last mini-batch) has all-zero features and label 0,
+    which every loss maps to a zero gradient.
 
     Parameters
     ----------
-    X_list, y_list : list of arrays
-        Per task: features (n_k, d) and labels (n_k,) in {-1, +1}.
+    lengths : array of int, shape (kb,)
+        The block's stream lengths (every one >= 1).
     batch : int
         Mini-batch size B >= 1.
     rounds : int
-        Number of rounds T of the whole run (the longest stream over *all* tasks, so that
-        every rank runs the same rounds).
+        Rounds T of the whole run (the longest stream over *all* tasks, so that every rank
+        runs the same rounds); rounds past the block's longest stream have no active task.
+    dim : int
+        Weights per instance (the features, plus the intercept's).
+
+    Attributes
+    ----------
+    X : ndarray, shape (slots, dim)
+    y : ndarray of float64, shape (slots,)
+        Labels -1/+1, 0 for padding (kept as int8: a round's are converted as it is read).
     """
 
-    def __init__(self, X_list, y_list, batch: int, rounds: int, dim: int):
-        kb = len(X_list)
-        self.batch, self.rounds, self.n_tasks = batch, rounds, kb
-        self.lengths = np.array([len(y) for y in y_list], dtype=np.int64)
-        self.X = np.zeros((rounds, batch, kb, dim))
-        self.y = np.zeros((rounds, batch, kb), dtype=np.int8)
-        flat_X = self.X.reshape(rounds * batch, kb, dim)
-        flat_y = self.y.reshape(rounds * batch, kb)
-        for k, (Xk, yk) in enumerate(zip(X_list, y_list)):
-            flat_X[: len(yk), k, :] = Xk
-            flat_y[: len(yk), k] = yk
-        # the learners take labels as floats (no int-to-float conversion on every round)
-        self.y_float = self.y.astype(np.float64)
-        count = (self.y != 0).sum(axis=1)                       # (T, kb) real instances
-        self.count = count.astype(np.int64)
-        self.inv_count = 1.0 / np.maximum(count, 1)
+    def __init__(self, lengths, batch: int, rounds: int, dim: int):
+        n = np.asarray(lengths, dtype=np.int64)
+        kb = len(n)
+        self.n_tasks, self.batch, self.rounds, self.dim = kb, batch, rounds, dim
+        self.lengths = n
+        per_task = -(-n // batch)                               # rounds each task is active
+        if kb and int(per_task.max()) > rounds:
+            raise ValueError("a stream is longer than the run's rounds")
+        ended = np.bincount(per_task, minlength=rounds + 1)[:rounds]
+        self.active_counts = kb - np.cumsum(ended)              # na_t, (T,)
+        self.round_ptr = np.concatenate(([0], np.cumsum(self.active_counts)))     # in (task, round) pairs
+        self.slot_ptr = self.round_ptr * batch
+        pairs = int(self.round_ptr[-1])
+        index = np.int32 if max(pairs, kb) < 2 ** 31 else np.int64
+        # the (task, round) pairs, task-major, and their position when sorted round-major
+        # (a stable sort keeps each round's tasks in increasing order)
+        self._task_first_pair = np.concatenate(([0], np.cumsum(per_task)))
+        pair_round = (np.arange(pairs, dtype=np.int64)
+                      - np.repeat(self._task_first_pair[:-1], per_task)).astype(index)
+        order = np.argsort(pair_round, kind="stable")
+        del pair_round
+        self.active = np.repeat(np.arange(kb, dtype=index), per_task)[order]
+        self._pair_position = np.empty(pairs, dtype=index)
+        self._pair_position[order] = np.arange(pairs, dtype=index)
+        del order
+        if batch > 1:
+            remaining = n[self.active] - batch * np.repeat(np.arange(rounds, dtype=np.int64),
+                                                           self.active_counts)
+            self.inv_count = 1.0 / np.minimum(remaining, batch)
+        else:
+            self.inv_count = None                               # every count is 1
+        self._ones = np.ones(kb)
+        slots = pairs * batch
+        self.X = np.zeros((slots, dim))
+        self._y = np.zeros(slots, dtype=np.int8)
+
+    @property
+    def y(self) -> np.ndarray:
+        """Every slot's label, float64 (-1/+1, 0 for padding)."""
+        return self._y.astype(np.float64)
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.slot_ptr[-1])
 
     def __len__(self) -> int:
         return self.rounds
 
+    def slots_of(self, first: int, lengths) -> np.ndarray:
+        """The slot of every instance of tasks ``first, first + 1, ...`` (their ``lengths``),
+        instance by instance in the order the streams are presented (task-major)."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        B = self.batch
+        k = np.repeat(np.arange(first, first + len(lengths), dtype=np.int64), lengths)
+        j = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+            np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        r, b = np.divmod(j, B)
+        position = self._pair_position[self._task_first_pair[k] + r]
+        return self.slot_ptr[r] + b * self.active_counts[r] + (position - self.round_ptr[r])
+
+    def fill(self, first: int, X: np.ndarray, y: np.ndarray, lengths) -> None:
+        """Write the streams of tasks ``first, first + 1, ...``, instances in the order they
+        are presented (task-major, X (n, d'), y (n,) -1/+1; d' <= dim: the rest of each row,
+        the intercept's column, is written by :meth:`set_column`)."""
+        dest = self.slots_of(first, lengths)
+        self.X[dest, : X.shape[1]] = X
+        self._y[dest] = y
+
+    def set_column(self, column: int, value: float) -> None:
+        """Set one column of every real slot (label not 0) to ``value`` (the intercept)."""
+        self.X[self._y != 0, column] = value
+
     def __getitem__(self, t: int):
-        return self.X[t], self.y_float[t], self.inv_count[t]
+        """Round t: X (B, na, d), y (B, na), inv_count (na,) and the active tasks (``ALL`` or
+        their indices in the block)."""
+        a, b = int(self.round_ptr[t]), int(self.round_ptr[t + 1])
+        na, B = b - a, self.batch
+        s0 = a * B
+        X = self.X[s0: s0 + na * B].reshape(B, na, self.dim)
+        y = self._y[s0: s0 + na * B].reshape(B, na).astype(np.float64)
+        active = ALL if na == self.n_tasks else self.active[a:b]
+        return X, y, self._ones[:na] if self.inv_count is None else self.inv_count[a:b], active
+
+    def labels(self, order: np.ndarray) -> np.ndarray:
+        """The labels (int8) of the slots ``order``."""
+        return self._y[order]
+
+    def task_order(self) -> np.ndarray:
+        """Every real slot (padding left out), task by task, each task's in the order its
+        stream is presented: ``values[layout.task_order()]`` turns a per-slot array task-major."""
+        return self.slots_of(0, self.lengths)
+
+    def task_offsets(self) -> np.ndarray:
+        """(kb + 1,) offsets of each task's instances in a task-major array."""
+        return np.concatenate(([0], np.cumsum(self.lengths)))
+
+
+def check_layout_fits(lengths, batch: int, dim: int, what: str) -> None:
+    """Refuse, before anything is allocated, streams whose round layout would not fit in
+    the memory available (:func:`layout_bytes`). Raises UserError."""
+    from .taskfile import available_memory
+    free = available_memory()
+    need = layout_bytes(lengths, batch, dim)
+    if free is not None and need > free:
+        gib = 2 ** 30
+        raise UserError(f"{what}: need about {need / gib:.1f} GiB laid out in rounds (d = {dim}), "
+                        f"more than the {free / gib:.1f} GiB of memory available")

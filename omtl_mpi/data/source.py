@@ -1,14 +1,16 @@
 """Where a run's data comes from: a task-stream file or the synthetic generator.
 
 Both give cheap metadata (the same on every rank) and load only the tasks asked for, so an
-MPI worker never holds other workers' streams.
+MPI worker never holds other workers' streams. :func:`load_block` reads a contiguous block of
+tasks as flat arrays, and :func:`presented` puts each stream in the order and at the scale a
+run presents it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .synthetic import generate
-from .taskfile import TaskMeta, TaskStreams, load_tasks, read_meta
+from .synthetic import generate, generate_tasks, task_parameters, task_rngs
+from .taskfile import FlatStreams, TaskMeta, TaskStreams, load_block, load_tasks, read_meta
 
 
 class FileSource:
@@ -25,6 +27,10 @@ class FileSource:
 
     def load(self, indices) -> TaskStreams:
         return load_tasks(self.meta(), indices)
+
+    def load_block(self, start: int, stop: int) -> FlatStreams:
+        """Tasks ``start..stop-1`` as flat arrays (one slice of the file's arrays)."""
+        return load_block(self.meta(), start, stop)
 
     def describe(self) -> str:
         return self.path
@@ -46,6 +52,14 @@ class SyntheticSource:
         names, X, y = generate(self.tasks, self.samples, self.seed, self.normalize, only=idx)
         return TaskStreams(indices=idx, names=tuple(names), X=X, y=y, notices=[])
 
+    def load_block(self, start: int, stop: int) -> FlatStreams:
+        """Tasks ``start..stop-1`` as flat arrays, generated (each value as for the task alone)."""
+        a, theta = task_parameters(self.tasks, self.seed)
+        X, y = generate_tasks(a, theta, self.seed, range(start, stop), self.samples, self.normalize)
+        return FlatStreams(start=start, stop=stop, names=tuple(f"task{k}" for k in range(start, stop)),
+                           X=X, y=y, offsets=np.arange(stop - start + 1, dtype=np.int64) * self.samples,
+                           notices=[])
+
     def describe(self) -> str:
         norm = ", normalized" if self.normalize else ""
         return f"synthetic(tasks={self.tasks}, samples={self.samples}, seed={self.seed}{norm})"
@@ -64,3 +78,38 @@ def shuffled(streams: TaskStreams, seed: int | None) -> TaskStreams:
     return TaskStreams(indices=streams.indices, names=streams.names,
                        X=[X[o] for X, o in zip(streams.X, order)],
                        y=[y[o] for y, o in zip(streams.y, order)], notices=streams.notices)
+
+
+def block_of(source, start: int, stop: int):
+    """Tasks ``start..stop-1`` of ``source`` as flat arrays: X (n, d) float64, y (n,) int8
+    -1/+1, the tasks' lengths (stop - start,) and the notices about them (labels mapped); a
+    source without ``load_block`` is read through ``load``."""
+    block = getattr(source, "load_block", None)
+    if block is not None:
+        flat = block(start, stop)
+        return flat.X, flat.y, np.diff(flat.offsets), list(flat.notices)
+    streams = source.load(np.arange(start, stop))
+    lengths = np.array([len(y) for y in streams.y], dtype=np.int64)
+    X = np.concatenate(streams.X) if len(streams.X) > 1 else np.asarray(streams.X[0])
+    y = np.concatenate(streams.y) if len(streams.y) > 1 else np.asarray(streams.y[0])
+    return X, y, lengths, list(streams.notices)
+
+
+def presented(X: np.ndarray, y: np.ndarray, lengths, first: int, seed: int | None,
+              scale: str = "none"):
+    """Every stream of a block of tasks (``first`` the index of its first task in the run) in
+    the order a run presents it: the file's, or a seeded random order per task, where task k's
+    order depends only on (seed, k), never on which tasks a rank holds (:func:`shuffled`); then
+    scaled online (``scale="online"``, :mod:`.features`). Returns new X and y, task-major."""
+    from .features import online_scale
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if seed is not None:
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        # task_rngs: the generators of default_rng([seed, k]), seeded faster
+        gens = task_rngs(seed, range(first, first + len(lengths)))
+        order = np.concatenate([offsets[i] + gen.permutation(n)
+                                for i, (gen, n) in enumerate(zip(gens, lengths.tolist()))])
+        X, y = X[order], y[order]
+    if scale == "online":
+        X = np.concatenate([online_scale(part) for part in np.split(X, np.cumsum(lengths)[:-1])])
+    return X, y

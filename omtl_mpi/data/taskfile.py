@@ -1,19 +1,33 @@
-"""The task-stream HDF5 format: one file, one group per task, validated before learning starts.
+"""The task-stream HDF5 format: one file, validated before learning starts.
 
-Layout::
+Version 2 (written by every writer of this release)::
+
+    /              attrs: format = "omtl-mpi-tasks", format_version = 2, source, description
+    /X             (N, d) float64: every task's instances, task 0's rows first, then task 1's, ...
+                   (chunked by rows, about 1 MiB of features per chunk, not compressed)
+    /y             (N,) int8 in {-1, +1}
+    /offsets       (K+1,) int64: task k is rows offsets[k]:offsets[k+1]; offsets[0] = 0,
+                   strictly increasing (no empty task), offsets[K] = N
+    /names         (B,) uint8: the task names, UTF-8, one after another
+    /name_offsets  (K+1,) int64: task k's name is names[name_offsets[k]:name_offsets[k+1]]
+
+A process reads only its own contiguous block of tasks a..b-1: one slice of /X and one of /y
+(:func:`load_block`). Version 1 files (one group per task, below) are still read::
 
     /                 attrs: format = "omtl-mpi-tasks", format_version = 1, source, description
     /tasks/0000       attrs: name (any unicode);  X (n_k, d) float64,  y (n_k,) int8 in {-1, +1}
     /tasks/0001       ...
 
-Streams may have different lengths. A worker reads only its own tasks' groups.
+Streams may have different lengths. docs/DATASETS.md gives the measurements behind the layout.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
-from contextlib import contextmanager
+import sys
+from collections import Counter
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import h5py
@@ -24,18 +38,29 @@ from ..errors import DataError, UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-tasks"
-VERSION = 1
+VERSION = 2                 # what the writers write
+VERSIONS = (1, 2)           # what the readers read
 # what h5py (and reading what it returns) raises for a damaged file (a bad chunk, a broken link,
 # an unreadable or misshapen attribute): each becomes one line naming the file (and the task
 # where known), never a traceback; the checkpoint and the report readers use the same
 H5_ERRORS = (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError, RuntimeError)
 # soft links followed before a chain is taken for a loop
 _MAX_LINK_DEPTH = 16
+# bytes of features per HDF5 chunk of /X (and of labels per chunk of /y), at most
+CHUNK_BYTES = 2 ** 20
+# a problem or notice shared by many tasks names this many of them, then counts the rest
+SHOWN = 10
+# the datasets of a version 2 file
+_V2 = ("X", "y", "offsets", "names", "name_offsets")
 
 
 @dataclass(frozen=True)
 class TaskMeta:
-    """What a data set is, read from the file's structure only (no feature values)."""
+    """What a data set is, read from the file's structure only (no feature values).
+
+    ``offsets`` (K+1 int64, task k is instances offsets[k]:offsets[k+1] of the flat stream) is
+    set for files (either version), None for data that is not one.
+    """
 
     path: str
     names: tuple
@@ -43,6 +68,8 @@ class TaskMeta:
     dim: int
     source: str = ""
     description: str = ""
+    version: int = 1
+    offsets: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -60,8 +87,62 @@ class TaskStreams:
     notices: list = field(default_factory=list)
 
 
+@dataclass
+class FlatStreams:
+    """The streams of the tasks ``start..stop-1``, loaded and validated, as flat arrays.
+
+    ``X`` is (N, d) float64 C-contiguous, ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is
+    rows ``offsets[i]:offsets[i + 1]`` (``offsets`` has stop - start + 1 entries, the first 0).
+    """
+
+    start: int
+    stop: int
+    names: tuple
+    X: np.ndarray
+    y: np.ndarray
+    offsets: np.ndarray
+    notices: list = field(default_factory=list)
+
+    @property
+    def n_tasks(self) -> int:
+        return self.stop - self.start
+
+    def split(self) -> TaskStreams:
+        """The same streams as one array per task (views of the flat arrays)."""
+        o = self.offsets.tolist()
+        return TaskStreams(indices=np.arange(self.start, self.stop, dtype=np.int64),
+                           names=self.names, X=[self.X[a:b] for a, b in zip(o[:-1], o[1:])],
+                           y=[self.y[a:b] for a, b in zip(o[:-1], o[1:])], notices=self.notices)
+
+
 def _label(k: int, name: str) -> str:
     return f"task {k} ({name!r})"
+
+
+def _offsets_of(lengths) -> np.ndarray:
+    """(K+1,) int64: 0, then the running total of ``lengths``."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _shape_problems(where: str, X: np.ndarray, y: np.ndarray) -> list:
+    """What is wrong with one task's arrays before their values are looked at: features not a
+    2-D array of numbers, a row count that differs from the labels', no rows, labels that are
+    not numbers."""
+    if X.ndim != 2:
+        return [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"]
+    # Strings or Python objects would make np.isfinite raise a bare TypeError.
+    if X.dtype.kind not in "fiub":
+        return [f"{where}: features must be numbers, got dtype {X.dtype}; convert them to floats"]
+    problems = []
+    if len(y) != X.shape[0]:
+        problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
+    if X.shape[0] == 0:
+        problems.append(f"{where}: the task is empty (no samples); remove it or add data")
+    if y.size and not np.issubdtype(y.dtype, np.number):
+        problems.append(f"{where}: labels must be numbers, got dtype {y.dtype}")
+    return problems
 
 
 def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, list, list]:
@@ -71,11 +152,8 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
     found (one line each) and the notices.
     """
     problems, notices = [], []
-    if X.ndim != 2:
-        return y, [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"], []
-    # Strings or Python objects would make np.isfinite raise a bare TypeError below.
-    if X.dtype.kind not in "fiub":
-        return y, [f"{where}: features must be numbers, got dtype {X.dtype}; convert them to floats"], []
+    if X.ndim != 2 or X.dtype.kind not in "fiub":
+        return y, _shape_problems(where, X, np.asarray(y)), []
     if len(y) != X.shape[0]:
         problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
     if X.shape[0] == 0:
@@ -107,8 +185,295 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
     return labels, problems, notices
 
 
+def _finite_rows(X: np.ndarray) -> np.ndarray:
+    """Whether each row of ``X`` holds only finite values (computed in pieces of about 8 MiB,
+    so that the boolean temporary stays small)."""
+    if X.dtype.kind not in "fc":
+        return np.ones(len(X), dtype=bool)
+    out = np.empty(len(X), dtype=bool)
+    step = max(1, 2 ** 23 // max(1, X.shape[1]))
+    for a in range(0, len(X), step):
+        np.isfinite(X[a:a + step]).all(axis=1, out=out[a:a + step])
+    return out
+
+
+def _more(count: int, what: str) -> str:
+    return f"and {count} more task(s) {what}" if count else ""
+
+
+def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.ndarray):
+    """Validate the values of consecutive tasks held as flat arrays, vectorised over the tasks.
+
+    Parameters
+    ----------
+    path : str
+        The file, for lines that are about several tasks.
+    label : callable
+        ``label(i)`` names the block's task i ("task 12 ('a')").
+    X : ndarray (N, d), numbers
+    y : ndarray (N,), numbers
+    offsets : ndarray (n+1,) int64
+        Task i is rows offsets[i]:offsets[i+1]; offsets[0] = 0, strictly increasing,
+        offsets[n] = N.
+
+    Returns
+    -------
+    labels : ndarray (N,) int8 in {-1, +1}, or None where there are problems
+    problems : list of str
+        :func:`check_values`' lines for each task with non-finite features or labels other than
+        -1/+1 or 0/1 (the first :data:`SHOWN` such tasks, then one line counting the others).
+    notices : list of str
+        Tasks whose labels are 0/1 (mapped 0 -> -1): one line per task for up to three, else
+        one line with their count and the first three.
+    """
+    n = len(offsets) - 1
+    if n == 0 or len(y) == 0:
+        return np.zeros(0, dtype=np.int8), [], []
+    starts = offsets[:-1]
+    finite = _finite_rows(X)
+    bad = ~np.logical_and.reduceat(finite, starts) if not finite.all() else np.zeros(n, bool)
+    is_pm = (y == 1) | (y == -1)
+    is_01 = (y == 0) | (y == 1)
+    task_pm = np.logical_and.reduceat(is_pm, starts)
+    task_01 = np.logical_and.reduceat(is_01, starts)
+    bad |= ~(task_pm | task_01)
+    problems = []
+    flagged = np.flatnonzero(bad)
+    for i in flagged[:SHOWN].tolist():
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        problems += check_values(f"{path}: {label(i)}", X[a:b], y[a:b])[1]
+    if len(flagged) > SHOWN:
+        problems.append(f"{path}: {_more(len(flagged) - SHOWN, 'with such problems')} (the first "
+                        f"{SHOWN} are listed)")
+    if problems:
+        return None, problems, []
+    zero_one = task_01 & ~task_pm
+    notices = []
+    if zero_one.any():
+        labels = y.astype(np.int8)
+        rows = np.repeat(zero_one, np.diff(offsets))
+        labels[rows] = np.where(y[rows] == 1, 1, -1)
+        which = np.flatnonzero(zero_one)
+        if len(which) <= 3:
+            notices += [f"{path}: {label(i)}: labels are 0/1; mapped 0 -> -1" for i in which.tolist()]
+        else:
+            first = ", ".join(label(i) for i in which[:3].tolist())
+            notices.append(f"{path}: labels are 0/1 in {len(which)} tasks ({first}, ...); "
+                           "mapped 0 -> -1")
+    else:
+        labels = y if y.dtype == np.int8 else y.astype(np.int8)
+    return labels, [], notices
+
+
+# ---------------------------------------------------------------- writing (version 2)
+def _chunk_rows(width: int, itemsize: int, rows: int | None) -> int:
+    """Rows per HDF5 chunk of a dataset of rows of ``width`` values: about CHUNK_BYTES, or the
+    whole dataset where it is known to be smaller."""
+    target = max(1, CHUNK_BYTES // max(1, width * itemsize))
+    return max(1, min(target, int(rows))) if rows else target
+
+
+class TaskFileWriter:
+    """Write a task-stream file (version 2) chunk by chunk, atomically: a context manager.
+
+    Every :meth:`add` appends whole tasks as flat arrays, validated as :func:`write_tasks`
+    validates (unique names, finite numeric features of one d, labels -1/+1 or 0/1 written as
+    -1/+1, no empty task). The file appears under ``path`` only when the ``with`` block ends
+    without an exception; otherwise nothing is left there. It holds about one chunk in memory,
+    so data too large to hold twice can be written::
+
+        with TaskFileWriter("tasks.h5", source="mine", description="...") as w:
+            for names, X, y, lengths in chunks:   # X (sum(lengths), d), y (sum(lengths),)
+                w.add(names, X, y, lengths)
+
+    Parameters
+    ----------
+    path : str or path
+    source, description : str
+        The file's ``source`` and ``description`` attributes.
+    rows : int, optional
+        The number of instances the file will hold, where known: a small file then gets HDF5
+        chunks of its own size instead of 1 MiB ones.
+
+    Raises
+    ------
+    DataError
+        From :meth:`add`, listing every problem of the chunk (one line each, naming the task and
+        the first bad row); on leaving the block, when no task was added.
+    """
+
+    def __init__(self, path, *, source: str = "", description: str = "", rows: int | None = None):
+        self.path = str(path)
+        self.source, self.description, self.rows = str(source), str(description), rows
+        self._stack = None
+        self._file = self._X = self._y = None
+        self._dim = None
+        self._written = 0           # instances written
+        self._counted = 0           # tasks validated (the index of the next one)
+        self._lengths = []          # one array of stream lengths per chunk written
+        self._encoded = []          # every task's name, UTF-8
+        self._seen = set()
+
+    @property
+    def n_tasks(self) -> int:
+        """Tasks written so far."""
+        return len(self._encoded)
+
+    def __enter__(self) -> TaskFileWriter:
+        self._stack = ExitStack()
+        try:
+            tmp = self._stack.enter_context(atomic_path(self.path))
+            self._file = self._stack.enter_context(h5py.File(tmp, "w", rdcc_nbytes=4 * CHUNK_BYTES))
+            self._file.attrs["format"] = FORMAT
+            self._file.attrs["format_version"] = VERSION
+            self._file.attrs["source"] = self.source
+            self._file.attrs["description"] = self.description
+        except BaseException:
+            if not self._stack.__exit__(*sys.exc_info()):
+                raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                self._finish()
+            except BaseException:
+                if not self._stack.__exit__(*sys.exc_info()):
+                    raise
+                return False
+        return self._stack.__exit__(exc_type, exc, tb)
+
+    def add(self, names, X, y, lengths) -> None:
+        """Append the tasks ``names``, whose streams follow one another in ``X`` and ``y``.
+
+        Parameters
+        ----------
+        names : sequence of str
+            One per task, unique in the file.
+        X : array (N, d)
+            Numbers, finite; written as float64.
+        y : array (N,)
+            -1/+1, or 0/1 (written as -1/+1).
+        lengths : sequence of int
+            Each task's number of instances (>= 1), summing to N.
+
+        Raises
+        ------
+        DataError
+            Every problem of this chunk; the file is then not written (leave the ``with``
+            block by the exception).
+        """
+        chunk, problems = self._checked(names, X, y, lengths)
+        if problems:
+            raise DataError("\n".join(problems))
+        self._append(*chunk)
+
+    def _checked(self, names, X, y, lengths):
+        """((the names in UTF-8, X as float64, labels, lengths), []) for a valid chunk, else
+        (None, the problems)."""
+        path, k0 = self.path, self._counted
+        names = [str(n) for n in names]
+        self._counted += len(names)
+        where = f"{path}: task {k0}" if len(names) == 1 else f"{path}: tasks {k0}..{k0 + len(names) - 1}"
+        X, y, lengths = np.asarray(X), np.asarray(y).reshape(-1), np.asarray(lengths)
+        problems = []
+        if lengths.ndim != 1 or (lengths.size and lengths.dtype.kind not in "iu"):
+            problems.append(f"{where}: lengths must be a 1-D sequence of whole numbers, got "
+                            f"shape {lengths.shape} and dtype {lengths.dtype}")
+        elif len(lengths) != len(names):
+            problems.append(f"{where}: {len(names)} names but {len(lengths)} lengths; give one "
+                            "length per task")
+        if X.ndim != 2:
+            problems.append(f"{where}: features must be a 2-D array (instances x features), got "
+                            f"shape {X.shape}")
+        elif X.dtype.kind not in "fiub":
+            problems.append(f"{where}: features must be numbers, got dtype {X.dtype}; convert "
+                            "them to floats")
+        elif X.shape[1] == 0:
+            problems.append(f"{where}: the features have no column (shape {X.shape})")
+        elif self._dim is not None and X.shape[1] != self._dim:
+            problems.append(f"{path}: tasks have different numbers of features "
+                            f"{sorted({self._dim, X.shape[1]})}; every task must have the same d")
+        if y.size and not np.issubdtype(y.dtype, np.number):
+            problems.append(f"{where}: labels must be numbers, got dtype {y.dtype}")
+        if not problems:
+            total = int(lengths.sum())
+            if not total == len(X) == len(y):
+                problems.append(f"{where}: the lengths add up to {total} instances but there are "
+                                f"{len(X)} feature rows and {len(y)} labels")
+            empty = np.flatnonzero(lengths < 1).tolist()
+            problems += [f"{path}: {_label(k0 + i, names[i])}: the task is empty (no samples); "
+                         "remove it or add data" for i in empty[:SHOWN]]
+            if len(empty) > SHOWN:
+                problems.append(f"{path}: {_more(len(empty) - SHOWN, 'are empty')}")
+        encoded, twice = [], None
+        for i, name in enumerate(names):
+            if name in self._seen and twice is None:
+                twice = name
+            self._seen.add(name)
+            try:
+                encoded.append(name.encode("utf-8"))
+            except UnicodeEncodeError:
+                problems.append(f"{path}: {_label(k0 + i, name)}: the name cannot be written as "
+                                "UTF-8 (it holds a lone surrogate); rename the task")
+        if twice is not None:
+            problems.insert(0, f"{path}: task name {twice!r} is used twice; task names must be unique")
+        if problems:
+            return None, problems
+        offsets = _offsets_of(lengths)
+        labels, problems, _ = _check_block(path, lambda i: _label(k0 + i, names[i]), X, y, offsets)
+        if problems:
+            return None, problems
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return (encoded, X, labels, lengths.astype(np.int64)), []
+
+    def _append(self, encoded, X, labels, lengths) -> None:
+        if self._X is None:
+            self._dim = X.shape[1]
+            self._X = self._file.create_dataset(
+                "X", shape=(0, self._dim), maxshape=(None, self._dim), dtype=np.float64,
+                chunks=(_chunk_rows(self._dim, 8, self.rows), self._dim))
+            self._y = self._file.create_dataset("y", shape=(0,), maxshape=(None,), dtype=np.int8,
+                                                chunks=(_chunk_rows(1, 1, self.rows),))
+        a, b = self._written, self._written + len(X)
+        if b > a:
+            self._X.resize(b, axis=0)
+            self._X[a:b] = X
+            self._y.resize(b, axis=0)
+            self._y[a:b] = labels
+        self._written = b
+        self._lengths.append(lengths)
+        self._encoded += encoded
+
+    def _finish(self) -> None:
+        if not self._encoded:
+            raise DataError(f"{self.path}: no tasks to write")
+        f = self._file
+        f.create_dataset("offsets", data=_offsets_of(np.concatenate(self._lengths)))
+        sizes = np.fromiter(map(len, self._encoded), dtype=np.int64, count=len(self._encoded))
+        f.create_dataset("names", data=np.frombuffer(b"".join(self._encoded), dtype=np.uint8))
+        f.create_dataset("name_offsets", data=_offsets_of(sizes))
+
+
+def block_spans(lengths, most: int) -> list:
+    """Consecutive tasks, of stream ``lengths``, grouped into spans (a, b) of tasks a..b-1 that
+    hold at most ``most`` instances together (a span of one task may hold more): how the
+    writers and generators cut data into blocks."""
+    offsets = _offsets_of(np.asarray(lengths, dtype=np.int64))
+    spans, a, count = [], 0, len(offsets) - 1
+    while a < count:
+        b = max(a + 1, int(np.searchsorted(offsets, offsets[a] + most, side="right")) - 1)
+        spans.append((a, b))
+        a = b
+    return spans
+
+
+# features validated and written together by write_tasks: 32 MiB of float64
+_GROUP_VALUES = 2 ** 22
+
+
 def write_tasks(path, names, X_list, y_list, *, source: str = "", description: str = "") -> None:
-    """Validate and write a task-stream file atomically (temporary name, then rename).
+    """Validate and write a task-stream file (version 2) atomically (temporary name, then rename).
 
     Raises
     ------
@@ -122,33 +487,39 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
                         f"{len(y_list)} label arrays; they must match (one per task)")
     if not names:
         raise DataError(f"{path}: no tasks to write")
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
+    counts = Counter(names)
+    if len(counts) != len(names):
+        dup = next(n for n in names if counts[n] > 1)
         problems.append(f"{path}: task name {dup!r} is used twice; task names must be unique")
-    labels, dims = [], set()
+    X_list = [np.asarray(X) for X in X_list]
+    y_list = [np.asarray(y).reshape(-1) for y in y_list]
+    dims, fine = set(), []
     for k, (name, X, y) in enumerate(zip(names, X_list, y_list)):
-        X = np.asarray(X)
-        yk, probs, _ = check_values(f"{path}: {_label(k, name)}", X, np.asarray(y).reshape(-1))
-        problems += probs
-        labels.append(yk)
+        found = _shape_problems(f"{path}: {_label(k, name)}", X, y)
+        problems += found
         if X.ndim == 2:
             dims.add(X.shape[1])
+        if not found:
+            fine.append(k)
     if len(dims) > 1:
         problems.append(f"{path}: tasks have different numbers of features {sorted(dims)}; "
                         "every task must have the same d")
     if problems:
+        # the values of the other tasks too, so that every problem is listed at once
+        for k in fine:
+            problems += check_values(f"{path}: {_label(k, names[k])}", X_list[k], y_list[k])[1]
         raise DataError("\n".join(problems))
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        f.attrs["format"] = FORMAT
-        f.attrs["format_version"] = 1
-        f.attrs["source"] = source
-        f.attrs["description"] = description
-        g = f.create_group("tasks")
-        for k, (name, X, y) in enumerate(zip(names, X_list, labels)):
-            t = g.create_group(f"{k:04d}")
-            t.attrs["name"] = name
-            t.create_dataset("X", data=np.ascontiguousarray(X, dtype=np.float64))
-            t.create_dataset("y", data=np.asarray(y, dtype=np.int8))
+    lengths = [len(y) for y in y_list]
+    per_row = max(1, X_list[0].shape[1])
+    with TaskFileWriter(path, source=source, description=description, rows=sum(lengths)) as w:
+        for a, b in block_spans(lengths, max(1, _GROUP_VALUES // per_row)):
+            X = X_list[a] if b == a + 1 else np.concatenate(X_list[a:b], axis=0)
+            chunk, found = w._checked(names[a:b], X, np.concatenate(y_list[a:b]), lengths[a:b])
+            problems += found
+            if not problems:
+                w._append(*chunk)
+        if problems:
+            raise DataError("\n".join(problems))
 
 
 def own_item(group, key: str):
@@ -217,19 +588,23 @@ def _read_values(group, name: str, where: str) -> np.ndarray:
                         "import or copy it again") from None
 
 
-def _check_version(path: str, f) -> None:
-    """Refuse a file of another format version; a file without one (older) is read as 1."""
+def _check_version(path: str, f) -> int:
+    """The file's format version (1 or 2); a file without one (older) is read as 1, a file of
+    another version is refused."""
     version = f.attrs.get("format_version")
     if version is None:
-        return
+        return 1
     value = np.asarray(version)
-    if value.shape == () and value.dtype.kind in "iuf" and value == VERSION:
-        return
+    if value.shape == () and value.dtype.kind in "iuf":
+        for known in VERSIONS:
+            if value == known:
+                return known
     shown = value.item() if value.shape == () else value.tolist()
     if isinstance(shown, bytes):
         shown = shown.decode(errors="replace")
     raise DataError(f"{path}: task-file format version {shown}; this release of omtl-mpi reads "
-                    f"version {VERSION}: use the omtl-mpi that wrote it, or import the data again")
+                    f"versions {' and '.join(map(str, VERSIONS))}: use the omtl-mpi that wrote "
+                    "it, or import the data again")
 
 
 def _link_problem(f, group, name: str, depth: int = 0) -> str | None:
@@ -292,6 +667,8 @@ def _dataset_links(f, g, where: str) -> list:
 def read_meta(path) -> TaskMeta:
     """Read and check a task-stream file's structure (no feature values are read).
 
+    Version 2 costs no Python work per task beyond decoding the names.
+
     Raises
     ------
     DataError
@@ -299,7 +676,8 @@ def read_meta(path) -> TaskMeta:
     """
     path = str(path)
     with _open(path) as f:
-        _check_version(path, f)
+        if _check_version(path, f) == 2:
+            return _read_meta_v2(path, f)
         groups, indices, problems = _task_groups(path, f)
         names, lengths, dims = [], [], {}
         for k, key in sorted(indices.items()):         # 0..K-1, without gaps
@@ -312,10 +690,166 @@ def read_meta(path) -> TaskMeta:
         problems += _dim_mismatches(path, dims, names)
         if problems:
             raise DataError("\n".join(problems))
-        src = f.attrs.get("source", "")
-        desc = f.attrs.get("description", "")
-        return TaskMeta(path=path, names=tuple(names), lengths=np.array(lengths, dtype=np.int64),
-                        dim=int(dims[min(dims)]), source=str(src), description=str(desc))
+        lengths = np.array(lengths, dtype=np.int64)
+        return TaskMeta(path=path, names=tuple(names), lengths=lengths,
+                        dim=int(dims[min(dims)]), version=1, offsets=_offsets_of(lengths),
+                        **_described(f))
+
+
+def _described(f) -> dict:
+    return {"source": str(f.attrs.get("source", "")),
+            "description": str(f.attrs.get("description", ""))}
+
+
+# ---------------------------------------------------------------- version 2 structure
+def _v2_datasets(path: str, f) -> tuple[dict, list]:
+    """The datasets of a version 2 file by name, and the lines about those that are missing,
+    links (refused without being followed: the files the writers make hold none) or groups."""
+    missing = [name for name in _V2 if not _has(f, name)]
+    if len(missing) == len(_V2):
+        raise DataError(f"{path}: no /X, /y or /offsets; this is not an omtl-mpi task-stream file "
+                        "(convert it with 'omtl-mpi data import')")
+    problems = []
+    if missing:
+        shown = ", ".join(f"/{name}" for name in missing)
+        problems.append(f"{path}: {shown} missing; a version 2 task file holds /X, /y, /offsets, "
+                        "/names and /name_offsets: import or copy it again")
+    found = {}
+    for name in _V2:
+        if name in missing:
+            continue
+        link = f.get(name, getlink=True)
+        if not isinstance(link, h5py.HardLink):
+            why = _link_problem(f, f, name)
+            problems.append(f"{path}: /{name} " + (why.strip() if why else (
+                f"is a soft link to {link.path}; a task file holds its arrays under their own "
+                "names (links are refused): import or copy it again")))
+            continue
+        obj = f[name]
+        if not isinstance(obj, h5py.Dataset):
+            problems.append(f"{path}: /{name} must be a dataset (an array), not a group")
+            continue
+        found[name] = obj
+    return found, problems
+
+
+def _index_values(path: str, ds, name: str, problems: list):
+    """The values of /offsets or /name_offsets as int64 where they are a 1-D array of at least
+    two integers starting at 0, else None (with the reason in ``problems``)."""
+    if ds.dtype.kind not in "iu":
+        problems.append(f"{path}: /{name} must be integers, got dtype {ds.dtype}")
+        return None
+    if ds.ndim != 1:
+        problems.append(f"{path}: /{name} must be 1-D, got shape {ds.shape}")
+        return None
+    if ds.shape[0] < 2:
+        problems.append(f"{path}: /{name} holds {ds.shape[0]} value(s); it must hold K+1 >= 2 "
+                        "(one task at least)")
+        return None
+    _check_declared(path, f"/{name}", ds.shape[0] * 8)
+    values = _read_values(ds.parent, name, path)
+    if values.dtype.kind == "u" and values.max() > np.iinfo(np.int64).max:
+        problems.append(f"{path}: /{name} holds values beyond 2^63; the file is damaged")
+        return None
+    values = values.astype(np.int64)
+    if values[0] != 0:
+        problems.append(f"{path}: /{name} must start at 0, got {int(values[0])}")
+        return None
+    return values
+
+
+def _decoded_names(path: str, found: dict, count: int | None, problems: list) -> list | None:
+    """The task names of /names and /name_offsets (UTF-8; undecodable bytes replaced), None
+    where they cannot be read (with the reason in ``problems``)."""
+    blob, ends = found.get("names"), found.get("name_offsets")
+    if blob is None or ends is None:
+        return None
+    if blob.ndim != 1 or blob.dtype != np.uint8:
+        problems.append(f"{path}: /names must be a 1-D array of bytes (uint8, UTF-8), got shape "
+                        f"{blob.shape} and dtype {blob.dtype}")
+        return None
+    before = len(problems)
+    offsets = _index_values(path, ends, "name_offsets", problems)
+    if offsets is None:
+        return None
+    if count is not None and len(offsets) != count + 1:
+        problems.append(f"{path}: /name_offsets gives {len(offsets) - 1} name(s) but /offsets "
+                        f"{count} task(s); there must be one name per task")
+    if np.any(np.diff(offsets) < 0):
+        k = int(np.flatnonzero(np.diff(offsets) < 0)[0])
+        problems.append(f"{path}: /name_offsets decreases at task {k}; it must not decrease")
+    if offsets[-1] != blob.shape[0]:
+        problems.append(f"{path}: /name_offsets ends at {int(offsets[-1])} but /names holds "
+                        f"{blob.shape[0]} bytes; it must end at their number")
+    if len(problems) > before:
+        return None
+    _check_declared(path, "/names", blob.shape[0])
+    raw = _read_values(blob.parent, "names", path).tobytes()
+    o = offsets.tolist()
+    return [raw[a:b].decode("utf-8", "replace") for a, b in zip(o[:-1], o[1:])]
+
+
+def _offset_problems(path: str, offsets: np.ndarray, names, rows) -> list:
+    """Lines for task offsets that do not increase strictly (an empty task, naming it) or do
+    not end at the number of rows."""
+    problems = []
+    steps = np.diff(offsets)
+    wrong = np.flatnonzero(steps <= 0)
+    for k in wrong[:SHOWN].tolist():
+        name = names[k] if names is not None else f"task{k}"
+        a, b = int(offsets[k]), int(offsets[k + 1])
+        problems.append(f"{path}: {_label(k, name)}: the task is empty (no samples): /offsets "
+                        f"{k} and {k + 1} are both {a}" if a == b else
+                        f"{path}: {_label(k, name)}: /offsets decreases from {a} to {b}; "
+                        "offsets must increase strictly")
+    if len(wrong) > SHOWN:
+        problems.append(f"{path}: /offsets: {_more(len(wrong) - SHOWN, 'are empty or out of order')}")
+    if rows is not None and offsets[-1] != rows:
+        problems.append(f"{path}: /offsets ends at {int(offsets[-1])} but /X has {rows} rows; "
+                        "it must end at the number of instances")
+    return problems
+
+
+def _check_declared(path: str, what: str, nbytes: int) -> None:
+    """Refuse, before reading it, an array that would take more than half the memory available
+    (a damaged or hostile file may declare any size, compressed to nothing)."""
+    free = available_memory()
+    if free is not None and 2 * nbytes > free:
+        gib = 2 ** 30
+        raise DataError(f"{path}: {what} would need {nbytes / gib:.1f} GiB, more than half the "
+                        f"{free / gib:.1f} GiB of memory available; the file is damaged, or too "
+                        "large for this machine")
+
+
+def _read_meta_v2(path: str, f) -> TaskMeta:
+    found, problems = _v2_datasets(path, f)
+    X, y, rows = found.get("X"), found.get("y"), None
+    if X is not None:
+        if X.ndim != 2:
+            problems.append(f"{path}: X must be 2-D (samples x features), got shape {X.shape}")
+        elif X.shape[1] == 0:
+            problems.append(f"{path}: X has no feature column (shape {X.shape})")
+        else:
+            rows = int(X.shape[0])
+        if X.dtype.kind not in "fiu":
+            problems.append(f"{path}: X must be numeric, got dtype {X.dtype}")
+    if y is not None:
+        if y.ndim != 1:
+            problems.append(f"{path}: y must be 1-D, got shape {y.shape}")
+        elif rows is not None and y.shape[0] != rows:
+            problems.append(f"{path}: {rows} feature rows but {y.shape[0]} labels")
+        if y.dtype.kind not in "fiu":
+            problems.append(f"{path}: y must be numeric, got dtype {y.dtype}")
+    offsets = None
+    if "offsets" in found:
+        offsets = _index_values(path, found["offsets"], "offsets", problems)
+    names = _decoded_names(path, found, None if offsets is None else len(offsets) - 1, problems)
+    if offsets is not None:
+        problems += _offset_problems(path, offsets, names, rows)
+    if problems:
+        raise DataError("\n".join(problems))
+    return TaskMeta(path=path, names=tuple(names), lengths=np.diff(offsets), dim=int(X.shape[1]),
+                    version=2, offsets=offsets, **_described(f))
 
 
 def _task_groups(path: str, f) -> tuple:
@@ -410,7 +944,11 @@ def available_memory() -> int | None:
 
 def _check_fits(meta: TaskMeta, indices) -> None:
     """Refuse, before reading, tasks whose features cannot fit in this machine's memory."""
-    need = sum(int(meta.lengths[k]) * meta.dim * 8 for k in indices)
+    if isinstance(indices, range) and indices.step == 1:
+        rows = int(meta.lengths[indices.start:indices.stop].sum())
+    else:
+        rows = int(meta.lengths[np.asarray(indices, dtype=np.int64).reshape(-1)].sum())
+    need = rows * meta.dim * 8
     free = available_memory()
     # the features are read once and copied at most once more (validation, batching)
     if free is not None and 2 * need > free:
@@ -419,6 +957,12 @@ def _check_fits(meta: TaskMeta, indices) -> None:
                         f"{need / gib:.1f} GiB of features (d = {meta.dim}), more than half the "
                         f"{free / gib:.1f} GiB of memory available: start more ranks (or nodes) so "
                         "that each holds fewer tasks, or reduce the dimension when importing")
+
+
+def _out_of_range(meta: TaskMeta, index: int) -> DataError:
+    # A wrong index is a caller's (or a world-size) mistake; say so rather than an h5py KeyError.
+    return DataError(f"{meta.path}: task index {index} out of range; the file has "
+                     f"{meta.n_tasks} task(s), numbered 0..{meta.n_tasks - 1}")
 
 
 def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
@@ -430,12 +974,12 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
         Naming the task and the first bad row of every problem found.
     """
     indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-    # A wrong index is a caller's (or a world-size) mistake; say so rather than an h5py KeyError.
-    outside = [int(k) for k in indices if not 0 <= k < meta.n_tasks]
-    if outside:
-        raise DataError(f"{meta.path}: task index {outside[0]} out of range; the file has "
-                        f"{meta.n_tasks} task(s), numbered 0..{meta.n_tasks - 1}")
+    outside = indices[(indices < 0) | (indices >= meta.n_tasks)]
+    if outside.size:
+        raise _out_of_range(meta, int(outside[0]))
     _check_fits(meta, indices)
+    if meta.version == 2:
+        return _load_tasks_v2(meta, indices)
     X_list, y_list, problems, notices = [], [], [], []
     with _open(meta.path) as f:
         for k in indices:
@@ -453,8 +997,120 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
                        X=X_list, y=y_list, notices=notices)
 
 
-def info(path) -> dict:
+def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
+    """Read and validate the tasks ``start..stop-1`` as flat arrays (a process's own block).
+
+    A version 2 file is read in one slice of /X and one of /y, and validated without a Python
+    loop over the tasks (only the tasks with a problem are looked at one by one, to name them).
+
+    Raises
+    ------
+    DataError
+        Naming the task and the first bad row of every problem found (the first few tasks of
+        each kind, then their count), or the block that would not fit in memory.
+    """
+    start, stop = int(start), int(stop)
+    if stop <= start:
+        raise DataError(f"{meta.path}: no task in the block {start}..{stop - 1}; ask for "
+                        f"0 <= start < stop <= {meta.n_tasks}")
+    for index in (start, stop - 1):
+        if not 0 <= index < meta.n_tasks:
+            raise _out_of_range(meta, index)
+    _check_fits(meta, range(start, stop))
+    if meta.version != 2:
+        got = load_tasks(meta, range(start, stop))
+        lengths = np.array([len(y) for y in got.y], dtype=np.int64)
+        return FlatStreams(start=start, stop=stop, names=got.names, X=np.concatenate(got.X),
+                           y=np.concatenate(got.y), offsets=_offsets_of(lengths), notices=got.notices)
+    with _open(meta.path) as f:
+        flat, problems = _block_v2(f, meta, start, stop)
+    if problems:
+        raise DataError("\n".join(problems))
+    return flat
+
+
+def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, list]:
+    """Tasks start..stop-1 of the open version 2 file ``f``, and the problems of their values."""
+    lo, hi = int(meta.offsets[start]), int(meta.offsets[stop])
+    X = np.ascontiguousarray(_read_rows(f, "X", lo, hi, meta), dtype=np.float64)
+    y = _read_rows(f, "y", lo, hi, meta)
+    offsets = meta.offsets[start:stop + 1] - lo
+    names = meta.names[start:stop]
+    labels, problems, notices = _check_block(meta.path, lambda i: _label(start + i, names[i]),
+                                             X, y, offsets)
+    return FlatStreams(start=start, stop=stop, names=names, X=X, y=labels, offsets=offsets,
+                       notices=notices), problems
+
+
+def _read_rows(f, name: str, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
+    """Rows lo..hi-1 of the version 2 dataset ``name``; where they cannot be read (a damaged
+    chunk), one line naming the first task whose rows cannot be."""
+    ds = f[name]
+    try:
+        return ds[lo:hi]
+    except H5_ERRORS as exc:
+        row = _first_unreadable(ds, lo, hi)
+        k = int(np.searchsorted(meta.offsets, row, side="right")) - 1
+        raise DataError(f"{meta.path}: {_label(k, meta.names[k])}: cannot read {name} "
+                        f"({reason(exc)}); the file is damaged: import or copy it again") from None
+
+
+def _first_unreadable(ds, lo: int, hi: int) -> int:
+    """The first row of lo..hi-1 whose chunk cannot be read (lo if every chunk alone can)."""
+    step = ds.chunks[0] if ds.chunks else max(1, hi - lo)
+    a = lo
+    while a < hi:
+        b = min(hi, (a // step + 1) * step)
+        try:
+            ds[a:b]
+        except H5_ERRORS:
+            return a
+        a = b
+    return lo
+
+
+def _load_tasks_v2(meta: TaskMeta, indices: np.ndarray) -> TaskStreams:
+    """load_tasks for a version 2 file: each run of consecutive tasks asked for is one block."""
+    wanted = np.unique(indices)
+    runs = np.split(wanted, np.flatnonzero(np.diff(wanted) != 1) + 1)
+    X, y, problems, notices = {}, {}, [], []
+    with _open(meta.path) as f:
+        for run in runs:
+            flat, found = _block_v2(f, meta, int(run[0]), int(run[-1]) + 1)
+            problems += found
+            notices += flat.notices
+            if not found:
+                part = flat.split()
+                X.update(zip(run.tolist(), part.X))
+                y.update(zip(run.tolist(), part.y))
+    if problems:
+        raise DataError("\n".join(problems))
+    order = indices.tolist()
+    return TaskStreams(indices=indices, names=tuple(meta.names[k] for k in order),
+                       X=[X[k] for k in order], y=[y[k] for k in order], notices=notices)
+
+
+# files of more tasks than this list only some of them in info(..., edges=...)
+INFO_ALL = 100
+
+
+def info(path, *, edges: int | None = None) -> dict:
     """The paper's Table 1 row of a task-stream file, plus per-task figures (reads labels only).
+
+    Parameters
+    ----------
+    edges : int, optional
+        For a file of more than :data:`INFO_ALL` tasks, list only the first and the last
+        ``edges`` tasks in ``per_task`` (``per_task_omitted`` counts the others). By default
+        every task is listed.
+
+    Returns
+    -------
+    dict
+        ``path``, ``tasks``, ``dims``, ``total``, ``max``, ``min``, ``median`` and ``mean``
+        (stream lengths), ``positive_ratio`` (the mean over tasks of the fraction of +1
+        labels), ``per_task`` (``index``, ``name``, ``samples``, ``positive_ratio``),
+        ``per_task_omitted``, ``format_version``, ``source``, ``description``.
 
     Raises
     ------
@@ -463,18 +1119,31 @@ def info(path) -> dict:
         (naming the task).
     """
     meta = read_meta(path)
-    per_task = []
-    with _open(meta.path) as f:
-        for k, name in enumerate(meta.names):
-            y = _read_values(f["tasks"][f"{k:04d}"], "y", f"{meta.path}: {_label(k, name)}")
-            per_task.append({"index": k, "name": name, "samples": int(len(y)),
-                             "positive_ratio": float(np.mean(y == 1)) if len(y) else 0.0})
     lengths = meta.lengths
+    with _open(meta.path) as f:
+        if meta.version == 2:
+            _check_declared(meta.path, "/y", int(meta.offsets[-1]) * f["y"].dtype.itemsize)
+            y = _read_rows(f, "y", 0, int(meta.offsets[-1]), meta)
+            positives = np.add.reduceat((y == 1).view(np.int8), meta.offsets[:-1], dtype=np.int64)
+            ratios = positives / lengths
+        else:
+            ratios = np.empty(meta.n_tasks)
+            for k, name in enumerate(meta.names):
+                y = _read_values(f["tasks"][f"{k:04d}"], "y", f"{meta.path}: {_label(k, name)}")
+                ratios[k] = float(np.mean(y == 1)) if len(y) else 0.0
+    K = meta.n_tasks
+    shown = range(K)
+    if edges is not None and K > INFO_ALL and K > 2 * edges:
+        shown = [*range(edges), *range(K - edges, K)]
+    per_task = [{"index": k, "name": meta.names[k], "samples": int(lengths[k]),
+                 "positive_ratio": float(ratios[k])} for k in shown]
     return {
-        "path": meta.path, "tasks": meta.n_tasks, "dims": meta.dim, "total": int(lengths.sum()),
+        "path": meta.path, "tasks": K, "dims": meta.dim, "total": int(lengths.sum()),
         "max": int(lengths.max()), "min": int(lengths.min()),
-        "positive_ratio": float(np.mean([t["positive_ratio"] for t in per_task])),
-        "per_task": per_task, "source": meta.source, "description": meta.description,
+        "median": float(np.median(lengths)), "mean": float(lengths.mean()),
+        "positive_ratio": float(np.mean(ratios)),
+        "per_task": per_task, "per_task_omitted": K - len(per_task),
+        "format_version": meta.version, "source": meta.source, "description": meta.description,
     }
 
 

@@ -15,12 +15,15 @@ Every task k has a true weight vector w_k in R^d; its instances are x ~ N(0, I) 
 The defaults (K = 10 tasks, 300 instances, d = 50, spread 0.3, noise 0.5) are the recipe of the
 project's learning-quality notes. Task k's instances depend only on (seed, k), and the weight
 vectors on the seed, so generating some tasks gives the same arrays as slicing all of them.
+:func:`testbed_blocks` gives the same values a block of tasks at a time, for a file writer.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ConfigError
+from .synthetic import BLOCK_ROWS, task_rngs
+from .taskfile import block_spans
 
 FAMILIES = ("identical", "clustered", "unrelated")
 DEFAULTS = {"tasks": 10, "samples": 300, "dims": 50}
@@ -44,6 +47,60 @@ def task_weights(family: str, tasks: int, dims: int, clusters: int = 2, spread: 
     return centres[group] + spread * rng.normal(size=(tasks, dims))
 
 
+def _check(family, tasks, samples, dims, clusters, spread, noise) -> None:
+    problems = []
+    for name, value, low in (("tasks", tasks, 1), ("samples", samples, 1), ("dims", dims, 1),
+                             ("clusters", clusters, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            problems.append(f"--{name} must be an integer >= {low}, got {value!r}")
+    for name, value in (("spread", spread), ("noise", noise)):
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+            problems.append(f"--{name} must be a finite number >= 0, got {value!r}")
+    if not problems and family == "clustered" and not 2 <= clusters <= tasks:
+        problems.append(f"--clusters must be between 2 and the number of tasks ({tasks}), got {clusters}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def _draw(W, seed: int, ks, samples: int, dims: int, noise: float, normalize: bool):
+    """Features (len(ks) * samples, dims) and labels of tasks ``ks``, one task after another,
+    each drawn from its own generator default_rng([seed, k])."""
+    X = np.empty((len(ks) * samples, dims))
+    y = np.empty(len(ks) * samples, dtype=np.int8)
+    for i, (k, rng) in enumerate(zip(ks, task_rngs(seed, ks))):
+        Xk = rng.normal(size=(samples, dims))
+        margin = Xk @ W[k] + noise * rng.normal(size=samples)
+        if normalize:
+            Xk /= np.linalg.norm(Xk, axis=1, keepdims=True)
+        X[i * samples:(i + 1) * samples] = Xk
+        y[i * samples:(i + 1) * samples] = np.where(margin >= 0.0, 1, -1)
+    return X, y
+
+
+def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
+                   clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
+                   normalize: bool = False, rows: int = BLOCK_ROWS):
+    """A test bed a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
+    lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
+    of :func:`generate_testbed`.
+
+    Raises
+    ------
+    ConfigError
+        At once (not when iterated), one line per bad value.
+    """
+    _check(family, tasks, samples, dims, clusters, spread, noise)
+    W = task_weights(family, tasks, dims, clusters, spread, seed)
+    return _blocks(W, seed, samples, dims, noise, normalize,
+                   block_spans(np.full(tasks, samples, dtype=np.int64), rows))
+
+
+def _blocks(W, seed: int, samples: int, dims: int, noise: float, normalize: bool, spans):
+    for lo, hi in spans:
+        X, y = _draw(W, seed, range(lo, hi), samples, dims, noise, normalize)
+        yield [f"task{k}" for k in range(lo, hi)], X, y, np.full(hi - lo, samples, dtype=np.int64)
+
+
 def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
                      clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                      normalize: bool = False, only=None):
@@ -64,30 +121,12 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
     ConfigError
         One line per bad value.
     """
-    problems = []
-    for name, value, low in (("tasks", tasks, 1), ("samples", samples, 1), ("dims", dims, 1),
-                             ("clusters", clusters, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            problems.append(f"--{name} must be an integer >= {low}, got {value!r}")
-    for name, value in (("spread", spread), ("noise", noise)):
-        if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-            problems.append(f"--{name} must be a finite number >= 0, got {value!r}")
-    if not problems and family == "clustered" and not 2 <= clusters <= tasks:
-        problems.append(f"--clusters must be between 2 and the number of tasks ({tasks}), got {clusters}")
-    if problems:
-        raise ConfigError("\n".join(problems))
+    _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
-    wanted = range(tasks) if only is None else [int(k) for k in only]
-    names, X_list, y_list = [], [], []
+    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
     for k in wanted:
         if not 0 <= k < tasks:
             raise ConfigError(f"test-bed task index {k} out of range 0..{tasks - 1}")
-        rng = np.random.default_rng([seed, k])
-        X = rng.normal(size=(samples, dims))
-        margin = X @ W[k] + noise * rng.normal(size=samples)
-        if normalize:
-            X /= np.linalg.norm(X, axis=1, keepdims=True)
-        names.append(f"task{k}")
-        X_list.append(X)
-        y_list.append(np.where(margin >= 0.0, 1, -1).astype(np.int8))
-    return names, X_list, y_list
+    X, y = _draw(W, seed, wanted, samples, dims, noise, normalize)
+    return ([f"task{k}" for k in wanted], list(X.reshape(len(wanted), samples, dims)),
+            list(y.reshape(len(wanted), samples)))

@@ -27,8 +27,10 @@ from ..errors import UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-checkpoint"
-# 2: digests of the state and of the data set's contents (a checkpoint without is version 1)
-VERSION = 2
+# 2: digests of the state and of the data set's contents (a checkpoint without is version 1);
+# 3: predictions in the round layout's slots, the learners' states of the release that lets a
+# round touch only its active tasks, and the data set's signature as a digest
+VERSION = 3
 
 
 def default_path(out: str | None) -> str | None:
@@ -212,9 +214,10 @@ def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_dig
     if attrs.get("format") != FORMAT:
         raise UserError(f"{where}: not an omtl-mpi checkpoint")
     version = int(attrs.get("format_version", 1))
-    if version > VERSION:
+    if version != VERSION:
         raise UserError(f"{where}: checkpoint format version {version}; this release of omtl-mpi "
-                        f"reads versions up to {VERSION}: resume with the omtl-mpi that wrote it")
+                        f"reads version {VERSION}: resume with the omtl-mpi that wrote it, or "
+                        "start the run afresh")
     if int(attrs["ranks"]) != ranks:
         raise UserError(f"{where}: made with {int(attrs['ranks'])} ranks, this run has "
                         f"{ranks}; resume with the same number of ranks")
@@ -339,5 +342,8 @@ def _kinds(kinds: str) -> str:
 
 
 def signature_of(meta) -> str:
-    return json.dumps({"names": list(meta.names), "lengths": [int(n) for n in meta.lengths],
-                       "dim": int(meta.dim)})
+    """A digest of the data set's task names, lengths and d (compared before its contents):
+    a digest, not the list, which at 10^6 tasks would not fit in an HDF5 attribute."""
+    h = hashlib.sha256(json.dumps({"names": list(meta.names), "dim": int(meta.dim)}).encode())
+    h.update(np.ascontiguousarray(meta.lengths, dtype=np.int64).tobytes())
+    return "sha256:" + h.hexdigest()

@@ -20,14 +20,15 @@ class NoExchange:
 def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 0,
               hooks: Hooks = NO_HOOKS):
     """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``
-    (T, B, kb; True for +1) and ``staleness`` (N_local, T); ``hooks`` as in run_star."""
+    (the slots of its stream's layout; True for +1) and ``staleness`` (N_local, T); ``hooks``
+    as in run_star."""
     start, stop, exchange = clock.start, clock.stop, comm.exchange
-    data = [(node.local_step, s.X, s.y_float, s.inv_count, p) for node, s, p in zip(nodes, streams, preds)]
+    data = [(node.local_step, s, s.slot_ptr.tolist(), p) for node, s, p in zip(nodes, streams, preds)]
     finish = [(node.merge, node.finish_round) for node in nodes]
     for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
-        for local_step, X, y, inv_count, pred in data:
-            pred[t] = local_step(X[t], y[t], inv_count[t])
+        for local_step, stream, slot, pred in data:
+            pred[slot[t]:slot[t + 1]] = local_step(*stream[t]).reshape(-1)
         received = exchange([node.message for node in nodes], clock)
         for i, (merge, finish_round) in enumerate(finish):
             staleness[i, t] = merge(received[i])

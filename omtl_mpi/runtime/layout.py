@@ -1,20 +1,9 @@
 """Who holds which tasks: contiguous task blocks, and world-size validation per pattern."""
 from __future__ import annotations
 
-import numpy as np
 
+from ..algorithms.contract import task_blocks  # noqa: F401  (who holds what: the contract's)
 from ..errors import UserError
-
-
-def task_blocks(n_tasks: int, n_holders: int) -> list[tuple[int, int]]:
-    """Split tasks 0..K-1 into ``n_holders`` contiguous blocks whose sizes differ by at most one.
-
-    The first ``K mod n`` blocks get the extra task.
-    """
-    base, extra = divmod(n_tasks, n_holders)
-    sizes = [base + (i < extra) for i in range(n_holders)]
-    edges = np.concatenate(([0], np.cumsum(sizes))).astype(int)
-    return [(int(edges[i]), int(edges[i + 1])) for i in range(n_holders)]
 
 
 def check_star_world(size: int, n_tasks: int, algo: str) -> None:

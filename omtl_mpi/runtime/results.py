@@ -9,14 +9,19 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
                                  (JSON), ...
     /config               attrs: every configuration field (flattened, "params." prefix)
     /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths
-    /metrics/mistakes     (K, T) mistakes per task per round
-    /metrics/cumulative_error (K, T)   /metrics/mean_curve (T,)
+    /tasks/offsets        (K+1,) task k's instances are [offsets[k], offsets[k+1]) of the
+                          per-instance arrays below
+    /predictions          (N,) int8 every instance's prediction (-1/+1), task by task, each
+                          task's in the order its stream was presented (the file's order, or
+                          shuffled by the run's --seed)
+    /metrics/mistakes     (N,) int8 1 where that prediction was wrong, 0 where right
+    /metrics/mean_curve   (T,) mean over tasks of the cumulative error after every round
     /metrics/per_task_error, per_task_balanced_error, per_task_f1 (K,)
     /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
-    /model/...            final variables (W, Z, u, V, omega for ADMM learners; U: per-task u
-                          of admm-single; node_u, node_omega: every D-ADMM node's own copy)
-    /predictions/NNNN     (n_k,) int8 predictions of task NNNN, in the order the stream was
-                          presented (the file's order, or shuffled by the run's --seed)
+    /model/...            final variables (W, Z, V, u for ADMM learners; Omega as its factors
+                          omega_basis, omega_values, omega_rest, and as omega, K x K, up to
+                          1024 tasks; U: per-task u of admm-single; node_*: every D-ADMM
+                          node's own copy)
     /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
     /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
     /timing/peak_rss_mib  (P,) peak resident memory of every rank
@@ -40,6 +45,9 @@ from ..comm.clock import PHASES
 from ..errors import UserError
 
 FORMAT = "omtl-mpi-results"
+# 2: per-instance arrays task-major with /tasks/offsets (1 had a dataset per task and (K, T)
+# arrays, which do not scale to 10^5 tasks)
+VERSION = 2
 
 
 def check_writable(path: str) -> None:
@@ -73,7 +81,7 @@ class Learned:
     lengths: np.ndarray         # (K,) stream lengths
     metrics: dict               # the datasets of /metrics, by name (see the module's layout)
     model: dict                 # final variables, by name
-    predictions: np.ndarray     # (K, T * B) predictions; task k's first lengths[k] are its stream's
+    predictions: np.ndarray     # (N,) every instance's prediction, task-major
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, mea
 def _write_root(f, attrs: dict, config: dict) -> None:
     """The root's attributes (format, version, provenance, the report's scalars) and /config."""
     f.attrs["format"] = FORMAT
-    f.attrs["format_version"] = 1
+    f.attrs["format_version"] = VERSION
     f.attrs["omtl_mpi_version"] = __version__
     f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     f.attrs["host"] = socket.gethostname()
@@ -134,18 +142,18 @@ def _write_learned(f, learned: Learned) -> None:
     """/tasks, /metrics, /model and /predictions."""
     t = f.create_group("tasks")
     t.create_dataset("names", data=np.array(list(learned.names), dtype=h5py.string_dtype()))
-    t.create_dataset("samples", data=np.asarray(learned.lengths, dtype=np.int64))
+    lengths = np.asarray(learned.lengths, dtype=np.int64)
+    t.create_dataset("samples", data=lengths)
+    t.create_dataset("offsets", data=np.concatenate(([0], np.cumsum(lengths))))
     m = f.create_group("metrics")
-    for key in ("mistakes", "cumulative_error", "mean_curve", "per_task_error",
-                "per_task_balanced_error", "per_task_f1", "confusion"):
+    for key in ("mistakes", "mean_curve", "per_task_error", "per_task_balanced_error",
+                "per_task_f1", "confusion"):
         m.create_dataset(key, data=learned.metrics[key])
     m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
     mo = f.create_group("model")
     for key, value in learned.model.items():
         mo.create_dataset(key, data=value)
-    p = f.create_group("predictions")
-    for k, n in enumerate(learned.lengths):
-        p.create_dataset(f"{k:04d}", data=learned.predictions[k, : int(n)])
+    f.create_dataset("predictions", data=np.asarray(learned.predictions, dtype=np.int8))
 
 
 def _write_measured(tg, measured: Measured) -> None:

@@ -23,6 +23,7 @@ class Roles:
 
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
         self.algo, self.server, self.holders = algo, None, []
+        self.blocks = local if algo.pattern != "server" else (local[:1] if local else [])
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         if algo.pattern == "server":
@@ -34,8 +35,8 @@ class Roles:
                 self.comm = LocalStar()
             else:
                 from ..comm.mpi import MpiStar
-                up = [0] + [algo.worker.up_size(params, b - a, d) for a, b in blocks]
-                down = [0] + [algo.worker.down_size(params, b - a, d) for a, b in blocks]
+                up = [0] + [algo.worker.up_size(params, K, b - a, d) for a, b in blocks]
+                down = [0] + [algo.worker.down_size(params, K, b - a, d) for a, b in blocks]
                 worker = self.holders[0] if self.holders else None
                 self.comm = MpiStar(world.comm, up, down,
                                     up_buffer=getattr(worker, "message", None),
@@ -60,15 +61,16 @@ class Roles:
                                  message=node.message if inbox is not None else None, inbox=inbox)
 
     def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0):
-        """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1; T x B x kb) and
-        staleness (holders x T). ``hooks``: the between-round work (:class:`.schedule.Hooks`).
+        """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1, in the slots of its
+        stream's :class:`~omtl_mpi.data.rounds.RoundLayout`) and staleness (holders x T).
+        ``hooks``: the between-round work (:class:`.schedule.Hooks`).
 
         While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
         round instead of three; they become labels once, here.
         """
         rounds = clock.rows.shape[0]
         if self.preds is None:
-            self.preds = [np.zeros((rounds,) + b.y.shape[1:], dtype=bool) for b in batches]
+            self.preds = [np.zeros(b.n_slots, dtype=bool) for b in batches]
             self.staleness = np.zeros((len(self.holders), rounds))
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
@@ -92,9 +94,26 @@ class Roles:
             out["server"] = self.server.state()
         return out
 
-    def finite(self) -> bool:
-        """True when every variable of this rank's learner objects is finite."""
-        return all(np.isfinite(a).all() for a in _arrays(self.state()))
+    def finite(self, tasks=None) -> bool:
+        """True when every variable of this rank's learner objects is finite.
+
+        ``tasks`` (increasing indices of the run's tasks): only these tasks' rows changed
+        since the last check, so only they and the shared arrays are checked, where a holder
+        can say (its optional ``finite(rows)``); None: everything.
+        """
+        for holder, (a, b) in zip(self.holders, self.blocks):
+            check = getattr(holder, "finite", None)
+            if check is None:
+                if not all(np.isfinite(x).all() for x in _arrays(holder.state())):
+                    return False
+                continue
+            rows = None
+            if tasks is not None:
+                lo, hi = np.searchsorted(tasks, (a, b))
+                rows = np.asarray(tasks[lo:hi]) - a
+            if not check(rows):
+                return False
+        return self.server is None or all(np.isfinite(x).all() for x in _arrays(self.server.state()))
 
     def load_state(self, state: dict) -> None:
         for i, h in enumerate(self.holders):

@@ -4,6 +4,7 @@ collection of results on rank 0 (:func:`run`, in three steps: :func:`set_up`, :f
 from __future__ import annotations
 
 import resource
+import time
 from dataclasses import dataclass, field
 from time import perf_counter
 
@@ -13,8 +14,8 @@ from .. import metrics
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
-from ..data.features import model_dim, prepare
-from ..data.rounds import RoundBatches, rounds_needed
+from ..data.features import model_dim
+from ..data.rounds import RoundLayout, rounds_needed
 from ..errors import UserError
 from ..fast import addresses
 from . import checkpoint as ckpt
@@ -56,72 +57,133 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
-    _check_memory(cfg, meta, size, algo.pattern)
+    _check_memory(cfg, meta, size, algo.pattern,
+                  topology.n_nodes if topology is not None else None)
     if out:
         check_writable(out)
     return algo, meta, topology
 
 
-def _check_memory(cfg: RunConfig, meta, size: int, pattern: str) -> None:
-    """The streams one rank holds, and the learner's own matrices (:func:`check_model_memory`),
-    must fit in this machine's memory (the task file's own check is taskfile's)."""
+def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | None) -> None:
+    """The streams one rank holds, laid out in rounds, and the learner's own arrays
+    (:func:`check_model_memory`) must fit in this machine's memory (the task file's own check
+    is taskfile's)."""
+    from ..data.rounds import layout_bytes
     from ..data.taskfile import available_memory
     free = available_memory()
     if free is None:
         return
     gib = 2 ** 30
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
-    # the streams of the rank that holds the most instances, read (or generated), shuffled and
-    # laid out round by round: about twice their size at the peak (docs/RELIABILITY.md,
-    # "Memory"); refused before any of it is made, so that a mistyped --synth-samples is a
-    # line, not a machine that runs out of memory
-    ranks = 1 if size == 1 else (size - 1 if pattern == "server" else size)
-    most = -(-K // ranks)
-    # the round-major layout pads every task to the rounds of the longest stream
-    instances = int(np.sort(meta.lengths)[::-1][:most].sum())
-    instances = max(instances, most * rounds_needed(meta.lengths, cfg.batch) * cfg.batch)
-    need = 2 * instances * d * 8
+    blocks = _blocks(K, size, pattern, n_nodes)
+    # the rank that holds the most: its blocks' streams in rounds, and a chunk read at a time
+    most, lengths = 0, None
+    for rank_blocks in blocks:
+        n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks]) if rank_blocks else np.zeros(0, np.int64)
+        need = layout_bytes(n, cfg.batch, d) if len(n) else 0
+        if need >= most:
+            most, lengths = need, n
+    need = most + 3 * min(int(lengths.sum()), _chunk_rows(meta.dim)) * meta.dim * 8
     if need > free:
-        raise SetupFailed(f"the streams one rank holds ({most} task(s), {instances} instances, "
-                          f"d = {d}) need about {need / gib:.1f} GiB, more than the "
-                          f"{free / gib:.1f} GiB of memory available: use fewer or shorter "
-                          "streams, or more ranks (or nodes) so that each holds fewer tasks")
-    check_model_memory(cfg, K, d, size, pattern)
+        raise SetupFailed(f"the streams one rank holds ({len(lengths)} task(s), "
+                          f"{int(lengths.sum())} instances, d = {d}) need about {need / gib:.1f} "
+                          f"GiB laid out in rounds, more than the {free / gib:.1f} GiB of memory "
+                          "available: use fewer or shorter streams, or more ranks (or nodes) so "
+                          "that each holds fewer tasks")
+    check_model_memory(cfg, K, d, size, pattern, n_nodes)
 
 
-def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str) -> None:
-    """The learner's own matrices must fit in this machine's memory: a K x K Omega with the
-    copies its update makes, AROW's d x d per task on the rank that holds the most tasks, and
-    every learner's few K x d arrays (the learner objects of the Python API check this too).
-    Raises SetupFailed."""
+def _blocks(K: int, size: int, pattern: str, n_nodes: int | None) -> list:
+    """Every rank's blocks of tasks, in rank order (what set_up gives each rank)."""
+    if pattern == "server":
+        blocks = task_blocks(K, max(size - 1, 1))
+        return [blocks] if size == 1 else [[]] + [[b] for b in blocks]
+    blocks = task_blocks(K, n_nodes or size)
+    return [blocks] if size == 1 else [[b] for b in blocks]
+
+
+# bytes of features read from a task file at a time while a rank lays its streams out in
+# rounds (a whole task at least)
+_CHUNK_BYTES = 1 << 24
+
+
+def _chunk_rows(dim: int) -> int:
+    """Instances of ``dim`` features in one chunk read."""
+    return max(1, _CHUNK_BYTES // (8 * max(dim, 1)))
+
+
+def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
+                n_nodes: int | None = None) -> list:
+    """What the chosen learner keeps on the rank that holds the most, as (bytes, what it is)
+    pairs: its per-task arrays, and the arrays it keeps of every task or node (the learner
+    objects of the Python API are checked the same way)."""
+    from ..algorithms.admm import GIVEN, AdmmParams, coupling
+    params, algo = cfg.params, registry.get(cfg.algo)
+    blocks = _blocks(K, size, pattern, n_nodes)
+    kb = max((sum(b - a for a, b in rank) for rank in blocks), default=0)
+    held = max((len(rank) for rank in blocks), default=0)
+    out = []
+    if isinstance(params, AdmmParams):
+        per_task = 5 * d + 8
+        if params.w_step == "arow":
+            # each task's d x d matrix, and a round's copy of the active ones
+            out.append((2 * kb * d * d * 8, f"the arow w-step keeps a {d} x {d} matrix per task: "
+                        f"{kb} task(s) on one rank"))
+        elif params.w_step == "adagrad":
+            per_task += d
+        out.append((kb * per_task * 8, f"{kb} task(s) of {d} weights on one rank"))
+        if coupling(params) == GIVEN:
+            out.append((6 * K * d * 8 + K * min(K, d) * 8,
+                        f"a learned Omega (or --variant paper) couples every task: the consensus "
+                        f"keeps {K} tasks' messages and models"))
+        if params.experts and K <= d:
+            out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
+        if algo.pattern == "neighbours":
+            nodes = n_nodes or (size if size > 1 else K)
+            width = 1 + d + 3 + (d * d if params.experts and nodes * d < K else 0)
+            rows = (2 * d if coupling(params) == GIVEN else 0) + (d if params.experts and nodes * d >= K else 0)
+            out.append((held * 3 * (nodes * width + K * rows) * 8,
+                        f"d-admm's gossiped table: {nodes} nodes" + (f" and {K} tasks" if rows else "")
+                        + " per copy, a few copies per node"))
+    elif cfg.algo == "arow":
+        out.append((kb * (d * d + 2 * d) * 8, f"AROW keeps a {d} x {d} matrix per task: {kb} "
+                    "task(s) on one rank"))
+    elif cfg.algo == "drom":
+        out.append((4 * K * K * 8 + kb * 3 * d * 8, f"drom keeps a {K} x {K} task-relationship "
+                    "matrix and its inverse"))
+    else:
+        out.append((kb * 4 * d * 8, f"{kb} task(s) of {d} weights on one rank"))
+    return out
+
+
+def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
+                       n_nodes: int | None = None) -> None:
+    """The learner's own arrays (:func:`model_bytes`) must fit in this machine's memory,
+    checked before any is allocated. Raises SetupFailed naming the largest part and what to
+    change."""
     from ..data.taskfile import available_memory
     free = available_memory()
     if free is None:
         return
+    parts = model_bytes(cfg, K, d, size, pattern, n_nodes)
+    need = sum(b for b, _ in parts)
+    if need <= free:
+        return
     gib = 2 ** 30
-    need = 16 * K * d * 8           # W, Z, u, V, C, the w-step's and the vote's K x d arrays
-    if need > free:
-        raise SetupFailed(f"{K} tasks of {d} weights need about {need / gib:.1f} GiB for the "
-                          f"learner's per-task arrays, more than the {free / gib:.1f} GiB of "
-                          "memory available; use fewer tasks or features")
-    if hasattr(cfg.params, "omega_eps"):
-        need = 6 * K * K * 8        # Omega, its eigenvectors, V^T V, the inverse, work arrays
-        if need > free:
-            raise SetupFailed(f"{K} tasks need a {K} x {K} task-relationship matrix: about "
-                              f"{need / gib:.1f} GiB while it is updated, more than the "
-                              f"{free / gib:.1f} GiB of memory available; use fewer tasks, or a "
-                              "learner without Omega (admm-single, pa, pooled)")
-    if getattr(cfg.params, "w_step", None) == "arow" or cfg.algo == "arow":
-        holders = max(size - 1, 1) if pattern == "server" else size
-        most = -(-K // holders)
-        need = 2 * most * d * d * 8     # the matrices, and their checkpoint copy
-        # against the whole machine's memory: ranks of a cluster job may each have a node's worth
-        if need > free:
-            raise SetupFailed(f"AROW keeps a {d} x {d} matrix per task: {most} task(s) on one "
-                              f"rank need about {need / gib:.1f} GiB, more than the "
-                              f"{free / gib:.1f} GiB of memory available; reduce d (import with a "
-                              "smaller --dims), spread the tasks over more ranks, or use --w-step "
-                              "adagrad (d numbers per task)")
+    largest, what = max(parts)
+    fix = {"arow w-step": "reduce d (import with a smaller --dims), spread the tasks over more "
+                          "ranks, or use --w-step adagrad (d numbers per task)",
+           "AROW keeps": "reduce d (import with a smaller --dims), spread the tasks over more "
+                         "ranks, or use --algo adagrad (d numbers per task)",
+           "learned Omega": "drop --relationship (Omega fixed at I/K needs no row per task), or "
+                            "use more memory",
+           "drom keeps": "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)",
+           "gossiped table": "use fewer nodes (--nodes, or fewer ranks): each node keeps a row per node",
+           }
+    advice = next((v for k, v in fix.items() if k in what),
+                  "use fewer tasks or features, or more ranks so that each holds fewer tasks")
+    raise SetupFailed(f"{what} need about {largest / gib:.1f} GiB ({need / gib:.1f} GiB in all), "
+                      f"more than the {free / gib:.1f} GiB of memory available: {advice}")
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
@@ -193,6 +255,7 @@ class Job:
     preds: list = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    learning_started: float = 0.0
 
 
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
@@ -249,22 +312,46 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
 
 
 def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
-    """This rank's tasks, shuffled by the run's seed, as round-major batches (one per block)."""
-    from ..data.source import shuffled
-    mine = np.arange(local[0][0], local[-1][1]) if local else np.arange(0)
-    streams = collective(world, lambda: shuffled(source.load(mine), cfg.seed) if len(mine) else None)
+    """This rank's tasks, presented in the run's order (seeded shuffle, scaling) and laid out
+    round by round over each round's active tasks (one layout per block), read a chunk of
+    tasks at a time so that a rank never holds its streams twice."""
+    from ..data.source import block_of, presented
+
+    meta = source.meta()
+
+    def load():
+        layouts, notices = [], []
+        for a, b in local:
+            layout = RoundLayout(meta.lengths[a:b], cfg.batch, T, d)
+            for c0, c1 in _chunks(meta.lengths, a, b, _chunk_rows(meta.dim)):
+                X, y, lengths, found = block_of(source, c0, c1)
+                notices += found
+                X, y = presented(X, y, lengths, c0, cfg.seed, cfg.scale)
+                layout.fill(c0 - a, X, y, lengths)
+            if cfg.intercept:
+                layout.set_column(d - 1, 1.0)
+            layouts.append(layout)
+        return layouts, notices
+    layouts, notices = collective(world, load)
     fault.check("load")
-    # after the shuffle: online scaling follows the order in which the stream is presented
-    X = prepare(streams.X, cfg.intercept, cfg.scale) if streams is not None else []
-    notices = world.agree(list(streams.notices) if streams is not None else [])
+    notices = world.agree(notices)
     if world.rank == 0 and notice is not None:
         for line in dict.fromkeys(n for ns in notices for n in ns):
             notice(line)
-    batches = []
-    for a, b in local:
-        i, j = a - local[0][0], b - local[0][0]
-        batches.append(RoundBatches(X[i:j], streams.y[i:j], cfg.batch, T, d))
-    return batches
+    return layouts
+
+
+def _chunks(lengths, a: int, b: int, rows: int):
+    """Consecutive ranges of tasks a..b-1 of at most ``rows`` instances each (a whole task
+    where one is longer)."""
+    ends = np.cumsum(lengths[a:b])
+    start = a
+    while start < b:
+        base = ends[start - a - 1] if start > a else 0
+        stop = a + int(np.searchsorted(ends, base + rows, side="right"))
+        stop = min(max(stop, start + 1), b)
+        yield start, stop
+        start = stop
 
 
 def _resume(job: Job, path: str, notice) -> None:
@@ -289,7 +376,7 @@ def _resume(job: Job, path: str, notice) -> None:
     parts = [(loaded.done, loaded.version, s) for s in loaded.states] if rank == 0 else None
     done, version, saved = world.scatter_objects(parts)
     collective(world, lambda: ckpt.check_part(path, rank, saved, _checkpoint_part(job, expected=True),
-                                              missing_ok=version < 2))
+                                              ))
     # the structure first (its message says which array differs), then the values' digest
     collective(world, lambda: loaded.verify() if rank == 0 else None)
     collective(world, lambda: _restore(job, path, saved))
@@ -307,8 +394,7 @@ def _checkpoint_part(job: Job, expected: bool = False) -> dict:
         return {"state": roles.state(), "preds": roles.preds, "staleness": roles.staleness,
                 "clock": job.clock.rows}
     rounds = job.clock.rows.shape[0]
-    # predictions are booleans (a checkpoint of an older version holds -1/+1 integers)
-    preds = [ckpt.Expect((rounds,) + b.y.shape[1:], "biu") for b in job.batches]
+    preds = [ckpt.Expect((b.n_slots,), "b") for b in job.batches]
     return {"state": roles.state(), "preds": preds,
             "staleness": ckpt.Expect((len(roles.holders), rounds), "f"), "clock": job.clock.rows}
 
@@ -321,8 +407,7 @@ def _restore(job: Job, path: str, saved: dict) -> None:
     except KeyError as exc:         # a checkpoint of an older version, without an array
         raise UserError(f"--resume {path}: rank {job.world.rank}'s state lacks {exc}, which "
                         "this version needs; start the run afresh") from None
-    # predictions so far, True for +1 (a checkpoint of an older version holds -1/+1)
-    roles.preds = [np.asarray(p) > 0 for p in saved["preds"]]
+    roles.preds = [np.array(p, dtype=bool) for p in saved["preds"]]
     roles.staleness = saved["staleness"]
     job.clock.rows[:] = saved["clock"]
 
@@ -353,6 +438,7 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
     hooks = Hooks(progress=bar, fault=job.fault, checkpoint=checkpoint,
                   check=lambda done: _check_finite(job, done))
     job.world.barrier()
+    job.learning_started = time.time()
     cpu0 = _cpu_seconds()
     t0 = perf_counter()
     # a step that overflows is found by the finiteness check, which names the round and the
@@ -417,8 +503,10 @@ def collect(job: Job, out: str | None) -> dict | None:
                         cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"))
     if rank != 0:
         return None
-    summary = metrics.summarise(gathered["mistakes"], job.meta.lengths, job.cfg.batch,
-                                gathered["confusion"])
+    lengths = job.meta.lengths
+    confusion = metrics.confusion(gathered["predictions"], gathered["labels"], lengths)
+    summary = metrics.summarise(gathered["mistakes"], lengths, job.cfg.batch, job.rounds, confusion)
+    summary["confusion"] = confusion
     report = _report(job, summary, gathered, measured.cpu_seconds)
     learned = _learned(job, summary, gathered)
     attrs = {k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))}
@@ -443,9 +531,17 @@ def _node_extras(job: Job) -> dict:
     if job.topology is not None:
         extras["staleness"] = job.roles.staleness
     node_arrays = [h.node_arrays() for h in job.roles.holders]
+    nodes = job.topology.n_nodes if job.topology is not None else len(node_arrays)
     for key in (node_arrays[0] if node_arrays else {}):
-        extras[f"node_{key}"] = np.stack([na[key] for na in node_arrays])
+        # every node's own copy, unless they would not fit in a results file (a K x K Omega
+        # per node at large K): then node 0's only, as the model's (the same on every rank)
+        if nodes * np.asarray(node_arrays[0][key]).size <= _NODE_ARRAY_LIMIT:
+            extras[f"node_{key}"] = np.stack([np.asarray(na[key]) for na in node_arrays])
     return extras
+
+
+# the most numbers of one shared array over all nodes that a results file keeps (256 MiB)
+_NODE_ARRAY_LIMIT = 1 << 25
 
 
 def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) -> dict:
@@ -465,6 +561,9 @@ def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) ->
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         # the rounds this invocation ran (all of them, or those after the checkpoint)
         "seconds": job.seconds, "ms_per_round": 1000.0 * job.seconds / ran,
+        # when the first round started on rank 0 (UNIX time): its difference from when the
+        # command started is what reading and laying out the data took
+        "learning_started": job.learning_started,
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "transport": job.roles.transport,
         "cpu_ms_per_round": (1000.0 * cpu_seconds / ran).tolist(),
@@ -484,15 +583,14 @@ def _learned(job: Job, summary: dict, gathered: dict) -> Learned:
     model = {k: gathered[k] for k in ("W", "Z", "V", "U") if k in gathered}
     if job.algo.pattern == "server":
         model.update(job.roles.server.global_arrays())
+    elif job.roles.holders and job.world.rank == 0 and job.topology is not None:
+        # node 0's own copies (every node has its own u and Omega): rank 0 holds node 0
+        model.update(job.roles.holders[0].node_arrays())
     for key in gathered:
         if key.startswith("node_"):
             model[key] = gathered[key]
-    if "node_omega" in gathered:        # every node has its own Omega; node 0's is "the" Omega
-        model["omega"] = gathered["node_omega"][0]
-        model["u"] = gathered["node_u"][0]
     return Learned(names=job.meta.names, lengths=job.meta.lengths,
-                   metrics={**summary, "mistakes": gathered["mistakes"],
-                            "confusion": gathered["confusion"]},
+                   metrics={**summary, "mistakes": gathered["mistakes"]},
                    model=model, predictions=gathered["predictions"])
 
 
@@ -503,27 +601,33 @@ def _cpu_seconds() -> float:
 
 
 def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
-    """Per-task arrays of every holder on every rank, concatenated in task order on rank 0."""
-    parts = {"mistakes": [], "predictions": [], "confusion": []}
+    """Every instance's prediction, label and mistake (task-major, flat), the holders'
+    per-task arrays and the per-node extras, concatenated in task order on rank 0."""
+    parts = {"predictions": [], "labels": [], "mistakes": []}
     rows: dict = {}
-    for holder, p, batch in zip(holders, preds, batches):
-        y = batch.y
-        kb = y.shape[2]
-        parts["mistakes"].append(((p != y) & (y != 0)).sum(axis=1, dtype=np.int32).T)
-        yhat_rows = p.transpose(2, 0, 1).reshape(kb, -1)
-        parts["predictions"].append(yhat_rows)
-        parts["confusion"].append(metrics.confusion(yhat_rows, y.transpose(2, 0, 1).reshape(kb, -1)))
+    for holder, p, layout in zip(holders, preds, batches):
+        layout.X = None                     # the rounds are over: free the features first
+        # task-major, a chunk of tasks at a time (the slots' index costs 8 bytes an instance)
+        for c0, c1 in _chunks(layout.lengths, 0, layout.n_tasks, _chunk_rows(8)):
+            order = layout.slots_of(c0, layout.lengths[c0:c1])
+            yhat = np.asarray(p[order], dtype=np.int8)      # -1/+1 (Roles.run's labels)
+            y = layout.labels(order)
+            parts["predictions"].append(yhat)
+            parts["labels"].append(y)
+            parts["mistakes"].append((yhat != y).astype(np.int8))
         for key, value in holder.task_rows().items():
             rows.setdefault(key, []).append(np.asarray(value))
-    empty = {"mistakes": np.zeros((0, T), np.int32), "predictions": np.zeros((0, T * B), np.int8),
-             "confusion": np.zeros((0, 4), np.int64)}
-    local = {k: (np.concatenate(v) if v else empty[k]) for k, v in parts.items()}
+    local = {k: (np.concatenate(v) if v else np.zeros(0, np.int8)) for k, v in parts.items()}
     # the row arrays every algorithm of this run has (the server rank holds none)
     names = sorted(world.agree(sorted(rows)), key=len)[-1]
+    counts = world.agree(sum(int(h.n_tasks) for h in batches))
+    out = {}
     for key in names:
-        local[key] = np.concatenate(rows[key]) if key in rows else np.zeros((0, d))
-    counts = world.agree(local["mistakes"].shape[0])
-    out = {key: world.gather_rows(np.ascontiguousarray(value), counts) for key, value in local.items()}
+        value = np.concatenate(rows[key]) if key in rows else np.zeros((0, d))
+        out[key] = world.gather_rows(np.ascontiguousarray(value), counts)
+    instances = world.agree(int(local["predictions"].shape[0]))
+    for key, value in local.items():
+        out[key] = world.gather_rows(np.ascontiguousarray(value), instances)
     node_counts = world.agree(len(holders))
     for key, value in extras.items():
         out[key] = world.gather_rows(np.ascontiguousarray(value), node_counts)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
-from ..data.rounds import RoundBatches, rounds_needed
+from ..data.rounds import RoundLayout, rounds_needed
 from .layout import task_blocks
 from .schedule import Hooks
 
@@ -48,7 +48,11 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
             from ..topology import load_topology
             topo = load_topology(topology, n)
         blocks = task_blocks(K, n)
-    batches = [RoundBatches(X_list[a:b], y_list[a:b], batch, T, d) for a, b in blocks]
+    batches = []
+    for a, b in blocks:
+        layout = RoundLayout(lengths[a:b], batch, T, d)
+        layout.fill(0, np.concatenate(X_list[a:b]), np.concatenate(y_list[a:b]), lengths[a:b])
+        batches.append(layout)
 
     def build():
         return Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
@@ -74,9 +78,9 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         roles.staleness = np.zeros((len(roles.holders), T))
         preds, _ = roles.run(batches, clock, first_round=restart_at)
     flat = []
-    for p, (a, b) in zip(preds, blocks):
-        per_task = p.transpose(2, 0, 1).reshape(b - a, -1)
-        flat += [per_task[k, : lengths[a + k]] for k in range(b - a)]
+    for p, layout in zip(preds, batches):
+        per_task = p[layout.task_order()]
+        flat += np.split(per_task, np.cumsum(layout.lengths)[:-1])
     rows: dict = {}
     for h in roles.holders:
         for key, value in h.task_rows().items():

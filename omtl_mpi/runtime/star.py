@@ -14,25 +14,25 @@ from .schedule import NO_HOOKS, Hooks, rounds
 
 def run_star(comm, worker, server, stream, clock, preds=None, first_round: int = 0,
              hooks: Hooks = NO_HOOKS):
-    """Run rounds ``first_round..T-1``, filling the worker's predictions ``preds`` (T, B, kb).
+    """Run rounds ``first_round..T-1``, filling the worker's predictions ``preds``.
 
     Parameters
     ----------
     comm : LocalStar or MpiStar
     worker, server : role objects or None
         This rank's roles (both in one process).
-    stream : RoundBatches or None
-        The worker's tasks, round-major.
+    stream : RoundLayout or None
+        The worker's tasks, round-major over each round's active tasks.
     clock : PhaseClock
-    preds : ndarray of bool, shape (T, B, kb)
-        Predictions (True for +1), filled round by round.
+    preds : ndarray of bool, shape (slots,)
+        Predictions (True for +1), filled round by round in the layout's slots.
     hooks : Hooks
         The between-round work (progress, --fail-at, checkpoints, the finiteness check).
     """
     every = getattr(worker if worker is not None else server, "sync_every", 1)
     start, stop = clock.start, clock.stop
     if worker is not None:
-        X, y, inv_count = stream.X, stream.y_float, stream.inv_count
+        slot = stream.slot_ptr.tolist()
         up, down, comm_up, comm_down = worker.up, worker.down, comm.up, comm.down
     if server is not None:
         step, after_reply, gather, scatter = server.step, server.after_reply, comm.gather, comm.scatter
@@ -40,8 +40,8 @@ def run_star(comm, worker, server, stream, clock, preds=None, first_round: int =
         start()
         sync = every == 1 or (t + 1) % every == 0      # the same on every rank
         if worker is not None:
-            positive, msg = up(X[t], y[t], inv_count[t])
-            preds[t] = positive
+            positive, msg = up(*stream[t])
+            preds[slot[t]:slot[t + 1]] = positive.reshape(-1)
             if sync:
                 comm_up(msg, clock)
         if server is not None and sync:

@@ -2,7 +2,7 @@
 """Time the Python API's learner object on a task file, for a ``script`` row of the bench tool.
 
 Usage: python scripts/bench/api.py --data FILE --what learn_one|learn_round|predict_one
-       [--algo NAME] [--json] [--no-progress]
+       [--algo NAME] [--calls N] [--json] [--no-progress]
 
 Reads every task of FILE, builds ``omtl_mpi.learner(NAME, K, d)`` (its defaults, as ``omtl-mpi
 run --algo NAME`` has them) and learns the streams as ``omtl-mpi run --batch 1`` lays them out:
@@ -15,6 +15,9 @@ round t holds instance t of every task that has one.
   which only its task is active);
 * ``predict_one``: ``predict_one(x, task=k)`` then ``learn_one(x, y, task=k)`` per instance,
   as river's progressive validation does; ``ms_per_round`` is per pair of calls.
+
+``--calls N`` times only the first N calls (or pairs) of ``learn_one`` and ``predict_one``:
+round 0 of the first N tasks, for a file of many tasks.
 
 The per-call inputs are made before the clock starts; the clock (``time.perf_counter``) covers
 the whole loop only. The last line of stdout is the JSON report the bench tool reads:
@@ -42,24 +45,37 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--data", required=True, metavar="PATH", help="a task-stream HDF5 file")
     ap.add_argument("--what", required=True, choices=WHAT, help="what to time")
     ap.add_argument("--algo", default="c-admm", help="the learner (omtl-mpi algos): c-admm")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="learn_one and predict_one: time only the first N (of a file of many tasks)")
     ap.add_argument("--json", action="store_true", help="accepted and ignored (the report is JSON)")
     ap.add_argument("--no-progress", action="store_true", help="accepted and ignored")
     return ap.parse_args()
 
 
 def streams(path: str):
-    """(X, y) lists of every task's stream of ``path``, and K, d."""
+    """(X, y) lists of every task's stream of ``path`` (views of one read), and K, d."""
     source = FileSource(path)
     meta = source.meta()
+    if hasattr(source, "load_block"):               # one slice of the file's arrays
+        flat = source.load_block(0, meta.n_tasks)
+        cuts = flat.offsets[1:-1]
+        return np.split(flat.X, cuts), np.split(flat.y, cuts), meta.n_tasks, meta.dim
     loaded = source.load(range(meta.n_tasks))
     return loaded.X, loaded.y, meta.n_tasks, meta.dim
 
 
-def one_at_a_time(X, y) -> list:
-    """(x, label, task) for every instance, round by round (t), task by task (k)."""
+def one_at_a_time(X, y, calls=None) -> list:
+    """(x, label, task) for every instance (the first ``calls``), round by round (t), task by
+    task (k)."""
     longest = max(len(labels) for labels in y)
-    return [(np.ascontiguousarray(X[k][t], dtype=np.float64), int(y[k][t]), k)
-            for t in range(longest) for k in range(len(X)) if t < len(y[k])]
+    out = []
+    for t in range(longest):
+        for k in range(len(X)):
+            if t < len(y[k]):
+                if calls is not None and len(out) == calls:
+                    return out
+                out.append((np.ascontiguousarray(X[k][t], dtype=np.float64), int(y[k][t]), k))
+    return out
 
 
 def rounds(X, y, K: int, d: int) -> list:
@@ -93,14 +109,14 @@ def main():
             learn(Xt, yt, active)
         seconds = time.perf_counter() - start
     elif args.what == "learn_one":
-        work = one_at_a_time(X, y)
+        work = one_at_a_time(X, y, args.calls)
         learn = m.learn_one
         start = time.perf_counter()
         for x, label, k in work:
             learn(x, label, task=k)
         seconds = time.perf_counter() - start
     else:
-        work = one_at_a_time(X, y)
+        work = one_at_a_time(X, y, args.calls)
         learn, predict = m.learn_one, m.predict_one
         start = time.perf_counter()
         for x, label, k in work:

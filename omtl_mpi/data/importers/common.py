@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -65,7 +66,7 @@ def require_file(path, what: str) -> None:
 # ---------------------------------------------------------------- numeric options
 # every numeric option of the data commands: (smallest, largest) accepted value
 LIMITS = {"tasks": (1, None), "samples": (1, None), "dims": (1, None), "clusters": (2, None),
-          "seed": (0, 2 ** 63 - 1), "iterations": (0, 50)}
+          "seed": (0, 2 ** 63 - 1), "iterations": (0, 50), "groups": (1, None)}
 
 
 def check_options(**values) -> None:
@@ -110,6 +111,38 @@ def require_memory(need: float, what: str, fix: str) -> None:
     if free is not None and need > free:
         raise ConfigError(f"{what} would need {need / GIB:,.1f} GiB of memory, but only "
                           f"{free / GIB:,.1f} GiB are available: {fix}")
+
+
+def available_disk(path) -> int | None:
+    """Bytes free for a new file in the folder of ``path``, None if unknown."""
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(os.fspath(path)))).free
+    except OSError:
+        return None
+
+
+def require_disk(need: float, out, what: str, fix: str) -> None:
+    """Refuse, before writing it, an output larger than the free space of its file system.
+
+    Parameters
+    ----------
+    need : float
+        Bytes the output file will take.
+    out : str or path
+        The output file.
+    what : str
+        What is written ("100000 tasks x 100 samples x 9 features").
+    fix : str
+        What to change.
+
+    Raises
+    ------
+    ConfigError
+    """
+    free = available_disk(out)
+    if free is not None and need > free:
+        raise ConfigError(f"{what} would take {need / GIB:,.1f} GiB on disk, but only "
+                          f"{free / GIB:,.1f} GiB are free for {out}: {fix}, or write elsewhere")
 
 
 def matrix_bytes(rows: int, dims: int) -> float:

@@ -1,0 +1,235 @@
+"""A skewed many-task family (``omtl-mpi data synth --family personal``): per-customer models.
+
+K tasks belong to G latent groups, and their streams have heavy-tailed lengths (most short, a
+few very long), as per-customer or per-device models do. With seed s, d features and G groups:
+
+* the group centres c_1..c_G are unit vectors: N(0, I_d) draws (``default_rng([s, 2**31 + 1])``,
+  G x d, row by row), each divided by its norm;
+* task k's group g(k) is drawn uniformly from 0..G-1 (``default_rng([s, 2**31 + 2])``, K draws):
+  the groups are latent, not contiguous;
+* task k's stream length is n_k = max(1, round(median * exp(sigma * u_k))), u_k ~ N(0, 1)
+  (``default_rng([s, 2**31 + 3])``, K draws; round: to the nearest integer, halves to even),
+  then capped at ``length_max`` when it is given;
+* task k's own generator ``default_rng([s, k])`` draws, in this order, z_k ~ N(0, I_d), its n_k
+  instances x ~ N(0, I_d) row by row, then n_k label noises e ~ N(0, 1); its weights are
+  w_k = c_g(k) + spread * z_k / sqrt(d) (the spread relative to the unit centres) and the label
+  of x is sign(x . w_k + noise * e), sign(0) = +1 (the dot product summed over the features in
+  order);
+* ``normalize`` divides each instance by its norm after its label is drawn, as the test beds do.
+
+Defaults: K = 2000, d = 20, G = 4, spread 0.3, noise 0.5, median 15, sigma 1.25 (the seed-0
+draw of 2000 tasks has median 15, mean 31.7 and maximum 721), no cap. Task k's group, length,
+weights and instances depend only on (s, k) (not on K), so generating some tasks gives the same
+arrays as slicing all of them. What should win: one model per latent group (a learner that
+finds which tasks go together pools each group's data; a short stream alone learns little).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ConfigError
+from .synthetic import BLOCK_ROWS, block_rows, footprint_rows, task_rngs
+from .taskfile import block_spans
+
+DEFAULTS = {"tasks": 2000, "dims": 20, "groups": 4, "spread": 0.3, "noise": 0.5,
+            "length_median": 15.0, "length_sigma": 1.25, "length_max": None}
+# the family-wide generators: default_rng([seed, _STREAM + i]), apart from every task's own
+_STREAM = 2 ** 31
+_CENTRES, _GROUPS, _LENGTHS = 1, 2, 3
+
+
+def check_options(tasks=DEFAULTS["tasks"], dims=DEFAULTS["dims"], groups=DEFAULTS["groups"],
+                  spread=DEFAULTS["spread"], noise=DEFAULTS["noise"],
+                  length_median=DEFAULTS["length_median"], length_sigma=DEFAULTS["length_sigma"],
+                  length_max=DEFAULTS["length_max"], seed=0) -> None:
+    """Refuse bad values of the family's options.
+
+    Raises
+    ------
+    ConfigError
+        One line per bad value, naming the option.
+    """
+    problems = []
+    for name, value, low in (("tasks", tasks, 1), ("dims", dims, 1), ("groups", groups, 1),
+                             ("seed", seed, 0), ("length-max", length_max, 1)):
+        if name == "length-max" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            problems.append(f"--{name} must be an integer >= {low}, got {value!r}")
+    for name, value, positive in (("spread", spread, False), ("noise", noise, False),
+                                  ("length-median", length_median, True),
+                                  ("length-sigma", length_sigma, False)):
+        if not (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
+                and math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            problems.append(f"--{name} must be a finite number {'> 0' if positive else '>= 0'}, "
+                            f"got {value!r}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def group_centres(groups: int = DEFAULTS["groups"], dims: int = DEFAULTS["dims"],
+                  seed: int = 0) -> np.ndarray:
+    """The groups' centres c_g: (groups, dims) unit vectors."""
+    c = np.random.default_rng([seed, _STREAM + _CENTRES]).standard_normal((groups, dims))
+    return c / np.linalg.norm(c, axis=1, keepdims=True)
+
+
+def task_groups(tasks: int = DEFAULTS["tasks"], groups: int = DEFAULTS["groups"],
+                seed: int = 0) -> np.ndarray:
+    """The true (latent) group of every task, (tasks,) int64 in 0..groups-1: what an oracle
+    that knew the groups would pool."""
+    return np.random.default_rng([seed, _STREAM + _GROUPS]).integers(0, groups, size=tasks)
+
+
+def stream_lengths(tasks: int = DEFAULTS["tasks"], length_median: float = DEFAULTS["length_median"],
+                   length_sigma: float = DEFAULTS["length_sigma"], length_max: int | None = None,
+                   seed: int = 0) -> np.ndarray:
+    """Every task's stream length, (tasks,) int64 >= 1 (heavy-tailed: log-normal around the
+    median, capped at ``length_max``)."""
+    u = np.random.default_rng([seed, _STREAM + _LENGTHS]).standard_normal(tasks)
+    n = np.maximum(1, np.rint(length_median * np.exp(length_sigma * u)))
+    if length_max is not None:
+        n = np.minimum(n, length_max)
+    return n.astype(np.int64)
+
+
+# rows whose dot products are computed together (their features stay in the cache)
+_PIECE = 4096
+
+
+def _row_dots(A: np.ndarray, B, owner=None) -> np.ndarray:
+    """Row-wise dot products of A with B (or, with ``owner``, with B[owner[i]] for row i),
+    summed over the columns in order: the same bits for a row whatever rows come with it."""
+    out = np.empty(len(A))
+    for a in range(0, len(A), _PIECE):
+        Ap = A[a:a + _PIECE]
+        Bp = B[a:a + _PIECE] if owner is None else B[owner[a:a + _PIECE]]
+        piece = Ap[:, 0] * Bp[:, 0]
+        for j in range(1, A.shape[1]):
+            piece += Ap[:, j] * Bp[:, j]
+        out[a:a + _PIECE] = piece
+    return out
+
+
+def _draw(ks, lengths, groups, centres, spread: float, noise: float, seed: int, normalize: bool):
+    """Weights (len(ks), d), features and labels (one task after another) of tasks ``ks``."""
+    d = centres.shape[1]
+    n = lengths[ks]
+    offsets = np.concatenate(([0], np.cumsum(n))).tolist()
+    Z, X, e = np.empty((len(ks), d)), np.empty((offsets[-1], d)), np.empty(offsets[-1])
+    for i, rng in enumerate(task_rngs(seed, ks)):
+        a, b = offsets[i], offsets[i + 1]
+        rng.standard_normal(out=Z[i])               # z_k, then the instances, then the noise
+        rng.standard_normal(out=X[a:b])
+        rng.standard_normal(out=e[a:b])
+    W = centres[groups[ks]] + spread * Z / np.sqrt(d)
+    margin = _row_dots(X, W, np.repeat(np.arange(len(ks)), n)) + noise * e
+    y = np.where(margin >= 0.0, 1, -1).astype(np.int8)
+    if normalize:
+        X /= np.sqrt(_row_dots(X, X))[:, None]
+    return W, X, y
+
+
+class _Family:
+    """The family's draws for some options: centres, groups and lengths of every task."""
+
+    def __init__(self, tasks, dims, groups, spread, noise, length_median, length_sigma,
+                 length_max, seed):
+        check_options(tasks, dims, groups, spread, noise, length_median, length_sigma,
+                      length_max, seed)
+        self.spread, self.noise, self.seed = spread, noise, seed
+        self.centres = group_centres(groups, dims, seed)
+        self.groups = task_groups(tasks, groups, seed)
+        self.lengths = stream_lengths(tasks, length_median, length_sigma, length_max, seed)
+
+    def draw(self, ks, normalize: bool):
+        return _draw(np.asarray(ks, dtype=np.int64), self.lengths, self.groups, self.centres,
+                     self.spread, self.noise, self.seed, normalize)
+
+
+def _indices(only, tasks: int) -> list:
+    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
+    for k in wanted:
+        if not 0 <= k < tasks:
+            raise ConfigError(f"personal task index {k} out of range 0..{tasks - 1}")
+    return wanted
+
+
+def task_weights(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"],
+                 groups: int = DEFAULTS["groups"], spread: float = DEFAULTS["spread"],
+                 seed: int = 0, only=None) -> np.ndarray:
+    """The true weight vectors w_k of the tasks (all, or ``only`` these), one row per task."""
+    check_options(tasks=tasks, dims=dims, groups=groups, spread=spread, seed=seed)
+    wanted = _indices(only, tasks)
+    Z = np.empty((len(wanted), dims))
+    for i, rng in enumerate(task_rngs(seed, wanted)):      # z_k: the first d draws of task k
+        Z[i] = rng.standard_normal(dims)
+    centres = group_centres(groups, dims, seed)
+    return centres[task_groups(tasks, groups, seed)[wanted]] + spread * Z / np.sqrt(dims)
+
+
+def generate_personal(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"],
+                      groups: int = DEFAULTS["groups"], spread: float = DEFAULTS["spread"],
+                      noise: float = DEFAULTS["noise"],
+                      length_median: float = DEFAULTS["length_median"],
+                      length_sigma: float = DEFAULTS["length_sigma"],
+                      length_max: int | None = DEFAULTS["length_max"], seed: int = 0,
+                      normalize: bool = False, only=None):
+    """Generate the family; ``only`` restricts it to some task indices (bit-identical slice).
+
+    Returns
+    -------
+    names : list of str
+    X_list : list of ndarray (n_k, dims) float64
+    y_list : list of ndarray (n_k,) int8 in {-1, +1}
+
+    Raises
+    ------
+    ConfigError
+        One line per bad value.
+    """
+    family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
+                     length_max, seed)
+    wanted = _indices(only, tasks)
+    X_list, y_list = [], []
+    for lo, hi in block_spans(family.lengths[wanted], BLOCK_ROWS):
+        _, X, y = family.draw(wanted[lo:hi], normalize)
+        cut = np.cumsum(family.lengths[wanted[lo:hi]])[:-1]
+        X_list += np.split(X, cut)
+        y_list += np.split(y, cut)
+    return [f"task{k}" for k in wanted], X_list, y_list
+
+
+def personal_blocks(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"],
+                    groups: int = DEFAULTS["groups"], spread: float = DEFAULTS["spread"],
+                    noise: float = DEFAULTS["noise"],
+                    length_median: float = DEFAULTS["length_median"],
+                    length_sigma: float = DEFAULTS["length_sigma"],
+                    length_max: int | None = DEFAULTS["length_max"], seed: int = 0,
+                    normalize: bool = False, rows: int = BLOCK_ROWS):
+    """The family a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
+    lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
+    of :func:`generate_personal`.
+
+    Raises
+    ------
+    ConfigError
+        At once (not when iterated), one line per bad value.
+    """
+    family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
+                     length_max, seed)
+    return _blocks(family, normalize, block_spans(family.lengths, rows))
+
+
+def _blocks(family: _Family, normalize: bool, spans):
+    for lo, hi in spans:
+        _, X, y = family.draw(range(lo, hi), normalize)
+        yield [f"task{k}" for k in range(lo, hi)], X, y, family.lengths[lo:hi]
+
+
+def footprint(lengths, dims: int, rows: int = BLOCK_ROWS) -> float:
+    """Peak bytes of generating and writing streams of these ``lengths`` block by block (the
+    largest block, with its weights repeated per instance), plus a few values per task."""
+    return footprint_rows(block_rows(lengths, rows), dims + 1) + len(lengths) * (8.0 * dims + 220)
