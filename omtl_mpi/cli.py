@@ -136,7 +136,8 @@ class _NumberOrWord(click.ParamType):
 @click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default=None,
               help="Raise an exception, or die by SIGKILL.  [default: raise]")
 @click.option("--progress/--no-progress", default=None,
-              help="Progress bar on stderr (default: when stderr is a terminal).")
+              help="Progress bar on stderr, with or without --json (default: when stderr is a "
+                   "terminal).")
 def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
         checkpoint_path, resume, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.
@@ -150,8 +151,8 @@ def run(n_ranks, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoi
     from .runtime import launch as launcher
     if n_ranks is None:
         launcher.reexec_if_sharing(aslr)        # before MPI starts; returns if nothing to do
-    if progress is None:
-        progress = sys.stderr.isatty() and not as_json
+    if progress is None:        # on stderr, so --json's stdout stays one object either way
+        progress = sys.stderr.isatty()
     from .options import run_config
     from .runtime.run import run as run_learner
     from .runtime.summary import format_summary
@@ -662,6 +663,7 @@ def data_info(path, as_json, every_task):
     """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), then
     one line per task: index, name, samples, positive ratio."""
     from .data import info
+    from .data.taskfile import INFO_ALL, INFO_EDGES
     facts = info(path, edges=None if every_task else INFO_EDGES)
     if as_json:
         click.echo(json.dumps(facts))
@@ -671,19 +673,18 @@ def data_info(path, as_json, every_task):
     click.echo(f"{facts['tasks']:>6} {facts['dims']:>6} {facts['total']:>9} {facts['max']:>7} "
                f"{facts['min']:>7} {facts['positive_ratio']:>10.3f}")
     omitted = facts["per_task_omitted"]
-    if omitted:
+    if facts["tasks"] > INFO_ALL:
         click.echo(f"stream lengths: min {facts['min']}, median {facts['median']:g}, "
                    f"mean {facts['mean']:.1f}, max {facts['max']}; format version "
                    f"{facts['format_version']}")
     click.echo("")
+    click.echo(f"  {'task':>4}  {'name':<30} {'samples':>8} {'pos ratio':>9}")
     for i, t in enumerate(facts["per_task"]):
         if omitted and i == len(facts["per_task"]) // 2:
             click.echo(f"  ... {omitted} more tasks (--all lists every task)")
         click.echo(f"  {t['index']:>4}  {t['name'][:30]:<30} {t['samples']:>8} {t['positive_ratio']:>8.3f}")
 
 
-# the tasks 'data info' lists first and last in a file of more than taskfile.INFO_ALL tasks
-INFO_EDGES = 5
 
 
 # --------------------------------------------------------------------------- topologies

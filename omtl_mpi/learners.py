@@ -14,17 +14,17 @@ What a round is
 ---------------
 The learners are round-based, as in the paper: in a round every task with an instance
 predicts it, then the labels are revealed and the learner steps once (for C-ADMM: the w-steps,
-the consensus over every task, the z-steps). A task without an instance in a round is
-*inactive* in it, exactly as a stream that has ended is in ``omtl-mpi run``: its gradient is
-zero, but the shared steps still run. So:
+the consensus, the z-steps). A task without an instance in a round is *inactive* in it, exactly
+as a stream that has ended is in ``omtl-mpi run``: it takes no step, and what it shares stays
+as it was. So:
 
 * ``learn_round(X, y, active)`` is one round of ``omtl-mpi run``: the same predictions, and
   learned arrays equal to 1e-10 (the tests check both for every learner);
-* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it costs one round of
-  the learner, not one task's step. For the ADMM learners that is O(K d^2) with the default
-  arow w-step (O(K d) with euclid or adagrad), plus O(K^2 d) for the experts' vote (the
-  default), plus, with ``relationship=True``, O(K^2 d) and a K x K eigendecomposition every
-  ``omega_every`` rounds;
+* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it steps task k's
+  rows and the shared state, not the other tasks. For the ADMM learners with Omega fixed (the
+  defaults) that is O(d^2) with the default arow w-step (O(d) with euclid or adagrad), plus
+  O(d^2) for the experts' vote (its d x d sums; while K <= d it works from the K models); with ``relationship=True`` the shared step is the learned
+  Omega's, O(K d r) with an SVD of the K x d matrix V every ``omega_every`` rounds;
 * ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j of
   the call holds the j-th instance of every task that has one in it, as ``omtl-mpi run`` lays
   out streams (each call starts again at its own first round), so a data set passed in one
@@ -53,7 +53,17 @@ from .errors import UserError
 
 FORMAT = "omtl-mpi-learner"
 # the layout of state_dict() and of saved files; bumped when a learner's state changes shape
-VERSION = 1
+# (2: the ADMM learners keep the sums of their tasks' messages, and step only active rows)
+VERSION = 2
+
+
+def _other_version(version, where: str) -> UserError:
+    """The one line for a learner's state in another release's layout."""
+    which = ("an older" if isinstance(version, int) and not isinstance(version, bool)
+             and version < VERSION else "another")
+    return UserError(f"{where} of version {version!r}, written by {which} omtl-mpi; this release "
+                     f"reads version {VERSION}: load it with the omtl-mpi that wrote it, or learn "
+                     "the learner afresh")
 
 # options of a run that shape the learner object itself (the others, data, seed, batch...,
 # describe a run over a data set: run_streams takes them)
@@ -184,6 +194,9 @@ class Learner:
     u_, V_, Z_, omega_, U_ : ndarray
         The other learned arrays of the learners that have them (C-ADMM's shared u, task parts
         V, duals Z and task-relationship matrix Omega; D-ADMM: node 0's copy of u and Omega).
+        ``omega_`` is K x K up to 1,024 tasks; beyond, Omega is ``omega_basis_``,
+        ``omega_values_`` and ``omega_rest_`` (Omega = rest I + basis diag(values - rest)
+        basis^T), and ``omega_`` raises AttributeError.
     n_rounds_ : int
         Rounds learned so far.
     n_seen_ : ndarray of int, shape (K,)
@@ -476,8 +489,8 @@ class Learner:
         >>> X = np.array([[[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]]])        # (K, B, d)
         >>> m.learn_round(X, [[-1], [1]], active=[True, False]).tolist()
         [[1], [0]]
-        >>> m.predict_round(X).tolist()
-        [[-1], [1]]
+        >>> m.predict_round(X).tolist()     # task 1, without an instance yet, predicts with u
+        [[-1], [-1]]
         """
         Xa, ya, act = self._round_inputs(X, y, active)
         if ya is None:
@@ -682,6 +695,13 @@ class Learner:
             model = self._model()
             if name[:-1] in model:
                 return np.array(model[name[:-1]])
+            if name == "omega_" and "omega_basis" in model:
+                from .algorithms.admm import DENSE_OMEGA_MAX
+                raise AttributeError(f"omega_ is kept as a K x K matrix up to "
+                                     f"{DENSE_OMEGA_MAX:,} tasks, this "
+                                     f"learner has {self.n_tasks}: Omega = omega_rest_ I + "
+                                     "omega_basis_ diag(omega_values_ - omega_rest_) "
+                                     "omega_basis_^T")
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # --------------------------------------------------------------------- state
@@ -731,8 +751,7 @@ class Learner:
             raise UserError(f"not a learner's state: state_dict() gives a dict with format {FORMAT!r}")
         version = state.get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version != VERSION:
-            raise UserError(f"a learner's state of version {version!r}; this omtl-mpi reads "
-                            f"version {VERSION}")
+            raise _other_version(version, "a learner's state")
         if not isinstance(state.get("algo"), str) or state["algo"] != self.algo:
             raise UserError(f"the state is of a {state.get('algo')!r} learner, this is a "
                             f"{self.algo!r} learner")
@@ -1017,9 +1036,11 @@ def load(path) -> Learner:
     from .persist import load_learner
     built = {}
 
-    def expected(algo, params):
+    def expected(algo, params, version):
         """The learner the file's parameters describe, built before any array is read: what
         each of the file's arrays must look like."""
+        if version != VERSION:        # another release's layout: say so, not which array differs
+            raise _other_version(version, f"{path}: a learner file")
         if algo not in registry.REGISTRY:
             raise UserError(f"{path}: a learner {algo!r}, which is not registered: import the "
                             "module that registers it first")

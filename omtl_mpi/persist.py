@@ -39,7 +39,7 @@ def save_learner(path, state: dict) -> None:
 def load_learner(path, expected=None) -> dict:
     """A learner's state dict, read from a file :func:`save_learner` wrote.
 
-    ``expected(algo, params)``, when given, returns the state tree the learner these describe
+    ``expected(algo, params, version)``, when given, returns the state tree the learner these describe
     would have: every dataset is then checked against it (name, shape, kind of number) before
     any of its data is read, so a hostile file cannot make the reader allocate what it declares.
 
@@ -62,7 +62,7 @@ def load_learner(path, expected=None) -> dict:
                 raise UserError(f"{path}: its attributes are damaged; save the learner again") from None
             if not isinstance(params, dict):
                 raise UserError(f"{path}: its parameters are damaged; save the learner again")
-            want = expected(algo, params) if expected is not None else None
+            want = expected(algo, params, version) if expected is not None else None
             return {"format": FORMAT, "version": version, "algo": algo, "params": params,
                     "state": _read(f, "state", want, f"{path}: state")}
     except UserError:

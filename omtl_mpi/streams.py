@@ -115,7 +115,10 @@ class Result:
     mistakes : list of ndarray
         Every task's mistakes (int8, 1 where the prediction was wrong), in the same order.
     omega : ndarray or None
-        The task-relationship matrix, for the learners that have one.
+        The K x K task-relationship matrix, for the learners that have one, up to 1,024 tasks;
+        beyond, None, and Omega is in ``model`` as its factors (``omega_basis``,
+        ``omega_values``, ``omega_rest``: Omega = rest I + basis diag(values - rest)
+        basis^T).
     model : dict
         Every learned array by name (the results file's /model).
     seconds, ms_per_round : float
@@ -397,9 +400,17 @@ def load_result(path) -> Result:
                             "damaged") from None
     try:
         with h5py.File(path, "r") as f:
-            if f.attrs.get("format") != FORMAT or int(f.attrs.get("format_version", 0)) != VERSION:
-                raise UserError(f"{path} is not an omtl-mpi results file of format version "
-                                f"{VERSION} (omtl-mpi run --out writes them)")
+            if f.attrs.get("format") != FORMAT:
+                raise UserError(f"{path} is not an omtl-mpi results file (omtl-mpi run --out "
+                                "writes them)")
+            version = f.attrs.get("format_version")
+            if isinstance(version, (int, np.integer)) and not isinstance(version, bool):
+                version = int(version)
+            if not isinstance(version, int) or version != VERSION:
+                which = "an older" if isinstance(version, int) and version < VERSION else "another"
+                raise UserError(f"{path}: results of format version {version!r}, written by "
+                                f"{which} omtl-mpi; this release reads version {VERSION}: read "
+                                "it with the omtl-mpi that wrote it, or run again")
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
             config = json.loads(attrs.get("config", "{}"))
             if not isinstance(config, dict):
@@ -414,6 +425,12 @@ def load_result(path) -> Result:
                     or np.shape(metrics.get("mistakes")) != (total,)):
                 raise UserError(f"{path}: its predictions do not match its tasks' lengths; the "
                                 "file is damaged")
+            # h5py readers split the per-instance arrays by /tasks/offsets: they must agree
+            offsets = read(read(f, "tasks"), "offsets")[()]
+            if (np.shape(offsets) != (len(lengths) + 1,) or offsets.dtype.kind not in "iu"
+                    or not np.array_equal(offsets, np.concatenate(([0], np.cumsum(lengths))))):
+                raise UserError(f"{path}: /tasks/offsets does not match /tasks/samples; the file "
+                                "is damaged")
             t = read(f, "timing")
             optional = {name: read(t, name)[()] if name in t else None
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness")}

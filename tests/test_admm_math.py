@@ -221,7 +221,8 @@ def test_w_step_matches_equation():
     blk = TaskBlock(p, kb, d, mode=GIVEN)
     W0, Z0 = rng.normal(size=(kb, d)), rng.normal(size=(kb, d))
     u0, V0 = rng.normal(size=d), rng.normal(size=(kb, d))
-    blk.load_state({"W": W0, "Z": Z0, "C": Z0 + p.rho * W0, "u": u0, "V": V0})
+    blk.load_state({"W": W0, "Z": Z0, "C": Z0 + p.rho * W0, "u": u0, "V": V0,
+                    "started": np.ones(kb, dtype=bool)})
     X = rng.normal(size=(1, kb, d))
     y = np.array([[1.0, -1.0, 0.0]])                # last one padding: a zero gradient
     positive = blk.predict_and_step(X, y, np.ones(kb))
@@ -315,3 +316,55 @@ def test_omega_fixed_step_is_each_tasks_own():
     step = ExactStep(Relationship.identity(K), p.a, p.rho, p.lambda2, p.lambda4)
     np.testing.assert_allclose(step.u(C), u, rtol=1e-13)
     np.testing.assert_allclose(step.f_rest * (C - p.rho * u), V, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------- a whole run, as the spec writes it
+def spec_run(Xs, ys, B, p, relationship, variant, eps=1e-8):
+    """C-ADMM as docs/ALGORITHMS.md sections 1, 2 and 4 write it, K x K and task by task:
+    euclid w-step, hinge loss, sign(w . x); a task without instances in a round takes no
+    w-step or z-step, and the last mini-batch of a stream may be short."""
+    K, d = len(Xs), Xs[0].shape[1]
+    n = np.array([len(y) for y in ys])
+    W, Z, C, V = (np.zeros((K, d)) for _ in range(4))
+    u, omega = np.zeros(d), np.eye(K) / K
+    preds = [np.zeros(len(y), np.int8) for y in ys]
+    for t in range(int(np.ceil(n.max() / B))):
+        active = [k for k in range(K) if t * B < n[k]]
+        for k in active:
+            X, y = Xs[k][t * B:(t + 1) * B], ys[k][t * B:(t + 1) * B].astype(float)
+            m = X @ W[k]
+            preds[k][t * B:(t + 1) * B] = np.where(m >= 0, 1, -1)
+            g = -(np.where(y * m < 1, y, 0.0)[:, None] * X).mean(axis=0)
+            W[k] = (p.eta * W[k] + p.rho * (u + V[k]) - g - Z[k]) / (p.rho + p.eta)
+            C[k] = Z[k] + p.rho * W[k]
+        u, V = (dense_exact_step(omega, p, C) if variant == "exact"
+                else dense_paper_step(omega, p, C, V))
+        for k in active:
+            Z[k] += p.rho * (W[k] - u - V[k])
+        if relationship:
+            omega = dense_omega(V, eps)
+    return preds, W
+
+
+@pytest.mark.parametrize("relationship, variant, batch, atol", [
+    (False, "exact", 3, 1e-13), (False, "exact", 1, 1e-13),
+    (True, "exact", 2, 1e-8), (True, "exact", 3, 1e-8), (True, "paper", 3, 1e-8)])
+def test_a_whole_run_is_the_spec_loop(relationship, variant, batch, atol):
+    """Unequal streams whose lengths the mini-batch does not divide (7, 2, 5, 1, 8 with B = 3:
+    short last batches, tasks ending at different rounds): the same predictions as the spec's
+    loop, and W to rounding (with Omega learned, to the square roots of rounding that the K x K
+    Omega takes)."""
+    from omtl_mpi.algorithms import registry
+    from omtl_mpi.runtime.simulate import simulate
+    rng = np.random.default_rng(11)
+    lengths, d = [7, 2, 5, 1, 8], 4
+    Xs = [rng.normal(size=(n, d)) for n in lengths]
+    ys = [np.where(X @ rng.normal(size=d) >= 0, 1, -1).astype(np.int8) for X in Xs]
+    params = registry.get("c-admm").params(
+        w_step="euclid", loss="hinge", experts=False, relationship=relationship, variant=variant,
+        rho=0.1, eta=3.0, lambda1=0.01, lambda2=0.1, lambda3=0.01, lambda4=0.01)
+    preds, rows = simulate("c-admm", Xs, ys, params=params, batch=batch)
+    ref_preds, ref_W = spec_run(Xs, ys, batch, params.resolved(8), relationship, variant)
+    for a, b in zip(preds, ref_preds):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(rows["W"], ref_W, rtol=0, atol=atol)

@@ -454,6 +454,19 @@ def test_a_model_that_goes_non_finite_is_an_error():
             m.learn_one([-1e300], -1, task=0)
 
 
+
+@pytest.mark.parametrize("name, K, kw", [("c-admm", 1000, {}), ("adagrad", 1000, {}),
+                                         ("d-admm", 40, {"w_step": "euclid", "eta": 1e-300})])
+def test_a_task_of_many_that_goes_non_finite_is_an_error(name, K, kw):
+    """The check after each step looks at the rows it touched (a task far from the first),
+    not only at the first ones."""
+    m = omtl_mpi.learner(name, K, 1, intercept=False, **kw)
+    with pytest.raises(omtl_mpi.UserError, match="went non-finite"):
+        for _ in range(400):
+            m.learn_one([1e300], -1, task=K - 3)
+            m.learn_one([-1e300], -1, task=K - 3)
+
+
 # ------------------------------------------------------------------ river and scikit-learn
 def test_sits_unchanged_in_rivers_progressive_validation():
     river = pytest.importorskip("river")
@@ -711,3 +724,55 @@ def test_rivers_score_metrics_work():
     m = omtl_mpi.PA(2, 4)
     scores = m.predict_proba_one([1.0, 0, 0, 0], task=0)
     assert set(scores) == {1, -1} and scores[1] + scores[-1] == pytest.approx(1.0)
+
+
+def test_files_of_an_older_release_are_named_as_such(tmp_path):
+    """A learner saved, or results written, by an older omtl-mpi (whose layouts differ) get
+    one line naming the versions, not a complaint about one of their arrays."""
+    m = omtl_mpi.CADMM(n_tasks=3, n_features=2)
+    m.learn_one([1.0, 0.5], 1, task=0)
+    m.save(tmp_path / "m.h5")
+    out = tmp_path / "r.h5"
+    r = omtl("run", "--synth-tasks", "3", "--synth-samples", "4", "--out", out)
+    assert r.returncode == 0, r.stderr
+    for path, read, message in (
+            (tmp_path / "m.h5", omtl_mpi.load, "a learner file of version 1, written by an older "
+             "omtl-mpi; this release reads version 2: load it with the omtl-mpi that wrote it, "
+             "or learn the learner afresh"),
+            (out, omtl_mpi.load_result, "results of format version 1, written by an older "
+             "omtl-mpi; this release reads version 2: read it with the omtl-mpi that wrote it, "
+             "or run again")):
+        with h5py.File(path, "a") as f:
+            f.attrs["format_version"] = 1
+        with pytest.raises(omtl_mpi.UserError, match=re.escape(f"{path}: {message}")):
+            read(path)
+    with pytest.raises(omtl_mpi.UserError, match="a learner's state of version 1, written by an older"):
+        m.load_state_dict({**m.state_dict(), "version": 1})
+
+
+@pytest.mark.parametrize("damage", ["swap", "delete", "shift samples"])
+def test_a_results_file_whose_offsets_disagree_is_damaged(tmp_path, damage):
+    """/tasks/offsets is how h5py readers split the per-instance arrays: a file where it is
+    missing, or disagrees with /tasks/samples, is refused, not read wrongly."""
+    out = tmp_path / "r.h5"
+    assert omtl("run", "--synth-tasks", "4", "--synth-samples", "5", "--out", out).returncode == 0
+    with h5py.File(out, "a") as f:
+        offsets = f["tasks/offsets"]
+        if damage == "swap":
+            offsets[1:3] = offsets[1:3][::-1]
+        elif damage == "delete":
+            del f["tasks/offsets"]
+        else:                       # the total unchanged: only the offsets can tell
+            f["tasks/samples"][0:2] = [4, 6]
+    with pytest.raises(omtl_mpi.UserError, match="tasks/offsets"):
+        omtl_mpi.load_result(out)
+
+
+def test_omega_of_many_tasks_is_its_factors():
+    m = omtl_mpi.CADMM(2000, 3, relationship=True)
+    m.learn_one([1.0, 2.0, 3.0], 1, task=5)
+    m.learn_one([1.0, -2.0, 0.5], -1, task=7)
+    basis, values, rest = m.omega_basis_, m.omega_values_, float(m.omega_rest_[0])
+    assert basis.shape[0] == 2000 and abs(rest * (2000 - len(values)) + values.sum() - 1) < 1e-12
+    with pytest.raises(AttributeError, match="omega_ is kept as a K x K matrix up to 1,024 tasks"):
+        m.omega_

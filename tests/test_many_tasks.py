@@ -89,19 +89,28 @@ def test_d_admm_tables_hold_a_row_per_node():
     assert paper.message.size == 4 * 1 + 1000 * 2 * 10
 
 
-@pytest.mark.parametrize("name", ["c-admm", "d-admm"])
-def test_skewed_streams_in_one_process_equal_mpiexec_layouts(name):
-    """Blocks of unequal activity: one block holding every task and four blocks give the
-    same predictions (the in-process == MPI equivalence is tests/test_equivalence.py's)."""
+def test_skewed_streams_d_admm_on_a_full_graph_equals_c_admm():
+    """Four nodes of unequal activity on a full graph learn as C-ADMM's one block (spec
+    equivalence 5)."""
     X, y, _ = skewed_streams()
-    if name == "c-admm":
-        a, _ = simulate(name, X, y)
-    else:
-        a, _ = simulate(name, X, y, nodes=4, topology="full")
-        b, _ = simulate("c-admm", X, y)
-        for p, q in zip(a, b):
-            np.testing.assert_array_equal(p, q)
+    a, _ = simulate("d-admm", X, y, nodes=4, topology="full")
+    b, _ = simulate("c-admm", X, y)
     assert all(len(p) == len(t) for p, t in zip(a, y))
+    for p, q in zip(a, b):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_skewed_streams_four_workers_equal_one_process(mpiexec, tmp_path):
+    """C-ADMM's four workers, whose blocks have unequal activity (one long stream, many short
+    ones ending at different rounds), learn as the one process's single block."""
+    from conftest import assert_in_process_equals_mpiexec
+    from omtl_mpi.data import write_tasks
+    X, y, _ = skewed_streams()
+    path = tmp_path / "skewed.h5"
+    write_tasks(path, [f"c{k}" for k in range(len(X))], X, y)
+    for extra in ([], ["--batch", "3"]):
+        assert_in_process_equals_mpiexec(["--data", path, *extra], [], 5, tmp_path,
+                                         ("W", "Z", "V", "u"))
 
 
 # ---------------------------------------------------------------- 10,000 tasks, end to end
@@ -155,10 +164,65 @@ def test_ten_thousand_tasks_resume_bit_for_bit(mpiexec, tmp_path, ten_thousand):
 
 def test_the_defaults_need_nothing_k_by_k():
     """What a run of the defaults keeps grows with K d (and K d^2 for the arow w-step), never
-    K^2: a million tasks of 10 weights need about 1.4 GB, and DROM's K x K is named."""
+    K^2: a million tasks of 10 weights need about 2.1 GB, and DROM's K x K is named."""
     from omtl_mpi.options import run_config
     from omtl_mpi.runtime.run import model_bytes
     parts = model_bytes(run_config({}), 1_000_000, 10, 1, "server")
     assert sum(b for b, _ in parts) < 1_000_000 * 10 * 8 * 30
     drom = model_bytes(run_config({"algo": "drom"}), 100_000, 10, 1, "server")
     assert max(drom)[0] >= 100_000 ** 2 * 8 and "100000 x 100000" in max(drom)[1]
+
+
+def test_a_task_starts_from_the_shared_model():
+    """A task without an instance yet predicts with u, and its first step starts there (the
+    point the spec's rounds without instances would take it to, were u to stay as it is); the
+    rows of the tasks that have learned are not touched."""
+    rng = np.random.default_rng(3)
+    m = omtl_mpi.CADMM(n_tasks=50, n_features=3, experts=False)
+    w_true = np.array([1.0, -2.0, 0.5])
+    for t in range(60):
+        x = rng.normal(size=3)
+        m.learn_one(x, 1 if x @ w_true >= 0 else -1, task=t % 10)
+    x = rng.normal(size=3)
+    u = m.u_
+    np.testing.assert_array_equal(m.W_[40], u)
+    assert m.decision_one(x, task=40) == pytest.approx(np.append(x, 1.0) @ u, abs=1e-12)
+    before = m.W_
+    m.learn_one(x, 1, task=40)
+    after = m.W_
+    np.testing.assert_array_equal(after[:10], before[:10])     # the tasks that have learned
+    np.testing.assert_array_equal(after[10:40], np.broadcast_to(m.u_, (30, 4)))   # still at u
+    assert not np.array_equal(after[40], u)
+
+
+def test_new_tasks_among_many_learn_from_the_others():
+    """20,000 tasks of one problem, one instance at a time to a random task: nearly every
+    instance is its task's first, so what the others learned must carry over (a task
+    starting from zero predicts +1, about half wrong)."""
+    rng = np.random.default_rng(0)
+    K, d = 20_000, 5
+    w_true = rng.normal(size=d)
+    m, wrong = omtl_mpi.CADMM(n_tasks=K, n_features=d), []
+    for _ in range(3000):
+        k, x = int(rng.integers(K)), rng.normal(size=d)
+        y = 1 if x @ w_true >= 0 else -1
+        wrong.append(m.predict_one(x, task=k) != y)
+        m.learn_one(x, y, task=k)
+    assert np.mean(wrong[-1000:]) < 0.15
+
+
+def test_the_summary_of_many_tasks_lists_their_ends():
+    """A run of more than 100 tasks prints its first and last 5 tasks, as 'data info' does,
+    and says where the others are; --json keeps them all."""
+    from conftest import omtl
+    r = omtl("run", "--synth-tasks", "150", "--synth-samples", "3")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    start = lines.index(f"{'task':<24}{'cumulative error':>18}")
+    listed = lines[start + 1:lines.index(next(x for x in lines if x.startswith("mean ")))]
+    assert [x.split()[0] for x in listed if "..." not in x] == [
+        f"task{k}" for k in (0, 1, 2, 3, 4, 145, 146, 147, 148, 149)]
+    assert ("  ... 140 more tasks (every task's error: --json, or the results file's "
+            "/metrics/per_task_error)") in listed
+    r = omtl("run", "--synth-tasks", "150", "--synth-samples", "3", "--json")
+    assert len(__import__("json").loads(r.stdout)["per_task_error"]) == 150

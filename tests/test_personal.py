@@ -129,6 +129,13 @@ def test_the_command_line_writes_the_family(tmp_path):
     (["--dims", "4"], "--dims applies to the test beds (--family identical, clustered or unrelated) "
                       "and --family personal"),
     (["--family", "personal", "--length-median", "-2"], "--length-median must be a finite number > 0"),
+    # lengths past any machine are refused as floats, before a cast could wrap them
+    (["--family", "personal", "--length-median", "1e308", "--tasks", "3"],
+     "draw a stream of 5.5e+307 instances, more than any machine holds"),
+    (["--family", "personal", "--length-sigma", "400", "--tasks", "50"],
+     "draw a stream of inf instances"),
+    (["--family", "personal", "--length-median", "4e18", "--length-sigma", "0", "--tasks", "3"],
+     "draw a stream of 4e+18 instances"),
 ])
 def test_options_that_do_not_apply_are_refused(tmp_path, capsys, args, message):
     from test_data_safety import refused

@@ -487,18 +487,20 @@ def test_info_of_many_tasks_shows_the_ends_unless_asked_for_all(tmp_path, capsys
     lines = out.splitlines()
     assert "stream lengths: min 1, median 75.5, mean 75.5, max 150; format version 2" in out
     assert "  ... 140 more tasks (--all lists every task)" in lines
-    rows = [line for line in lines[lines.index("") + 1:] if "..." not in line]
+    assert lines[lines.index("") + 1].split() == ["task", "name", "samples", "pos", "ratio"]
+    rows = [line for line in lines[lines.index("") + 2:] if "..." not in line]
     assert [int(r.split()[0]) for r in rows] == [0, 1, 2, 3, 4, 145, 146, 147, 148, 149]
     code, out, _ = cli(capsys, "data", "info", tmp_path / "many.h5", "--all")
     lines = out.splitlines()
-    assert code == 0 and len(lines[lines.index("") + 1:]) == K
+    assert code == 0 and len(lines[lines.index("") + 2:]) == K
+    assert "stream lengths: min 1, median 75.5, mean 75.5, max 150; format version 2" in out
     code, out, _ = cli(capsys, "data", "info", tmp_path / "many.h5", "--json")
     facts = __import__("json").loads(out)
     assert facts["per_task_omitted"] == 140 and len(facts["per_task"]) == 10
     assert facts["tasks"] == K and facts["positive_ratio"] == 1.0
 
 
-def test_info_of_few_tasks_prints_as_before(tmp_path, capsys):
+def test_info_of_few_tasks_lists_every_task(tmp_path, capsys):
     write_tasks(tmp_path / "i.h5", ["a", "b"], [np.ones((4, 3)), np.ones((2, 3))],
                 [np.array([1, 1, -1, -1]), np.array([1, 1])], description="two")
     code, out, _ = cli(capsys, "data", "info", tmp_path / "i.h5")
@@ -508,6 +510,7 @@ def test_info_of_few_tasks_prints_as_before(tmp_path, capsys):
         " tasks   dims     total     max     min  pos ratio",
         "     2      3         6       4       2      0.750",
         "",
+        "  task  name                            samples pos ratio",
         "     0  a                                     4    0.500",
         "     1  b                                     2    1.000",
     ]

@@ -21,11 +21,13 @@ W_STEPS = ("adagrad", "arow")
 
 
 def random_block(rng, p, kb=3, d=6):
-    """A block whose task parts v_k are given by a consensus step (here: drawn at random)."""
+    """A block of tasks that have learned already, whose task parts v_k are given by a
+    consensus step (here: drawn at random)."""
     block = TaskBlock(p, kb, d, mode=GIVEN)
     W, Z = rng.normal(size=(kb, d)), rng.normal(size=(kb, d))
     block.load_state({**block.state(), "W": W, "Z": Z, "C": Z + p.rho * W,
-                      "u": rng.normal(size=d), "V": rng.normal(size=(kb, d))})
+                      "u": rng.normal(size=d), "V": rng.normal(size=(kb, d)),
+                      "started": np.ones(kb, dtype=bool)})
     return block
 
 

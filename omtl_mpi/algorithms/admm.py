@@ -83,7 +83,7 @@ class AdmmParams:
         "help": "Learn the task-relationship matrix Omega from V (the paper's model, which "
                 "--preset paper turns on). Off, Omega stays I/K (the paper's ablation 'W/O "
                 "RL'): the default, since with the experts' vote learning Omega changed the "
-                "error by less than the seeds' spread, at a K x K eigendecomposition per "
+                "error by less than the seeds' spread, at an SVD of the K x d matrix V per "
                 "round (docs/GUIDE.md)."})
     omega_every: int = field(default=1, metadata={
         "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
@@ -229,8 +229,9 @@ class TaskBlock:
     Holds ``W``, ``Z`` and ``C`` (kb x d): C is each task's last message ``c_k = z_k + rho w_k``,
     the one the consensus holds for it. Every step touches only the round's active tasks: a
     task without an instance in a round takes no w-step and no z-step, and the consensus keeps
-    its last message (docs/ALGORITHMS.md section 1). All steps are vectorised over the active
-    rows and the mini-batch.
+    its last message (docs/ALGORITHMS.md section 1). A task's model starts at the shared u at
+    its first instance (until then it predicts with u). All steps are vectorised over the
+    active rows and the mini-batch.
 
     Parameters
     ----------
@@ -257,6 +258,8 @@ class TaskBlock:
         With the vote, the experts' mistakes of the last round, summed over the block.
     delta_H : ndarray, shape (d, d)
         With the vote in the ``moment`` form, the change of the block's part of H.
+    started : ndarray of bool, shape (n_tasks,)
+        Which tasks have had an instance (None for tasks learned alone).
     """
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, mode: str = FIXED,
@@ -272,6 +275,7 @@ class TaskBlock:
         self.C[...] = 0.0
         self.u = np.zeros((n_tasks, dim)) if mode == ALONE else np.zeros(dim)
         self.V = None if mode == FIXED else np.zeros((n_tasks, dim))
+        self.started = None if mode == ALONE else np.zeros(n_tasks, dtype=bool)
         self._rho = np.array(params.rho)               # a cheaper numpy operand than a float
         if mode == FIXED:
             # v_k = f (c_k - rho u), f = 1 / (a + rho + lambda4 K): P of Omega = I/K; so the
@@ -336,7 +340,10 @@ class TaskBlock:
         p = self.p
         self._active = active
         W = self.W[active]
-        margins = np.vecdot(W, X)
+        start = self._starting(W, active)
+        if start is not W:
+            self.started[active] = True
+        margins = np.vecdot(start, X)
         own = predict(margins)
         positive = own
         inverse = None
@@ -364,7 +371,7 @@ class TaskBlock:
             R = np.add(self.V[active], self.u[active] if self.mode == ALONE else self.u)
             R *= self._rho
         R -= Z
-        new = self.w_step.step(W, D, X, coef, inv_count, R, active)
+        new = self.w_step.step(start, D, X, coef, inv_count, R, active)
         if self.related is not None and self.related.mode == MOMENT:
             self.delta_H = moment_change(W, new, inverse)
         self.W[active] = new
@@ -375,6 +382,21 @@ class TaskBlock:
         self.C[active] = C
         return positive
 
+    def _starting(self, W: np.ndarray, active) -> np.ndarray:
+        """The rows W (tasks ``active``) a step starts from: a task without an instance so far
+        starts at the shared u, where the spec's rounds without instances (zero-gradient
+        w-steps and z-steps) would take its w were u to stay as it is (w_k = u, z_k = 0; docs/
+        ALGORITHMS.md section 1). W itself when every task has started (a run's tasks all start
+        in its first round, when u = 0, so this changes nothing in ``omtl-mpi run``)."""
+        if self.started is None:
+            return W
+        fresh = ~self.started[active]
+        if not fresh.any():
+            return W
+        start = W.copy()
+        start[fresh] = self.u
+        return start
+
     def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
         """The decision values (B, na) of ``X`` (B, na, d), instances of the block's tasks
         ``active``, with the block as it is, changing nothing: ``decide(X, active) >= 0`` is
@@ -384,7 +406,7 @@ class TaskBlock:
         :meth:`.experts.ExpertVote.decide`.
         """
         W = self.W[active]
-        margins = np.vecdot(W, X)                 # predict_and_step's margins, the same call
+        margins = np.vecdot(self._starting(W, active), X)    # predict_and_step's, the same call
         if self.experts is None:
             return margins
         return self.experts.decide(np.stack((margins, X @ self.u,
@@ -435,10 +457,11 @@ class TaskBlock:
         self.Z[active] = C - target
 
     def task_rows(self) -> dict:
-        """The block's final per-task arrays: W, Z and V (with Omega fixed, v_k from the last
-        u), and U for tasks learned alone."""
+        """The block's final per-task arrays: W (u for a task without an instance yet, where
+        it starts), Z and V (with Omega fixed, v_k from the last u), and U for tasks learned
+        alone."""
         V = self.task_parts(slice(None)) if self.mode == FIXED else self.V
-        out = {"W": self.W, "Z": self.Z, "V": V}
+        out = {"W": self._starting(self.W, slice(None)), "Z": self.Z, "V": V}
         if self.mode == ALONE:
             out["U"] = self.u
         return out
@@ -460,7 +483,7 @@ class TaskBlock:
         """{key of :meth:`state`: axis of the tasks} of every per-task array a block's state
         may hold, whatever the w-step (:func:`.contract.merge_states`); u is per task only
         for tasks learned alone, and the vote's totals, steps and statistic are shared."""
-        axes = {"W": 0, "Z": 0, "C": 0, "V": 0, "class_seen": 1}
+        axes = {"W": 0, "Z": 0, "C": 0, "V": 0, "class_seen": 1, "started": 0}
         if mode == ALONE:
             axes["u"] = 0
         for cls in W_STEP_CLASSES.values():
@@ -474,6 +497,8 @@ class TaskBlock:
         out = {"W": self.W.copy(), "Z": self.Z.copy(), "C": self.C.copy(), "u": self.u.copy()}
         if self.V is not None:
             out["V"] = self.V.copy()
+        if self.started is not None:
+            out["started"] = self.started.copy()
         out.update({f"wstep_{k}": v for k, v in self.w_step.state().items()})
         if self.class_seen is not None:
             out["class_seen"] = self.class_seen.copy()
@@ -489,6 +514,8 @@ class TaskBlock:
         self.C[...] = state["C"]
         if self.V is not None:
             self.V = np.array(state["V"], dtype=np.float64)
+        if self.started is not None:
+            self.started = np.array(state["started"], dtype=bool)
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
         if self.class_seen is not None:
             self.class_seen = np.array(state["class_seen"], dtype=np.float64)

@@ -38,6 +38,9 @@ DEFAULTS = {"tasks": 2000, "dims": 20, "groups": 4, "spread": 0.3, "noise": 0.5,
 # the family-wide generators: default_rng([seed, _STREAM + i]), apart from every task's own
 _STREAM = 2 ** 31
 _CENTRES, _GROUPS, _LENGTHS = 1, 2, 3
+# the longest stream drawn (2^40 instances, terabytes at d = 1): beyond it lengths are refused
+# before they are cast to integers, and a million of them still sum within int64
+_LONGEST = float(2 ** 40)
 
 
 def check_options(tasks=DEFAULTS["tasks"], dims=DEFAULTS["dims"], groups=DEFAULTS["groups"],
@@ -89,9 +92,14 @@ def stream_lengths(tasks: int = DEFAULTS["tasks"], length_median: float = DEFAUL
     """Every task's stream length, (tasks,) int64 >= 1 (heavy-tailed: log-normal around the
     median, capped at ``length_max``)."""
     u = np.random.default_rng([seed, _STREAM + _LENGTHS]).standard_normal(tasks)
-    n = np.maximum(1, np.rint(length_median * np.exp(length_sigma * u)))
+    with np.errstate(over="ignore"):                    # inf is refused below, not wrapped
+        n = np.maximum(1, np.rint(length_median * np.exp(length_sigma * u)))
     if length_max is not None:
         n = np.minimum(n, length_max)
+    if n.max(initial=1) > _LONGEST:
+        raise ConfigError(f"--length-median {length_median} and --length-sigma {length_sigma} "
+                          f"draw a stream of {n.max():.3g} instances, more than any machine holds "
+                          f"({_LONGEST:.3g} at most): lower them, or cap --length-max")
     return n.astype(np.int64)
 
 

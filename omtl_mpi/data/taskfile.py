@@ -1090,8 +1090,8 @@ def _load_tasks_v2(meta: TaskMeta, indices: np.ndarray) -> TaskStreams:
                        X=[X[k] for k in order], y=[y[k] for k in order], notices=notices)
 
 
-# files of more tasks than this list only some of them in info(..., edges=...)
-INFO_ALL = 100
+# a file (or a run's summary) of more tasks than INFO_ALL lists its first and last INFO_EDGES
+INFO_ALL, INFO_EDGES = 100, 5
 
 
 def info(path, *, edges: int | None = None) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..comm.clock import PHASES
+from ..data.taskfile import INFO_ALL, INFO_EDGES
 
 
 def timing_table(timing: np.ndarray, roles) -> list[str]:
@@ -37,8 +38,16 @@ def format_summary(report: dict) -> str:
         "",
         f"{'task':<24}{'cumulative error':>18}",
     ]
-    for name, err in zip(report["task_names"], report["per_task_error"]):
-        lines.append(f"{name[:23]:<24}{err:>18.4f}")
+    names, errors = report["task_names"], report["per_task_error"]
+    shown = range(len(names))
+    if len(names) > INFO_ALL:         # as 'data info': thousands of lines would scroll it away
+        shown = [*range(INFO_EDGES), None, *range(len(names) - INFO_EDGES, len(names))]
+    for k in shown:
+        if k is None:
+            lines.append(f"  ... {len(names) - 2 * INFO_EDGES} more tasks (every task's error: "
+                         "--json, or the results file's /metrics/per_task_error)")
+        else:
+            lines.append(f"{names[k][:23]:<24}{errors[k]:>18.4f}")
     lines += [
         f"{'mean':<24}{report['mean_error']:>18.4f}",
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
