@@ -66,25 +66,26 @@ def test_learn_one_steps_one_task_of_many(rows_seen):
 
 
 def test_c_admm_messages_do_not_grow_with_the_tasks():
-    """With Omega fixed (the defaults) a worker sends d + 3 + d^2 numbers and gets as many
-    back, however many tasks it holds; the paper's model sends its tasks' rows."""
+    """With Omega fixed (the defaults) a worker sends d + 4 + d^2 + (2 d^2 + d + 2) numbers
+    (its sums, four experts' mistakes, H's change and the empirical-Bayes statistics) and gets
+    as many back, however many tasks it holds; the paper's model sends its tasks' rows."""
     d, p = 10, AdmmParams()
     for kb in (1, 100, 100_000):
-        assert CAdmmWorker.up_size(p, 400_000, kb, d) == d + 3 + d * d
-        assert CAdmmWorker.down_size(p, 400_000, kb, d) == d + 3 + d * d
+        assert CAdmmWorker.up_size(p, 400_000, kb, d) == d + 4 + d * d + 2 * d * d + d + 2
+        assert CAdmmWorker.down_size(p, 400_000, kb, d) == d + 4 + d * d + 2 * d * d + d + 2
     paper = AdmmParams.paper()
     assert CAdmmWorker.up_size(paper, 400_000, 1000, d) == 1000 * d
     assert CAdmmWorker.down_size(paper, 400_000, 1000, d) == 1001 * d
 
 
 def test_d_admm_tables_hold_a_row_per_node():
-    """D-ADMM with Omega fixed gossips a row per node (its block's sums, d^2 + d + 4 numbers
-    with the vote), not a row per task."""
+    """D-ADMM with Omega fixed gossips a row per node (its block's sums, 1 + d + 4 + d^2 +
+    (2 d^2 + d + 2) numbers with the vote), not a row per task."""
     from omtl_mpi.algorithms.dadmm import DAdmmNode
     from omtl_mpi.topology import generate
     topo = generate("ring", 4)
     node = DAdmmNode(AdmmParams().resolved(10), 100_000, 10, 0, 25_000, topo, 0)
-    assert node.message.size == 4 * (1 + 10 + 3 + 100)
+    assert node.message.size == 4 * (1 + 10 + 4 + 100 + 212)
     paper = DAdmmNode(AdmmParams.paper().resolved(10), 1000, 10, 0, 250, topo, 0)
     assert paper.message.size == 4 * 1 + 1000 * 2 * 10
 

@@ -20,7 +20,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, UserError
-from .experts import EXPERTS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment_change
+from .bayes import EmpiricalBayes
+from .experts import (BAYES, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment_change,
+                      vote_experts)
 from .losses import LOSSES, descent_coef, predict
 from .relationship import ExactStep, Relationship, paper_step, update_omega
 from .wsteps import AROW_W_STEP_R_PER_MEAN_SQ_NORM, W_STEP_CLASSES, make_w_step
@@ -254,10 +256,15 @@ class TaskBlock:
     ----------
     delta_C : ndarray, shape (d,)
         The change of the sum of C over the block in the last :meth:`predict_and_step`.
-    delta_mistakes : ndarray, shape (3,)
+    delta_mistakes : ndarray, shape (n_experts,)
         With the vote, the experts' mistakes of the last round, summed over the block.
     delta_H : ndarray, shape (d, d)
         With the vote in the ``moment`` form, the change of the block's part of H.
+    expert_names : tuple of str
+        The experts of the vote, in order (:func:`.experts.vote_experts`; empty without it).
+    bayes : EmpiricalBayes or None
+        The empirical-Bayes expert, where the vote has it; its ``delta`` is the change of the
+        block's statistics in the last round.
     started : ndarray of bool, shape (n_tasks,)
         Which tasks have had an instance (None for tasks learned alone).
     """
@@ -296,11 +303,14 @@ class TaskBlock:
                 params.lambda2 + params.rho - params.rho ** 2 * self._p_alone)
         self.w_step = make_w_step(params, n_tasks, dim)
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
-        self.experts = ExpertVote(n_tasks, K) if params.experts and mode != ALONE else None
+        voting = params.experts and mode != ALONE
+        self.expert_names = vote_experts(K, dim) if voting else ()
+        self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
         self.related = (Related(n_tasks, dim, K, related_mode or (MOMENT if K > dim else ROWS))
                         if self.experts is not None else None)
+        self.bayes = EmpiricalBayes(n_tasks, dim) if BAYES in self.expert_names else None
         self.delta_C = np.zeros(dim)
-        self.delta_mistakes = np.zeros(len(EXPERTS))
+        self.delta_mistakes = np.zeros(len(self.expert_names))
         self.delta_H = np.zeros((dim, dim))
         self._active = slice(None)
         # --class-weight: each task's instances of class -1 and +1 seen so far
@@ -350,7 +360,7 @@ class TaskBlock:
         if self.experts is not None:
             if self.related.mode == MOMENT:
                 inverse = inverse_norms(W)          # for the related model and the change of H
-            experts = np.stack((margins, X @ self.u, self.related.margins(W, X, active, inverse)))
+            experts = self._expert_margins(margins, W, X, active, inverse, store=True)
             positive = self.experts.predict(experts)
             self.delta_mistakes = self.experts.update(y, active)
         coef = descent_coef(p.loss, y, margins, own)
@@ -374,6 +384,8 @@ class TaskBlock:
         new = self.w_step.step(start, D, X, coef, inv_count, R, active)
         if self.related is not None and self.related.mode == MOMENT:
             self.delta_H = moment_change(W, new, inverse)
+        if self.bayes is not None:
+            self.bayes.learn(X, y, active)
         self.W[active] = new
         C = np.multiply(new, self._rho, out=new)        # c_k = z_k + rho w_k
         C += Z
@@ -381,6 +393,17 @@ class TaskBlock:
             self.delta_C = (C - self.C[active]).sum(axis=0)
         self.C[active] = C
         return positive
+
+    def _expert_margins(self, margins, W, X, active, inverse=None, store=False) -> np.ndarray:
+        """Every expert's margins (experts, B, na), in the vote's order (:attr:`expert_names`):
+        ``margins`` of the multi-task models W, the shared u's, the related models' and,
+        where the vote has it, the empirical-Bayes models' (``store`` keeps the matrices they
+        refresh)."""
+        out = {"multi-task": margins, "shared": X @ self.u,
+               "related": self.related.margins(W, X, active, inverse)}
+        if self.bayes is not None:
+            out[BAYES] = self.bayes.margins(X, active, store)
+        return np.stack([out[name] for name in self.expert_names])
 
     def _starting(self, W: np.ndarray, active) -> np.ndarray:
         """The rows W (tasks ``active``) a step starts from: a task without an instance so far
@@ -409,8 +432,7 @@ class TaskBlock:
         margins = np.vecdot(self._starting(W, active), X)    # predict_and_step's, the same call
         if self.experts is None:
             return margins
-        return self.experts.decide(np.stack((margins, X @ self.u,
-                                             self.related.margins(W, X, active))))
+        return self.experts.decide(self._expert_margins(margins, W, X, active))
 
     def _class_weights(self, y: np.ndarray, active) -> np.ndarray:
         """Every instance's class weight (B, na), from the counts before this round; then the
@@ -476,7 +498,8 @@ class TaskBlock:
             arrays.append(self.V[rows])
         if self.related is not None:
             arrays.append(self.related.H if self.related.mode == MOMENT else self.related.rows[rows])
-        return all(np.isfinite(a).all() for a in arrays) and self.w_step.finite(rows)
+        return (all(np.isfinite(a).all() for a in arrays) and self.w_step.finite(rows)
+                and (self.bayes is None or self.bayes.finite(rows)))
 
     @staticmethod
     def task_axis(mode: str = FIXED) -> dict:
@@ -489,6 +512,7 @@ class TaskBlock:
         for cls in W_STEP_CLASSES.values():
             axes.update({f"wstep_{k}": a for k, a in cls.TASK_AXIS.items()})
         axes.update({f"experts_{k}": a for k, a in ExpertVote.TASK_AXIS.items()})
+        axes.update({f"bayes_{k}": a for k, a in EmpiricalBayes.TASK_AXIS.items()})
         axes["related_rows"] = 0
         return axes
 
@@ -505,6 +529,8 @@ class TaskBlock:
         if self.experts is not None:
             out.update({f"experts_{k}": v for k, v in self.experts.state().items()})
             out.update({f"related_{k}": v for k, v in self.related.state().items()})
+        if self.bayes is not None:
+            out.update({f"bayes_{k}": v for k, v in self.bayes.state().items()})
         return out
 
     def load_state(self, state: dict) -> None:
@@ -522,6 +548,8 @@ class TaskBlock:
         if self.experts is not None:
             self.experts.load_state({k[8:]: v for k, v in state.items() if k.startswith("experts_")})
             self.related.load_state({k[8:]: v for k, v in state.items() if k.startswith("related_")})
+        if self.bayes is not None:
+            self.bayes.load_state({k[6:]: v for k, v in state.items() if k.startswith("bayes_")})
         if self.mode == FIXED:
             np.multiply(self.u, self._rho_g, out=self._rho_g_u)
 

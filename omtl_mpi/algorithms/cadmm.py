@@ -7,9 +7,12 @@ Messages are flat float64 arrays, made of parts (docs/ALGORITHMS.md section 2.5)
   Omega (or the paper variant), its tasks' c_k (the paper's protocol, kb d numbers). With the
   vote (docs/ALGORITHMS.md section 2.6) also the round's mistakes of its experts (3 numbers)
   and what the related expert needs of its tasks (the change of their part of H, d x d, or
-  their models, kb x d, whichever is smaller for the run: :class:`.experts.Related`).
+  their models, kb x d, whichever is smaller for the run: :class:`.experts.Related`); with
+  more tasks than features, also the change of its tasks' statistics for the empirical-Bayes
+  expert (2 d^2 + d + 2 numbers: :mod:`.bayes`).
 * down, per worker: u; with a learned Omega its tasks' v_k; with the vote every task's
-  mistakes and H, or its tasks' related models (kb x d).
+  mistakes and H, or its tasks' related models (kb x d), and every task's statistics for the
+  empirical-Bayes expert.
 
 So with the defaults a round's messages and the server's work do not grow with the tasks, and
 a worker's work follows its tasks that have an instance in the round.
@@ -19,10 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
-from .experts import EXPERTS, MOMENT, ROWS, directions, related_rows
+from .bayes import stats_size
+from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
 from .relationship import ExactStep, Relationship
-
-_N_EXPERTS = len(EXPERTS)
 
 
 def related_form(params, n_tasks: int, dim: int) -> str | None:
@@ -34,13 +36,24 @@ def related_form(params, n_tasks: int, dim: int) -> str | None:
     return MOMENT if n_tasks > dim else ROWS
 
 
+def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str) -> list:
+    """(name, size) of the vote's parts of a message (none without the vote): the experts'
+    mistakes (named ``mistakes``), the related expert's statistic and, where the vote has
+    it, the empirical-Bayes expert's statistics."""
+    form = related_form(params, n_tasks, dim)
+    if form is None:
+        return []
+    names = vote_experts(n_tasks, dim)
+    parts = [(mistakes, len(names)), ("related", dim * dim if form == MOMENT else kb * dim)]
+    if BAYES in names:
+        parts.append(("bayes", stats_size(dim)))
+    return parts
+
+
 def up_parts(params, n_tasks: int, kb: int, dim: int) -> list:
     """(name, size) of every part of a worker's message, in order."""
     parts = [("C", kb * dim) if coupling(params) == GIVEN else ("dC", dim)]
-    form = related_form(params, n_tasks, dim)
-    if form is not None:
-        parts += [("mistakes", _N_EXPERTS), ("related", dim * dim if form == MOMENT else kb * dim)]
-    return parts
+    return parts + _vote_parts(params, n_tasks, kb, dim, "mistakes")
 
 
 def down_parts(params, n_tasks: int, kb: int, dim: int) -> list:
@@ -48,10 +61,7 @@ def down_parts(params, n_tasks: int, kb: int, dim: int) -> list:
     parts = [("u", dim)]
     if coupling(params) == GIVEN:
         parts.append(("V", kb * dim))
-    form = related_form(params, n_tasks, dim)
-    if form is not None:
-        parts += [("totals", _N_EXPERTS), ("related", dim * dim if form == MOMENT else kb * dim)]
-    return parts
+    return parts + _vote_parts(params, n_tasks, kb, dim, "totals")
 
 
 def _views(buffer: np.ndarray, parts: list, offset: int = 0) -> dict:
@@ -103,6 +113,8 @@ class CAdmmWorker:
                 up["related"][...] = block.delta_H.reshape(-1)
             else:
                 up["related"][...] = block.W.reshape(-1)
+            if "bayes" in up:
+                up["bayes"][...] = block.bayes.delta
         return positive, self.message
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
@@ -116,6 +128,8 @@ class CAdmmWorker:
             block.experts.set_totals(down["totals"])
             related = block.related
             (related.H if related.mode == MOMENT else related.rows).reshape(-1)[...] = down["related"]
+            if "bayes" in down:
+                block.bayes.set_totals(down["bayes"])
         block.dual_step(down["u"], down["V"].reshape(-1, d) if "V" in down else None)
 
     def _down_views(self, msg: np.ndarray) -> dict:
@@ -155,10 +169,14 @@ class CAdmmServer:
                                    params.lambda2, params.lambda4)._sum_weight
         self.S = np.zeros(d)                     # sum of every task's last message c_k
         self.u = np.zeros(d)
-        self.totals = np.zeros(_N_EXPERTS)
+        names = vote_experts(K, d)
+        self.totals = np.zeros(len(names))
         # the vote's related expert: H, or every task's model as last sent
         self.related = (np.zeros((d, d) if self.form == MOMENT else (K, d))
                         if self.form is not None else None)
+        # the empirical-Bayes expert's statistics, summed over every task
+        self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
+                      else None)
         self._C = np.zeros((K, d)) if self.given else None
         self._ups, self._downs, offset, reply = [], [], 0, 0
         for a, b in blocks:
@@ -200,6 +218,8 @@ class CAdmmServer:
         if self.form is not None:
             for a, b, part in parts:
                 self.totals += part["mistakes"]
+                if self.bayes is not None:
+                    self.bayes += part["bayes"]
                 if self.form == MOMENT:
                     related += part["related"].reshape(d, d)
                 else:
@@ -214,6 +234,8 @@ class CAdmmServer:
             if self.form is not None:
                 reply["totals"][...] = self.totals
                 reply["related"][...] = (related if self.form == MOMENT else related[a:b]).reshape(-1)
+                if self.bayes is not None:
+                    reply["bayes"][...] = self.bayes
         return self.reply
 
     def after_reply(self) -> None:
@@ -225,6 +247,8 @@ class CAdmmServer:
         out = {"S": self.S.copy(), "u": self.u.copy(), "totals": self.totals.copy()}
         if self.related is not None:
             out["related"] = self.related.copy()
+        if self.bayes is not None:
+            out["bayes"] = self.bayes.copy()
         if self.given:
             out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
         return out
@@ -235,6 +259,8 @@ class CAdmmServer:
         self.totals[...] = state["totals"]
         if self.related is not None:
             self.related[...] = state["related"]
+        if self.bayes is not None:
+            self.bayes[...] = state["bayes"]
         if self.given:
             self.consensus.load_state({k[10:]: v for k, v in state.items()
                                        if k.startswith("consensus_")})

@@ -4,10 +4,11 @@ node knows of every node's block of tasks.
 Node i of N holds the contiguous block ``task_blocks(K, N)[i]``. What it sends every neighbour
 is its table, in two parts, each merged per node by a stamp (the round its owner wrote it):
 
-* one row per node: ``[stamp, S_j, m_j, H_j]``: with Omega fixed at I/K (the defaults), S_j
-  the sum of node j's tasks' messages c_k (every v_k follows from c_k and u, so this is all
-  the consensus needs of node j); with the vote, m_j its experts' mistakes and, in the
-  ``moment`` form, H_j its part of the related expert's statistic (d x d);
+* one row per node: ``[stamp, S_j, m_j, H_j, B_j]``: with Omega fixed at I/K (the defaults),
+  S_j the sum of node j's tasks' messages c_k (every v_k follows from c_k and u, so this is
+  all the consensus needs of node j); with the vote, m_j its experts' mistakes and, in the
+  ``moment`` form, H_j its part of the related expert's statistic (d x d), and with more tasks
+  than features B_j its tasks' statistics for the empirical-Bayes expert (:mod:`.bayes`);
 * one row per task, only where the math needs every task: with a learned Omega (or the paper
   variant) ``[c_k, v_k]`` (the paper's table), and with the vote in the ``rows`` form the
   task's model w_k.
@@ -26,7 +27,8 @@ import numpy as np
 
 from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
-from .experts import EXPERTS, MOMENT, ROWS, directions, related_rows
+from .bayes import stats_size
+from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
 from .relationship import ExactStep, Relationship
 
 
@@ -61,11 +63,12 @@ class DAdmmNode:
         self.K, self.d, self.start, self.stop, self.node = K, d, start, stop, node
         self.given = coupling(params) == GIVEN
         self.form = related_form(params, K, d, n_nodes)
-        m = len(EXPERTS) if params.experts else 0
-        # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form)]
+        names = vote_experts(K, d) if params.experts else ()
+        # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form), B (vote, bayes)]
         cols, width = {}, 1
-        for name, size in (("S", 0 if self.given else d), ("m", m),
-                           ("H", d * d if self.form == MOMENT else 0)):
+        for name, size in (("S", 0 if self.given else d), ("m", len(names)),
+                           ("H", d * d if self.form == MOMENT else 0),
+                           ("B", stats_size(d) if BAYES in names else 0)):
             cols[name] = slice(width, width + size)
             width += size
         # task rows: [c, v (learned Omega)], [w (vote, rows form)]
@@ -125,6 +128,8 @@ class DAdmmNode:
                 row[cols["H"]] += block.delta_H.reshape(-1)
             else:
                 self._own_tasks[:, self._tcols["w"]] = block.W
+            if block.bayes is not None:
+                row[cols["B"]] += block.bayes.delta
         return positive
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
@@ -182,6 +187,8 @@ class DAdmmNode:
             else:
                 W = tasks[:, tcols["w"]]
                 block.related.rows[...] = related_rows(directions(W[self.start:self.stop]), W, self.K)
+            if block.bayes is not None:
+                block.bayes.set_totals(nodes[:, cols["B"]].sum(axis=0))
         block.dual_step(u, V_own)
         if self.given:
             self._own_tasks[:, tcols["v"]] = V_own

@@ -33,7 +33,12 @@ import math
 
 import numpy as np
 
+from . import bayes
+
 EXPERTS = ("multi-task", "shared", "related")
+# the fourth expert, with more tasks than features: the empirical-Bayes model of bayes.py
+BAYES = "bayes"
+BAYES_FIRST = True
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
@@ -41,6 +46,15 @@ PRIOR_FIRST = 0.99
 # the selection sets (docs/GUIDE.md, *How the defaults were chosen*)
 STEP_MULTIPLE = 16.0
 MOMENT, ROWS = "moment", "rows"
+
+
+def vote_experts(n_tasks: int, dim: int) -> tuple:
+    """The experts of the vote of a run of ``n_tasks`` tasks with ``dim`` weights, in order
+    (the first has the prior weight :data:`PRIOR_FIRST`): :data:`EXPERTS`, and the
+    empirical-Bayes expert where it is used (:func:`.bayes.used`)."""
+    if not bayes.used(n_tasks, dim):
+        return EXPERTS
+    return (BAYES,) + EXPERTS if BAYES_FIRST else EXPERTS + (BAYES,)
 
 
 def inverse_norms(W: np.ndarray) -> np.ndarray:
@@ -142,19 +156,20 @@ class ExpertVote:
         This block's tasks.
     total_tasks : int
         Every task of the run (K): the sums are divided by it.
+    n_experts : int
+        How many experts vote (:func:`vote_experts`).
 
     Notes
     -----
-    The experts are :data:`EXPERTS`, in that order; the first is the ADMM model, with the prior
-    weight :data:`PRIOR_FIRST`, and the others share the rest equally.
+    The first expert has the prior weight :data:`PRIOR_FIRST`, and the others share the rest
+    equally.
     """
 
     # the axis of the tasks in each per-task array of state() (contract.merge_states); the
     # totals and steps are the same in every block of a run
     TASK_AXIS = {"mistakes": 1}
 
-    def __init__(self, n_tasks: int, total_tasks: int):
-        n_experts = len(EXPERTS)
+    def __init__(self, n_tasks: int, total_tasks: int, n_experts: int = len(EXPERTS)):
         self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2    # eta_t^2 t
         rest = (1.0 - PRIOR_FIRST) / (n_experts - 1)
         self._log_prior = [math.log(p) for p in [PRIOR_FIRST] + [rest] * (n_experts - 1)]
