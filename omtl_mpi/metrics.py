@@ -78,9 +78,32 @@ def f1_positive(conf: np.ndarray) -> np.ndarray:
     return np.where(denom > 0, 2 * tp / np.maximum(denom, 1.0), 0.0)
 
 
+# the stream-length classes of :func:`by_length`: tasks with fewer than 10 instances, 10 to 100,
+# and more than 100 (the short, middling and long streams of per-customer data)
+LENGTH_CLASSES = (("<10", 1, 9), ("10-100", 10, 100), (">100", 101, None))
+
+
+def by_length(totals: np.ndarray, lengths) -> list:
+    """The errors of the tasks in each class of :data:`LENGTH_CLASSES`: a dict per class with
+    its ``tasks``, ``instances``, ``mean_error`` (the mean of their own errors) and
+    ``overall_error`` (their mistakes over their instances); the errors are None for a class
+    without tasks."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = []
+    for name, low, high in LENGTH_CLASSES:
+        inside = (lengths >= low) & (lengths <= (high if high is not None else lengths.max(initial=0)))
+        n, m = lengths[inside], totals[inside]
+        out.append({"lengths": name, "tasks": int(inside.sum()), "instances": int(n.sum()),
+                    "mean_error": float((m / n).mean()) if n.size else None,
+                    "overall_error": float(m.sum() / n.sum()) if n.size else None})
+    return out
+
+
 def summarise(mistakes: np.ndarray, lengths, batch: int, rounds: int, conf: np.ndarray) -> dict:
     """Every metric of a run from every instance's mistake (N,) int8, task-major, and the
-    confusion counts (K, 4)."""
+    confusion counts (K, 4): ``mean_error`` is the mean over the tasks of each task's error
+    (the paper's), ``overall_error`` the mistakes over all instances (the personalisation
+    literature's: long streams weigh more)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = offsets_of(lengths)[:-1]
     totals = (np.add.reduceat(mistakes.astype(np.int64), starts) if len(starts)
@@ -92,6 +115,8 @@ def summarise(mistakes: np.ndarray, lengths, batch: int, rounds: int, conf: np.n
         "mean_curve": mean_curve(mistakes, lengths, batch, rounds),
         "per_task_error": per_task,
         "mean_error": float(per_task.mean()) if len(per_task) else 0.0,
+        "overall_error": float(totals.sum() / max(int(lengths.sum()), 1)),
+        "by_length": by_length(totals, lengths),
         "per_task_balanced_error": ber,
         "balanced_error": float(ber.mean()) if len(ber) else 0.0,
         "per_task_f1": f1,

@@ -105,6 +105,9 @@ class Result:
         Instances per task.
     mean_error : float
         The mean over tasks of each task's error rate (the paper's measure).
+    overall_error : float
+        The mistakes over all instances (the personalisation literature's measure: a task
+        weighs by its instances).
     per_task_error : ndarray, shape (K,)
     curve : ndarray, shape (T,)
         The mean over tasks of the cumulative error rate after each round.
@@ -142,6 +145,7 @@ class Result:
     names: tuple
     lengths: np.ndarray
     mean_error: float
+    overall_error: float
     per_task_error: np.ndarray
     curve: np.ndarray
     task_curves: list
@@ -197,6 +201,7 @@ def _result(report: dict, learner=None) -> Result:
     public = {k: v for k, v in report.items() if not k.startswith("_")}
     return Result(algo=attrs.get("algo", ""), names=tuple(learned.names), lengths=lengths,
                   mean_error=float(np.mean(m["per_task_error"])) if len(lengths) else 0.0,
+                  overall_error=float(np.sum(m["mistakes"]) / max(int(lengths.sum()), 1)),
                   per_task_error=np.asarray(m["per_task_error"]), curve=np.asarray(m["mean_curve"]),
                   task_curves=curves, predictions=preds, mistakes=mistakes,
                   omega=learned.model.get("omega"), model=dict(learned.model),

@@ -12,6 +12,7 @@ from .cadmm import CAdmmServer, CAdmmWorker
 from .contract import check_roles
 from .dadmm import DAdmmNode
 from .dpsgd import DpsgdParams, DPsgdNode
+from .hashed import HashedParams, HashedServer, HashedWorker
 from .independent import (AdagradNode, AdagradParams, AdmmSingleNode, ArowNode, ArowParams,
                           PaNode, PaParams, SingleParams)
 from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronWorker,
@@ -216,6 +217,19 @@ register(Algorithm(
     params=PooledParams,
     worker=PooledWorker,
     server=SumServer,
+))
+
+register(Algorithm(
+    name="hashed",
+    summary="Hashed personalisation: one model on the features and their copies per task, "
+            "hashed into 2^b weights (AdaGrad or diagonal AROW per weight).",
+    citation="Weinberger et al., Feature Hashing for Large Scale Multitask Learning, ICML 2009; "
+             "Daume, Frustratingly Easy Domain Adaptation, ACL 2007",
+    pattern="server",
+    reconstruction=False,
+    params=HashedParams,
+    worker=HashedWorker,
+    server=HashedServer,
 ))
 
 

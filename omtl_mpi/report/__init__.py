@@ -4,11 +4,13 @@ Writes into ``DIR/report`` (or ``out``)::
 
     report.md               every table and figure, with the runs that did not finish
     table2.md/.csv          final mean cumulative error, learners x data sets
+    table2-overall.md/.csv  error over all instances (each task weighs by its instances)
     table2-balanced.md/.csv balanced error, the same layout
     table2-f1.md/.csv       F1 of the positive class, the same layout
     table3.md/.csv          rounds to the target accuracy and ms per round
     table4.md/.csv          ablation: independent / without / with relationship learning
-    table4-balanced.md/.csv, table4-f1.md/.csv: the same by balanced error and by F1
+    table4-overall.md/.csv, table4-balanced.md/.csv, table4-f1.md/.csv: the same by
+                            error over all instances, by balanced error and by F1
     runs.csv                one row per finished run
     figure1.png             mean cumulative error against rounds, a panel per data set
     timing-ID.png           per-rank compute / communication / wait of chosen runs
@@ -68,7 +70,7 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     make_folder(out, "-o/--out")
     goals = {k: v.get("target") for k, v in sweep.data.items()}
     goals.update(targets or {})
-    metrics = ("mean_error", "balanced_error", "f1")
+    metrics = ("mean_error", "overall_error", "balanced_error", "f1")
     tables = [*(metric_table(sweep, m) for m in metrics), table3(sweep, goals),
               *(table4(sweep, m) for m in metrics), runs_table(sweep)]
     written = {}
@@ -99,7 +101,7 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     md = [f"# Report of sweep `{sweep.name}`", "",
           f"From `{os.path.abspath(folder)}`: {len(sweep.outcomes)} finished runs, "
           f"{len(sweep.not_done)} failed or timed out, {len(sweep.missing)} not run yet.", ""]
-    for t in tables[:4]:
+    for t in tables[:len(metrics) + 1]:        # Table 2 for each metric, Table 3
         md += [t.markdown(), f"(CSV: `{t.name}.csv`)", ""]
     md += ["### Figures", ""] + [f"![{title}]({os.path.basename(p)})" for title, p in figures] + [""]
     if sweep.not_done or sweep.missing:

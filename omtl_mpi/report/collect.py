@@ -31,6 +31,7 @@ class Outcome:
     relationship: bool
     default_params: bool    # the paper's hyper-parameters and model options (relationship aside)
     mean_error: float
+    overall_error: float
     balanced_error: float
     f1: float
     ms_per_round: float
@@ -156,6 +157,15 @@ def results_file(path: str, rid: str):
                     f"delete it and re-run the sweep to redo that run")
 
 
+def _overall_error(f) -> float:
+    """The run's error over all instances: its attribute, or (a results file of a version
+    that did not write it) its mistakes' mean."""
+    if "overall_error" in f.attrs:
+        return float(f.attrs["overall_error"])
+    mistakes = f["metrics/mistakes"][()]
+    return float(np.mean(mistakes)) if mistakes.size else 0.0
+
+
 def _outcome(folder: str, rid: str, rec: dict, algorithms: dict) -> Outcome:
     """What a report needs of run ``rid``, read from its results file."""
     path = os.path.join(folder, rec["results"])
@@ -169,6 +179,7 @@ def _outcome(folder: str, rid: str, rec: dict, algorithms: dict) -> Outcome:
             relationship=bool(cfg["params"].get("relationship", False)),
             default_params=_has_default_params(rec["algo"], cfg),
             mean_error=float(f.attrs["mean_error"]),
+            overall_error=_overall_error(f),
             balanced_error=float(f.attrs["balanced_error"]), f1=float(f.attrs["f1"]),
             ms_per_round=float(f.attrs["ms_per_round"]),
             curve=np.asarray(f["metrics/mean_curve"][()], dtype=np.float64),

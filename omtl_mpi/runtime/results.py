@@ -2,8 +2,9 @@
 
 Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame(f[...][()])``)::
 
-    /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error,
-                                 balanced_error, f1, seconds, ms_per_round (of the rounds
+    /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error
+                                 (the mean of the tasks' errors), overall_error (over all
+                                 instances), balanced_error, f1, seconds, ms_per_round (of the rounds
                                  this invocation ran: those after the checkpoint of a resumed
                                  run), transport (local, mpi or none), config
                                  (JSON), ...
@@ -18,6 +19,8 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /metrics/mean_curve   (T,) mean over tasks of the cumulative error after every round
     /metrics/per_task_error, per_task_balanced_error, per_task_f1 (K,)
     /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
+    /metrics              attrs: error_by_length (JSON): for tasks of < 10, 10-100 and > 100
+                          instances, their number, instances, mean error and overall error
     /model/...            final variables (W, Z, V, u for ADMM learners; Omega as its factors
                           omega_basis, omega_values, omega_rest, and as omega, K x K, up to
                           1024 tasks; U: per-task u of admm-single; node_*: every D-ADMM
@@ -150,6 +153,7 @@ def _write_learned(f, learned: Learned) -> None:
                 "per_task_f1", "confusion"):
         m.create_dataset(key, data=learned.metrics[key])
     m["confusion"].attrs["columns"] = ["tp", "fp", "fn", "tn"]
+    m.attrs["error_by_length"] = json.dumps(learned.metrics["by_length"])
     mo = f.create_group("model")
     for key, value in learned.model.items():
         mo.create_dataset(key, data=value)

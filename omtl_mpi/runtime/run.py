@@ -556,7 +556,8 @@ def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) ->
         "data": job.source.describe(), "tasks": meta.n_tasks, "dim": job.dim, "ranks": job.world.size,
         "rounds": T, "batch": cfg.batch,
         "seed": cfg.seed, "intercept": cfg.intercept, "scale": cfg.scale,
-        "mean_error": summary["mean_error"],
+        "mean_error": summary["mean_error"], "overall_error": summary["overall_error"],
+        "error_by_length": summary["by_length"],
         "per_task_error": summary["per_task_error"].tolist(),
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         # the rounds this invocation ran (all of them, or those after the checkpoint)

@@ -50,6 +50,14 @@ def format_summary(report: dict) -> str:
             lines.append(f"{names[k][:23]:<24}{errors[k]:>18.4f}")
     lines += [
         f"{'mean':<24}{report['mean_error']:>18.4f}",
+        f"{'over all instances':<24}{report['overall_error']:>18.4f}",
+    ]
+    classes = [c for c in report.get("error_by_length", []) if c["tasks"]]
+    if len(classes) > 1:                  # streams of different lengths: each class's errors
+        lines.append(f"{'by stream length':<24}{'tasks':>8}{'mean error':>12}{'over instances':>16}")
+        lines += [f"{'  ' + c['lengths'] + ' instances':<24}{c['tasks']:>8}{c['mean_error']:>12.4f}"
+                  f"{c['overall_error']:>16.4f}" for c in classes]
+    lines += [
         f"balanced error {report['balanced_error']:.4f}   F1 (positive class) {report['f1']:.4f}",
         f"{report['seconds']:.3f} s, {report['ms_per_round']:.4f} ms per round"
         + (" (transport mpi: MPI messages, waiting ranks yield, then sleep)"

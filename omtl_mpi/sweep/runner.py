@@ -32,7 +32,7 @@ from .plan import Plan, Run
 
 INDEX = "index.json"
 FORMAT = "omtl-mpi-sweep"
-_KEEP = ("mean_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds", "tasks", "ranks")
+_KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds", "tasks", "ranks")
 
 
 class Interrupted(Exception):
