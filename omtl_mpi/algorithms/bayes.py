@@ -140,13 +140,14 @@ class EmpiricalBayes:
         """``A`` of the tasks ``active`` for the current prior, computed where out of date
         (and kept, when ``store``): a view of :attr:`A` for every task when none is."""
         stale = self.version[active] != self.prior_version
-        if isinstance(active, slice) and not stale.any():
+        if not stale.any():
             return self.A[active]
-        A = self.A[active]
+        A = self.A[active] if store or not isinstance(active, slice) else self.A.copy()
         if stale.any():
             A[stale] = np.linalg.inv(self._prior[0] + self.Q[active][stale] / NOISE)
             if store:
-                self.A[active] = A
+                if not isinstance(active, slice):       # a view of A needs no copying back
+                    self.A[active] = A
                 self.version[active] = self.prior_version
         return A
 
@@ -166,7 +167,7 @@ class EmpiricalBayes:
         ``active``; returns the change of the block's statistics (:attr:`delta`)."""
         real = y != 0.0
         count = real.sum(axis=0)
-        n_old = self.n[active]
+        n_old = self.n[active].copy()         # a view for every task: kept from the update
         n_new = n_old + count
         w_old, w_new = _weights(n_old), _weights(n_new)
         s_old = self.s[active]

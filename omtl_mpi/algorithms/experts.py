@@ -50,11 +50,11 @@ MOMENT, ROWS = "moment", "rows"
 
 def vote_experts(n_tasks: int, dim: int) -> tuple:
     """The experts of the vote of a run of ``n_tasks`` tasks with ``dim`` weights, in order
-    (the first has the prior weight :data:`PRIOR_FIRST`): :data:`EXPERTS`, and the
-    empirical-Bayes expert where it is used (:func:`.bayes.used`)."""
-    if not bayes.used(n_tasks, dim):
-        return EXPERTS
-    return (BAYES,) + EXPERTS if BAYES_FIRST else EXPERTS + (BAYES,)
+    (the first has the prior weight :data:`PRIOR_FIRST`): :data:`EXPERTS`, led by the
+    empirical-Bayes expert where it is used (:func:`.bayes.used`; first, because a task with
+    few instances is predicted best by it from its first round on: chosen on the selection
+    sets, docs/GUIDE.md, *How the defaults were chosen*)."""
+    return (BAYES,) + EXPERTS if bayes.used(n_tasks, dim) else EXPERTS
 
 
 def inverse_norms(W: np.ndarray) -> np.ndarray:
