@@ -88,6 +88,7 @@ wstep: need-data setup
 # single-task learner" is the evidence for the defaults.
 quality: need-data setup
 	DATA=$(DATA) $(PY) scripts/quality.py --docs
+	$(PY) scripts/personal.py --docs
 
 # TweetEval with hashed n-grams against MiniLM sentence embeddings (scripts/minilm.toml). Needs the
 # optional extra: $(VENV)/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu,

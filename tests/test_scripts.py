@@ -27,7 +27,7 @@ TIMEOUT = 300
 # the modules the programs import (exercised through them), not programs themselves
 HELPERS = {"docsection.py", "omtlrun.py", "paperfigures.py"}
 # every program of scripts/ -> the test below that runs it
-SMOKE = {"results_synthetic.py", "results_learners.py", "results_real.py", "quality.py",
+SMOKE = {"results_synthetic.py", "results_learners.py", "results_real.py", "quality.py", "personal.py",
          "wstep.py", "paper.py", "minilm.py", "bench.py", "plot_curve.py",
          "make_fetch_manifest.py", "docs_check.py"}
 
@@ -202,6 +202,27 @@ def test_quality(tmp_path, raw):
     assert "(AROW (single task))" in row
     assert any(line.startswith("- clustered: C-ADMM (defaults)") and "the criterion asks at most"
                in line for line in lines)
+
+
+def test_personal(tmp_path):
+    """Two draws of 30 tasks: drawn by the command line, swept, the oracle learned, and the
+    verdicts computed from the runs."""
+    data = {f"personal-30-{s}": f'label = "K = 30, draw {s}"\npath = "data/personal-30-{s}.h5"\n'
+                                'optional = true' for s in (0, 1)}
+    config = sweep_file(tmp_path, "personal", data, {
+        "c-admm": 'label = "C-ADMM (defaults)"',
+        "hashed": 'label = "Hashed personalisation (AdaGrad)"',
+        "arow": 'label = "AROW (single task)"'})
+    docs, options = sweep_options(tmp_path, config, "personal")
+    out = script("personal.py", *options)
+    assert "--family personal --tasks 30 --seed 1" in out.stdout
+    lines = stamped(section(docs, "personal"), "scripts/personal.py")
+    assert table_rows(lines, "## K = 30 tasks") == [
+        "C-ADMM (defaults)", "Hashed personalisation (AdaGrad)", "AROW (single task)",
+        "group oracle (AROW per latent group)"]
+    verdicts = [line for line in lines if line.startswith("- C-ADMM (defaults) against")]
+    assert len(verdicts) == 4 and all("of 2 draws" in line for line in verdicts)
+    assert any(line.startswith("- Mean per-task error over the draws") for line in lines)
 
 
 def test_wstep(tmp_path):
