@@ -135,6 +135,8 @@ class EmpiricalBayes:
         self.prior_version = 0          # priors estimated so far
         self.estimated_at = 0.0         # N when the prior was last estimated
         self._prior = None
+        self._work = None
+        self._Ax = None                 # A x of the round's instances, from margins
 
     def _matrices(self, active, store: bool) -> np.ndarray:
         """``A`` of the tasks ``active`` for the current prior, computed where out of date
@@ -159,12 +161,26 @@ class EmpiricalBayes:
         A = self._matrices(active, store)
         b = self.s[active] / NOISE
         b += self._prior[1]
+        if store and X.shape[0] == 1:
+            # A x too, in the same pass over A: learn's Sherman-Morrison step needs it
+            both = np.matmul(A, np.stack((b, X[0]), axis=2))
+            self._Ax = both[:, :, 1]
+            return np.vecdot(both[:, :, 0], X)
+        self._Ax = None
         h = np.matmul(A, b[:, :, None])[:, :, 0]
         return np.vecdot(h, X)
+
+    def _scratch(self, n: int) -> np.ndarray:
+        """An (n, d, d) work array, the same memory every round: an array of this size made
+        afresh every round costs the system's page faults, more than the arithmetic."""
+        if self._work is None or len(self._work) < n:
+            self._work = np.empty((n, self.d, self.d))
+        return self._work[:n]
 
     def learn(self, X: np.ndarray, y: np.ndarray, active=slice(None)) -> np.ndarray:
         """Add a round's instances (X (B, na, d), y (B, na), 0 for padding) of the tasks
         ``active``; returns the change of the block's statistics (:attr:`delta`)."""
+        d = self.d
         real = y != 0.0
         count = real.sum(axis=0)
         n_old = self.n[active].copy()         # a view for every task: kept from the update
@@ -173,23 +189,28 @@ class EmpiricalBayes:
         s_old = self.s[active]
         yx = np.einsum("bk,bkd->kd", y, X)
         s_new = s_old + yx
-        M, QT, S1, N, N1 = _split(self.delta, self.d)
+        M, QT, S1, N, N1 = _split(self.delta, d)
         # the change of sum_k (s_k s_k^T - Q_k) / n_k: Q_k' / n_k' - Q_k / n_k is
-        # Q_k (1/n_k' - 1/n_k) + (Q_k' - Q_k) / n_k', so Q_k is read once and never copied
-        M[...] = np.einsum("k,kd,ke->de", w_new, s_new, s_new)
-        M -= np.einsum("k,kd,ke->de", w_old, s_old, s_old)
-        M -= np.einsum("k,kde->de", w_new - w_old, self.Q[active])
+        # Q_k (1/n_k' - 1/n_k) + (Q_k' - Q_k) / n_k', so Q_k is read once; sums over the tasks
+        # as matrix products
+        Q = self.Q[active]                    # a view for every task, else a copy
+        M[...] = (s_new * w_new[:, None]).T @ s_new
+        M -= (s_old * w_old[:, None]).T @ s_old
+        M -= ((w_new - w_old) @ Q.reshape(len(n_old), d * d)).reshape(d, d)
+        added = self._scratch(len(n_old))
         if X.shape[0] == 1:
             x = X[0] * real[0][:, None]
-            M -= np.einsum("k,kd,ke->de", w_new, x, x)
+            M -= (x * w_new[:, None]).T @ x
             QT[...] = x.T @ x
-            added = x[:, :, None] * x[:, None, :]
+            np.multiply(x[:, :, None], x[:, None, :], out=added)
         else:
-            Xr = X * real[:, :, None]
-            added = np.einsum("bkd,bke->kde", Xr, Xr)
-            M -= np.einsum("k,kde->de", w_new, added)
+            x = X * real[:, :, None]
+            np.einsum("bkd,bke->kde", x, x, out=added)
+            M -= (w_new @ added.reshape(len(n_old), d * d)).reshape(d, d)
             QT[...] = added.sum(axis=0)
-        self.Q[active] += added
+        Q += added
+        if not isinstance(active, slice):
+            self.Q[active] = Q
         self.s[active] = s_new
         self.n[active] = n_new
         S1[...] = yx.sum(axis=0)
@@ -211,10 +232,10 @@ class EmpiricalBayes:
             self.version[active] = version
             return
         A = self.A[active]                   # a view for every task, else a copy
-        Ax = np.matmul(A, x[:, :, None])     # (na, d, 1)
-        f = current / (NOISE + np.vecdot(x, Ax[:, :, 0]))
-        Ax *= np.sqrt(f)[:, None, None]
-        A -= Ax * Ax.transpose(0, 2, 1)
+        Ax = self._Ax if self._Ax is not None else np.matmul(A, x[:, :, None])[:, :, 0]
+        self._Ax = None
+        Ax *= np.sqrt(current / (NOISE + np.vecdot(x, Ax)))[:, None]
+        A -= np.multiply(Ax[:, :, None], Ax[:, None, :], out=self._scratch(len(Ax)))
         if not isinstance(active, slice):
             self.A[active] = A
 
