@@ -157,10 +157,10 @@ def test_algos_lists_and_points_at_algos_name():
 
 
 @pytest.mark.parametrize("flag, others", [
-    ("--arow-r", "arow: 'omtl-mpi algos arow'"),
-    ("--delta", "adagrad: 'omtl-mpi algos adagrad'"),
+    ("--arow-r", "arow, hashed: 'omtl-mpi algos NAME'"),
+    ("--delta", "adagrad, hashed: 'omtl-mpi algos NAME'"),
     ("--omega-eps", "drom: 'omtl-mpi algos drom'"),
-    ("--gamma0", "drom, adagrad, pooled: 'omtl-mpi algos NAME'"),
+    ("--gamma0", "drom, adagrad, pooled, hashed: 'omtl-mpi algos NAME'"),
 ])
 def test_run_help_shows_the_main_meaning_and_names_the_others(flag, others):
     opt = next(o for o in options.table().values() if o.flag == flag)

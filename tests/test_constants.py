@@ -172,7 +172,7 @@ def _documents() -> list:
 
 
 @pytest.mark.parametrize("phrase", [
-    "the prior pi = (0.99, 0.005, 0.005)", "c sqrt(8 ln 3 / max(t - 1, 1)), c = 16",
+    "the prior pi = (0.99, 0.005, 0.005)", "c sqrt(8 ln n / max(t - 1, 1)), c = 16",
     "r = 0.2 times the squared norm of the task's first nonzero instance",
     "uses 0.5 instead of 0.2",
     "lambda1 = lambda3 = lambda4 = 10^-6, lambda2 = 10^-5", "rho = 0.1 as in the paper",

@@ -11,7 +11,7 @@ from time import perf_counter
 import numpy as np
 
 from .. import metrics
-from ..algorithms import registry
+from ..algorithms import bayes, registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim
@@ -138,6 +138,10 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                         f"keeps {K} tasks' messages and models"))
         if params.experts and K <= d:
             out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
+        if params.experts and bayes.used(K, d):
+            # Q_k and (Pi + Q_k / s2)^-1 per task, a round's copies and work array
+            out.append((4 * kb * d * d * 8, f"the vote's empirical-Bayes expert keeps two {d} x {d} "
+                        f"matrices per task: {kb} task(s) on one rank"))
         if algo.pattern == "neighbours":
             nodes = n_nodes or (size if size > 1 else K)
             width = 1 + d + 3 + (d * d if params.experts and nodes * d < K else 0)
@@ -148,6 +152,10 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     elif cfg.algo == "arow":
         out.append((kb * (d * d + 2 * d) * 8, f"AROW keeps a {d} x {d} matrix per task: {kb} "
                     "task(s) on one rank"))
+    elif cfg.algo == "hashed":
+        # the server's table, its accumulators and a round's sums; a worker's copy of its part
+        out.append((4 * (1 << params.bits) * 8 + kb * 6 * d * 8,
+                    f"the hashed table of 2^{params.bits} weights and its accumulators"))
     elif cfg.algo == "drom":
         out.append((4 * K * K * 8 + kb * 3 * d * 8, f"drom keeps a {K} x {K} task-relationship "
                     "matrix and its inverse"))
@@ -178,6 +186,8 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
            "learned Omega": "drop --relationship (Omega fixed at I/K needs no row per task), or "
                             "use more memory",
            "drom keeps": "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)",
+           "hashed table": "use fewer --bits (2^bits weights of 8 bytes, four arrays of them)",
+           "empirical-Bayes": "spread the tasks over more ranks, reduce d, or use --no-experts",
            "gossiped table": "use fewer nodes (--nodes, or fewer ranks): each node keeps a row per node",
            }
     advice = next((v for k, v in fix.items() if k in what),
