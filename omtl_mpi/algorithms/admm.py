@@ -113,7 +113,9 @@ class AdmmParams:
     experts: bool = field(default=True, metadata={
         "help": "Predict each task by a vote of three experts (its multi-task model, the shared "
                 "u and the related tasks' models) weighted by their mistakes on all tasks, so that "
-                "the sharing adapts to how related the tasks are (docs/ALGORITHMS.md section 2.6); "
+                "the sharing adapts to how related the tasks are; with more tasks than features "
+                "a fourth leads it, each task's empirical-Bayes model, which lets short streams "
+                "borrow from the tasks like them (docs/ALGORITHMS.md sections 2.6 and 2.7); "
                 "--no-experts predicts with the ADMM model alone, as the paper does."})
 
     def __post_init__(self):
