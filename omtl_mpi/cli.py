@@ -19,8 +19,8 @@ Examples:
   omtl-mpi run                                  # C-ADMM on built-in synthetic data, one process
   omtl-mpi run --np 6 --out run.h5              # same, server + 5 workers under mpiexec
   mpiexec -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5 --json
-  srun --mpi=pmi2 -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5   # Slurm, MPICH
-  omtl-mpi run --np 6 --launcher slurm --data tasks.h5   # the same srun, plugin chosen for you
+  srun --mpi=pmi2 --kill-on-bad-exit=1 -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5
+  omtl-mpi run --np 6 --launcher slurm --data tasks.h5   # that srun, its --mpi chosen for you
 """
 
 

@@ -6,6 +6,7 @@ interrupted, retry a failed run, and resume a run stopped at its time limit from
 
 Not collected by `make test` (the file name is not test_*.py); every Slurm call has a timeout.
 """
+import fcntl
 import json
 import os
 import shutil
@@ -151,13 +152,19 @@ def index(folder):
         return json.load(f)["runs"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def local_twelve(tmp_path_factory):
-    """The 12-run sweep (3 seeds x 2 learners x 2 data sets) run locally, under mpiexec."""
-    where = tmp_path_factory.mktemp("local")
-    (where / "twelve.toml").write_text(TWELVE)
-    r = sweep(where / "twelve.toml", where / "sw", "--jobs", "2")
-    assert r.returncode == 0, r.stderr
+    """The 12-run sweep (3 seeds x 2 learners x 2 data sets) run locally, under mpiexec: once
+    for all pytest-xdist workers (the first makes it under a lock, the others wait for it)."""
+    where = tmp_path_factory.getbasetemp().parent / "local-twelve"
+    where.mkdir(exist_ok=True)
+    with open(where / "lock", "w") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        if not (where / "made").exists():
+            (where / "twelve.toml").write_text(TWELVE)
+            r = sweep(where / "twelve.toml", where / "sw", "--jobs", "2")
+            assert r.returncode == 0, r.stderr
+            (where / "made").touch()
     return where / "sw"
 
 
