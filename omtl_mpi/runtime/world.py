@@ -6,6 +6,7 @@ import sys
 
 from ..comm.local import LocalWorld
 from ..errors import UserError
+from .launchers.launched import announced, check_world
 
 # Variables that MPI launchers set in every rank's environment (MPICH/Hydra and Intel MPI,
 # Open MPI, PMIx, MVAPICH, Slurm's srun with a PMI plugin).
@@ -15,15 +16,24 @@ _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
 
 def launched_by_mpi() -> bool:
     """True under mpiexec/srun, or when mpi4py.MPI was already imported (``python -m mpi4py``)."""
-    return "mpi4py.MPI" in sys.modules or any(v in os.environ for v in _LAUNCHER_VARS)
+    return ("mpi4py.MPI" in sys.modules or any(v in os.environ for v in _LAUNCHER_VARS)
+            or announced() is not None)
 
 
 def default_world():
     """An :class:`~omtl_mpi.comm.mpi.MpiWorld` on COMM_WORLD under MPI with more than one rank,
-    else the one-process :class:`~omtl_mpi.comm.local.LocalWorld` (no MPI initialised)."""
+    else the one-process :class:`~omtl_mpi.comm.local.LocalWorld` (no MPI initialised).
+
+    Raises
+    ------
+    UserError
+        On every one of several processes that a launcher started as lone copies, each an MPI
+        world of one rank (``srun`` without an MPI plugin): :func:`.launchers.launched.check_world`.
+    """
     if launched_by_mpi():
         from ..comm.mpi import MpiWorld
         world = MpiWorld()
+        check_world(world.size)
         if world.size > 1:
             return world
     return LocalWorld()

@@ -8,6 +8,14 @@ A sweep file::
     timeout = 900               # seconds per run (default 3600)
     max_ranks = 4               # cap on every run's ranks (--max-ranks overrides)
 
+    [slurm]                     # how 'omtl-mpi sweep --launcher slurm' submits (all optional)
+    partition = "short"
+    account = "myproject"
+    time = "00:20:00"           # every run's limit (default: from its timeout)
+    mpi = "pmi2"                # srun --mpi plugin (default: the one for mpi4py's MPI)
+    options = ["--mem-per-cpu=2G"]  # any other sbatch options
+    signal = 60                 # seconds before the limit when a run is stopped, to resume
+
     [data.synthetic]            # one table per data set; its key names it in run ids
     synthetic = { tasks = 5, samples = 2000, seed = 0 }
     target = 0.85               # Table 3: rounds until the mean accuracy reaches this
@@ -52,7 +60,7 @@ _RESERVED = {"data", "algo", "out", "json", "np", "seed", "topology", "checkpoin
 # options of 'omtl-mpi run' outside the option table that an entry may pass on: fault injection,
 # to try out what a failed run does to a sweep
 _PASSED = ("fail-at", "fail-rank", "fail-mode")
-_TOP_KEYS = {"name", "seeds", "timeout", "max_ranks", "data", "algorithms", "description"}
+_TOP_KEYS = {"name", "seeds", "timeout", "max_ranks", "data", "algorithms", "description", "slurm"}
 _DATA_KEYS = {"path", "synthetic", "label", "optional", "target", "batch"}
 _SYNTH_KEYS = {"tasks", "samples", "seed", "normalize"}
 _ALGO_KEYS = {"algo", "label", "ranks", "topology", "options", "grid", "timeout"}
@@ -137,6 +145,8 @@ class Plan:
     algorithms: dict        # key -> {"label", "algo"}
     runs: list
     skipped: list           # one line per optional data set that is missing
+    # the [slurm] table, checked (runtime.launchers.slurm.settings): how --launcher slurm submits
+    slurm: dict = field(default_factory=dict)
 
 
 def _text(value) -> str:
@@ -320,8 +330,9 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
         algorithms[key] = {"label": entry.label, "algo": entry.algo.name}
         runs += _entry_runs(entry, data, seeds, cap)
     _check_unique_ids(runs, path)
+    from ..runtime.launchers.slurm import settings as slurm_settings
     return Plan(name=str(name), path=os.path.abspath(path), data=data, algorithms=algorithms,
-                runs=runs, skipped=skipped)
+                runs=runs, skipped=skipped, slurm=slurm_settings(doc.get("slurm", {}), f"{path}: slurm"))
 
 
 def _read_sweep_file(path: str) -> dict:

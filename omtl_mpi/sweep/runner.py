@@ -1,15 +1,19 @@
-"""Run the runs of a sweep, each as its own mpiexec job with a timeout, recorded in an index.
+"""Run the runs of a sweep, each as its own job through a launcher (local mpiexec by default)
+with a timeout, recorded in an index.
 
 The sweep folder holds::
 
-    index.json      every run ever recorded: status (done / failed / timeout), error, command,
-                    seconds, summary figures; rewritten atomically after each run
+    index.json      every run ever recorded: status (done / failed / timeout / cancelled, and
+                    submitted / running under Slurm), error, command, seconds, summary figures;
+                    rewritten atomically, under index.lock, after each run (sweep/index.py)
     runs/ID.h5      each finished run's results file (written atomically by the run itself)
-    logs/ID.log     each run's standard output and error
+    runs/ID.ckpt.h5 with --checkpoint-every, the checkpoint of a run that has not finished
+    logs/ID.log     each run's standard output and error (under Slurm: logs/ID.JOBID.log)
 
 Re-running the same sweep skips the runs that are done with the same configuration, leaves
 failed ones alone unless ``retry_failed``, and runs the rest. An interrupted sweep (Ctrl-C,
-SIGTERM) stops its running jobs and keeps everything recorded so far.
+SIGTERM) stops its running jobs and keeps everything recorded so far. Through a batch
+scheduler the same runs are submitted instead: sweep/batch.py.
 """
 from __future__ import annotations
 
@@ -24,60 +28,58 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from ..atomic import atomic_path
 from ..errors import UserError
-from ..paths import make_folder, refuse_inputs, regular_file
-from ..runtime.launch import FORWARDED, ROOT_NOTICE, mpi_command, root_override, stop_group
+from ..paths import make_folder, refuse_inputs
+from ..runtime.launch import FORWARDED, Stopped, stop_group
+from ..runtime.launchers import get as get_launcher
+from .index import FORMAT, IN_FLIGHT, INDEX, read_index, set_record, update, write_index  # noqa: F401
 from .plan import Plan, Run
 
-INDEX = "index.json"
-FORMAT = "omtl-mpi-sweep"
-_KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds", "tasks", "ranks")
+_KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds",
+         "tasks", "ranks")
 
 
 class Interrupted(Exception):
     """The sweep was stopped by a signal; what finished is recorded."""
 
 
-def read_index(folder: str) -> dict:
-    """The sweep index of ``folder`` (an empty one if there is none yet)."""
-    path = os.path.join(folder, INDEX)
-    if not os.path.lexists(path):
-        return {"format": FORMAT, "version": 1, "runs": {}}
-    regular_file(path, "sweep index")          # a FIFO would block the sweep forever
-    try:
-        with open(path, encoding="utf-8") as f:
-            index = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path} is not a readable sweep index ({exc}); move it away to start afresh") from None
-    if not isinstance(index, dict) or index.get("format") != FORMAT or not isinstance(index.get("runs"), dict):
-        raise UserError(f"{path} is not an omtl-mpi sweep index; choose another --out folder")
-    for rid, rec in index["runs"].items():
-        if not isinstance(rec, dict) or not isinstance(rec.get("status"), str):
-            raise UserError(f"{path}: the record of run {rid} has no status; the sweep index is "
-                            "damaged: move it away and run the sweep again")
-    return index
+def checkpoint_of(run: Run, folder: str) -> str:
+    """Where ``run`` keeps its checkpoint when the sweep runs with --checkpoint-every."""
+    return os.path.join(folder, "runs", run.id + ".ckpt.h5")
 
 
-def write_index(folder: str, index: dict) -> None:
-    path = os.path.join(folder, INDEX)
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(index, f, indent=1, sort_keys=False)
+def resumable(run: Run, record: dict | None, folder: str) -> bool:
+    """Whether ``run`` goes on from its checkpoint: one is there, written by a run of the same
+    configuration (a checkpoint of another one would be refused by --resume)."""
+    return bool(record and record.get("checkpoint_hash") == run.config_hash
+                and os.path.isfile(checkpoint_of(run, folder)))
 
 
-def command_of(run: Run, folder: str) -> list[str]:
-    """The command that runs ``run``: one process for one rank, else mpiexec."""
+def command_of(run: Run, folder: str, launcher=None, checkpoint_every: int | None = None,
+               resume: bool = False) -> list[str]:
+    """The command that runs ``run`` through ``launcher`` (default: local, where one rank is
+    one process without mpiexec); with ``checkpoint_every``, checkpointed next to its results,
+    and with ``resume``, going on from that checkpoint."""
+    launcher = launcher or get_launcher("local")
     args = list(run.args) + ["--out", os.path.join(folder, "runs", run.id + ".h5"), "--json", "--no-progress"]
-    if run.ranks == 1:
+    if checkpoint_every:
+        args += ["--checkpoint-every", str(checkpoint_every), "--checkpoint", checkpoint_of(run, folder)]
+        if resume:
+            args += ["--resume", checkpoint_of(run, folder)]
+    if run.ranks == 1 and launcher.name == "local":
         return [sys.executable, "-m", "omtl_mpi", "run"] + args
-    return mpi_command(run.ranks, ["run"] + args)
+    return launcher.command(run.ranks, ["run"] + args)
 
 
 def status_of(run: Run, index: dict, folder: str) -> str:
-    """'done' (finished with this configuration), 'failed', 'timeout', 'changed' or 'new'."""
+    """'done' (finished with this configuration), 'failed', 'timeout', 'cancelled' (stopped
+    before it finished, not by its own fault), 'submitted' or 'running' (in a scheduler's
+    hands), 'changed' or 'new'."""
     rec = index["runs"].get(run.id)
     if rec is None:
         return "new"
+    if rec["status"] in IN_FLIGHT:          # whatever its configuration: it is being run
+        return rec["status"]
     if rec.get("config_hash") != run.config_hash:
         return "changed"
     if rec["status"] == "done" and not os.path.exists(os.path.join(folder, rec["results"])):
@@ -92,7 +94,7 @@ def plan_status(plan: Plan, folder: str, retry_failed: bool) -> tuple[list, dict
     for run in plan.runs:
         state = status_of(run, index, folder)
         counts[state] = counts.get(state, 0) + 1
-        if state in ("new", "changed") or (retry_failed and state in ("failed", "timeout")):
+        if state in ("new", "changed", "cancelled") or (retry_failed and state in ("failed", "timeout")):
             todo.append(run)
     return todo, counts
 
@@ -105,23 +107,36 @@ def _last_error(text: str) -> str:
     return (lines[-1] if lines else "no output")[:500]
 
 
-class _Launcher:
-    """Starts runs as their own process groups and can stop all of them at once."""
+class Executor:
+    """Starts runs through a launcher as their own process groups, each with its timeout, and
+    can stop all of them at once; :meth:`execute` gives the record of one run."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, launcher=None, checkpoint_every: int | None = None):
         self.folder = folder
+        self.launcher = launcher or get_launcher("local")
+        self.checkpoint_every = checkpoint_every
         self.running: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.stopping = False
 
-    def execute(self, run: Run) -> dict:
-        cmd = command_of(run, self.folder)
-        log_path = os.path.join(self.folder, "logs", run.id + ".log")
+    def execute(self, run: Run, previous: dict | None = None, log_name: str | None = None) -> dict:
+        """Run ``run``; its record. ``previous``: its earlier record (a checkpoint to resume);
+        ``log_name``: its log under logs/ (default ID.log).
+
+        In the main thread, a :class:`~omtl_mpi.runtime.launch.Stopped` signal (see
+        :func:`~omtl_mpi.runtime.launch.signals_raise`) stops the run's whole process group and
+        records it: SIGUSR1, Slurm's warning before the time limit, as a timeout; any other as
+        cancelled."""
+        resume = bool(self.checkpoint_every) and resumable(run, previous, self.folder)
+        cmd = command_of(run, self.folder, self.launcher, self.checkpoint_every, resume)
+        log_rel = os.path.join("logs", log_name or run.id + ".log")
+        log_path = os.path.join(self.folder, log_rel)
         # Open MPI's permission to run as root, where run_sweep announced it (root_override)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **root_override())
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.launcher.environment(os.environ)[0])
         # mpiexec's own limit as a second line of defence, a little after ours
         env["MPIEXEC_TIMEOUT"] = str(int(run.timeout) + 30)
         t0 = time.perf_counter()
+        stopped = None
         with open(log_path, "w", encoding="utf-8") as log:
             log.write("$ " + shlex.join(cmd) + "\n")
             log.flush()
@@ -138,6 +153,11 @@ class _Launcher:
                 stop_group(proc)
                 stdout, _ = proc.communicate()
                 timed_out = True
+            except Stopped as stop:
+                stopped = stop
+                stop_group(proc)
+                stdout, _ = proc.communicate()
+                timed_out = stop.signum == signal.SIGUSR1
             finally:
                 with self.lock:
                     self.running.pop(run.id, None)
@@ -146,10 +166,15 @@ class _Launcher:
         if self.stopping:
             raise Interrupted()
         record = {"status": "done", "returncode": proc.returncode, "seconds": round(seconds, 3),
-                  "error": None, "summary": None}
-        if timed_out:
+                  "error": None, "summary": None, "log": log_rel, "resumed": resume}
+        if timed_out and stopped is not None:
+            record.update(status="timeout", error="stopped before the Slurm time limit; raise "
+                                                  "time in the sweep file's [slurm] table")
+        elif timed_out:
             record.update(status="timeout", error=f"no result after the {run.timeout:g} s timeout; "
                                                   "raise timeout in the sweep file")
+        elif stopped is not None:
+            record.update(status="cancelled", error=f"stopped by {stopped} before it finished")
         elif proc.returncode != 0:
             with open(log_path, encoding="utf-8", errors="replace") as f:
                 record.update(status="failed", error=_last_error(f.read()))
@@ -159,7 +184,20 @@ class _Launcher:
                 record["summary"] = {k: report.get(k) for k in _KEEP}
             except (ValueError, IndexError):
                 record.update(status="failed", error="the run printed no JSON report")
+        self.keep_checkpoint(run, record)
         return record
+
+    def keep_checkpoint(self, run: Run, record: dict) -> None:
+        """A run that did not finish keeps its checkpoint for the next attempt (said in its
+        record and error); a finished one's is removed."""
+        path = checkpoint_of(run, self.folder)
+        if not self.checkpoint_every or not os.path.isfile(path):
+            return
+        if record["status"] == "done":
+            os.remove(path)
+            return
+        record.update(checkpoint=os.path.relpath(path, self.folder), checkpoint_hash=run.config_hash)
+        record["error"] += f"; its checkpoint {record['checkpoint']} is resumed when it runs again"
 
     def stop_all(self) -> None:
         with self.lock:
@@ -170,25 +208,26 @@ class _Launcher:
 
 
 def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = False,
-              echo=print, tty: bool = False) -> dict:
-    """Run what is left of ``plan`` into ``folder``; return counts of the final states.
+              echo=print, tty: bool = False, launcher=None, checkpoint_every: int | None = None) -> dict:
+    """Run what is left of ``plan`` into ``folder``, each run through ``launcher`` (default:
+    local mpiexec); return counts of the final states.
 
     Raises
     ------
     Interrupted
         On SIGINT/SIGTERM, after stopping the running jobs and saving the index.
+    UserError
+        When runs of the sweep are still in a scheduler's queue.
     """
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
-    for sub in ("runs", "logs"):
-        make_folder(os.path.join(folder, sub), "--out")
-    _refuse_inputs(plan, folder)
-    index = _opened_index(plan, folder)
+    executor = Executor(folder, launcher, checkpoint_every)
+    index = open_sweep(plan, folder)
+    refuse_in_flight(plan, folder)
     todo, counts = plan_status(plan, folder, retry_failed)
-    _announce(plan, todo, counts, retry_failed, echo)
-    write_index(folder, index)
+    _announce(plan, todo, counts, retry_failed, echo, executor.launcher)
     progress = _Progress(plan.name, len(todo), echo, tty)
-    _launch(todo, index, folder, jobs, progress)
+    _launch(todo, index, folder, jobs, progress, executor)
     final = {}
     for run in plan.runs:
         state = status_of(run, index, folder)
@@ -196,24 +235,47 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     return final
 
 
-def _opened_index(plan: Plan, folder: str) -> dict:
-    """The folder's index, refused if it is another sweep's, with this plan's description."""
+def open_sweep(plan: Plan, folder: str) -> dict:
+    """Make the sweep folder (runs/, logs/), refuse outputs over inputs, and record this plan's
+    description in the index (refused if the folder holds another sweep); the index."""
+    for sub in ("runs", "logs"):
+        make_folder(os.path.join(folder, sub), "--out")
+    _refuse_inputs(plan, folder)
+
+    def describe(index: dict) -> None:
+        if index.get("name") not in (None, plan.name):
+            raise UserError(f"{folder} holds sweep '{index['name']}', not '{plan.name}'; choose another --out")
+        index.update(name=plan.name, sweep_file=plan.path,
+                     data={d.key: {"label": d.label, "tasks": d.tasks, "target": d.target,
+                                   "describe": d.describe} for d in plan.data},
+                     algorithms=plan.algorithms, plan=[r.id for r in plan.runs])
+    return update(folder, describe)
+
+
+def refuse_in_flight(plan: Plan, folder: str) -> None:
+    """Refuse to start runs while some of this sweep's are still queued or running under a
+    scheduler (after asking it which of them still are: :func:`.batch.settle`)."""
     index = read_index(folder)
-    if index.get("name") not in (None, plan.name):
-        raise UserError(f"{folder} holds sweep '{index['name']}', not '{plan.name}'; choose another --out")
-    index.update(name=plan.name, sweep_file=plan.path,
-                 data={d.key: {"label": d.label, "tasks": d.tasks, "target": d.target,
-                               "describe": d.describe} for d in plan.data},
-                 algorithms=plan.algorithms, plan=[r.id for r in plan.runs])
-    return index
+    if not any(rec["status"] in IN_FLIGHT for rec in index["runs"].values()):
+        return
+    from .batch import settle
+    index = settle(folder)
+    busy = sorted({rec.get("job", "?").split("_")[0] for rec in index["runs"].values()
+                   if rec["status"] in IN_FLIGHT})
+    if busy:
+        raise UserError(f"{folder}: runs of this sweep are still queued or running under Slurm "
+                        f"(job {', '.join(busy)}); wait for them ('omtl-mpi sweep FILE --out "
+                        f"{folder} --status'), or cancel them with scancel")
 
 
-def _announce(plan: Plan, todo: list, counts: dict, retry_failed: bool, echo) -> None:
-    """The notices before the first run: skipped data sets, running as root, what is recorded."""
+def _announce(plan: Plan, todo: list, counts: dict, retry_failed: bool, echo, launcher) -> None:
+    """The notices before the first run: skipped data sets, what the launcher overrides (Open
+    MPI as root), what is recorded."""
     for line in plan.skipped:
         echo(f"notice: {line}")
-    if any(run.ranks > 1 for run in todo) and root_override():    # once, not once per run
-        echo(f"notice: {ROOT_NOTICE}")
+    if any(run.ranks > 1 for run in todo):                      # once, not once per run
+        for line in launcher.environment(os.environ)[1]:
+            echo(f"notice: {line}")
     kept = {k: v for k, v in counts.items() if k in ("done", "failed", "timeout")}
     if kept:
         echo("already recorded: " + ", ".join(f"{n} {k}" for k, n in sorted(kept.items()))
@@ -240,9 +302,8 @@ def _signals_interrupt():
             signal.signal(sig, handler)
 
 
-def _launch(todo: list, index: dict, folder: str, jobs: int, progress) -> None:
+def _launch(todo: list, index: dict, folder: str, jobs: int, progress, launcher: Executor) -> None:
     """Run ``todo``, ``jobs`` at a time, recording each run in the index as it finishes."""
-    launcher = _Launcher(folder)
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = list(todo)
     futures = {}
@@ -251,23 +312,20 @@ def _launch(todo: list, index: dict, folder: str, jobs: int, progress) -> None:
             while pending or futures:
                 while pending and len(futures) < jobs:
                     run = pending.pop(0)
-                    futures[pool.submit(launcher.execute, run)] = run
+                    futures[pool.submit(launcher.execute, run, index["runs"].get(run.id))] = run
                     progress.started()
                 done, _ = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
                 for fut in done:
                     run = futures.pop(fut)
                     record = fut.result()
-                    record.update(_describe(run), results=os.path.join("runs", run.id + ".h5"),
-                                  log=os.path.join("logs", run.id + ".log"),
-                                  finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                    record.update(describe_run(run), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
                     index["runs"][run.id] = record
-                    write_index(folder, index)
+                    set_record(folder, run.id, record)
                     progress.finished(run, record)
                 progress.tick()
         except (KeyboardInterrupt, Interrupted):
             launcher.stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
-            write_index(folder, index)
             progress.close()
             raise Interrupted() from None
     pool.shutdown(wait=True)
@@ -286,8 +344,9 @@ def _refuse_inputs(plan: Plan, folder: str) -> None:
             refuse_inputs(os.path.join(folder, sub, run.id + ext), inputs, "--out")
 
 
-def _describe(run: Run) -> dict:
-    return {"id": run.id, "data": run.data, "algorithm": run.algorithm, "algo": run.algo,
+def describe_run(run: Run) -> dict:
+    """What a run's record says of it beside its outcome."""
+    return {"results": os.path.join("runs", run.id + ".h5"), "id": run.id, "data": run.data, "algorithm": run.algorithm, "algo": run.algo,
             "topology": run.topology, "shown_topology": run.shown_topology, "grid": run.grid, "seed": run.seed, "ranks": run.ranks,
             "variant": run.variant, "timeout": run.timeout, "config_hash": run.config_hash,
             "args": list(run.args)}

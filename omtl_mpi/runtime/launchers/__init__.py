@@ -1,0 +1,68 @@
+"""How the ranks of a run are started: one interface, one module per launcher.
+
+``local`` (:mod:`.local`)
+    the ``mpiexec`` next to this Python or on PATH: ``omtl-mpi run --np P`` on a laptop, and
+    every run of ``omtl-mpi sweep`` by default, each a subprocess of this machine.
+``slurm`` (:mod:`.slurm`)
+    ``srun --mpi=PLUGIN -n P`` for one run inside an allocation, and, for sweeps, ``sbatch
+    --array`` jobs whose elements run one run each through that same srun command.
+``launched`` (:mod:`.launched`)
+    nothing to start: this process is one rank of a job that mpiexec or srun started (or the
+    only process). It checks that the launcher and MPI agree on how many ranks there are.
+
+A launcher is an object with a ``name``, ``command(n_ranks, args)`` (the command line that runs
+``omtl-mpi ARGS`` on ``n_ranks`` ranks) and ``environment(env)`` (the variables that command
+needs added to ``env``, with the notices that announce them). A launcher that submits batch jobs
+(``batch = True``) also writes array scripts, submits them and says which of its jobs are still
+queued or running: :class:`BatchLauncher`. Adding a launcher is one module with a ``LAUNCHER``
+object and one line in :data:`MODULES`.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Mapping, Protocol
+
+from ...errors import ConfigError
+
+# name -> module (inside this package) holding its LAUNCHER
+MODULES = {"local": "local", "slurm": "slurm", "launched": "launched"}
+
+
+class Launcher(Protocol):
+    name: str
+    batch: bool             # True: runs are submitted as batch jobs (BatchLauncher)
+
+    def command(self, n_ranks: int, args: list[str]) -> list[str]:
+        """The command line that runs ``omtl-mpi ARGS`` on ``n_ranks`` ranks."""
+
+    def environment(self, env: Mapping[str, str]) -> tuple[dict, list[str]]:
+        """Variables the command needs beyond ``env``, and one notice line for each that
+        overrides a safety setting (said, not done silently)."""
+
+
+class BatchLauncher(Launcher, Protocol):
+    def array_script(self, *, name: str, count: int, ranks: int, minutes: int, settings: dict,
+                     element: list[str], log: str, throttle: int | None = None) -> str:
+        """The batch script of an array of ``count`` elements, each running ``element``."""
+
+    def submit(self, script_path: str) -> str:
+        """Submit a script; return its job id."""
+
+    def states(self, job_ids: list[str]) -> dict:
+        """The scheduler's state of each job id it still knows (see :mod:`.slurm`)."""
+
+    def element_id(self) -> tuple[str, int] | None:
+        """Inside an array element: (this element's job id, its index in the array)."""
+
+
+def get(name: str) -> Launcher:
+    """The launcher called ``name``.
+
+    Raises
+    ------
+    ConfigError
+        For a name that is not one of :data:`MODULES`.
+    """
+    if name not in MODULES:
+        raise ConfigError(f"unknown launcher {name!r}; choose one of {', '.join(MODULES)}")
+    return importlib.import_module(f"{__name__}.{MODULES[name]}").LAUNCHER
