@@ -116,6 +116,7 @@ class HashedWorker:
         self.P = np.ones((rows, dim))            # arow: the precision there (adagrad: unused)
         self.r = np.full(self.kb, 0.0 if params.arow_r is None else float(params.arow_r))
         self.message = np.zeros(self.up_size(params, n_tasks, self.kb, dim))
+        self._sent = np.zeros(0, dtype=np.int64)     # the message's rows written last round
 
     @staticmethod
     def up_size(params, n_tasks, kb, dim):
@@ -141,8 +142,9 @@ class HashedWorker:
         yhat = predict(margins)
         step = self.message[: self.message.size // 2].reshape(-1, self.dim)
         extra = self.message[self.message.size // 2:].reshape(-1, self.dim)
-        step[...] = 0.0
-        extra[...] = 0.0
+        for part in (step, extra):          # only last round's rows were written
+            part[self._sent] = 0.0
+        self._sent = np.concatenate(([0], rows))
         wrong = (y != 0.0) & (y * margins < 1.0)         # hinge: a margin error
         if self.p.hash_step == "adagrad":
             coef = np.where(wrong, -y, 0.0)              # the hinge gradient is coef x
@@ -213,9 +215,12 @@ class HashedServer:
         self._extra[...] = 0.0
         for idx, lo, hi in zip(self._index, self._offsets[:-1], self._offsets[1:]):
             half = (hi - lo) // 2
-            np.add.at(self._step, idx, up_all[lo:lo + half])
-            np.add.at(self._extra, idx, up_all[lo + half:hi])
-        touched = np.nonzero(self._extra)[0]
+            # only the indices of the round's active tasks carry a step (a weight with no
+            # squared gradient, or no precision added, has no step either)
+            used = np.flatnonzero(up_all[lo + half:hi])
+            np.add.at(self._step, idx[used], up_all[lo:lo + half][used])
+            np.add.at(self._extra, idx[used], up_all[lo + half:hi][used])
+        touched = np.flatnonzero(self._extra)
         if self.p.hash_step == "adagrad":
             self.acc[touched] += self._extra[touched]
             self.w[touched] -= self.p.gamma0 * self._step[touched] / np.sqrt(self.acc[touched])
