@@ -390,7 +390,7 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.PA(10**9, 9): "task(s) of 10 weights on one rank need about",
         lambda: omtl_mpi.AROW(3, 10**6): "AROW keeps a 1000001 x 1000001 matrix per task",
         lambda: omtl_mpi.DROM(10**6, 2): "drom keeps a 1000000 x 1000000 task-relationship matrix",
-        lambda: omtl_mpi.CADMM(10**9, 2): "task(s) of 3 weights on one rank need about",
+        lambda: omtl_mpi.CADMM(10**9, 2): "task(s) on one rank need about",
         lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",
         lambda: omtl_mpi.CADMM(3, 2, task_key=[1]): "task_key must be a dict key",
     }

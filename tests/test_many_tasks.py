@@ -164,12 +164,15 @@ def test_ten_thousand_tasks_resume_bit_for_bit(mpiexec, tmp_path, ten_thousand):
 
 
 def test_the_defaults_need_nothing_k_by_k():
-    """What a run of the defaults keeps grows with K d (and K d^2 for the arow w-step), never
-    K^2: a million tasks of 10 weights need about 2.1 GB, and DROM's K x K is named."""
+    """What a run of the defaults keeps grows with K d^2 (the arow w-step's matrix and the
+    empirical-Bayes expert's two per task), never K^2: twice the tasks, twice the bytes, and a
+    million tasks of 10 weights about 5.3 GB; DROM's K x K is named."""
     from omtl_mpi.options import run_config
     from omtl_mpi.runtime.run import model_bytes
-    parts = model_bytes(run_config({}), 1_000_000, 10, 1, "server")
-    assert sum(b for b, _ in parts) < 1_000_000 * 10 * 8 * 30
+    total = {K: sum(b for b, _ in model_bytes(run_config({}), K, 10, 1, "server"))
+             for K in (1_000_000, 2_000_000)}
+    assert total[2_000_000] == 2 * total[1_000_000]
+    assert total[1_000_000] < 1_000_000 * (30 * 10 + 7 * 10 * 10) * 8
     drom = model_bytes(run_config({"algo": "drom"}), 100_000, 10, 1, "server")
     assert max(drom)[0] >= 100_000 ** 2 * 8 and "100000 x 100000" in max(drom)[1]
 
