@@ -6,6 +6,7 @@ import pytest
 
 from conftest import omtl, read_results
 from omtl_mpi.algorithms import REGISTRY
+from omtl_mpi.algorithms.admm import AdmmParams
 
 
 def same(a, b):
@@ -40,23 +41,30 @@ def test_resume_in_process_every_learner(tmp_path, small_tasks, name):
     interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks])
 
 
-@pytest.mark.parametrize("w_step", ["adagrad", "arow"])
 @pytest.mark.parametrize("name", ["c-admm", "d-admm"])
-def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name, w_step):
-    """The w-step's own state (AdaGrad's sums, AROW's inverse) survives the checkpoint file."""
-    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks, "--w-step", w_step])
-
-
-def test_resume_with_arow_under_mpi(mpiexec, tmp_path, small_tasks):
-    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--w-step", "arow"],
-                             4, 2, "kill")
+def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name):
+    """The w-step's own state survives the checkpoint file: AdaGrad's sums here; AROW's
+    inverse is the default w-step's, resumed by test_resume_in_process_every_learner (and
+    under MPI by test_resume_under_mpi)."""
+    assert AdmmParams().w_step == "arow"
+    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks, "--w-step", "adagrad"])
 
 
 @pytest.mark.parametrize("algo, ranks, fail_rank, mode", [("c-admm", 4, 2, "kill"),
                                                            ("d-admm", 3, 1, "raise"),
                                                            ("drom", 3, 0, "raise")])
 def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank, mode):
+    """With the defaults: the ADMM learners' AROW w-step (its inverse on every worker) too."""
+    assert AdmmParams().w_step == "arow"
     interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks], ranks, fail_rank, mode)
+
+
+def test_resume_under_mpi_with_scaling_and_class_weights(mpiexec, tmp_path, small_tasks):
+    """--scale online (every task's largest |x| so far) and --class-weight balanced (every
+    task's counts of each label) survive the checkpoint on 3 ranks: both in one job."""
+    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
+                                        "--scale", "online", "--class-weight", "balanced"],
+                             3, 1, "raise")
 
 
 @pytest.mark.parametrize("algo, settings", [
