@@ -121,7 +121,8 @@ def assert_same_results(a, b):
 
 def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=("W",)):
     """``omtl-mpi run ARGS`` in one process (with ``local_args``) and under mpiexec on ``ranks``
-    ranks make the same predictions and mistakes, and the ``models`` arrays agree to 1e-10;
+    ranks make the same predictions and mistakes, and the ``models`` arrays agree to 1e-10
+    (``models=None``: every array of the results' /model, which both runs must have alike);
     returns the one process's results."""
     import numpy as np
     r = omtl("run", *args, *local_args, "--out", tmp_path / "a.h5")
@@ -131,6 +132,9 @@ def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=(
     a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
     for key in ("predictions", "metrics/mistakes"):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    if models is None:
+        models = [key[len("model/"):] for key in a if key.startswith("model/")]
+        assert models and models == [key[len("model/"):] for key in b if key.startswith("model/")]
     for key in models:
         np.testing.assert_allclose(a[f"model/{key}"], b[f"model/{key}"], rtol=0, atol=1e-10,
                                    err_msg=key)
