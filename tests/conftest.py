@@ -106,17 +106,18 @@ def unequal_streams():
 
 
 # the stream lengths of the small_tasks fixture (tests that check shapes read them here)
-SMALL_LENGTHS = [300, 210, 270, 300, 240]
+SMALL_LENGTHS = [120, 84, 108, 120, 96]
 
 
 @pytest.fixture(scope="session")
 def small_tasks(tmp_path_factory):
-    """5 related synthetic tasks of unequal lengths (210..300), written as a task-stream file.
+    """5 related synthetic tasks of unequal lengths (84..120), written as a task-stream file.
 
-    300 rounds: enough for every equivalence and resume test (streams that end at different
-    rounds, Omega learned well away from its start) at a third of the cost of each MPI job."""
+    120 rounds: enough for every equivalence and resume test (streams that end at different
+    rounds, Omega learned well away from its start); every round more is paid by every rank of
+    every MPI job that reads it."""
     from omtl_mpi.data import generate, write_tasks
-    names, X, y = generate(tasks=5, samples=300, seed=3)
+    names, X, y = generate(tasks=5, samples=120, seed=3)
     lengths = SMALL_LENGTHS
     path = tmp_path_factory.mktemp("data") / "small.h5"
     write_tasks(path, names, [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)])

@@ -558,7 +558,7 @@ def test_guide_reading_results_runs(small_tasks, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(compile(_python_block("docs/GUIDE.md", "## Reading results"), "GUIDE.md", "exec"), namespace)
-    assert len(namespace["wrong"]) == 5 and len(namespace["curve0"]) == 300
+    assert len(namespace["wrong"]) == 5 and len(namespace["curve0"]) == 120
     assert namespace["curve0"][-1] == pytest.approx(namespace["errors"].iloc[0])
 
 

@@ -16,18 +16,18 @@ def same(a, b):
 
 
 def interrupted_then_resumed(tmp_path, args, ranks=None, fail_rank=0, mode="raise"):
-    """Run ARGS alone, and again checkpointed every 50 rounds and failed at round 130, then
-    resumed from the checkpoint of round 100 (the second one written): the two end with the
+    """Run ARGS alone, and again checkpointed every 20 rounds and failed at round 55, then
+    resumed from the checkpoint of round 40 (the second one written): the two end with the
     same bits. Returns the results of the run left alone."""
     full, part = tmp_path / "full.h5", tmp_path / "part.h5"
     r = omtl("run", *args, "--out", full, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
-    r = omtl("run", *args, "--out", part, "--checkpoint-every", "50", "--fail-at", "130",
+    r = omtl("run", *args, "--out", part, "--checkpoint-every", "20", "--fail-at", "55",
              "--fail-rank", fail_rank, "--fail-mode", mode, np_ranks=ranks, timeout=60)
     assert r.returncode != 0 and not part.exists()
     ckpt = tmp_path / "part.ckpt.h5"
     with h5py.File(ckpt) as f:
-        assert f.attrs["round"] == 100
+        assert f.attrs["round"] == 40
     r = omtl("run", *args, "--out", part, "--resume", ckpt, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
     assert "resumed from" in r.stderr
@@ -73,10 +73,10 @@ def test_resume_under_mpi_with_scaling_and_class_weights(mpiexec, tmp_path, smal
     ("d-admm", ["--preset", "paper", "--omega-every", "7"]),
 ], ids=["c-admm-paper", "c-admm-relationship", "d-admm-paper"])
 def test_resume_with_omega_learned(tmp_path, small_tasks, algo, settings):
-    """Omega learned every 7th round, checkpointed at round 100 (100 = 7 * 14 + 2, between two
+    """Omega learned every 7th round, checkpointed at round 40 (40 = 7 * 5 + 5, between two
     updates): the resumed run must know how many consensus steps were taken, or it updates
-    Omega at rounds 107, 114, ... instead of 105, 112, ... and ends elsewhere (the helper
-    checks that the checkpoint is round 100's)."""
+    Omega at rounds 47, 54, ... instead of 42, 49, ... and ends elsewhere (the helper checks
+    that the checkpoint is round 40's)."""
     full = interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks, *settings])
     assert full["attrs"]["relationship"]
     assert np.abs(full["model/omega"] - np.eye(5) / 5).max() > 1e-2     # Omega was learned
@@ -96,8 +96,8 @@ def test_resume_with_omega_learned_under_mpi(mpiexec, tmp_path, small_tasks, alg
 
 def test_foreign_checkpoints_are_refused(mpiexec, tmp_path, small_tasks):
     ckpt = tmp_path / "c.ckpt.h5"
-    r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "100",
-             "--fail-at", "250")
+    r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "40",
+             "--fail-at", "100")
     assert r.returncode == 1 and ckpt.exists()
     cases = [(["--rho", "0.2"], None, "made with a different configuration (params.rho was 0.1, now 0.2)"),
              (["--synth-samples", "1000", "--data", "synthetic"], None, "made on a different data set"),

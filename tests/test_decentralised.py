@@ -48,7 +48,7 @@ def test_dadmm_full_equals_cadmm_under_mpi(mpiexec, small_tasks, tmp_path):
     assert np.abs(c["model/omega"] - np.eye(5) / 5).max() > 1e-2
     assert_same_predictions(c, d)
     with h5py.File(tmp_path / "d.h5") as f:
-        assert f["timing/staleness"].shape == (5, 300)
+        assert f["timing/staleness"].shape == (5, 120)
         assert f["timing/staleness"][()].max() == 0.0
 
 
