@@ -14,6 +14,19 @@ import pytest  # noqa: E402
 BIN = os.path.dirname(sys.executable)
 MPIEXEC = os.path.join(BIN, "mpiexec")
 TIMEOUT = 120
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    """Byte-compile the package and the scripts' modules once, before the tests start their
+    processes: several hundred of them (every MPI rank is one) import omtl_mpi, and where
+    PYTHONDONTWRITEBYTECODE is set (as on the project's shared machines) none of them would
+    write its .pyc, so each would compile every module again, some 0.15 s of CPU a process.
+    Python checks each .pyc against its source, so an edited module is never run stale."""
+    if not hasattr(config, "workerinput"):             # once, in the process that starts xdist's
+        import compileall
+        for folder in ("omtl_mpi", "scripts"):
+            compileall.compile_dir(os.path.join(ROOT, folder), quiet=1)
 
 
 def _env():
@@ -92,12 +105,20 @@ def unequal_streams():
     return [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)]
 
 
+# the stream lengths of the small_tasks fixture (tests that check shapes read them here)
+SMALL_LENGTHS = [120, 84, 108, 120, 96]
+
+
 @pytest.fixture(scope="session")
 def small_tasks(tmp_path_factory):
-    """5 related synthetic tasks of unequal lengths (700..1000), written as a task-stream file."""
+    """5 related synthetic tasks of unequal lengths (84..120), written as a task-stream file.
+
+    120 rounds: enough for every equivalence and resume test (streams that end at different
+    rounds, Omega learned well away from its start); every round more is paid by every rank of
+    every MPI job that reads it."""
     from omtl_mpi.data import generate, write_tasks
-    names, X, y = generate(tasks=5, samples=1000, seed=3)
-    lengths = [1000, 700, 900, 1000, 800]
+    names, X, y = generate(tasks=5, samples=120, seed=3)
+    lengths = SMALL_LENGTHS
     path = tmp_path_factory.mktemp("data") / "small.h5"
     write_tasks(path, names, [x[:n] for x, n in zip(X, lengths)], [v[:n] for v, n in zip(y, lengths)])
     return path
@@ -114,7 +135,8 @@ def assert_same_results(a, b):
 
 def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=("W",)):
     """``omtl-mpi run ARGS`` in one process (with ``local_args``) and under mpiexec on ``ranks``
-    ranks make the same predictions and mistakes, and the ``models`` arrays agree to 1e-10;
+    ranks make the same predictions and mistakes, and the ``models`` arrays agree to 1e-10
+    (``models=None``: every array of the results' /model, which both runs must have alike);
     returns the one process's results."""
     import numpy as np
     r = omtl("run", *args, *local_args, "--out", tmp_path / "a.h5")
@@ -124,6 +146,9 @@ def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=(
     a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
     for key in ("predictions", "metrics/mistakes"):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    if models is None:
+        models = [key[len("model/"):] for key in a if key.startswith("model/")]
+        assert models and models == [key[len("model/"):] for key in b if key.startswith("model/")]
     for key in models:
         np.testing.assert_allclose(a[f"model/{key}"], b[f"model/{key}"], rtol=0, atol=1e-10,
                                    err_msg=key)

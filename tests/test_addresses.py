@@ -46,34 +46,40 @@ def _expected(ranks):
     return "off" if shares_cores(ranks, allowed, os.cpu_count()) else "on"
 
 
+# 6 ranks share this 2-core machine's cores; each reads its own personality (the report's
+# "aslr" is every rank's, "mixed" if they differ). A short run: what is tested is how the
+# ranks start, not what they learn.
+ARGS = ["run", "--synth-samples", "100", "--no-progress", "--json"]
+
+
 @linux_only
-@pytest.mark.parametrize("launch", ["mpiexec", "--np"])
-def test_ranks_keep_randomisation_by_default_even_sharing_cores(mpiexec, launch):
-    # 6 ranks share this 2-core machine's cores; each reads its own personality (the report's
-    # "aslr" is every rank's, "mixed" if they differ)
-    args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
-    r = omtl(*args, np_ranks=6) if launch == "mpiexec" else omtl(*args, "--np", "6")
+def test_ranks_keep_randomisation_by_default_even_sharing_cores(mpiexec):
+    """Through --np; under mpiexec, test_aslr_off_gives_the_same_results's first run."""
+    r = omtl(*ARGS, "--np", "6")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == "on"
 
 
 @linux_only
-@pytest.mark.parametrize("launch", ["mpiexec --aslr off", "mpiexec --aslr=off", "--np"])
+@pytest.mark.parametrize("launch", ["mpiexec --aslr=off", "--np"])
 def test_aslr_off_runs_ranks_sharing_cores_without_randomisation(mpiexec, launch):
-    args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
-    if launch == "mpiexec --aslr off":           # each rank re-starts itself before click ...
-        r = omtl(*args, "--aslr", "off", np_ranks=6)
-    elif launch == "mpiexec --aslr=off":         # ... or after click has parsed the command line
-        r = omtl(*args, "--aslr=off", np_ranks=6)
+    """--aslr=off under mpiexec (each rank re-starts itself after click has parsed the command
+    line) and through --np (mpiexec starts with the personality); `--aslr off` under mpiexec
+    (each rank re-starts itself before click) is test_aslr_off_gives_the_same_results's
+    second run."""
+    if launch == "mpiexec --aslr=off":
+        r = omtl(*ARGS, "--aslr=off", np_ranks=6)
     else:
-        r = omtl(*args, "--aslr", "off", "--np", "6")   # mpiexec starts with the personality
+        r = omtl(*ARGS, "--aslr", "off", "--np", "6")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == _expected(6)
 
 
 @linux_only
 def test_aslr_off_gives_the_same_results(mpiexec, tmp_path):
-    args = ["run", "--synth-samples", "300", "--no-progress", "--json"]
+    """6 ranks under mpiexec: by default every rank keeps its randomisation; told `--aslr
+    off`, each re-starts itself without it (before click), and learns the same bits."""
+    args = ARGS
     r = omtl(*args, "--out", tmp_path / "on.h5", np_ranks=6)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["aslr"] == "on"

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import omtl, read_results
 from omtl_mpi.algorithms import REGISTRY
+from omtl_mpi.algorithms.admm import AdmmParams
 
 
 def same(a, b):
@@ -15,18 +16,18 @@ def same(a, b):
 
 
 def interrupted_then_resumed(tmp_path, args, ranks=None, fail_rank=0, mode="raise"):
-    """Run ARGS alone, and again checkpointed every 150 rounds and failed at round 400, then
-    resumed from the checkpoint of round 300: the two end with the same bits. Returns the
-    results of the run left alone."""
+    """Run ARGS alone, and again checkpointed every 20 rounds and failed at round 55, then
+    resumed from the checkpoint of round 40 (the second one written): the two end with the
+    same bits. Returns the results of the run left alone."""
     full, part = tmp_path / "full.h5", tmp_path / "part.h5"
     r = omtl("run", *args, "--out", full, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
-    r = omtl("run", *args, "--out", part, "--checkpoint-every", "150", "--fail-at", "400",
+    r = omtl("run", *args, "--out", part, "--checkpoint-every", "20", "--fail-at", "55",
              "--fail-rank", fail_rank, "--fail-mode", mode, np_ranks=ranks, timeout=60)
     assert r.returncode != 0 and not part.exists()
     ckpt = tmp_path / "part.ckpt.h5"
     with h5py.File(ckpt) as f:
-        assert f.attrs["round"] == 300
+        assert f.attrs["round"] == 40
     r = omtl("run", *args, "--out", part, "--resume", ckpt, np_ranks=ranks)
     assert r.returncode == 0, r.stderr
     assert "resumed from" in r.stderr
@@ -40,23 +41,30 @@ def test_resume_in_process_every_learner(tmp_path, small_tasks, name):
     interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks])
 
 
-@pytest.mark.parametrize("w_step", ["adagrad", "arow"])
 @pytest.mark.parametrize("name", ["c-admm", "d-admm"])
-def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name, w_step):
-    """The w-step's own state (AdaGrad's sums, AROW's inverse) survives the checkpoint file."""
-    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks, "--w-step", w_step])
-
-
-def test_resume_with_arow_under_mpi(mpiexec, tmp_path, small_tasks):
-    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--w-step", "arow"],
-                             4, 2, "kill")
+def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name):
+    """The w-step's own state survives the checkpoint file: AdaGrad's sums here; AROW's
+    inverse is the default w-step's, resumed by test_resume_in_process_every_learner (and
+    under MPI by test_resume_under_mpi)."""
+    assert AdmmParams().w_step == "arow"
+    interrupted_then_resumed(tmp_path, ["--algo", name, "--data", small_tasks, "--w-step", "adagrad"])
 
 
 @pytest.mark.parametrize("algo, ranks, fail_rank, mode", [("c-admm", 4, 2, "kill"),
                                                            ("d-admm", 3, 1, "raise"),
                                                            ("drom", 3, 0, "raise")])
 def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank, mode):
+    """With the defaults: the ADMM learners' AROW w-step (its inverse on every worker) too."""
+    assert AdmmParams().w_step == "arow"
     interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks], ranks, fail_rank, mode)
+
+
+def test_resume_under_mpi_with_scaling_and_class_weights(mpiexec, tmp_path, small_tasks):
+    """--scale online (every task's largest |x| so far) and --class-weight balanced (every
+    task's counts of each label) survive the checkpoint on 3 ranks: both in one job."""
+    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
+                                        "--scale", "online", "--class-weight", "balanced"],
+                             3, 1, "raise")
 
 
 @pytest.mark.parametrize("algo, settings", [
@@ -65,10 +73,10 @@ def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank
     ("d-admm", ["--preset", "paper", "--omega-every", "7"]),
 ], ids=["c-admm-paper", "c-admm-relationship", "d-admm-paper"])
 def test_resume_with_omega_learned(tmp_path, small_tasks, algo, settings):
-    """Omega learned every 7th round, checkpointed at round 300 (300 = 7 * 42 + 6, between two
+    """Omega learned every 7th round, checkpointed at round 40 (40 = 7 * 5 + 5, between two
     updates): the resumed run must know how many consensus steps were taken, or it updates
-    Omega at rounds 307, 314, ... instead of 301, 308, ... and ends elsewhere (the helper
-    checks that the checkpoint is round 300's)."""
+    Omega at rounds 47, 54, ... instead of 42, 49, ... and ends elsewhere (the helper checks
+    that the checkpoint is round 40's)."""
     full = interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks, *settings])
     assert full["attrs"]["relationship"]
     assert np.abs(full["model/omega"] - np.eye(5) / 5).max() > 1e-2     # Omega was learned
@@ -88,8 +96,8 @@ def test_resume_with_omega_learned_under_mpi(mpiexec, tmp_path, small_tasks, alg
 
 def test_foreign_checkpoints_are_refused(mpiexec, tmp_path, small_tasks):
     ckpt = tmp_path / "c.ckpt.h5"
-    r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "100",
-             "--fail-at", "250")
+    r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "40",
+             "--fail-at", "100")
     assert r.returncode == 1 and ckpt.exists()
     cases = [(["--rho", "0.2"], None, "made with a different configuration (params.rho was 0.1, now 0.2)"),
              (["--synth-samples", "1000", "--data", "synthetic"], None, "made on a different data set"),

@@ -3,11 +3,10 @@ layout of ranks and through checkpoints, one-line errors, and that it pays on im
 import numpy as np
 import pytest
 
-from conftest import assert_in_process_equals_mpiexec, omtl
+from conftest import omtl
 from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
 import omtl_mpi
 from omtl_mpi.runtime.simulate import simulate
-from test_checkpoint import interrupted_then_resumed
 
 ADMM = ["c-admm", "d-admm", "admm-single", "pmsc-log"]
 
@@ -65,12 +64,6 @@ def test_bad_values_are_one_line_errors(small_tasks):
     assert r.returncode == 2 and "--class-weight does not apply to arow" in r.stderr
 
 
-@pytest.mark.parametrize("algo,ranks,local", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
-def test_in_process_equals_mpiexec(algo, ranks, local, mpiexec, small_tasks, tmp_path):
-    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--seed", "1",
-                                      "--class-weight", "balanced"], local, ranks, tmp_path)
-
-
-def test_resume_is_bit_identical(mpiexec, tmp_path, small_tasks):
-    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
-                                        "--class-weight", "balanced"], 3, 1, "raise")
+# the same on every layout of ranks, and through a checkpoint under MPI, with --scale online
+# in the same jobs: tests/test_equivalence.py::test_mpi_equals_in_process_with_scaling_and_class_weights
+# and tests/test_checkpoint.py::test_resume_under_mpi_with_scaling_and_class_weights

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import SMALL_LENGTHS, omtl
 
 
 def test_help_teaches():
@@ -33,10 +33,10 @@ def test_run_writes_results_and_json(small_tasks, tmp_path):
     for key in ("algo", "variant", "loss", "tasks", "ranks", "rounds", "mean_error",
                 "per_task_error", "balanced_error", "f1", "seconds", "ms_per_round"):
         assert key in report
-    assert report["tasks"] == 5 and report["rounds"] == 1000 and report["ranks"] == 1
+    assert report["tasks"] == 5 and report["rounds"] == 120 and report["ranks"] == 1
     with h5py.File(out) as f:
         assert f.attrs["format"] == "omtl-mpi-results"
-        K, T, lengths = 5, 1000, [1000, 700, 900, 1000, 800]
+        K, T, lengths = 5, 120, SMALL_LENGTHS
         assert f.attrs["format_version"] == 2
         N = sum(lengths)
         assert f["metrics/mistakes"].shape == (N,) and f["predictions"].shape == (N,)

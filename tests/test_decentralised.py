@@ -48,24 +48,19 @@ def test_dadmm_full_equals_cadmm_under_mpi(mpiexec, small_tasks, tmp_path):
     assert np.abs(c["model/omega"] - np.eye(5) / 5).max() > 1e-2
     assert_same_predictions(c, d)
     with h5py.File(tmp_path / "d.h5") as f:
-        assert f["timing/staleness"].shape == (5, 1000)
+        assert f["timing/staleness"].shape == (5, 120)
         assert f["timing/staleness"][()].max() == 0.0
 
 
-@pytest.mark.parametrize("ranks, topology", [(5, "ring"), (3, "ring"), (4, "star")])
+# D-ADMM on 3 nodes of the (default) ring, and D-PSGD on 5, in one process and under mpiexec:
+# tests/test_algorithm_checks.py::test_in_process_equals_mpiexec (every model array)
+@pytest.mark.parametrize("ranks, topology", [(5, "ring"), (4, "star")])
 def test_dadmm_in_process_equals_mpi(mpiexec, small_tasks, tmp_path, ranks, topology):
     args = ["--data", small_tasks, "--algo", "d-admm", "--topology", topology]
     a = run_file(tmp_path, "a", *args, "--nodes", ranks)
     b = run_file(tmp_path, "b", *args, np_ranks=ranks)
     assert_same_predictions(a, b, models=("W", "Z", "V", "node_u", "node_omega"))
     assert a["metrics/mistakes"].sum() > 0
-
-
-def test_dpsgd_in_process_equals_mpi(mpiexec, small_tasks, tmp_path):
-    args = ["--data", small_tasks, "--algo", "d-psgd", "--topology", "ring", "--gamma0", "0.05"]
-    a = run_file(tmp_path, "a", *args)
-    b = run_file(tmp_path, "b", *args, np_ranks=5)
-    assert_same_predictions(a, b, models=("W",))
 
 
 def test_dpsgd_is_the_mixing_step():

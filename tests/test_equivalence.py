@@ -3,7 +3,7 @@ I/K (the defaults) and learned (--relationship, --preset paper); same seed, same
 import numpy as np
 import pytest
 
-from conftest import omtl, per_task, read_results
+from conftest import assert_in_process_equals_mpiexec, omtl, per_task, read_results
 
 
 def assert_same_run(a, b, atol=1e-10):
@@ -81,6 +81,16 @@ def test_mpi_equals_in_process_with_omega_learned(mpiexec, tmp_path, algo, local
         assert a["model/node_omega"].shape == (3, 5, 5)
         assert a["model/node_omega_basis"].shape == (3, 5, 5)
     assert_same_run(a, b)
+
+
+@pytest.mark.parametrize("algo, local", [("c-admm", []), ("d-admm", ["--nodes", "3"])])
+def test_mpi_equals_in_process_with_scaling_and_class_weights(mpiexec, small_tasks, tmp_path, algo, local):
+    """What a learner sees of an instance (--scale online, with the default intercept) and
+    --class-weight balanced, both per task and counted as the rounds go: the same on 3 ranks
+    as in one process."""
+    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--seed", "1",
+                                      "--scale", "online", "--class-weight", "balanced"],
+                                     local, 3, tmp_path)
 
 
 def test_same_seed_same_bits(small_tasks, tmp_path):

@@ -36,7 +36,7 @@ def test_exception_on_one_rank_ends_the_job(mpiexec, tmp_path, algo, ranks, fail
 @pytest.mark.parametrize("algo, ranks, fail_rank", [("c-admm", 4, 0), ("c-admm", 4, 3), ("d-admm", 3, 1)])
 def test_failure_while_loading_or_writing_ends_the_job(mpiexec, tmp_path, when, what, algo, ranks, fail_rank):
     out = tmp_path / "never.h5"
-    r = omtl("run", "--algo", algo, "--synth-samples", "2000", "--fail-at", when,
+    r = omtl("run", "--algo", algo, "--synth-samples", "200", "--fail-at", when,
              "--fail-rank", fail_rank, "--out", out, np_ranks=ranks, timeout=60)
     assert r.returncode == 1, r.stderr
     lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]

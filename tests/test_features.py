@@ -5,11 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from conftest import assert_in_process_equals_mpiexec, omtl
+from conftest import omtl
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.data.features import model_dim, online_scale, prepare
 import omtl_mpi
-from test_checkpoint import interrupted_then_resumed
 
 FEATURES = ["--scale", "online"]          # with the intercept, which is on by default
 
@@ -60,15 +59,9 @@ def test_the_run_reports_and_learns_with_them(small_tasks):
     assert r.returncode == 2 and "'zscore' is not one of 'none', 'online'" in r.stderr
 
 
-@pytest.mark.parametrize("algo, ranks, local", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
-def test_in_process_equals_mpiexec_with_them(algo, ranks, local, mpiexec, small_tasks, tmp_path):
-    assert_in_process_equals_mpiexec(["--algo", algo, "--data", small_tasks, "--seed", "1", *FEATURES],
-                                     local, ranks, tmp_path)
-
-
-def test_resume_with_them(mpiexec, tmp_path, small_tasks):
-    interrupted_then_resumed(tmp_path, ["--algo", "c-admm", "--data", small_tasks, "--seed", "2",
-                                        *FEATURES], 3, 1, "raise")
+# the same on every layout of ranks, and through a checkpoint under MPI, with --class-weight
+# in the same jobs: tests/test_equivalence.py::test_mpi_equals_in_process_with_scaling_and_class_weights
+# and tests/test_checkpoint.py::test_resume_under_mpi_with_scaling_and_class_weights
 
 
 def test_table_4_counts_only_runs_without_them():

@@ -228,9 +228,13 @@ def test_real_landmine(tmp_path):
 
 
 @needs_shared
-def test_real_tweeteval_and_chem(tmp_path):
+def test_real_tweeteval(tmp_path):
     facts = info(import_tweeteval(SHARED / "tweeteval", tmp_path / "t.h5", dims=64).path)
     assert (facts["tasks"], facts["total"]) == (3, 31671)
+
+
+@needs_shared
+def test_real_chem(tmp_path):
     facts = info(import_tudataset(SHARED / "chem" / "tudataset", tmp_path / "c.h5").path)
     assert (facts["tasks"], facts["dims"], facts["total"]) == (6, 64, 7514)
 

@@ -5,36 +5,42 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import MPIEXEC, TIMEOUT, _env, omtl
 
-SMALL = ["--synth-samples", "400", "--no-progress"]
+
+@pytest.fixture(scope="module")
+def three_ranks(mpiexec, tmp_path_factory):
+    """Two jobs of 3 ranks that the tests below read: the JSON report and results file of one
+    (1500 rounds: long enough to time), and the summary of another."""
+    out = tmp_path_factory.mktemp("waiting") / "r.h5"
+    as_json = omtl("run", "--synth-samples", "1500", "--no-progress", "--json", "--out", out,
+                   np_ranks=3)
+    assert as_json.returncode == 0, as_json.stderr
+    summary = omtl("run", "--synth-samples", "300", "--no-progress", np_ranks=3)
+    assert summary.returncode == 0, summary.stderr
+    return json.loads(as_json.stdout), out, summary.stdout
 
 
-def test_the_report_says_how_the_messages_travelled(mpiexec):
-    r = omtl("run", *SMALL, "--json", np_ranks=3)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["transport"] == "mpi"
-    r = omtl("run", *SMALL, np_ranks=3)
-    assert "transport mpi: MPI messages, waiting ranks yield, then sleep" in r.stdout
-    r = omtl("run", *SMALL, "--json")
+def test_the_report_says_how_the_messages_travelled(three_ranks):
+    report, _, summary = three_ranks
+    assert report["transport"] == "mpi"
+    assert "transport mpi: MPI messages, waiting ranks yield, then sleep" in summary
+    r = omtl("run", "--synth-samples", "400", "--no-progress", "--json")
     assert json.loads(r.stdout)["transport"] == "local"
 
 
-def test_every_rank_reports_the_cpu_it_used_during_the_rounds(mpiexec, tmp_path):
+def test_every_rank_reports_the_cpu_it_used_during_the_rounds(three_ranks):
     import h5py
-    r = omtl("run", "--synth-samples", "1500", "--no-progress", "--json",
-             "--out", tmp_path / "r.h5", np_ranks=3)
-    assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)
+    report, out, summary = three_ranks
     cpu = report["cpu_ms_per_round"]
     assert len(cpu) == 3 and min(cpu) > 0
     # the rounds only, not the start-up: one thread cannot use more CPU than the rounds lasted
     assert max(cpu) < 1.25 * report["ms_per_round"] + 0.02
-    with h5py.File(tmp_path / "r.h5") as f:
+    with h5py.File(out) as f:
         np.testing.assert_allclose(f["timing/cpu_seconds"][()] * 1000.0 / report["rounds"], cpu)
-    r = omtl("run", "--synth-samples", "300", "--no-progress", np_ranks=3)
-    assert "CPU per round, all ranks together:" in r.stdout
+    assert "CPU per round, all ranks together:" in summary
 
 
 LATE_RANK = r"""
