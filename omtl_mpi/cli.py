@@ -660,8 +660,9 @@ def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **
 @click.option("--all", "every_task", is_flag=True,
               help="List every task (a file of more than 100 tasks lists its first and last 5).")
 def data_info(path, as_json, every_task):
-    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), then
-    one line per task: index, name, samples, positive ratio."""
+    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), the
+    density of a sparse file (its non-zero features), then one line per task: index, name,
+    samples, positive ratio."""
     from .data import info
     from .data.taskfile import INFO_ALL, INFO_EDGES
     facts = info(path, edges=None if every_task else INFO_EDGES)
@@ -672,6 +673,9 @@ def data_info(path, as_json, every_task):
     click.echo(f"{'tasks':>6} {'dims':>6} {'total':>9} {'max':>7} {'min':>7} {'pos ratio':>10}")
     click.echo(f"{facts['tasks']:>6} {facts['dims']:>6} {facts['total']:>9} {facts['max']:>7} "
                f"{facts['min']:>7} {facts['positive_ratio']:>10.3f}")
+    if facts["storage"] == "sparse":
+        click.echo(f"sparse: {facts['nnz']:,} non-zero features stored, density "
+                   f"{facts['density']:.3g} ({facts['nnz'] / max(facts['total'], 1):.1f} per instance)")
     omitted = facts["per_task_omitted"]
     if facts["tasks"] > INFO_ALL:
         click.echo(f"stream lengths: min {facts['min']}, median {facts['median']:g}, "

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..taskfile import TaskMeta, read_meta, write_tasks
+from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_output, decide_labels, matrix_bytes, parse_label_map,
                      relabel, require_memory, tell)
 
@@ -70,6 +70,12 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
         raise ConfigError(f"--label-col and --task-col both name column {label_col!r}; "
                           "the label and the task need a column each")
     seen = SeenLabels()
+    if os.path.isfile(src):
+        # before reading: a value takes 2 bytes of the file at least ("0,"), and 40 while it is
+        # read (a Python float in a list of the row, then 8 in the task's array)
+        size = os.path.getsize(src)
+        require_memory(20.0 * size, f"{src}: {size:,} bytes of CSV",
+                       "import fewer rows at a time, or convert it to LIBSVM (sparse rows)")
     try:
         tasks = _read_csv(src, label_col, task_col, seen)
     except FileNotFoundError:
@@ -84,10 +90,17 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
     decided = decide_labels(seen, src, label_map, notices=notices)
     names, X_list, y_list = relabel(names, [np.array(tasks[n][0], dtype=np.float64) for n in names],
                                     [tasks[n][1] for n in names], decided, src, notices)
+    n, d = sum(len(X) for X in X_list), X_list[0].shape[1]
+    sparse = store_sparse(sum(int(np.count_nonzero(X)) for X in X_list), n, d)
     write_tasks(out, names, X_list, y_list, source=os.path.basename(src),
-                description="imported from CSV")
+                description="imported from CSV", sparse=sparse)
     tell(notices)
     return read_meta(out)
+
+
+# bytes of a LIBSVM file per entry ("123:0.25 "), the fewest that a real file takes: bounds the
+# entries before the file is read
+_BYTES_PER_ENTRY = 6
 
 
 def _libsvm_row(parts, where: str, task_field: str | None):
@@ -107,6 +120,50 @@ def _libsvm_row(parts, where: str, task_field: str | None):
     return feats, task
 
 
+class _SparseRows:
+    """A task's LIBSVM rows as they are read: columns (0-based) and values in flat arrays, a
+    chunk at a time, so that a row costs its entries, not a Python dict (never a dense row)."""
+
+    _FLUSH = 1 << 16
+
+    def __init__(self):
+        self.lengths, self._cols, self._vals, self.parts, self.most = [], [], [], [], 0
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def append(self, feats: dict) -> None:
+        self.lengths.append(len(feats))
+        self._cols += feats.keys()
+        self._vals += feats.values()
+        if len(self._cols) >= self._FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Move the rows read since the last flush into the arrays."""
+        if self._cols:
+            cols = np.array(self._cols, dtype=np.int64) - 1
+            self.most = max(self.most, int(cols.max()) + 1)
+            self.parts.append((cols, np.array(self._vals, dtype=np.float64)))
+            self._cols, self._vals = [], []
+
+    def matrix(self, d: int):
+        """The rows as a scipy.sparse CSR matrix of ``d`` columns, each row's columns sorted."""
+        from scipy.sparse import csr_matrix
+        self.flush()
+        cols = np.concatenate([c for c, _ in self.parts]) if self.parts else np.zeros(0, np.int64)
+        vals = np.concatenate([v for _, v in self.parts]) if self.parts else np.zeros(0)
+        indptr = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=indptr[1:])
+        X = csr_matrix((vals, cols.astype(np.int32), indptr), shape=(len(self.lengths), d))
+        X.sort_indices()
+        return X
+
+    @property
+    def entries(self) -> int:
+        return int(sum(self.lengths))
+
+
 def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: dict,
                  file_task: str | None = None) -> None:
     """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)})."""
@@ -118,7 +175,7 @@ def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: 
                     continue
                 feats, task = _libsvm_row(parts[1:], f"{path}: line {line_no}", task_field)
                 task = file_task if file_task is not None else task
-                rows, keys = per_task.setdefault(task, ([], []))
+                rows, keys = per_task.setdefault(task, (_SparseRows(), []))
                 rows.append(feats)
                 keys.append(seen.add(task, parts[0], path, line_no))
     except FileNotFoundError:
@@ -141,14 +198,6 @@ def _task_files(src: str) -> dict:
     return tasks
 
 
-def _dense(rows: list, d: int) -> np.ndarray:
-    X = np.zeros((len(rows), d))
-    for i, r in enumerate(rows):
-        for idx, value in r.items():
-            X[i, idx - 1] = value
-    return X
-
-
 def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
     """LIBSVM text: a folder of files (one task each) or one file whose lines carry a
     ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen.
@@ -157,6 +206,12 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
     label_map = parse_label_map(label_map)
     seen, per_task = SeenLabels(), {}
+    files = list(_task_files(src).values()) if os.path.isdir(src) else [src]
+    # before reading: an entry ("i:v ") takes 4 bytes of the source at least, about 10 in real
+    # files; held as a value and a column (12 bytes), twice while it is written
+    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    require_memory(24.0 * size / _BYTES_PER_ENTRY, f"{src}: {size:,} bytes of LIBSVM rows",
+                   "import fewer rows at a time")
     if os.path.isdir(src):
         for task, path in _task_files(src).items():
             _read_libsvm(path, None, seen, per_task, file_task=task)
@@ -165,17 +220,26 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
             raise DataError(f"{src}: one LIBSVM file needs --task-field (for example qid) naming "
                             "each line's task, or give a folder with one file per task")
         _read_libsvm(src, task_field, seen, per_task)
-    if not per_task or not any(r for r, _ in per_task.values()):
+    if not per_task or not any(len(r) for r, _ in per_task.values()):
         raise DataError(f"{src}: no data lines")
-    d = max((max(r) for rows, _ in per_task.values() for r in rows if r), default=1)
+    for rows, _ in per_task.values():
+        rows.flush()
+    d = max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
+    if d > SPARSE_MAX_DIM:
+        raise DataError(f"{src}: feature index {d} is beyond {SPARSE_MAX_DIM}, the most columns a "
+                        "task file holds; check the feature indices")
     n = sum(len(rows) for rows, _ in per_task.values())
-    require_memory(matrix_bytes(n, d), f"{src}: {n} rows x {d} features (d is the largest index)",
+    entries = sum(rows.entries for rows, _ in per_task.values())
+    sparse = store_sparse(entries, n, d)
+    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, d)),
+                   f"{src}: {n} rows x {d} features (d is the largest index)",
                    "check the feature indices, or import fewer rows at a time")
     names, notices = sorted(per_task), []
     decided = decide_labels(seen, src, label_map, notices=notices)
-    names, rows_list, y_list = relabel(names, [per_task[t][0] for t in names],
-                                       [per_task[t][1] for t in names], decided, src, notices)
-    write_tasks(out, names, [_dense(rows, d) for rows in rows_list], y_list,
+    keys = [per_task[t][1] for t in names]
+    names, X_list, y_list = relabel(names, [per_task[t][0].matrix(d) for t in names], keys,
+                                    decided, src, notices)
+    write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
                 source=os.path.basename(src), description="imported from LIBSVM")
     tell(notices)
     return read_meta(out)
