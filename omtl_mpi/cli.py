@@ -542,6 +542,24 @@ def import_libsvm_cmd(src, out, task_field, label_map):
     _imported(out, import_libsvm(src, out, task_field=task_field, label_map=label_map))
 
 
+@data_import.command("vw")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--dims", type=int, default=None,
+              help="Hashed feature dimension (default 262144, as the text importers).")
+@click.option("--task-namespace", default=None,
+              help="With one file: the namespace whose first feature names each line's task "
+                   "('1 |task de |w good').")
+@LABEL_MAP_OPTION
+def import_vw_cmd(src, out, dims, task_namespace, label_map):
+    """Vowpal Wabbit's text format ('label |namespace feature[:value] ...'): a folder with one
+    file per task, or one file with a task namespace. Feature names are hashed as the text
+    importers hash n-grams, straight into sparse rows."""
+    from .data import import_vw
+    _imported(out, import_vw(src, out, dims=dims, task_namespace=task_namespace,
+                             label_map=label_map))
+
+
 EPILOG_FETCH = """\b
 Examples:
   omtl-mpi data fetch landmine --dest data        # data/landmine/LandmineData.mat, data/landmine.h5

@@ -67,7 +67,13 @@ def sources(root):
     write_idx(idx / "train-images-idx3-ubyte.gz", images)
     write_idx(idx / "train-labels-idx1-ubyte.gz", labels)
     np.savez(root / "p.npz", xs=np.ones((2, 3, 4)), ys=np.array([[1, -1, 1], [-1, 1, 1]]))
+    (root / "v.vw").write_text("1 |task a |w good\n-1 |task b |w bad\n")
+    vw = root / "vw"
+    vw.mkdir()
+    (vw / "a.vw").write_text("1 |w good\n-1 |w bad\n")
     return {
+        "vw-file": (["vw", root / "v.vw", "--task-namespace", "task", "--dims", "8"], root / "v.vw"),
+        "vw-folder": (["vw", vw, "--dims", "8"], vw / "a.vw"),
         "csv": (["csv", root / "x.csv"], root / "x.csv"),
         "libsvm-file": (["libsvm", root / "s.txt", "--task-field", "qid"], root / "s.txt"),
         "libsvm-folder": (["libsvm", svm], svm / "a.txt"),
@@ -109,7 +115,7 @@ def test_every_import_refuses_an_output_that_is_its_source(tmp_path, capsys):
 def test_a_new_output_inside_a_folder_whose_every_file_is_read_is_refused(tmp_path, capsys):
     """The next import of a LIBSVM or text CSV folder would read it as one of its tasks."""
     table = sources(tmp_path / "src")
-    for name in ("libsvm-folder", "text-csv-folder"):
+    for name in ("libsvm-folder", "text-csv-folder", "vw-folder"):
         args, _ = table[name]
         out = args[1] / "new.h5"
         refused(capsys, "data", "import", *args, "-o", out, needle="whose every file is read as a task")

@@ -116,6 +116,22 @@ def test_hashed_text_and_libsvm_are_imported_sparse(tmp_path):
     assert X[0, 4] == 0.5 and X[0, 89999] == 2 and X[2, 0] == 4 and X.nnz == 5   # a repeat: the last
 
 
+def test_vowpal_wabbit_lines_are_hashed_into_sparse_rows(tmp_path):
+    from omtl_mpi.data import import_vw
+    from omtl_mpi.data.featurise import feature_column
+    (tmp_path / "a.vw").write_text("1 |task de |w good film:2 nice\n-1 |task de |w bad\n"
+                                   "1 2.0 'tag |task fr |w bien |c good\n")
+    meta = import_vw(tmp_path / "a.vw", tmp_path / "v.h5", task_namespace="task", dims=2 ** 18)
+    assert meta.sparse and meta.names == ("de", "fr") and list(meta.lengths) == [2, 1]
+    X = load_block(meta, 0, 2).X
+    for row, name, value in ((0, "w^film", 2.0), (0, "w^nice", 1.0), (2, "c^good", 1.0)):
+        column, sign = feature_column(name, 2 ** 18)
+        assert X[row, column] == sign * value
+    assert X.nnz == 6
+    with pytest.raises(DataError, match="line 1: no '|task NAME' naming the line's task"):
+        import_vw(tmp_path / "a.vw", tmp_path / "w.h5", task_namespace="lang")
+
+
 def test_imports_check_their_memory_before_reading(tmp_path, monkeypatch, capsys):
     from omtl_mpi.cli import main
     folder = tmp_path / "reviews"

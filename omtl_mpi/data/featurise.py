@@ -17,8 +17,13 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def _bucket(gram: str, dims: int):
+    """(column, sign) of a feature's name among ``dims``: the hash every importer and the
+    Python API's dicts use."""
     h = int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
     return h % dims, 1.0 if (h >> 63) & 1 else -1.0
+
+
+feature_column = _bucket
 
 
 # texts hashed together (their grams' columns held at once): bounds the temporaries

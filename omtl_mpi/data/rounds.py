@@ -138,6 +138,9 @@ class RoundLayout:
         dest = self.slots_of(first, lengths)
         if self.sparse:
             from .sparse import csr_arrays
+            if not hasattr(X, "tocsr"):         # a dense part of sparse streams
+                from scipy.sparse import csr_matrix
+                X = csr_matrix(X)
             data, indices, indptr, _ = csr_arrays(X)
             self._pieces.append((dest, data, indices.astype(np.int32, copy=False), indptr))
         else:

@@ -1,4 +1,5 @@
-"""Users' own numeric data: CSV (features + label + task columns) and LIBSVM files."""
+"""Users' own data: CSV (features + label + task columns), LIBSVM files and Vowpal Wabbit's
+text format (feature names hashed as the text importers hash n-grams)."""
 from __future__ import annotations
 
 import csv
@@ -241,5 +242,109 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
                                     decided, src, notices)
     write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
                 source=os.path.basename(src), description="imported from LIBSVM")
+    tell(notices)
+    return read_meta(out)
+
+
+# ------------------------------------------------------------------------- Vowpal Wabbit
+def _vw_line(line: str, where: str, task_namespace: str | None, columns):
+    """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format,
+    ``label [importance] ['tag]|namespace feature[:value] ...|namespace ...``: each feature's
+    name (``namespace^name``, or the name alone in the default namespace) hashed to a column and
+    a sign, values 1 where none is given, features of one column added up (in line order)."""
+    head, bar, rest = line.partition("|")
+    parts = head.split()
+    if not bar or not parts:
+        raise DataError(f"{where}: expected 'label |namespace feature[:value] ...' (Vowpal "
+                        "Wabbit's text format)")
+    feats, task = {}, None
+    for chunk in rest.split("|"):
+        tokens = chunk.split()
+        if not chunk[:1].strip():               # '| f1 f2': the default namespace
+            space = ""
+        else:
+            space = tokens.pop(0).partition(":")[0] if tokens else ""
+        if task_namespace is not None and space == task_namespace:
+            if not tokens:
+                raise DataError(f"{where}: the namespace {task_namespace!r} names no task")
+            task = tokens[0].partition(":")[0]
+            continue
+        for tok in tokens:
+            name, colon, text = tok.rpartition(":") if ":" in tok else (tok, "", "")
+            value = _number(text, where, f"feature {name!r}") if colon else 1.0
+            column, sign = columns(f"{space}^{name}" if space else name)
+            feats[column] = feats.get(column, 0.0) + sign * value
+    if task_namespace is not None and task is None:
+        raise DataError(f"{where}: no '|{task_namespace} NAME' naming the line's task")
+    return parts[0], {k + 1: v for k, v in feats.items() if v != 0.0}, task
+
+
+def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None = None,
+              label_map=None) -> TaskMeta:
+    """Vowpal Wabbit's text format: a folder of files (one task each, named after the file), or
+    one file whose lines name their task in the namespace ``task_namespace`` (``|task de``).
+    Feature names are hashed to ``dims`` columns (default
+    :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) with the text importers' hash, read
+    straight into sparse rows; importance weights and tags are read and not used (a notice
+    says so). Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
+    from ..embed import check_featuriser
+    from ..featurise import feature_column
+    src, out = str(src), str(out)
+    check_output(src, out, "Vowpal Wabbit folder" if os.path.isdir(src) else "Vowpal Wabbit file",
+                 every_file=True)
+    dims = check_featuriser("hashing", dims)
+    label_map = parse_label_map(label_map)
+    files = _task_files(src) if os.path.isdir(src) else {None: src}
+    if not os.path.isdir(src) and not task_namespace:
+        raise DataError(f"{src}: one Vowpal Wabbit file needs --task-namespace NS (each line's "
+                        "'|NS name' names its task), or give a folder with one file per task")
+    size = sum(os.path.getsize(f) for f in files.values() if os.path.isfile(f))
+    require_memory(24.0 * size / 2, f"{src}: {size:,} bytes of Vowpal Wabbit lines",
+                   "import fewer lines at a time")
+    cache: dict = {}
+
+    def columns(name: str):
+        hit = cache.get(name)
+        if hit is None:
+            hit = cache[name] = feature_column(name, dims)
+        return hit
+
+    seen, per_task, weighted = SeenLabels(), {}, 0
+    for file_task, path in files.items():
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line_no, line in enumerate(f, start=1):
+                    if not line.strip():
+                        continue
+                    where = f"{path}: line {line_no}"
+                    label, feats, task = _vw_line(line, where, None if file_task else task_namespace,
+                                                  columns)
+                    weighted += len(line.partition("|")[0].split()) > 1
+                    task = file_task if file_task is not None else task
+                    rows, keys = per_task.setdefault(task, (_SparseRows(), []))
+                    rows.append(feats)
+                    keys.append(seen.add(task, label, path, line_no))
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not UTF-8 text") from None
+    if not per_task:
+        raise DataError(f"{src}: no data lines")
+    for rows, _ in per_task.values():
+        rows.flush()
+    n = sum(len(rows) for rows, _ in per_task.values())
+    entries = sum(rows.entries for rows, _ in per_task.values())
+    sparse = store_sparse(entries, n, dims)
+    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, dims)),
+                   f"{src}: {n} lines x {dims} features", "lower --dims")
+    names, notices = sorted(per_task), []
+    if weighted:
+        notices.append(f"{src}: {weighted} line(s) give an importance weight or a tag; they are "
+                       "not used (every instance counts once)")
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    keys = [per_task[t][1] for t in names]
+    names, X_list, y_list = relabel(names, [per_task[t][0].matrix(dims) for t in names], keys,
+                                    decided, src, notices)
+    write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
+                source=os.path.basename(src),
+                description=f"imported from Vowpal Wabbit's format; hashed features, d={dims}")
     tell(notices)
     return read_meta(out)
