@@ -4,6 +4,8 @@ on sparse rounds equal to the same data stored dense, the steps on the instances
 against the steps on all of them, in-process == MPI on sparse data, AROW's full covariance at
 large d refused (asked for) or switched (not asked for) before anything is read, and sparse
 instances in the Python API."""
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -182,6 +184,19 @@ def test_steps_on_nonzero_coordinates_are_every_steps_where_nothing_is_zero(tmp_
     assert_same(a, b, atol=1e-9)
 
 
+def test_the_diagonal_arow_w_step_without_consensus_is_diagonal_arow(tmp_path):
+    """Squared hinge, eta = 1 and rho -> 0 give single-task AROW's diagonal variant, step for
+    step (its mean step normalised by x^T Sigma x + r, as the full AROW's), as the full metric
+    gives full AROW (tests/test_wsteps.py)."""
+    sparse, _ = stored_both_ways(tmp_path, 80)
+    common = {"arow_r": 0.5, "arow_covariance": "diagonal", "seed": 1}
+    admm = learned(sparse, algo="admm-single", w_step="arow", loss="squared-hinge", eta=1.0,
+                   rho=1e-12, **common)
+    arow = learned(sparse, algo="arow", **common)
+    np.testing.assert_array_equal(admm[0], arow[0])
+    np.testing.assert_allclose(admm[1]["W"], arow[1]["W"], rtol=1e-6, atol=1e-8)
+
+
 def test_in_process_equals_mpi_on_sparse_data(mpiexec, tmp_path):
     """The default path at large d (AROW's diagonal, the instances' coordinates, C-ADMM's
     messages of entries sized by the data): one process and 3 ranks agree."""
@@ -244,3 +259,17 @@ def test_the_api_takes_sparse_rows_and_dicts_without_a_dense_row():
     assert m.predict_one({"great": 1.0}, task=0) == 1 and m.predict_one({"awful": 1.0}, task=0) == -1
     with pytest.raises(omtl_mpi.UserError, match=r"a sparse x must have shape \(1, 262144\)"):
         m.learn_one(sp.csr_matrix((1, 5)), 1, task=0)
+
+
+def test_the_large_d_constants_are_the_manuals():
+    """docs/GUIDE.md, *Large d*, and docs/ALGORITHMS.md section 2.1 state them: the defaults'
+    large-d forms above d = 2048, an explicit full covariance refused above 4096, the text
+    importers' dimension; changing one must fail here, and the docs change with it."""
+    from omtl_mpi.algorithms.admm import LARGE_DIM
+    from omtl_mpi.algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX
+    from omtl_mpi.data.embed import DEFAULT_HASH_DIMS
+    assert (AROW_DIAGONAL_ABOVE, LARGE_DIM, AROW_FULL_MAX) == (2048, 2048, 4096)
+    assert DEFAULT_HASH_DIMS == 512
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "GUIDE.md").read_text()
+    assert "above d = 2048" in guide and "up to d = 4096" in guide
+    assert f"is {DEFAULT_HASH_DIMS:,} by default" in guide

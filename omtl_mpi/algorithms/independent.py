@@ -287,12 +287,11 @@ class ArowNode(_SingleTaskNode):
     r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` times the
     squared norm of its first nonzero instance (wsteps.settle_r).
 
-    Diagonal: Sigma is the diagonal ``sigma`` (kb x d) of the precision's: on a margin error
-    ``sigma <- 1 / (1 / sigma + x^2 / r)`` and ``mu += (1 - y mu.x) y sigma x / r``
-    (elementwise, with the new sigma), which is ``beta Sigma x`` of the full update written
-    with the new Sigma (Sherman-Morrison), restricted to the diagonal: the same step as the
-    ADMM learners' diagonal arow w-step with the consensus terms gone. Only the coordinates
-    where x is non-zero move.
+    Diagonal (Crammer et al.'s diagonal variant): Sigma is a diagonal ``sigma`` (kb x d): on a
+    margin error ``mu += (1 - y mu.x) beta y sigma x`` with ``beta = 1 / (x^T sigma x + r)``,
+    then ``sigma <- 1 / (1 / sigma + x^2 / r)`` (the precision's diagonal grows by x^2 / r): the
+    same step as the ADMM learners' diagonal arow w-step with the consensus terms gone. Only the
+    coordinates where x is non-zero move.
     """
 
     _STATE = ("W", "Sigma", "r")
@@ -371,7 +370,9 @@ class ArowNode(_SingleTaskNode):
             if not keep.any():
                 continue
             task, cols, x, row = task[keep], cols[keep], x[keep], row[keep]
-            sigma = 1.0 / (1.0 / self.Sigma[task, cols] + x * x / r[row])
-            self.Sigma[task, cols] = sigma
-            self.W[task, cols] += ((1.0 - yb * m) * yb / r)[row] * sigma * x
+            sigma = self.Sigma[task, cols]
+            sx = sigma * x
+            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + r)      # (x^T Sigma x + r)^-1
+            self.W[task, cols] += ((1.0 - yb * m) * yb * beta)[row] * sx
+            self.Sigma[task, cols] = 1.0 / (1.0 / sigma + x * x / r[row])
         return yhat

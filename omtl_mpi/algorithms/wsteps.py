@@ -318,11 +318,16 @@ class ArowStep(EuclidStep):
 
 
 class ArowDiagStep(EuclidStep):
-    """The diagonal of :class:`ArowStep`'s metric: ``D_t = r I + sum over margin errors of
-    diag(x x^T)`` per task, kept as ``P = eta D_t + rho`` (kb x d), so that the step is
-    ``w_t - (rho w_t - R - D) / P`` elementwise: d numbers per task and, on sparse instances,
-    work on their non-zero coordinates only. r as in :class:`ArowStep` (until a task's r is
-    known its w stays put)."""
+    """:class:`ArowStep`'s metric with the past margin errors kept on the diagonal: ``D_t =
+    Lambda_t + sum over this round's margin errors of x x^T``, ``Lambda_t = r I + sum over the
+    earlier ones of diag(x x^T)``, held as ``P = eta Lambda_t + rho`` (kb x d): d numbers per task.
+    The round's own instances enter exactly (Woodbury: a rank-one correction per margin error of
+    the task, along its instances), then join the diagonal. So the step of one instance is
+    AROW's with a diagonal covariance (Crammer, Kulesza & Dredze 2009, the diagonal variant):
+    its length follows x^T Sigma x + r, as the full step's does, where a diagonal metric alone
+    would step each coordinate as if the instance held no other. On sparse instances it works on
+    their non-zero coordinates only. r as in :class:`ArowStep` (until a task's r is known its w
+    stays put)."""
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
@@ -352,32 +357,35 @@ class ArowDiagStep(EuclidStep):
 
     def step(self, W, D, X, coef, inv_count, R, active):
         self._settle(X, active)
+        X = X if isinstance(X, SparseRows) else SparseRows.from_dense(X)
         P = rows(self.P, active)
-        weight = self._errors(coef, inv_count)
-        if isinstance(X, SparseRows):
-            SparseRows(X.data * X.data, X.indices, X.indptr, X.shape).add_to(P, weight)
-        else:
-            P += np.einsum("bk,bkd->kd", weight, X * X)
-        put(self.P, active, P)
-        return self._move(W, D, R, np.where((rows(self.r, active) > 0.0)[:, None], P, np.inf))
-
-    def _move(self, W, D, R, P):
-        """w_t - (rho w_t - R - D) / P (P infinite for a task whose r is not known yet: it
-        stays put)."""
+        moving = (rows(self.r, active) > 0.0)[:, None]
+        inverse_P = np.divide(1.0, P, out=np.zeros_like(P), where=moving & (P > 0.0))
         G = W * self.p.rho
         G -= R
         G -= D
-        G /= P
+        G *= inverse_P                                  # Lambda^-1 (rho w_t - R - D)
+        tasks, cols, inverse = X.pairs()
+        weight = self._errors(coef, inv_count)
+        G[tasks, cols] -= woodbury(X, weight, inverse_P[tasks, cols], G[tasks, cols], tasks, inverse)
+        P[tasks, cols] += X.pair_sums(X.data * X.data * weight.reshape(-1)[X.row_ids()], inverse)
+        put(self.P, active, P)
         return W - G
 
     def step_pairs(self, W, D, R, X, coef, inv_count, active, rows, flat, inverse):
         self._settle(X, active)
-        weight = self._errors(coef, inv_count).reshape(-1)[X.row_ids()]
-        squares = X.pair_sums(X.data * X.data * weight, inverse)
         P = np.take(self.P, flat)
-        P += squares
+        inverse_P = np.divide(1.0, P, out=np.zeros_like(P), where=(self.r[rows] > 0.0) & (P > 0.0))
+        G = W * self.p.rho
+        G -= R
+        G -= D
+        G *= inverse_P
+        weight = self._errors(coef, inv_count)
+        tasks = X.task_ids() if inverse is None else X.pairs()[0]
+        G -= woodbury(X, weight, inverse_P, G, tasks, inverse)
+        P += X.pair_sums(X.data * X.data * weight.reshape(-1)[X.row_ids()], inverse)
         np.put(self.P, flat, P)
-        return self._move(W, D, R, np.where(self.r[rows] > 0.0, P, np.inf))
+        return W - G
 
     def state(self) -> dict:
         return {"P": self.P.copy(), "r": self.r.copy()}
@@ -389,6 +397,41 @@ class ArowDiagStep(EuclidStep):
         self.P = np.array(state["P"], dtype=np.float64)
         self.r = np.array(state["r"], dtype=np.float64)
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
+
+
+def woodbury(X: SparseRows, weight: np.ndarray, inverse_A: np.ndarray, y: np.ndarray, tasks,
+             inverse) -> np.ndarray:
+    """The correction that the round's instances make to a diagonal metric's step, on the
+    (task, coordinate) pairs of X: with y = A^-1 v, ``(A + sum_b c_b x_b x_b^T)^-1 v = y -
+    correction`` for each task (its instances x_b of X, their weights c_b, 0 for an instance
+    that does not grow the metric), by Woodbury: A^-1 X^T C (I + X A^-1 X^T C)^-1 X y.
+
+    ``inverse_A`` and ``y`` hold A^-1 and y at the pairs (m,), ``tasks`` each pair's task
+    (0..na-1), ``inverse`` the pair of each entry of X (None: the entries are the pairs, B = 1).
+    """
+    B, na, _ = X.shape
+    entry = np.arange(X.nnz) if inverse is None else inverse
+    x = X.data
+    if B == 1:                  # one instance per task: a scalar per task (Sherman-Morrison)
+        task = X.task_ids()
+        c = weight[0]
+        s = np.bincount(task, weights=x * x * inverse_A[entry], minlength=na)     # x^T A^-1 x
+        t = np.bincount(task, weights=x * y[entry], minlength=na)                 # x^T y
+        factor = c * t / (1.0 + c * s)
+        out = np.zeros(len(y))
+        np.add.at(out, entry, factor[task] * inverse_A[entry] * x)
+        return out
+    # every task's instances as a (pairs x B) block: S = X A^-1 X^T (na, B, B), X y (na, B)
+    m = len(y)
+    Xb = np.zeros((m, B))
+    Xb[entry, X.row_ids() // na] = x
+    S = np.zeros((na, B, B))
+    np.add.at(S, tasks, (Xb * inverse_A[:, None])[:, :, None] * Xb[:, None, :])
+    t = np.zeros((na, B))
+    np.add.at(t, tasks, Xb * y[:, None])
+    C = weight.T                                                                # (na, B)
+    z = np.linalg.solve(np.eye(B) + S * C[:, None, :], t[:, :, None])[:, :, 0]
+    return inverse_A * np.einsum("mb,mb->m", Xb, (C * z)[tasks])
 
 
 def older_checkpoint_r(arow_r, n_tasks: int, same_from) -> np.ndarray:

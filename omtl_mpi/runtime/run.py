@@ -232,6 +232,8 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                             "use more memory",
            "drom keeps": "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)",
            "gossiped table": "use fewer nodes (--nodes, or fewer ranks): each node keeps a row per node",
+           "related expert": "use --no-experts (the vote's related expert keeps every task's "
+                             "model), or fewer tasks or features",
            }
     advice = next((v for k, v in fix.items() if k in what),
                   "use fewer tasks or features, or more ranks so that each holds fewer tasks")
