@@ -465,7 +465,8 @@ FEATURISER_OPTION = click.option(
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
-@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@click.option("--dims", type=int, default=None,
+              help="Hashed text feature dimension (default 16384; the paper's is 512).")
 @FEATURISER_OPTION
 @LABEL_MAP_OPTION
 def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
@@ -489,7 +490,8 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
               help="Label mapping (default: -1/+1 and 0/1 as they are, else "
                    "positive=1,negative=-1,neutral=drop).")
-@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@click.option("--dims", type=int, default=None,
+              help="Hashed text feature dimension (default 16384; the paper's is 512).")
 @FEATURISER_OPTION
 def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims, featuriser):
     """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
@@ -546,7 +548,7 @@ def import_libsvm_cmd(src, out, task_field, label_map):
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--dims", type=int, default=None,
-              help="Hashed feature dimension (default 262144, as the text importers).")
+              help="Hashed feature dimension (default 16384, as the text importers').")
 @click.option("--task-namespace", default=None,
               help="With one file: the namespace whose first feature names each line's task "
                    "('1 |task de |w good').")
@@ -594,7 +596,7 @@ Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
 @click.option("--no-import", is_flag=True, help="Only download and verify; write no HDF5 file.")
 @click.option("--dims", type=int, default=None,
               help="mnist, tweeteval, tudataset: feature dimension, as for 'data import' (default: "
-                   "mnist raw 784 pixels, tweeteval 512, tudataset 64).")
+                   "mnist raw 784 pixels, tweeteval 16384, tudataset 64).")
 @click.option("--seed", type=int, default=None, help="mnist: seed of the --dims projection (default 0).")
 @click.option("--tasks", default=None, metavar="A,B",
               help="tweeteval: tasks to download and import (default hate,irony,offensive).")

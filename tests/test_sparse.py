@@ -269,7 +269,12 @@ def test_the_large_d_constants_are_the_manuals():
     from omtl_mpi.algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX
     from omtl_mpi.data.embed import DEFAULT_HASH_DIMS
     assert (AROW_DIAGONAL_ABOVE, LARGE_DIM, AROW_FULL_MAX) == (2048, 2048, 4096)
-    assert DEFAULT_HASH_DIMS == 512
+    assert DEFAULT_HASH_DIMS == 16384
     guide = (Path(__file__).resolve().parent.parent / "docs" / "GUIDE.md").read_text()
     assert "above d = 2048" in guide and "up to d = 4096" in guide
     assert f"is {DEFAULT_HASH_DIMS:,} by default" in guide
+    from omtl_mpi.cli import cli
+    from click.testing import CliRunner
+    for command in (["data", "import", "text-csv", "--help"], ["data", "import", "vw", "--help"]):
+        said = " ".join(CliRunner().invoke(cli, command).output.split())
+        assert f"(default {DEFAULT_HASH_DIMS}" in said
