@@ -477,7 +477,8 @@ FEATURISER_OPTION = click.option(
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
 @click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
-@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@click.option("--dims", type=int, default=None,
+              help="Hashed text feature dimension (default 16384; the paper's is 512).")
 @FEATURISER_OPTION
 @LABEL_MAP_OPTION
 def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
@@ -501,7 +502,8 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
               help="Label mapping (default: -1/+1 and 0/1 as they are, else "
                    "positive=1,negative=-1,neutral=drop).")
-@click.option("--dims", type=int, default=None, help="Hashed text feature dimension (default 512).")
+@click.option("--dims", type=int, default=None,
+              help="Hashed text feature dimension (default 16384; the paper's is 512).")
 @FEATURISER_OPTION
 def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims, featuriser):
     """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
@@ -554,6 +556,24 @@ def import_libsvm_cmd(src, out, task_field, label_map):
     _imported(out, import_libsvm(src, out, task_field=task_field, label_map=label_map))
 
 
+@data_import.command("vw")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@click.option("--dims", type=int, default=None,
+              help="Hashed feature dimension (default 16384, as the text importers').")
+@click.option("--task-namespace", default=None,
+              help="With one file: the namespace whose first feature names each line's task "
+                   "('1 |task de |w good').")
+@LABEL_MAP_OPTION
+def import_vw_cmd(src, out, dims, task_namespace, label_map):
+    """Vowpal Wabbit's text format ('label |namespace feature[:value] ...'): a folder with one
+    file per task, or one file with a task namespace. Feature names are hashed as the text
+    importers hash n-grams, straight into sparse rows."""
+    from .data import import_vw
+    _imported(out, import_vw(src, out, dims=dims, task_namespace=task_namespace,
+                             label_map=label_map))
+
+
 EPILOG_FETCH = """\b
 Examples:
   omtl-mpi data fetch landmine --dest data        # data/landmine/LandmineData.mat, data/landmine.h5
@@ -588,7 +608,7 @@ Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
 @click.option("--no-import", is_flag=True, help="Only download and verify; write no HDF5 file.")
 @click.option("--dims", type=int, default=None,
               help="mnist, tweeteval, tudataset: feature dimension, as for 'data import' (default: "
-                   "mnist raw 784 pixels, tweeteval 512, tudataset 64).")
+                   "mnist raw 784 pixels, tweeteval 16384, tudataset 64).")
 @click.option("--seed", type=int, default=None, help="mnist: seed of the --dims projection (default 0).")
 @click.option("--tasks", default=None, metavar="A,B",
               help="tweeteval: tasks to download and import (default hate,irony,offensive).")
@@ -672,8 +692,9 @@ def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **
 @click.option("--all", "every_task", is_flag=True,
               help="List every task (a file of more than 100 tasks lists its first and last 5).")
 def data_info(path, as_json, every_task):
-    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), then
-    one line per task: index, name, samples, positive ratio."""
+    """Tasks, dims, total/max/min samples and mean positive ratio (the paper's Table 1), the
+    density of a sparse file (its non-zero features), then one line per task: index, name,
+    samples, positive ratio."""
     from .data import info
     from .data.taskfile import INFO_ALL, INFO_EDGES
     facts = info(path, edges=None if every_task else INFO_EDGES)
@@ -684,6 +705,9 @@ def data_info(path, as_json, every_task):
     click.echo(f"{'tasks':>6} {'dims':>6} {'total':>9} {'max':>7} {'min':>7} {'pos ratio':>10}")
     click.echo(f"{facts['tasks']:>6} {facts['dims']:>6} {facts['total']:>9} {facts['max']:>7} "
                f"{facts['min']:>7} {facts['positive_ratio']:>10.3f}")
+    if facts["storage"] == "sparse":
+        click.echo(f"sparse: {facts['nnz']:,} non-zero features stored, density "
+                   f"{facts['density']:.3g} ({facts['nnz'] / max(facts['total'], 1):.1f} per instance)")
     omitted = facts["per_task_omitted"]
     if facts["tasks"] > INFO_ALL:
         click.echo(f"stream lengths: min {facts['min']}, median {facts['median']:g}, "

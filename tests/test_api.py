@@ -392,7 +392,8 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.learner("c-admm", 3, 2, preset="fast"): "unknown preset 'fast'",
         lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
         lambda: omtl_mpi.PA(10**9, 9): "task(s) of 10 weights on one rank need about",
-        lambda: omtl_mpi.AROW(3, 10**6): "AROW keeps a 1000001 x 1000001 matrix per task",
+        lambda: omtl_mpi.AROW(3, 10**6, arow_covariance="full"):
+            "arow_covariance full at d = 1000001: a 1,000,001 x 1,000,001 matrix per task",
         lambda: omtl_mpi.DROM(10**6, 2): "drom keeps a 1000000 x 1000000 task-relationship matrix",
         lambda: omtl_mpi.CADMM(10**9, 2): "task(s) on one rank need about",
         lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",

@@ -54,7 +54,7 @@ def test_dims_does_not_apply_to_the_embeddings(tmp_path):
 
 def test_hashing_stays_the_default(tmp_path):
     meta = import_tweeteval(tweeteval_tree(tmp_path / "tw"), tmp_path / "h.h5", tasks=("hate", "irony"))
-    assert meta.dim == 512 and not list(tmp_path.glob("*cache*"))
+    assert meta.dim == 16384 and not list(tmp_path.glob("*cache*"))
 
 
 @needs_minilm

@@ -168,12 +168,12 @@ def test_a_damaged_chunk_names_the_file_and_the_task(mpiexec, tmp_path, tasks, t
 
 
 def test_format_versions(tmp_path, tasks, tasks_v1):
-    newer = copy_of(tasks, tmp_path, "v3.h5")
+    newer = copy_of(tasks, tmp_path, "v4.h5")
     with h5py.File(newer, "r+") as f:
-        f.attrs["format_version"] = 3
-    message = (f"{newer}: task-file format version 3; this release of omtl-mpi reads versions 1 "
-               "and 2")
-    with pytest.raises(DataError, match="format version 3; this release of omtl-mpi reads versions 1 and 2"):
+        f.attrs["format_version"] = 4
+    message = (f"{newer}: task-file format version 4; this release of omtl-mpi reads versions 1, "
+               "2 and 3")
+    with pytest.raises(DataError, match="format version 4; this release of omtl-mpi reads versions 1, 2 and 3"):
         read_meta(newer)
     refused(omtl("data", "info", newer, timeout=QUICK), message)
     assert read_meta(tasks).version == 2 and read_meta(tasks_v1).version == 1

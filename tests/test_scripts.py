@@ -29,7 +29,7 @@ HELPERS = {"docsection.py", "omtlrun.py", "paperfigures.py"}
 # every program of scripts/ -> the test below that runs it
 SMOKE = {"results_synthetic.py", "results_learners.py", "results_real.py", "quality.py", "personal.py",
          "wstep.py", "paper.py", "minilm.py", "bench.py", "plot_curve.py",
-         "make_fetch_manifest.py", "docs_check.py"}
+         "make_fetch_manifest.py", "docs_check.py", "multilingual.py"}
 
 
 def script(name, *args, cwd=ROOT, check=True):
@@ -127,6 +127,19 @@ def test_every_program_in_scripts_has_a_smoke_test():
     programs = {p.name for p in SCRIPTS.glob("*.py")} - HELPERS
     assert programs == SMOKE, ("scripts/ holds programs without a smoke test here, or SMOKE "
                                f"names one that is gone: {sorted(programs ^ SMOKE)}")
+
+
+def test_multilingual(tmp_path):
+    """The synthetic review corpus: five languages in the text-CSV layout, the same files from
+    the same seed, imported as five tasks."""
+    for out in ("a", "b"):
+        script("multilingual.py", "--out", tmp_path / out, "--reviews", "60", "--vocabulary", "3000")
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == ["de.csv", "en.csv", "es.csv", "fr.csv", "ja.csv"]
+    assert all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in names)
+    from omtl_mpi.data.importers import import_text_csv
+    meta = import_text_csv(tmp_path / "a", tmp_path / "r.h5", dims=4096)
+    assert meta.n_tasks == 5 and int(meta.lengths.sum()) == 60 and meta.sparse
 
 
 # ---------------------------------------------------------------- results_*

@@ -402,7 +402,7 @@ def test_every_structural_problem_is_listed(tmp_path):
 
 
 @pytest.mark.parametrize("version, message", [
-    (3, "task-file format version 3; this release of omtl-mpi reads versions 1 and 2"),
+    (4, "task-file format version 4; this release of omtl-mpi reads versions 1, 2 and 3"),
     ("2", "task-file format version 2; this release"),         # a string is not a version
 ])
 def test_other_versions_are_refused(tmp_path, capsys, version, message):

@@ -188,12 +188,15 @@ def test_bad_w_step_options_are_one_clear_line(args, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-def test_arow_refuses_a_precision_matrix_that_cannot_fit(tmp_path):
+def test_arow_refuses_a_full_precision_matrix_out_of_proportion(tmp_path):
+    """Asked for, the full covariance at d = 400,001 is refused before anything is read (auto
+    takes the diagonal there: tests/test_sparse.py)."""
     path = write_declared_only(tmp_path / "wide.h5", rows=3, dim=400_000)
-    r = omtl("run", "--data", path, "--w-step", "arow")
-    assert r.returncode == 2 and "400001 x 400001 matrix per task" in r.stderr, r.stderr  # + intercept
-    r = omtl("run", "--data", path, "--algo", "arow")
-    assert r.returncode == 2 and "--algo adagrad" in r.stderr
+    for args in (["--w-step", "arow"], ["--algo", "arow"]):
+        r = omtl("run", "--data", path, *args, "--arow-covariance", "full")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert ("--arow-covariance full at d = 400001: a 400,001 x 400,001 matrix per task "
+                "(1,220,709 MiB)") in r.stderr and "use --arow-covariance diagonal" in r.stderr
 
 
 def test_arow_w_step_without_consensus_is_arow():

@@ -19,16 +19,23 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
-from .experts import (BAYES, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment_change,
-                      vote_experts)
+from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms,
+                      moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
 from .relationship import ExactStep, Relationship, paper_step, update_omega
-from .wsteps import AROW_W_STEP_R_PER_MEAN_SQ_NORM, W_STEP_CLASSES, make_w_step
+from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_W_STEP_R_PER_MEAN_SQ_NORM, COVARIANCES,
+                     STEP_CLASSES, W_STEP_CLASSES, arow_form, make_w_step)
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
+# --coordinates: a round steps every coordinate of its tasks' models (the paper's), or only
+# those where the round's instances are non-zero; auto: nonzero above LARGE_DIM weights with
+# a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*)
+COORDINATES = ("auto", "all", "nonzero")
+LARGE_DIM = AROW_DIAGONAL_ABOVE
 # The paper's model and settings (docs/ALGORITHMS.md section 1): what --preset paper gives the
 # ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,
@@ -105,6 +112,18 @@ class AdmmParams:
                 "of its first nonzero instance (with --batch B, the mean over the nonzero "
                 "instances of its first mini-batch that has one), so that r follows the "
                 "features' scale (docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
+    arow_covariance: str = field(default="auto", metadata={
+        "help": "--w-step arow: its metric's full d x d matrix per task, or its diagonal (d "
+                f"numbers per task, O(non-zeros) per step). auto: full up to d = "
+                f"{AROW_DIAGONAL_ABOVE}, diagonal above; full is refused above d = 4096.",
+        "choices": COVARIANCES})
+    coordinates: str = field(default="auto", metadata={
+        "help": "The coordinates of a task's model a round steps: all (the paper's: the "
+                "consensus pulls every coordinate every round, O(d) per task) or nonzero (those "
+                "where the task's instances of the round are non-zero: a round costs O(non-zeros); "
+                "the others wait for the next instance that has them). auto: nonzero above d = "
+                f"{LARGE_DIM} with a diagonal w-step, else all (docs/ALGORITHMS.md section 2.1).",
+        "choices": COORDINATES})
     class_weight: str = field(default="none", metadata={
         "help": "Weight of each instance's loss by its class. none: 1; balanced: n / (2 n_y), "
                 "with n_y the task's instances of class y seen before this round (plus one, "
@@ -135,6 +154,16 @@ class AdmmParams:
                 problems.append(f"--{name.replace('_', '-')} must be > 0, got {value!r}")
         if self.w_step not in W_STEPS:
             problems.append(f"--w-step must be one of {', '.join(W_STEPS)}, got {self.w_step!r}")
+        if self.arow_covariance not in COVARIANCES:
+            problems.append(f"--arow-covariance must be one of {', '.join(COVARIANCES)}, got "
+                            f"{self.arow_covariance!r}")
+        if self.coordinates not in COORDINATES:
+            problems.append(f"--coordinates must be one of {', '.join(COORDINATES)}, got "
+                            f"{self.coordinates!r}")
+        elif (self.coordinates == "nonzero" and self.w_step == "arow"
+              and self.arow_covariance == "full"):
+            problems.append("--coordinates nonzero needs a diagonal w-step: the full arow metric "
+                            "moves every coordinate at every step; use --arow-covariance diagonal")
         for name in ("lambda3", "lambda4", "omega_eps"):
             value = getattr(self, name)
             if finite(name, value) and value < 0:
@@ -167,6 +196,7 @@ class AdmmParams:
         out = {}
         if self.w_step != "arow":
             out["arow_r"] = f"it is the arow w-step's r, and the w-step is {self.w_step}"
+            out["arow_covariance"] = f"it is the arow w-step's, and the w-step is {self.w_step}"
         if self.w_step != "adagrad":
             out["delta"] = f"it is the adagrad w-step's, and the w-step is {self.w_step}"
         if not self.relationship:
@@ -191,6 +221,18 @@ class AdmmParams:
             return self
         eta = math.sqrt(max(rounds, 1)) if self.w_step == "euclid" else ADAPTIVE_ETA
         return AdmmParams(**{**asdict(self), "eta": eta})
+
+
+def coordinates_of(params, dim: int) -> str:
+    """"all" or "nonzero": the coordinates a round of these ADMM ``params`` steps at ``dim``
+    weights (``--coordinates``; auto: nonzero above :data:`LARGE_DIM` with a diagonal w-step).
+    Raises ConfigError where the arow w-step would be full and it is refused at that d."""
+    if params.coordinates != "auto":
+        return params.coordinates
+    if dim <= LARGE_DIM:
+        return "all"
+    diagonal = params.w_step != "arow" or arow_form(params.arow_covariance, dim) == "diagonal"
+    return "nonzero" if diagonal else "all"
 
 
 def class_weights(value):
@@ -219,6 +261,15 @@ def fixed_fields(params) -> None:
 FIXED = "fixed"     # Omega fixed at I/K, exact step: v_k = f (c_k - rho u), from the task's own c_k and u
 GIVEN = "given"     # a learned Omega (or the paper variant) couples the tasks: V comes from the consensus step
 ALONE = "alone"     # every task its own u_k and v_k (ADMM-Single)
+
+
+def related_default(n_tasks: int, dim: int, coordinates: str) -> str:
+    """The related expert's form where a role does not choose it: every task's model (and
+    the block's cosines) where steps change only their instances' coordinates, else H with
+    more tasks than features and the block's related rows with fewer."""
+    if coordinates == "nonzero" and n_tasks <= dim:
+        return MODELS
+    return MOMENT if n_tasks > dim else ROWS
 
 
 def coupling(params) -> str:
@@ -285,6 +336,7 @@ class TaskBlock:
         self.u = np.zeros((n_tasks, dim)) if mode == ALONE else np.zeros(dim)
         self.V = None if mode == FIXED else np.zeros((n_tasks, dim))
         self.started = None if mode == ALONE else np.zeros(n_tasks, dtype=bool)
+        self._all_started = False           # every task has started (a shortcut)
         self._rho = np.array(params.rho)               # a cheaper numpy operand than a float
         if mode == FIXED:
             # v_k = f (c_k - rho u), f = 1 / (a + rho + lambda4 K): P of Omega = I/K; so the
@@ -304,16 +356,26 @@ class TaskBlock:
             self._u_alone = (1.0 - params.rho * self._p_alone) / (
                 params.lambda2 + params.rho - params.rho ** 2 * self._p_alone)
         self.w_step = make_w_step(params, n_tasks, dim)
+        # --coordinates: every coordinate each round, or those of the round's instances only
+        self.coordinates = coordinates_of(params, dim)
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
         voting = params.experts and mode != ALONE
         self.expert_names = vote_experts(K, dim) if voting else ()
         self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
-        self.related = (Related(n_tasks, dim, K, related_mode or (MOMENT if K > dim else ROWS))
+        self.related = (Related(n_tasks, dim, K, related_mode or related_default(K, dim, self.coordinates))
                         if self.experts is not None else None)
         self.bayes = EmpiricalBayes(n_tasks, dim) if BAYES in self.expert_names else None
+        # with --coordinates nonzero: the last step's (task row, coordinate) pairs and their new
+        # messages (for the z-step), the change of the sum of C at its coordinates, the W entries
+        # it changed (for the related experts' copies of every model)
+        self._pairs = None
+        self.delta_pairs = (np.zeros(0, dtype=np.intp), np.zeros(0))
+        self.W_pairs = (np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), np.zeros(0))
         self.delta_C = np.zeros(dim)
         self.delta_mistakes = np.zeros(len(self.expert_names))
-        self.delta_H = np.zeros((dim, dim))
+        # the change of H (the related expert's moment form only: d x d)
+        self.delta_H = (np.zeros((dim, dim)) if self.related is not None
+                        and self.related.mode == MOMENT else None)
         self._active = slice(None)
         # --class-weight: each task's instances of class -1 and +1 seen so far
         self._weighted = class_weights(params.class_weight)
@@ -350,12 +412,16 @@ class TaskBlock:
             The predictions made before the labels were revealed (True for +1).
         """
         p = self.p
+        if self.coordinates == "nonzero":
+            return self._step_pairs(X if isinstance(X, SparseRows) else SparseRows.from_dense(X),
+                                    y, inv_count, active)
+        sparse = isinstance(X, SparseRows)
         self._active = active
         W = self.W[active]
         start = self._starting(W, active)
         if start is not W:
             self.started[active] = True
-        margins = np.vecdot(start, X)
+        margins = X.margins(start) if sparse else np.vecdot(start, X)
         own = predict(margins)
         positive = own
         inverse = None
@@ -368,7 +434,11 @@ class TaskBlock:
         coef = descent_coef(p.loss, y, margins, own)
         if self.class_seen is not None:
             coef = coef * self._class_weights(y, active)
-        if X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
+        if sparse:
+            D = X.combine(coef)
+            if X.shape[0] > 1:
+                D *= inv_count[:, None]
+        elif X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
             D = X[0] * coef.T
         else:
             D = np.einsum("bk,bkd->kd", coef, X)
@@ -387,7 +457,7 @@ class TaskBlock:
         if self.related is not None and self.related.mode == MOMENT:
             self.delta_H = moment_change(W, new, inverse)
         if self.bayes is not None:
-            self.bayes.learn(X, y, active)
+            self.bayes.learn(rows_dense(X), y, active)
         self.W[active] = new
         C = np.multiply(new, self._rho, out=new)        # c_k = z_k + rho w_k
         C += Z
@@ -400,12 +470,123 @@ class TaskBlock:
         """Every expert's margins (experts, B, na), in the vote's order (:attr:`expert_names`):
         ``margins`` of the multi-task models W, the shared u's, the related models' and,
         where the vote has it, the empirical-Bayes models' (``store`` keeps the matrices they
-        refresh)."""
-        out = {"multi-task": margins, "shared": X @ self.u,
+        refresh). X may be sparse rows; the empirical-Bayes expert, used only for d <= 2048
+        (:func:`.bayes.used`), reads the round's rows dense: B na d numbers, no more than its
+        own kb d^2."""
+        sparse = isinstance(X, SparseRows)
+        out = {"multi-task": margins, "shared": X.dot(self.u) if sparse else X @ self.u,
                "related": self.related.margins(W, X, active, inverse)}
         if self.bayes is not None:
-            out[BAYES] = self.bayes.margins(X, active, store)
+            out[BAYES] = self.bayes.margins(rows_dense(X), active, store)
         return np.stack([out[name] for name in self.expert_names])
+
+    def _entry_models(self, flat, cols) -> np.ndarray:
+        """w_k at the pairs ``flat`` (indices into the flattened kb x d W), of coordinates
+        ``cols``: u for a task without an instance so far (it starts at u, :meth:`_starting`)."""
+        values = np.take(self.W, flat)
+        if self.started is not None and not self._all_started:
+            fresh = ~self.started[flat // self.W.shape[1]]
+            if fresh.any():
+                values[fresh] = self.u[cols[fresh]]
+        return values
+
+    def _pair_margins(self, X: SparseRows, act: np.ndarray):
+        """(the margins w_k . x (B, na) of sparse instances of the block rows ``act``, the
+        models at X's entries, the entries' flat indices in the block's kb x d arrays)."""
+        flat = act[X.task_ids()] * self.W.shape[1] + X.indices
+        at_entries = self._entry_models(flat, X.indices)
+        return X.row_sums(X.data * at_entries).reshape(X.shape[:2]), at_entries, flat
+
+    def _pair_experts(self, X: SparseRows, margins: np.ndarray, act: np.ndarray, active,
+                      store: bool = False):
+        """The experts' margins (experts, B, na) on sparse instances (the related model from
+        the block's rows where its form needs them)."""
+        W = self.W[act] if self.related.mode == MOMENT else None
+        return self._expert_margins(margins, W, X, active, store=store)
+
+    def _step_pairs(self, X: SparseRows, y, inv_count, active) -> np.ndarray:
+        """:meth:`predict_and_step` with ``--coordinates nonzero``: every step of the active
+        tasks only at the (task, coordinate) pairs where their instances are non-zero, in
+        O(non-zeros); every other coordinate of their W, Z and C stays as it is
+        (docs/ALGORITHMS.md section 2.1, *Large d*)."""
+        p = self.p
+        self._active = active
+        d = self.W.shape[1]
+        act = np.arange(self.W.shape[0]) if isinstance(active, slice) else np.asarray(active)
+        margins, at_entries, flat = self._pair_margins(X, act)
+        own = predict(margins)
+        positive = own
+        if self.experts is not None:
+            positive = self.experts.predict(self._pair_experts(X, margins, act, active, store=True))
+            self.delta_mistakes = self.experts.update(y, active)
+        coef = descent_coef(p.loss, y, margins, own)
+        if self.class_seen is not None:
+            coef = coef * self._class_weights(y, active)
+        tasks, cols, inverse = X.pairs()
+        rows = act[tasks]
+        if inverse is not None:
+            flat = rows * d + cols
+            at_entries = self._entry_models(flat, cols)
+        W = at_entries
+        D = X.pair_sums(X.data * coef.reshape(-1)[X.row_ids()], inverse)
+        if X.shape[0] > 1:
+            D *= inv_count[tasks]
+        Z = np.take(self.Z, flat)
+        if self.mode == FIXED:
+            R = np.take(self.C, flat)
+            R *= self._rho_f
+            R += np.take(self._rho_g_u, cols)
+        else:
+            R = np.add(np.take(self.V, flat), np.take(self.u, flat) if self.mode == ALONE
+                       else np.take(self.u, cols))
+            R *= self._rho
+        R -= Z
+        new = self.w_step.step_pairs(W, D, R, X, coef, inv_count, active, rows, flat, inverse)
+        if self.started is not None and not self._all_started:
+            self.started[act] = True
+            self._all_started = bool(self.started.all())
+        old_rows = self.W[act] if self.related is not None and self.related.mode == MOMENT else None
+        np.put(self.W, flat, new)
+        if old_rows is not None:
+            self.delta_H = moment_change(old_rows, self.W[act], inverse_norms(old_rows))
+        self.W_pairs = (rows, cols, new)
+        if self.bayes is not None:
+            self.bayes.learn(rows_dense(X), y, active)
+        C = np.multiply(new, self._rho)
+        C += Z
+        if self.mode == FIXED:
+            self.delta_pairs = (cols, C - np.take(self.C, flat))
+        np.put(self.C, flat, C)
+        self._pairs = (flat, cols, C)
+        return positive
+
+    def _dual_pairs(self, u, V, cols) -> None:
+        """:meth:`dual_step` on the last step's pairs only (``--coordinates nonzero``)."""
+        flat, pc, C = self._pairs
+        rho = self._rho
+        if self.mode == ALONE:
+            u_e = C * self._u_alone
+            v = (C - rho * u_e) * self._p_alone
+            np.put(self.u, flat, u_e)
+            np.put(self.V, flat, v)
+            target = u_e + v
+        elif self.mode == FIXED:
+            if cols is None:
+                self.u[...] = u
+                np.multiply(u, self._rho_g, out=self._rho_g_u)
+            else:
+                self.u[cols] = u
+                self._rho_g_u[cols] = u * self._rho_g
+            Z = C * self._g
+            Z -= np.take(self._rho_g_u, pc)
+            np.put(self.Z, flat, Z)
+            return
+        else:
+            self.u[...] = u
+            self.V[...] = V
+            target = np.take(self.V, flat) + np.take(self.u, pc)
+        target *= rho
+        np.put(self.Z, flat, C - target)
 
     def _starting(self, W: np.ndarray, active) -> np.ndarray:
         """The rows W (tasks ``active``) a step starts from: a task without an instance so far
@@ -430,7 +611,19 @@ class TaskBlock:
         Without ``--experts`` the margins ``w_k . x``; with them the weighted vote sum of
         :meth:`.experts.ExpertVote.decide`.
         """
+        if self.coordinates == "nonzero":
+            X = X if isinstance(X, SparseRows) else SparseRows.from_dense(X)
+            act = np.arange(self.W.shape[0]) if isinstance(active, slice) else np.asarray(active)
+            margins = self._pair_margins(X, act)[0]
+            if self.experts is None:
+                return margins
+            return self.experts.decide(self._pair_experts(X, margins, act, active))
         W = self.W[active]
+        if isinstance(X, SparseRows):
+            margins = X.margins(self._starting(W, active))
+            if self.experts is None:
+                return margins
+            return self.experts.decide(self._expert_margins(margins, W, X, active))
         margins = np.vecdot(self._starting(W, active), X)    # predict_and_step's, the same call
         if self.experts is None:
             return margins
@@ -450,13 +643,18 @@ class TaskBlock:
         self.class_seen[:, active] = seen
         return weight
 
-    def dual_step(self, u: np.ndarray, V: np.ndarray | None = None) -> None:
+    def dual_step(self, u: np.ndarray, V: np.ndarray | None = None, cols=None) -> None:
         """Take the consensus and the z-step (eq. solution1-4) of the round's active tasks.
 
         ``u`` is the shared u (copied); ``V``, in the GIVEN mode, the block's rows of the
         consensus V (copied: every task's v_k moves with a learned Omega, so all rows are
-        kept). In the ALONE mode both come from each task's own message.
+        kept). In the ALONE mode both come from each task's own message. With
+        ``--coordinates nonzero`` only the step's pairs take the z-step, and ``u`` may be the
+        new values at the coordinates ``cols`` only (C-ADMM's sparse reply).
         """
+        if self.coordinates == "nonzero":
+            self._dual_pairs(u, V, cols)
+            return
         active, rho = self._active, self._rho
         C = self.C[active]
         if self.mode == ALONE:
@@ -499,7 +697,9 @@ class TaskBlock:
         if self.V is not None:
             arrays.append(self.V[rows])
         if self.related is not None:
-            arrays.append(self.related.H if self.related.mode == MOMENT else self.related.rows[rows])
+            mode = self.related.mode
+            arrays += ([self.related.H] if mode == MOMENT else [self.related.rows[rows]] if mode == ROWS
+                       else [self.related.all_models, self.related.cos[rows]])
         return (all(np.isfinite(a).all() for a in arrays) and self.w_step.finite(rows)
                 and (self.bayes is None or self.bayes.finite(rows)))
 
@@ -511,11 +711,11 @@ class TaskBlock:
         axes = {"W": 0, "Z": 0, "C": 0, "V": 0, "class_seen": 1, "started": 0}
         if mode == ALONE:
             axes["u"] = 0
-        for cls in W_STEP_CLASSES.values():
+        for cls in STEP_CLASSES:
             axes.update({f"wstep_{k}": a for k, a in cls.TASK_AXIS.items()})
         axes.update({f"experts_{k}": a for k, a in ExpertVote.TASK_AXIS.items()})
         axes.update({f"bayes_{k}": a for k, a in EmpiricalBayes.TASK_AXIS.items()})
-        axes["related_rows"] = 0
+        axes["related_rows"] = axes["related_cos"] = 0
         return axes
 
     def state(self) -> dict:
@@ -544,6 +744,7 @@ class TaskBlock:
             self.V = np.array(state["V"], dtype=np.float64)
         if self.started is not None:
             self.started = np.array(state["started"], dtype=bool)
+            self._all_started = bool(self.started.all())
         self.w_step.load_state({k[6:]: v for k, v in state.items() if k.startswith("wstep_")})
         if self.class_seen is not None:
             self.class_seen = np.array(state["class_seen"], dtype=np.float64)

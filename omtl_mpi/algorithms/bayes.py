@@ -49,9 +49,15 @@ GROWTH = 1.2
 CHANGE = 0.25
 
 
+# the largest d with this expert: its two d x d matrices per task are AROW's full covariance's
+# order, which the defaults leave for the diagonal above the same d (wsteps.AROW_DIAGONAL_ABOVE)
+MAX_DIM = 2048
+
+
 def used(n_tasks: int, dim: int) -> bool:
-    """Whether the vote of a run of ``n_tasks`` tasks with ``dim`` weights has this expert."""
-    return n_tasks > dim
+    """Whether the vote of a run of ``n_tasks`` tasks with ``dim`` weights has this expert:
+    with more tasks than features, up to d = :data:`MAX_DIM`."""
+    return dim < n_tasks and dim <= MAX_DIM
 
 
 def stats_size(dim: int) -> int:

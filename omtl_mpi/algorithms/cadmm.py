@@ -16,52 +16,137 @@ Messages are flat float64 arrays, made of parts (docs/ALGORITHMS.md section 2.5)
 
 So with the defaults a round's messages and the server's work do not grow with the tasks, and
 a worker's work follows its tasks that have an instance in the round.
+
+With ``--coordinates nonzero`` (large d: a round changes only the coordinates of its
+instances) the changes travel as entries, (coordinate, value) or (task, coordinate, value)
+with a count: up, the change of the sum of C and, with the vote, the W entries changed; down,
+the entries of u that changed and every task's W entries that changed (each worker keeps a
+copy of every model for the related expert, ``models`` form) with its tasks' rows of the
+models' Gram matrix. A message's capacity is the most pairs a round can touch
+(:class:`~omtl_mpi.data.sparse.RowFormat`): O(non-zeros), never O(d).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
+from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_of, coupling,
+                   omega_arrays)
 from .bayes import stats_size
-from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
+from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
+                      related_rows, vote_experts)
 from .relationship import ExactStep, Relationship
 
 
 def related_form(params, n_tasks: int, dim: int) -> str | None:
     """The form of the related expert in C-ADMM (None without the vote): H (d x d numbers in
     every message, O(d^2) per task) with more tasks than features, else the tasks' rows
-    (kb x d numbers, O(K d) per task on the server), the smaller of the two."""
+    (kb x d numbers, O(K d) per task on the server), the smaller of the two; with
+    ``--coordinates nonzero`` and fewer tasks than features, every model's changed entries."""
     if not params.experts:
         return None
-    return MOMENT if n_tasks > dim else ROWS
+    if n_tasks > dim:
+        return MOMENT
+    return MODELS if coordinates_of(params, dim) == "nonzero" else ROWS
 
 
 def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str) -> list:
-    """(name, size) of the vote's parts of a message (none without the vote): the experts'
-    mistakes (named ``mistakes``), the related expert's statistic and, where the vote has
-    it, the empirical-Bayes expert's statistics."""
+    """(name, size) of the vote's fixed parts of a message (none without the vote): the
+    experts' mistakes (named ``mistakes``), the related expert's statistic (moment and rows
+    forms) and, where the vote has it, the empirical-Bayes expert's statistics."""
     form = related_form(params, n_tasks, dim)
     if form is None:
         return []
     names = vote_experts(n_tasks, dim)
-    parts = [(mistakes, len(names)), ("related", dim * dim if form == MOMENT else kb * dim)]
+    parts = [(mistakes, len(names))]
+    if form in (MOMENT, ROWS):
+        parts.append(("related", dim * dim if form == MOMENT else kb * dim))
     if BAYES in names:
         parts.append(("bayes", stats_size(dim)))
     return parts
 
 
-def up_parts(params, n_tasks: int, kb: int, dim: int) -> list:
-    """(name, size) of every part of a worker's message, in order."""
-    parts = [("C", kb * dim) if coupling(params) == GIVEN else ("dC", dim)]
-    return parts + _vote_parts(params, n_tasks, kb, dim, "mistakes")
+def _pairs(params, n_tasks: int, kb: int, dim: int, rows) -> int:
+    """The capacity, in (task, coordinate) pairs, of the entry parts of ``kb`` tasks'
+    messages (``rows``: the run's RowFormat; None: every coordinate)."""
+    return kb * dim if rows is None else rows.pairs(kb, dim)
 
 
-def down_parts(params, n_tasks: int, kb: int, dim: int) -> list:
+def _entries(params, dim: int) -> bool:
+    """Whether the consensus's changes travel as entries (Omega fixed, --coordinates nonzero)."""
+    return coupling(params) != GIVEN and coordinates_of(params, dim) == "nonzero"
+
+
+def sized(params, n_tasks: int, dim: int) -> bool:
+    """Whether the messages end in entries packed after their fixed parts, of which a message
+    uses a prefix: its first number says how many numbers it uses, and only those need to
+    travel (:class:`~omtl_mpi.comm.mpi.MpiStar`'s ``sized`` messages)."""
+    return _entries(params, dim) or related_form(params, n_tasks, dim) == MODELS
+
+
+def _packed(params, n_tasks: int, dim: int, up: bool) -> tuple:
+    """The names of the entry arrays packed at the end of a message, in order: each holds one
+    number per (task, coordinate) pair changed (``pair`` is task * d + coordinate, the task
+    counted in the run)."""
+    names = []
+    if _entries(params, dim):
+        names += ["pair", "dC"] if up else ["u_cols", "u_vals"]
+    if related_form(params, n_tasks, dim) == MODELS:
+        names += ["W"] if up else ["W_pair", "W"]
+        if up and "pair" not in names:
+            names.insert(0, "pair")
+    return tuple(names)
+
+
+def up_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
+    """(name, size) of every part of a worker's message, in order (with entries: the fixed
+    parts, then one part holding the packed entry arrays, :func:`pack`)."""
+    parts = [("used", 1), ("n", 1)] if sized(params, n_tasks, dim) else []
+    if not _entries(params, dim):
+        parts.append(("C", kb * dim) if coupling(params) == GIVEN else ("dC", dim))
+    parts += _vote_parts(params, n_tasks, kb, dim, "mistakes")
+    names = _packed(params, n_tasks, dim, up=True)
+    if names:
+        parts.append(("packed", len(names) * _pairs(params, n_tasks, kb, dim, rows)))
+    return parts
+
+
+def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
     """(name, size) of every part of the server's reply to a worker, in order."""
-    parts = [("u", dim)]
+    every = _pairs(params, n_tasks, n_tasks, dim, rows)         # every worker's entries
+    form = related_form(params, n_tasks, dim)
+    parts = [("used", 1), ("n_u", 1), ("n_W", 1)] if sized(params, n_tasks, dim) else []
+    if not _entries(params, dim):
+        parts.append(("u", dim))
     if coupling(params) == GIVEN:
         parts.append(("V", kb * dim))
-    return parts + _vote_parts(params, n_tasks, kb, dim, "totals")
+    parts += _vote_parts(params, n_tasks, kb, dim, "totals")
+    if form == MODELS:
+        parts += [("gram", kb * n_tasks), ("diag", n_tasks)]
+    names = _packed(params, n_tasks, dim, up=False)
+    if names:
+        parts.append(("packed", len(names) * every))
+    return parts
+
+
+def pack(parts: dict, arrays, counts) -> None:
+    """Write ``arrays`` one after another into ``parts["packed"]``, each of the length its
+    count in ``counts`` gives, and into ``parts["used"]`` (the message's first number) how many
+    numbers of the message, from its start, are used."""
+    tail = parts["packed"]
+    offset = 0
+    for values, n in zip(arrays, counts):
+        tail[offset: offset + n] = values
+        offset += n
+    parts["used"][0] = (tail.ctypes.data - parts["used"].ctypes.data) // 8 + offset
+
+
+def unpack(parts: dict, counts) -> list:
+    """The arrays :func:`pack` wrote (views), of the lengths ``counts``."""
+    tail, out, offset = parts["packed"], [], 0
+    for n in counts:
+        out.append(tail[offset: offset + n])
+        offset += n
+    return out
 
 
 def _views(buffer: np.ndarray, parts: list, offset: int = 0) -> dict:
@@ -79,13 +164,17 @@ class CAdmmWorker:
 
     TASK_AXIS = TaskBlock.task_axis()
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
+                 rows=None):
         self.start, self.stop, self.dim = start, stop, dim
         self.kb = kb = stop - start
+        self.K_all = n_tasks
         # sent every round, the same buffer (MPI binds to it)
-        self.message = np.zeros(self.up_size(params, n_tasks, kb, dim))
-        self._up = _views(self.message, up_parts(params, n_tasks, kb, dim))
-        self._down = down_parts(params, n_tasks, kb, dim)
+        self.message = np.zeros(self.up_size(params, n_tasks, kb, dim, rows))
+        self._up = _views(self.message, up_parts(params, n_tasks, kb, dim, rows))
+        self._down = down_parts(params, n_tasks, kb, dim, rows)
+        self._packed = _packed(params, n_tasks, dim, up=True)
+        self._packed_down = _packed(params, n_tasks, dim, up=False)
         self._cached = None
         given = coupling(params) == GIVEN
         self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
@@ -93,12 +182,17 @@ class CAdmmWorker:
                                total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim))
 
     @staticmethod
-    def up_size(params, n_tasks: int, kb: int, dim: int) -> int:
-        return sum(size for _, size in up_parts(params, n_tasks, kb, dim))
+    def sized(params, n_tasks: int, dim: int) -> bool:
+        """Whether a message uses only a prefix of its buffer (:func:`sized`)."""
+        return sized(params, n_tasks, dim)
 
     @staticmethod
-    def down_size(params, n_tasks: int, kb: int, dim: int) -> int:
-        return sum(size for _, size in down_parts(params, n_tasks, kb, dim))
+    def up_size(params, n_tasks: int, kb: int, dim: int, rows=None) -> int:
+        return sum(size for _, size in up_parts(params, n_tasks, kb, dim, rows))
+
+    @staticmethod
+    def down_size(params, n_tasks: int, kb: int, dim: int, rows=None) -> int:
+        return sum(size for _, size in down_parts(params, n_tasks, kb, dim, rows))
 
     def up(self, X, y, inv_count, active=slice(None)):
         """One round's predictions (B, na) and the flat message to the server (the same
@@ -111,10 +205,18 @@ class CAdmmWorker:
             up["mistakes"][...] = block.delta_mistakes
             if block.related.mode == MOMENT:
                 up["related"][...] = block.delta_H.reshape(-1)
-            else:
+            elif block.related.mode == ROWS:
                 up["related"][...] = block.W.reshape(-1)
             if "bayes" in up:
                 up["bayes"][...] = block.bayes.delta
+        if self._packed:
+            rows, cols, values = block.W_pairs
+            n = len(cols)
+            arrays = {"pair": (rows + self.start) * self.dim + cols, "W": values}
+            if "dC" in self._packed:
+                arrays["dC"] = block.delta_pairs[1]
+            up["n"][0] = n
+            pack(up, [arrays[k] for k in self._packed], [n] * len(self._packed))
         return positive, self.message
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
@@ -124,13 +226,28 @@ class CAdmmWorker:
     def down(self, msg: np.ndarray) -> None:
         d, block = self.dim, self.block
         down = self._down_views(msg)
+        packed = {}
+        if "packed" in down:
+            n_u, n_W = int(down["n_u"][0]), int(down["n_W"][0])
+            names = self._packed_down
+            packed = dict(zip(names, unpack(down, [n_u if k.startswith("u_") else n_W
+                                                    for k in names])))
         if "totals" in down:
             block.experts.set_totals(down["totals"])
             related = block.related
-            (related.H if related.mode == MOMENT else related.rows).reshape(-1)[...] = down["related"]
+            if related.mode == MODELS:
+                task, col = np.divmod(packed["W_pair"].astype(np.intp), d)
+                np.put(related.all_models, col * self.K_all + task, packed["W"])
+                related.set_cosines(down["gram"].reshape(self.kb, -1), down["diag"], self.start)
+            else:
+                (related.H if related.mode == MOMENT else related.rows).reshape(-1)[...] = down["related"]
             if "bayes" in down:
                 block.bayes.set_totals(down["bayes"])
-        block.dual_step(down["u"], down["V"].reshape(-1, d) if "V" in down else None)
+        V = down["V"].reshape(-1, d) if "V" in down else None
+        if "u_cols" in packed:
+            block.dual_step(packed["u_vals"], V, packed["u_cols"].astype(np.intp))
+        else:
+            block.dual_step(down["u"], V)
 
     def _down_views(self, msg: np.ndarray) -> dict:
         """The reply's parts (cached for the buffer the reply arrives in every round)."""
@@ -158,11 +275,14 @@ class CAdmmServer:
     """Server role: the consensus over every task's messages, the vote's sums and statistic,
     Omega every m rounds."""
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks, rows=None):
         K, d = n_tasks, dim
         self.K, self.dim = K, d
         self.given = coupling(params) == GIVEN
         self.form = related_form(params, K, d)
+        self.entries = _entries(params, d)
+        self._up_names = _packed(params, K, d, up=True)
+        self._down_names = _packed(params, K, d, up=False)
         self.consensus = Consensus(params, K, d) if self.given else None
         # with Omega fixed at I/K only the sum of every task's message is needed: u = w S
         self._u_weight = ExactStep(Relationship.identity(K), params.a, params.rho,
@@ -177,13 +297,17 @@ class CAdmmServer:
         # the empirical-Bayes expert's statistics, summed over every task
         self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
                       else None)
+        self.related = (np.zeros((d, d) if self.form == MOMENT else (d, K) if self.form == MODELS
+                                 else (K, d)) if self.form is not None else None)
+        # the models form: their Gram matrix, kept up to date by the entries that change
+        self.gram = np.zeros((K, K)) if self.form == MODELS else None
         self._C = np.zeros((K, d)) if self.given else None
         self._ups, self._downs, offset, reply = [], [], 0, 0
         for a, b in blocks:
-            parts = up_parts(params, K, b - a, d)
+            parts = up_parts(params, K, b - a, d, rows)
             self._ups.append((a, b, offset, parts))
             offset += sum(size for _, size in parts)
-            parts = down_parts(params, K, b - a, d)
+            parts = down_parts(params, K, b - a, d, rows)
             self._downs.append((a, b, reply, parts))
             reply += sum(size for _, size in parts)
         self.reply = np.zeros(reply)
@@ -199,17 +323,30 @@ class CAdmmServer:
                                      for a, b, offset, parts in self._ups])
         return self._cached[1]
 
+    def _entries_of(self, parts) -> list:
+        """Every worker's packed entry arrays by name, in rank order."""
+        names = self._up_names
+        return [dict(zip(names, unpack(part, [int(part["n"][0])] * len(names))))
+                for _, _, part in parts]
+
     def step(self, up_all: np.ndarray) -> np.ndarray:
         """Gathered messages (flat, rank order) in; every worker's reply (flat, rank order) out
         (the same buffer every round)."""
         d = self.dim
         parts = self._parts(up_all)
-        V = None
+        V = changed = found = None
         if self.given:
             for a, b, part in parts:
                 self._C[a:b] = part["C"].reshape(-1, d)
             u, V = self.consensus.step(self._C)
             self.u[...] = u
+        elif self.entries:
+            found = self._entries_of(parts)
+            cols = [f["pair"].astype(np.intp) % d for f in found]
+            changed = distinct(np.concatenate(cols))
+            for where, f in zip(cols, found):   # rank order
+                np.add.at(self.S, where, f["dC"])
+            self.u[changed] = self.S[changed] * self._u_weight
         else:
             for _, _, part in parts:             # rank order
                 self.S += part["dC"]
@@ -222,20 +359,43 @@ class CAdmmServer:
                     self.bayes += part["bayes"]
                 if self.form == MOMENT:
                     related += part["related"].reshape(d, d)
-                else:
+                elif self.form == ROWS:
                     related[a:b] = part["related"].reshape(-1, d)
             if self.form == ROWS:
                 unit = directions(related)
                 related = related_rows(unit, related, self.K, unit)
+            elif self.form == MODELS:
+                if found is None:
+                    found = self._entries_of(parts)
+                pairs = np.concatenate([f["pair"] for f in found])
+                values = np.concatenate([f["W"] for f in found])
+                task, col = np.divmod(pairs.astype(np.intp), d)
+                gram_change(related, self.gram, task, col, values)
+                diag = np.diagonal(self.gram)
+        arrays = {}
+        if changed is not None:
+            arrays.update(u_cols=changed, u_vals=self.u[changed])
+        if self.form == MODELS:
+            arrays.update(W_pair=pairs, W=values)
+        counts = [len(arrays[k]) for k in self._down_names]
         for a, b, reply in self._replies:
-            reply["u"][...] = self.u
+            if "u" in reply:
+                reply["u"][...] = self.u
             if V is not None:
                 reply["V"][...] = V[a:b].reshape(-1)
             if self.form is not None:
                 reply["totals"][...] = self.totals
+            if self.form == MODELS:
+                reply["gram"][...] = self.gram[a:b].reshape(-1)
+                reply["diag"][...] = diag
+            elif self.form is not None:
                 reply["related"][...] = (related if self.form == MOMENT else related[a:b]).reshape(-1)
-                if self.bayes is not None:
-                    reply["bayes"][...] = self.bayes
+            if self.bayes is not None:
+                reply["bayes"][...] = self.bayes
+            if self._down_names:
+                reply["n_u"][0] = len(changed) if changed is not None else 0
+                reply["n_W"][0] = len(values) if self.form == MODELS else 0
+                pack(reply, [arrays[k] for k in self._down_names], counts)
         return self.reply
 
     def after_reply(self) -> None:
@@ -249,6 +409,8 @@ class CAdmmServer:
             out["related"] = self.related.copy()
         if self.bayes is not None:
             out["bayes"] = self.bayes.copy()
+        if self.gram is not None:
+            out["gram"] = self.gram.copy()
         if self.given:
             out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
         return out
@@ -261,6 +423,8 @@ class CAdmmServer:
             self.related[...] = state["related"]
         if self.bayes is not None:
             self.bayes[...] = state["bayes"]
+        if self.gram is not None:
+            self.gram[...] = state["gram"]
         if self.given:
             self.consensus.load_state({k[10:]: v for k, v in state.items()
                                        if k.startswith("consensus_")})

@@ -120,7 +120,10 @@ class DAdmmNode:
         positive = block.predict_and_step(X, y, inv_count, active)
         row = self._own_node
         row[0] = self.round
-        if not self.given:
+        if not self.given and block.coordinates == "nonzero":
+            where, values = block.delta_pairs
+            np.add.at(row[cols["S"]], where, values)
+        elif not self.given:
             row[cols["S"]] += block.delta_C
         if block.experts is not None:
             row[cols["m"]] += block.delta_mistakes

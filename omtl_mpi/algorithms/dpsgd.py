@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data.sparse import combine, margins as margins_of
 from ..errors import ConfigError
 from .losses import gradient_coef, predict
 
@@ -68,17 +69,17 @@ class DPsgdNode:
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         self.round += 1
         w = self.w[active]
-        margins = np.einsum("kd,bkd->bk", w, X)
+        margins = margins_of(w, X)
         yhat = predict(margins)
         coef = gradient_coef("hinge", y, margins, yhat)
         # a node whose task has no instance this round still mixes, with a zero gradient
         self.g = np.zeros_like(self.w)
-        self.g[active] = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
+        self.g[active] = combine(coef, X) * inv_count[:, None]
         return yhat
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins (B, na) :meth:`local_step` predicts from, changing nothing."""
-        return np.einsum("kd,bkd->bk", self.w[active], X)
+        return margins_of(self.w[active], X)
 
     def merge(self, received: np.ndarray) -> float:
         """Mix with the neighbours' pre-mixing models (received: (n_neighbours, 1, d)) and step."""

@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from . import bayes
+from ..data.sparse import SparseRows
 
 EXPERTS = ("multi-task", "shared", "related")
 # the fourth expert, with more tasks than features: the empirical-Bayes model of bayes.py
@@ -45,7 +46,7 @@ PRIOR_FIRST = 0.99
 # c, the vote's step eta_t as a multiple of the anytime step sqrt(8 ln N / t): both chosen on
 # the selection sets (docs/GUIDE.md, *How the defaults were chosen*)
 STEP_MULTIPLE = 16.0
-MOMENT, ROWS = "moment", "rows"
+MOMENT, ROWS, MODELS = "moment", "rows", "models"
 
 
 def vote_experts(n_tasks: int, dim: int) -> tuple:
@@ -84,6 +85,30 @@ def related_rows(W_hat: np.ndarray, W: np.ndarray, K: int, W_hat_all: np.ndarray
     return out
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-D array, sorted (a sort and a comparison: cheaper than
+    numpy.unique on the few thousand entries of a round)."""
+    ordered = np.sort(values)
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
+
+
+def gram_change(models: np.ndarray, gram: np.ndarray, tasks, cols, values) -> None:
+    """Set ``models[cols, tasks] = values`` (entries of every task's model, kept by coordinate:
+    ``models`` is d x K, each (task, coordinate) once) and update their Gram matrix ``gram``
+    (K x K) in place for it, in O(K^2 m) for the m coordinates changed: G += N^T N - O^T O
+    over those coordinates (their old and new values)."""
+    if not len(values):
+        return
+    changed = distinct(cols)
+    old = np.take(models, changed, axis=0)
+    np.put(models, cols * models.shape[1] + tasks, values)
+    new = np.take(models, changed, axis=0)
+    gram += new.T @ new
+    gram -= old.T @ old
+
+
 def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None) -> np.ndarray:
     """The change of H = sum_j w_j w_j^T / |w_j| when some tasks' models change from rows
     ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` is
@@ -112,6 +137,13 @@ class Related:
       known (C-ADMM's server, a D-ADMM node's table) by :func:`related_rows`, O(K d) per task:
       for runs with fewer tasks than features.
 
+    * ``models``: the block holds every task's model (d x K) and its tasks' cosines with every
+      task (kb x K), and computes ``r_k . x = (1/K) sum_j c_kj (w_j . x)`` when task k
+      predicts, in O(K non-zeros) on sparse instances: for runs whose tasks change only the
+      coordinates of their instances (``--coordinates nonzero``), where a round changes a few
+      entries of the models, not whole rows (C-ADMM's server sends those entries and the
+      cosines: :func:`gram_change`).
+
     Either way r_k is the cosine-weighted sum up to rounding (tests/test_experts.py checks the
     forms against each other and against the K x K cosine matrix).
     """
@@ -120,26 +152,59 @@ class Related:
         self.K, self.mode = total_tasks, mode
         self.H = np.zeros((dim, dim)) if mode == MOMENT else None
         self.rows = np.zeros((n_tasks, dim)) if mode == ROWS else None
+        # every task's model by coordinate (d x K): a round reads and writes a few coordinates
+        # of every task, each coordinate's K numbers side by side
+        self.all_models = np.zeros((dim, total_tasks)) if mode == MODELS else None
+        self.cos = np.zeros((n_tasks, total_tasks)) if mode == MODELS else None
 
     def models(self, W: np.ndarray, active=slice(None), inverse=None) -> np.ndarray:
         """r_k (n, d) of the block's tasks ``active``, whose models are the rows of W (n, d)
         (``inverse``: :func:`inverse_norms` of W where known)."""
         if self.mode == ROWS:
             return self.rows[active]
+        if self.mode == MODELS:
+            out = self.cos[active] @ self.all_models.T
+            out /= self.K
+            return out
         out = directions(W, inverse) @ self.H           # H is symmetric
         out /= self.K
         return out
 
     def margins(self, W: np.ndarray, X: np.ndarray, active=slice(None), inverse=None) -> np.ndarray:
-        """``r_k . x`` (B, n) of X (B, n, d) for the block's tasks ``active``."""
+        """``r_k . x`` (B, n) of X (B, n, d), dense or sparse rows, for the block's tasks
+        ``active``."""
+        if self.mode == MODELS and isinstance(X, SparseRows):
+            # every task's margin on each instance, then the cosine-weighted sum: O(K nnz)
+            per_task = X.row_sums(np.take(self.all_models, X.indices, axis=0) * X.data[:, None])
+            cos = self.cos[active][X.row_tasks()]                                   # (rows, K)
+            out = np.vecdot(cos, per_task).reshape(X.shape[:2])
+            out /= self.K
+            return out
+        if isinstance(X, SparseRows):
+            return X.margins(self.models(W, active, inverse))
         return np.vecdot(self.models(W, active, inverse), X)
 
+    def set_cosines(self, gram_rows: np.ndarray, gram_diag: np.ndarray, first: int) -> None:
+        """The block's cosines (the ``models`` form) from its tasks' rows of the models' Gram
+        matrix (kb x K) and its diagonal (K,), the block's tasks being ``first``,
+        ``first + 1``, ...: c_kj = G_kj / (|w_k| |w_j|), 0 against a zero model."""
+        inverse = 1.0 / np.where(gram_diag > 0.0, np.sqrt(gram_diag), np.inf)
+        np.multiply(gram_rows, inverse, out=self.cos)
+        self.cos *= inverse[first:first + len(self.cos), None]
+
     def state(self) -> dict:
-        return {"H": self.H.copy()} if self.mode == MOMENT else {"rows": self.rows.copy()}
+        if self.mode == MOMENT:
+            return {"H": self.H.copy()}
+        if self.mode == MODELS:
+            return {"models": self.all_models.copy(), "cos": self.cos.copy()}
+        return {"rows": self.rows.copy()}
 
     def load_state(self, state: dict) -> None:
         if self.mode == MOMENT:
             self.H[...] = state["H"]
+        elif self.mode == MODELS:
+            self.all_models[...] = state["models"]
+            self.cos[...] = state["cos"]
         else:
             self.rows[...] = state["rows"]
 

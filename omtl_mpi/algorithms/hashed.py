@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data.sparse import SparseRows
 from ..errors import ConfigError
 from .independent import AROW_R_PER_MEAN_SQ_NORM
 from .losses import predict
@@ -131,14 +132,21 @@ class HashedWorker:
         own = np.arange(self.kb)[active] + 1
         return self.w[0] * self.sign[0], self.w[own] * self.sign[own], own
 
+    @staticmethod
+    def _margins(X, shared, own) -> np.ndarray:
+        """(shared + own_k) . x for every instance (B, na), X dense or sparse rows."""
+        if isinstance(X, SparseRows):
+            return X.dot(shared) + X.margins(own)
+        return X @ shared + np.einsum("kd,bkd->bk", own, X)
+
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins (B, na) :meth:`up` predicts from, changing nothing."""
         shared, own, _ = self._parts(active)
-        return X @ shared + np.einsum("kd,bkd->bk", own, X)
+        return self._margins(X, shared, own)
 
     def up(self, X, y, inv_count, active=slice(None)):
         shared, own, rows = self._parts(active)
-        margins = X @ shared + np.einsum("kd,bkd->bk", own, X)
+        margins = self._margins(X, shared, own)
         yhat = predict(margins)
         step = self.message[: self.message.size // 2].reshape(-1, self.dim)
         extra = self.message[self.message.size // 2:].reshape(-1, self.dim)
@@ -146,7 +154,9 @@ class HashedWorker:
             part[self._sent] = 0.0
         self._sent = np.concatenate(([0], rows))
         wrong = (y != 0.0) & (y * margins < 1.0)         # hinge: a margin error
-        if self.p.hash_step == "adagrad":
+        if isinstance(X, SparseRows):       # O(non-zeros): the same sums over the entries
+            own_step, own_extra = self._sparse_steps(X, y, margins, wrong, rows, active)
+        elif self.p.hash_step == "adagrad":
             coef = np.where(wrong, -y, 0.0)              # the hinge gradient is coef x
             G = coef[:, :, None] * X                     # every instance's gradient (B, na, d)
             own_step, own_extra = G.sum(axis=0), (G * G).sum(axis=0)
@@ -163,6 +173,18 @@ class HashedWorker:
         extra[rows] = own_extra
         extra[0] = own_extra.sum(axis=0)
         return yhat, self.message
+
+    def _sparse_steps(self, X: SparseRows, y, margins, wrong, rows, active):
+        """The active tasks' steps and squared terms (na, d each) of sparse rows: the dense
+        branch's sums of :meth:`up`, over the non-zero entries only."""
+        squares = SparseRows(X.data * X.data, X.indices, X.indptr, X.shape)
+        if self.p.hash_step == "adagrad":
+            coef = np.where(wrong, -y, 0.0)
+            return X.combine(coef), squares.combine(coef * coef)
+        r = self._settled_r(X, active)
+        inverse = 1.0 / self.P[0] + 1.0 / self.P[rows]               # (na, d): both copies
+        alpha = np.where(wrong, (1.0 - y * margins) / (squares.margins(inverse) + r) * y, 0.0)
+        return X.combine(alpha), squares.combine(np.where(wrong, 1.0 / r, 0.0))
 
     def _settled_r(self, X, active) -> np.ndarray:
         """Each active task's r (1, na), settled from its first nonzero instance."""

@@ -14,10 +14,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..errors import ConfigError
+from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .wsteps import inverse_rank_one, older_checkpoint_r, put, rows, settle_r
+from .wsteps import (COVARIANCES, arow_form, inverse_rank_one, older_checkpoint_r, put, rows,
+                     settle_r)
 
 
 class _NoMessage:
@@ -55,8 +58,8 @@ class _SingleTaskNode(_NoMessage):
         ``active``, changing nothing: the numpy
         call with which the subclasses' ``local_step`` predicts (a subclass that predicts
         otherwise overrides this). ``local_step(X, y, inv_count, active)`` takes the round's
-        active tasks only (X (B, na, d)) and changes nothing of the others."""
-        return np.einsum("kd,bkd->bk", self.W[active], X)
+        active tasks only (X (B, na, d), dense or sparse rows) and changes nothing of the others."""
+        return margins_of(self.W[active], X)
 
     def finish_round(self) -> None:
         pass
@@ -142,12 +145,16 @@ class PaNode(_SingleTaskNode):
 
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         W = rows(self.W, active)
-        margins = np.einsum("kd,bkd->bk", W, X)
+        sparse = isinstance(X, SparseRows)
+        margins = margins_of(W, X)
         yhat = predict(margins)
         loss = np.maximum(0.0, 1.0 - y * margins) * (y != 0)
-        sq = np.einsum("bkd,bkd->bk", X, X)
+        sq = X.sq_norms() if sparse else np.einsum("bkd,bkd->bk", X, X)
         tau = np.minimum(self.p.C, np.divide(loss, sq, out=np.zeros_like(loss), where=sq > 0))
-        W += np.einsum("bk,bkd->kd", tau * y, X) * inv_count[:, None]
+        if sparse:          # only the instances' coordinates move
+            X.add_to(W, tau * y, inv_count)
+        else:
+            W += np.einsum("bk,bkd->kd", tau * y, X) * inv_count[:, None]
         put(self.W, active, W)
         return yhat
 
@@ -204,6 +211,8 @@ class AdagradNode(_SingleTaskNode):
         self.S = np.zeros((kb, dim))
 
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
+        if isinstance(X, SparseRows):
+            return self._sparse_step(X, y, inv_count, active)
         W, S = rows(self.W, active), rows(self.S, active)
         margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
@@ -214,6 +223,23 @@ class AdagradNode(_SingleTaskNode):
         W -= self.p.gamma0 * G / np.sqrt(self.p.delta + S)
         put(self.W, active, W)
         put(self.S, active, S)
+        return yhat
+
+    def _sparse_step(self, X: SparseRows, y, inv_count, active) -> np.ndarray:
+        """:meth:`local_step` on sparse instances: the gradient is zero off their coordinates,
+        where nothing moves, so only their (task, coordinate) pairs are touched."""
+        act = np.arange(len(self.W)) if isinstance(active, slice) else np.asarray(active)
+        margins = X.margins(self.W, act)
+        yhat = predict(margins)
+        coef = gradient_coef("hinge", y, margins, yhat)
+        tasks, cols, inverse = X.pairs()
+        G = X.pair_sums(X.data * coef.reshape(-1)[X.row_ids()], inverse)
+        if X.shape[0] > 1:
+            G *= inv_count[tasks]
+        rows_ = act[tasks]
+        S = self.S[rows_, cols] + G * G
+        self.S[rows_, cols] = S
+        self.W[rows_, cols] -= self.p.gamma0 * G / np.sqrt(self.p.delta + S)
         return yhat
 
 
@@ -235,23 +261,37 @@ class ArowParams:
                 "first nonzero instance (with --batch B, the mean over the nonzero instances of "
                 "its first mini-batch that has one), so that r follows the features' scale "
                 "(docs/GUIDE.md, How the defaults were chosen).", "none_text": "auto"})
+    arow_covariance: str = field(default="auto", metadata={
+        "help": "AROW's covariance: the full d x d matrix per task, or its diagonal (d numbers "
+                "per task, O(non-zeros) per instance). auto: full up to d = 2048, diagonal "
+                "above; full is refused above d = 4096.", "choices": COVARIANCES})
 
     def __post_init__(self):
         if self.arow_r is not None:
             require_positive("arow_r", self.arow_r)
+        if self.arow_covariance not in COVARIANCES:
+            raise ConfigError(f"--arow-covariance must be one of {', '.join(COVARIANCES)}, got "
+                              f"{self.arow_covariance!r}")
 
     def resolved(self, rounds: int) -> "ArowParams":
         return self
 
 
 class ArowNode(_SingleTaskNode):
-    """Independent AROW (Crammer, Kulesza & Dredze 2009) per task, full covariance.
+    """Independent AROW (Crammer, Kulesza & Dredze 2009) per task, full covariance, or its
+    diagonal (``arow_covariance``, :func:`.wsteps.arow_form`).
 
     On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
     ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
     predictions are all made first; its instances then update the model one after another.
     r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` times the
     squared norm of its first nonzero instance (wsteps.settle_r).
+
+    Diagonal (Crammer et al.'s diagonal variant): Sigma is a diagonal ``sigma`` (kb x d): on a
+    margin error ``mu += (1 - y mu.x) beta y sigma x`` with ``beta = 1 / (x^T sigma x + r)``,
+    then ``sigma <- 1 / (1 / sigma + x^2 / r)`` (the precision's diagonal grows by x^2 / r): the
+    same step as the ADMM learners' diagonal arow w-step with the consensus terms gone. Only the
+    coordinates where x is non-zero move.
     """
 
     _STATE = ("W", "Sigma", "r")
@@ -261,8 +301,12 @@ class ArowNode(_SingleTaskNode):
         self.p = params
         kb = stop - start
         self.W = np.zeros((kb, dim))
-        self.Sigma = np.zeros((kb, dim, dim))
-        self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
+        self.diagonal = arow_form(params.arow_covariance, dim) == "diagonal"
+        if self.diagonal:
+            self.Sigma = np.ones((kb, dim))
+        else:
+            self.Sigma = np.zeros((kb, dim, dim))
+            self.Sigma[:, np.arange(dim), np.arange(dim)] = 1.0
         self.r = np.full(kb, 0.0 if params.arow_r is None else float(params.arow_r))
         self._unsettled = int(np.count_nonzero(self.r == 0.0))     # tasks whose r is not known
 
@@ -278,6 +322,9 @@ class ArowNode(_SingleTaskNode):
             self._unsettled -= int(np.count_nonzero(settle_r(r, X, AROW_R_PER_MEAN_SQ_NORM)))
             put(self.r, active, r)
         r = self.r[active]
+        if self.diagonal:
+            return self._diagonal_step(X, y, r, active)
+        X = rows_dense(X)           # the full covariance is for small d
         W = rows(self.W, active)
         margins = np.einsum("kd,bkd->bk", W, X)
         yhat = predict(margins)
@@ -291,4 +338,41 @@ class ArowNode(_SingleTaskNode):
                 sx, v = inverse_rank_one(self.Sigma[k], X[b, i], 1.0 / r[i])
                 W[i] += ((1.0 - yb[i] * m[i]) / (v + r[i]) * yb[i]) * sx
         put(self.W, active, W)
+        return yhat
+
+    def decide(self, X, active=slice(None)) -> np.ndarray:
+        """The margins (B, na) :meth:`local_step` predicts from, changing nothing (the
+        diagonal covariance takes every instance as sparse rows, as its step does)."""
+        if not self.diagonal:
+            return super().decide(X, active)
+        act = np.arange(len(self.W)) if isinstance(active, slice) else np.asarray(active)
+        return (X if isinstance(X, SparseRows) else SparseRows.from_dense(X)).margins(self.W, act)
+
+    def _diagonal_step(self, X, y, r, active) -> np.ndarray:
+        """The diagonal covariance's round: every instance's margin first, then its update, one
+        instance of each task after another, on the instance's non-zero coordinates only."""
+        act = np.arange(len(self.W)) if isinstance(active, slice) else np.asarray(active)
+        X = X if isinstance(X, SparseRows) else SparseRows.from_dense(X)
+        B, na, _ = X.shape
+        margins = X.margins(self.W, act)
+        yhat = predict(margins)
+        for b in range(B):
+            ptr = X.indptr[b * na: (b + 1) * na + 1]
+            a, e = int(ptr[0]), int(ptr[-1])
+            task = act[X.task_ids()[a:e]]
+            cols, x = X.indices[a:e], X.data[a:e]
+            row = X.row_ids()[a:e] - b * na
+            m = margins[0] if b == 0 else np.bincount(
+                row, weights=x * self.W[task, cols], minlength=na)
+            yb = np.asarray(y[b], dtype=np.float64)
+            wrong = (yb != 0) & (yb * m < 1.0) & (r > 0.0)
+            keep = wrong[row]
+            if not keep.any():
+                continue
+            task, cols, x, row = task[keep], cols[keep], x[keep], row[keep]
+            sigma = self.Sigma[task, cols]
+            sx = sigma * x
+            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + r)      # (x^T Sigma x + r)^-1
+            self.W[task, cols] += ((1.0 - yb * m) * yb * beta)[row] * sx
+            self.Sigma[task, cols] = 1.0 / (1.0 / sigma + x * x / r[row])
         return yhat

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..data.sparse import SparseRows, combine, margins as margins_of
 from ..errors import ConfigError
 from .admm import AdmmParams, DivergenceError, fixed_fields
 from .losses import gradient_coef, predict
@@ -102,18 +103,18 @@ class DromWorker:
     def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
         W = self.W[active]
-        margins = np.einsum("kd,bkd->bk", W, X)
+        margins = margins_of(W, X)
         yhat = predict(margins)
         slack = 1.0 - y * margins
         coef = np.where((slack > 0) & (slack < self.p.cap), -y, 0.0)     # capped hinge
-        G = np.einsum("bk,bkd->kd", coef, X) * inv_count[:, None]
+        G = combine(coef, X) * inv_count[:, None]
         # a task without an instance in the round takes no step (docs/ALGORITHMS.md section 1)
         self.W[active] = W - (self.p.gamma0 / math.sqrt(self.round)) * (G + self.p.mu * self.R[active])
         return yhat, self.W.reshape(-1)
 
     def decide(self, X, active=slice(None)):
         """The margins (B, na) :meth:`up` predicts from, changing nothing."""
-        return np.einsum("kd,bkd->bk", self.W[active], X)
+        return margins_of(self.W[active], X)
 
     def down(self, msg):
         self.R[...] = msg.reshape(-1, self.dim)
@@ -218,6 +219,8 @@ class MtPerceptronWorker:
         return (self.O[active] + self.S) / (self.K + 1)
 
     def up(self, X, y, inv_count, active=slice(None)):
+        if isinstance(X, SparseRows):
+            return self._sparse_up(X, y, active)
         margins = np.einsum("kd,bkd->bk", self._models(active), X)
         yhat = predict(margins)
         coef = gradient_coef("perceptron", y, margins, yhat)      # -y on a mistake
@@ -226,8 +229,28 @@ class MtPerceptronWorker:
         self._delta = own.sum(axis=0)
         return yhat, self._delta
 
+    def _sparse_margins(self, X: SparseRows, active) -> np.ndarray:
+        """The margins of sparse instances, the models read at their coordinates only."""
+        act = np.arange(len(self.O)) if isinstance(active, slice) else np.asarray(active)
+        at = (self.O[act[X.task_ids()], X.indices] + self.S[X.indices]) / (self.K + 1)
+        return X.row_sums(X.data * at).reshape(X.shape[:2]), act
+
+    def _sparse_up(self, X: SparseRows, y, active):
+        """:meth:`up` on sparse instances: a mistake adds to its coordinates only (the message,
+        the sum over the block, is d numbers still)."""
+        margins, act = self._sparse_margins(X, active)
+        yhat = predict(margins)
+        coef = gradient_coef("perceptron", y, margins, yhat)
+        values = -(coef.reshape(-1)[X.row_ids()] * X.data)
+        np.add.at(self.O, (act[X.task_ids()], X.indices), values)
+        self._delta = np.zeros(self.dim)
+        np.add.at(self._delta, X.indices, values)
+        return yhat, self._delta
+
     def decide(self, X, active=slice(None)):
         """The margins (B, na) :meth:`up` predicts from, changing nothing."""
+        if isinstance(X, SparseRows):
+            return self._sparse_margins(X, active)[0]
         return np.einsum("kd,bkd->bk", self._models(active), X)
 
     def down(self, msg):
@@ -307,16 +330,21 @@ class PooledWorker:
 
     def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
-        margins = X @ self.w
+        sparse = isinstance(X, SparseRows)
+        margins = X.dot(self.w) if sparse else X @ self.w
         yhat = predict(margins)
         coef = gradient_coef("hinge", y, margins, yhat)
-        self._msg[:-1] = np.einsum("bk,bkd->d", coef, X)
+        if sparse:
+            self._msg[:-1] = 0.0
+            np.add.at(self._msg, X.indices, coef.reshape(-1)[X.row_ids()] * X.data)
+        else:
+            self._msg[:-1] = np.einsum("bk,bkd->d", coef, X)
         self._msg[-1] = np.count_nonzero(y)
         return yhat, self._msg
 
     def decide(self, X, active=slice(None)):
         """The margins (B, na) :meth:`up` predicts from, changing nothing."""
-        return X @ self.w
+        return X.dot(self.w) if isinstance(X, SparseRows) else X @ self.w
 
     def down(self, msg):
         n = max(msg[-1], 1.0)

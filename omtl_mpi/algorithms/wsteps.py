@@ -18,17 +18,23 @@ start the same.
 * :class:`AdagradStep` - D_t = diag(sqrt(delta + sum of squared past gradients)), elementwise;
 * :class:`ArowStep` - D_t = r I + sum over margin errors of x x^T (AROW's precision times its
   r), kept as the inverse M = (eta D_t + rho I)^{-1}, updated by Sherman-Morrison (rank one,
-  O(d^2)) at each margin error: never a fresh d x d solve.
+  O(d^2)) at each margin error: never a fresh d x d solve;
+* :class:`ArowDiagStep` - the diagonal of that metric, D_t = r I + sum over margin errors of
+  diag(x x^T): d numbers per task and O(non-zeros) per step, for large d (``--arow-covariance``,
+  :func:`arow_form`).
 
 Every class holds the per-task state of a block of kb tasks and has ``step`` (with the round's
 data, for its active tasks), ``state`` and ``load_state``; a state holds everything needed to
-continue bit for bit.
+continue bit for bit. The diagonal ones also have ``step_pairs``, the same step on the
+(task, coordinate) pairs a round's sparse instances touch only (the ADMM learners'
+``--coordinates nonzero``, docs/ALGORITHMS.md section 2.1).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
+from ..data.sparse import SparseRows, rows_dense
+from ..errors import ConfigError, UserError
 from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
@@ -38,6 +44,35 @@ from .fortran import dger
 # independent.AROW_R_PER_MEAN_SQ_NORM)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
+# AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto
+# keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
+# above; an explicit 'full' is refused above AROW_FULL_MAX, where one task's matrix and its
+# O(d^2) steps are out of proportion (docs/GUIDE.md, *Large d*; experiments/PROTOCOL.md, step 9)
+COVARIANCES = ("auto", "full", "diagonal")
+AROW_DIAGONAL_ABOVE = 2048
+AROW_FULL_MAX = 4096
+
+
+def arow_form(covariance: str, dim: int) -> str:
+    """"full" or "diagonal": the AROW covariance ``--arow-covariance`` gives at ``dim`` weights
+    (auto: full up to :data:`AROW_DIAGONAL_ABOVE`). Raises ConfigError for 'full' above
+    :data:`AROW_FULL_MAX`, naming what it would need."""
+    if covariance == "diagonal" or (covariance == "auto" and dim > AROW_DIAGONAL_ABOVE):
+        return "diagonal"
+    if covariance == "full" and dim > AROW_FULL_MAX:
+        raise ConfigError(f"--arow-covariance full at d = {dim}: {full_arow_cost(dim)}, out of "
+                          f"proportion above d = {AROW_FULL_MAX}; use --arow-covariance diagonal "
+                          "(d numbers per task, O(non-zeros) per step) or a smaller --dims")
+    return "full"
+
+
+def full_arow_cost(dim: int) -> str:
+    """What full-covariance AROW needs at ``dim`` weights, in words: its matrix per task and
+    its time per margin error (a d x d rank-one update at about 1 GFLOP/s, this project's
+    VM's dger: docs/GUIDE.md, *Large d*)."""
+    return (f"a {dim:,} x {dim:,} matrix per task ({8 * dim * dim / 2 ** 20:,.0f} MiB) and about "
+            f"{2 * dim * dim / 1e9 * 1e3:,.0f} ms per margin error")
+
 
 def settle_r(r: np.ndarray, X: np.ndarray, scale: float) -> np.ndarray:
     """Fill in place the entries of ``r`` (kb,) still 0 (not yet known) with ``scale`` times
@@ -46,7 +81,7 @@ def settle_r(r: np.ndarray, X: np.ndarray, scale: float) -> np.ndarray:
 
     An all-zero instance (padding, or zero features without intercept) says nothing of the
     scale, so a task waits for one that is not."""
-    squares = np.einsum("bkd,bkd->bk", X, X)
+    squares = X.sq_norms() if isinstance(X, SparseRows) else np.einsum("bkd,bkd->bk", X, X)
     seen = np.count_nonzero(squares, axis=0)
     new = (r == 0.0) & (seen > 0)
     r[new] = scale * squares[:, new].sum(axis=0) / seen[new]
@@ -124,6 +159,28 @@ class EuclidStep:
         W += R
         return W
 
+    def step_pairs(self, W, D, R, X, coef, inv_count, active, rows, flat, inverse):
+        """:meth:`step` on the (task, coordinate) pairs of a round's sparse instances only.
+
+        Parameters
+        ----------
+        W, D, R : ndarray, shape (m,)
+            w_k, -g_k and ``rho (u + v_k) - z_k`` at the m pairs (D and R may be overwritten).
+        X : SparseRows
+            The round's instances; ``coef``, ``inv_count`` and ``active`` as in :meth:`step`.
+        rows, flat : ndarray, shape (m,)
+            The pairs: each one's task (its row in the block) and its index in a flattened
+            kb x d array of the block (row * d + coordinate).
+        inverse : ndarray or None
+            The pair of every entry of X (None: the entries are the pairs, B = 1).
+
+        Returns
+        -------
+        ndarray, shape (m,)
+            The new w_k at the pairs; every other coordinate keeps its w.
+        """
+        return self.step(W, D, X, coef, inv_count, R, None)
+
     def state(self) -> dict:
         return {}
 
@@ -146,10 +203,20 @@ class AdagradStep(EuclidStep):
     TASK_AXIS = {"S": 0}
 
     def step(self, W, D, X, coef, inv_count, R, active):
-        p = self.p
         S = rows(self.S, active)
         S += D * D
         put(self.S, active, S)
+        return self._move(W, D, R, S)
+
+    def step_pairs(self, W, D, R, X, coef, inv_count, active, rows, flat, inverse):
+        S = np.take(self.S, flat)
+        S += D * D
+        np.put(self.S, flat, S)
+        return self._move(W, D, R, S)
+
+    def _move(self, W, D, R, S):
+        """The new w from the sums S (this round's included)."""
+        p = self.p
         Dt = np.sqrt(p.delta + S)
         Dt *= p.eta
         # (eta D_t w_t + rho (u + v_k) - z_k - g_k) / (eta D_t + rho)
@@ -212,6 +279,7 @@ class ArowStep(EuclidStep):
                                 else np.asarray(active)[new]))
             self._unsettled -= int(np.count_nonzero(new))
         c = p.eta * inv_count
+        X = rows_dense(X)           # the full metric is for small d: dense rows cost no more
         if X.shape[-1] <= BATCHED_DIM:
             # every active task's rank-one update in a few array operations: at small d a
             # numpy call costs more than its arithmetic, and the na x d x d temporary is small
@@ -249,6 +317,123 @@ class ArowStep(EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
 
+class ArowDiagStep(EuclidStep):
+    """:class:`ArowStep`'s metric with the past margin errors kept on the diagonal: ``D_t =
+    Lambda_t + sum over this round's margin errors of x x^T``, ``Lambda_t = r I + sum over the
+    earlier ones of diag(x x^T)``, held as ``P = eta Lambda_t + rho`` (kb x d): d numbers per task.
+    The round's own instances enter exactly (Woodbury: a rank-one correction per margin error of
+    the task, along its instances), then join the diagonal. So the step of one instance is
+    AROW's with a diagonal covariance (Crammer, Kulesza & Dredze 2009, the diagonal variant):
+    its length follows x^T Sigma x + r, as the full step's does, where a diagonal metric alone
+    would step each coordinate as if the instance held no other. On sparse instances it works on
+    their non-zero coordinates only. r as in :class:`ArowStep` (until a task's r is known its w
+    stays put)."""
+
+    def __init__(self, params, n_tasks: int, dim: int):
+        super().__init__(params, n_tasks, dim)
+        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
+        self.P = np.zeros((n_tasks, dim))
+        self._start_metric(np.nonzero(self.r)[0])
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))
+
+    TASK_AXIS = {"P": 0, "r": 0}
+
+    def _start_metric(self, k: np.ndarray) -> None:
+        """P = eta r + rho for the tasks ``k`` (indices)."""
+        self.P[k] = (self.p.eta * self.r[k] + self.p.rho)[:, None]
+
+    def _settle(self, X, active) -> None:
+        if self._unsettled:
+            r = rows(self.r, active)
+            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+            put(self.r, active, r)
+            self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
+                               else np.asarray(active)[new])
+            self._unsettled -= int(np.count_nonzero(new))
+
+    def _errors(self, coef, inv_count):
+        """Each instance's weight in the metric: eta / n at a margin error, else 0 (B, na)."""
+        return np.where(coef != 0.0, self.p.eta * inv_count, 0.0)
+
+    def step(self, W, D, X, coef, inv_count, R, active):
+        self._settle(X, active)
+        X = X if isinstance(X, SparseRows) else SparseRows.from_dense(X)
+        P = rows(self.P, active)
+        moving = (rows(self.r, active) > 0.0)[:, None]
+        inverse_P = np.divide(1.0, P, out=np.zeros_like(P), where=moving & (P > 0.0))
+        G = W * self.p.rho
+        G -= R
+        G -= D
+        G *= inverse_P                                  # Lambda^-1 (rho w_t - R - D)
+        tasks, cols, inverse = X.pairs()
+        weight = self._errors(coef, inv_count)
+        G[tasks, cols] -= woodbury(X, weight, inverse_P[tasks, cols], G[tasks, cols], tasks, inverse)
+        P[tasks, cols] += X.pair_sums(X.data * X.data * weight.reshape(-1)[X.row_ids()], inverse)
+        put(self.P, active, P)
+        return W - G
+
+    def step_pairs(self, W, D, R, X, coef, inv_count, active, rows, flat, inverse):
+        self._settle(X, active)
+        P = np.take(self.P, flat)
+        inverse_P = np.divide(1.0, P, out=np.zeros_like(P), where=(self.r[rows] > 0.0) & (P > 0.0))
+        G = W * self.p.rho
+        G -= R
+        G -= D
+        G *= inverse_P
+        weight = self._errors(coef, inv_count)
+        tasks = X.task_ids() if inverse is None else X.pairs()[0]
+        G -= woodbury(X, weight, inverse_P, G, tasks, inverse)
+        P += X.pair_sums(X.data * X.data * weight.reshape(-1)[X.row_ids()], inverse)
+        np.put(self.P, flat, P)
+        return W - G
+
+    def state(self) -> dict:
+        return {"P": self.P.copy(), "r": self.r.copy()}
+
+    def finite(self, rows) -> bool:
+        return bool(np.isfinite(self.P[rows]).all() and np.isfinite(self.r[rows]).all())
+
+    def load_state(self, state: dict) -> None:
+        self.P = np.array(state["P"], dtype=np.float64)
+        self.r = np.array(state["r"], dtype=np.float64)
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))
+
+
+def woodbury(X: SparseRows, weight: np.ndarray, inverse_A: np.ndarray, y: np.ndarray, tasks,
+             inverse) -> np.ndarray:
+    """The correction that the round's instances make to a diagonal metric's step, on the
+    (task, coordinate) pairs of X: with y = A^-1 v, ``(A + sum_b c_b x_b x_b^T)^-1 v = y -
+    correction`` for each task (its instances x_b of X, their weights c_b, 0 for an instance
+    that does not grow the metric), by Woodbury: A^-1 X^T C (I + X A^-1 X^T C)^-1 X y.
+
+    ``inverse_A`` and ``y`` hold A^-1 and y at the pairs (m,), ``tasks`` each pair's task
+    (0..na-1), ``inverse`` the pair of each entry of X (None: the entries are the pairs, B = 1).
+    """
+    B, na, _ = X.shape
+    entry = np.arange(X.nnz) if inverse is None else inverse
+    x = X.data
+    if B == 1:                  # one instance per task: a scalar per task (Sherman-Morrison)
+        task = X.task_ids()
+        c = weight[0]
+        s = np.bincount(task, weights=x * x * inverse_A[entry], minlength=na)     # x^T A^-1 x
+        t = np.bincount(task, weights=x * y[entry], minlength=na)                 # x^T y
+        factor = c * t / (1.0 + c * s)
+        out = np.zeros(len(y))
+        np.add.at(out, entry, factor[task] * inverse_A[entry] * x)
+        return out
+    # every task's instances as a (pairs x B) block: S = X A^-1 X^T (na, B, B), X y (na, B)
+    m = len(y)
+    Xb = np.zeros((m, B))
+    Xb[entry, X.row_ids() // na] = x
+    S = np.zeros((na, B, B))
+    np.add.at(S, tasks, (Xb * inverse_A[:, None])[:, :, None] * Xb[:, None, :])
+    t = np.zeros((na, B))
+    np.add.at(t, tasks, Xb * y[:, None])
+    C = weight.T                                                                # (na, B)
+    z = np.linalg.solve(np.eye(B) + S * C[:, None, :], t[:, :, None])[:, :, 0]
+    return inverse_A * np.einsum("mb,mb->m", Xb, (C * z)[tasks])
+
+
 def older_checkpoint_r(arow_r, n_tasks: int, same_from) -> np.ndarray:
     """r for a checkpoint written before r was kept per task (it had one fixed r): ``arow_r``
     where its state means the same now (r == ``same_from``, or any r where ``same_from`` is
@@ -260,8 +445,13 @@ def older_checkpoint_r(arow_r, n_tasks: int, same_from) -> np.ndarray:
 
 
 W_STEP_CLASSES = {"euclid": EuclidStep, "adagrad": AdagradStep, "arow": ArowStep}
+# every class a w-step may be (the arow w-step is ArowDiagStep at large d)
+STEP_CLASSES = (EuclidStep, AdagradStep, ArowStep, ArowDiagStep)
 
 
 def make_w_step(params, n_tasks: int, dim: int):
-    """The w-step object named by ``params.w_step`` for a block of ``n_tasks`` tasks."""
+    """The w-step object named by ``params.w_step`` for a block of ``n_tasks`` tasks (the
+    arow w-step with the covariance :func:`arow_form` gives at ``dim``)."""
+    if params.w_step == "arow" and arow_form(params.arow_covariance, dim) == "diagonal":
+        return ArowDiagStep(params, n_tasks, dim)
     return W_STEP_CLASSES[params.w_step](params, n_tasks, dim)

@@ -93,11 +93,18 @@ class MpiStar:
         replies from: the requests are bound to them, so sending copies nothing.  Learners
         that return a new array each round leave them out and their messages are copied into
         buffers of this object's own.
+    sized : bool
+        The counts are capacities, and a message's first number says how many of its numbers
+        it uses: only those are sent (a round's entries of sparse instances, a prefix of
+        buffers sized for the fullest round). Each round then posts nonblocking requests of
+        the sizes used (``Irecv`` of the capacity, ``Isend`` of the prefix) instead of starting
+        persistent ones.
     """
 
     UP, DOWN = 11, 12          # message tags
 
-    def __init__(self, comm, up_counts, down_counts, up_buffer=None, reply_buffer=None):
+    def __init__(self, comm, up_counts, down_counts, up_buffer=None, reply_buffer=None,
+                 sized=False):
         self.comm = comm
         rank = comm.Get_rank()
         self.is_server = rank == 0
@@ -107,6 +114,7 @@ class MpiStar:
         up_offsets = np.concatenate(([0], np.cumsum(up_counts)))
         down_offsets = np.concatenate(([0], np.cumsum(down_counts)))
         self._requests = []
+        self.sized = sized
 
         def bind(init, buf, offsets, r, tag):
             req = init([buf[offsets[r]: offsets[r + 1]], MPI.DOUBLE], r, tag)
@@ -118,6 +126,10 @@ class MpiStar:
             self._gathered = np.empty(int(up_counts.sum()))
             self._reply = (reply_buffer if reply_buffer is not None
                            else np.empty(int(down_counts.sum())))
+            if sized:
+                self._ups = [self._gathered[up_offsets[r]: up_offsets[r + 1]] for r in workers]
+                self._downs = [self._reply[down_offsets[r]: down_offsets[r + 1]] for r in workers]
+                return
             self._recv_up = [bind(comm.Recv_init, self._gathered, up_offsets, r, self.UP)
                              for r in workers]
             self._send_down = [bind(comm.Send_init, self._reply, down_offsets, r, self.DOWN)
@@ -125,6 +137,8 @@ class MpiStar:
         else:
             self._down_buf = np.empty(int(down_counts[rank]))
             self._up_msg = up_buffer if up_buffer is not None else np.empty(int(up_counts[rank]))
+            if sized:
+                return
             # the receive of the reply is started first, so the server never waits for us to
             # get there
             self._worker_round = [
@@ -136,7 +150,13 @@ class MpiStar:
         t0 = perf_counter()
         if msg is not self._up_msg:
             self._up_msg[...] = msg
-        MPI.Prequest.Startall(self._worker_round)
+        if self.sized:
+            used = int(self._up_msg[0])
+            self._worker_round = [
+                self.comm.Irecv([self._down_buf, MPI.DOUBLE], 0, self.DOWN),
+                self.comm.Isend([self._up_msg[:used], MPI.DOUBLE], 0, self.UP)]
+        else:
+            MPI.Prequest.Startall(self._worker_round)
         clock.comm += perf_counter() - t0
 
     def down(self, clock) -> np.ndarray:
@@ -146,7 +166,11 @@ class MpiStar:
     # -- server side -------------------------------------------------------------------
     def gather(self, clock) -> np.ndarray:
         t0 = perf_counter()
-        MPI.Prequest.Startall(self._recv_up)
+        if self.sized:
+            self._recv_up = [self.comm.Irecv([buf, MPI.DOUBLE], r, self.UP)
+                             for r, buf in enumerate(self._ups, start=1)]
+        else:
+            MPI.Prequest.Startall(self._recv_up)
         clock.comm += perf_counter() - t0
         wait_all(self._recv_up, clock)
         return self._gathered
@@ -155,7 +179,11 @@ class MpiStar:
         t0 = perf_counter()
         if msg is not self._reply:
             self._reply[...] = msg
-        MPI.Prequest.Startall(self._send_down)
+        if self.sized:
+            self._send_down = [self.comm.Isend([buf[:int(buf[0])], MPI.DOUBLE], r, self.DOWN)
+                               for r, buf in enumerate(self._downs, start=1)]
+        else:
+            MPI.Prequest.Startall(self._send_down)
         clock.comm += perf_counter() - t0
         wait_all(self._send_down, clock)
 

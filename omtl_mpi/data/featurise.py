@@ -1,7 +1,9 @@
 """Text features without extra dependencies: signed feature hashing of word and character n-grams.
 
 The hash is BLAKE2b of the n-gram (stable across processes and machines, unlike Python's
-``hash``); its first bytes choose the coordinate and the sign. Rows are L2-normalised.
+``hash``); its first bytes choose the coordinate and the sign. Rows are L2-normalised. The
+importers hash into a sparse matrix (:func:`hash_texts_sparse`), so a dimension of 2^18 costs
+no more memory than 512.
 """
 from __future__ import annotations
 
@@ -15,12 +17,69 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def _bucket(gram: str, dims: int):
+    """(column, sign) of a feature's name among ``dims``: the hash every importer and the
+    Python API's dicts use."""
     h = int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
     return h % dims, 1.0 if (h >> 63) & 1 else -1.0
 
 
-def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)) -> np.ndarray:
-    """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words).
+feature_column = _bucket
+
+
+# texts hashed together (their grams' columns held at once): bounds the temporaries
+_CHUNK_TEXTS = 2048
+
+
+class _Codes(dict):
+    """n-gram -> its column + 1, signed by its hash's sign (one int holds both); an n-gram not
+    seen before is hashed on first lookup."""
+
+    def __init__(self, dims: int):
+        super().__init__()
+        self.dims = dims
+
+    def __missing__(self, gram: str) -> int:
+        index, sign = _bucket(gram, self.dims)
+        code = self[gram] = (int(index) + 1) * (1 if sign > 0 else -1)
+        return code
+
+
+class _WordCodes(dict):
+    """word -> the codes of its unigram and its character n-grams (they depend on the word
+    alone, and words repeat: each word's are made once)."""
+
+    def __init__(self, codes: _Codes, char_ngrams: tuple):
+        super().__init__()
+        self.codes, self.char_ngrams = codes, char_ngrams
+
+    def __missing__(self, word: str) -> tuple:
+        padded = f"<{word}>"
+        grams = ["w:" + word]
+        for n in range(self.char_ngrams[0], self.char_ngrams[1] + 1):
+            grams += ["c:" + padded[j:j + n] for j in range(len(padded) - n + 1)]
+        entry = self[word] = tuple(map(self.codes.__getitem__, grams))
+        return entry
+
+
+def _text_codes(text: str, words_of: _WordCodes, codes: _Codes, word_ngrams: int, out: list) -> int:
+    """Append the codes of one text's n-grams to ``out``; returns how many."""
+    words = _TOKEN.findall(text.lower())
+    before = len(out)
+    for entry in map(words_of.__getitem__, words):
+        out.extend(entry)
+    for n in range(2, word_ngrams + 1):
+        out.extend(map(codes.__getitem__, ["w:" + " ".join(words[j:j + n])
+                                           for j in range(len(words) - n + 1)]))
+    return len(out) - before
+
+
+def hash_texts_sparse(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)):
+    """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words), as a
+    scipy.sparse CSR matrix: only each text's own n-grams are ever held, never a dense row.
+
+    Each n-gram adds its sign at its column; a row's values are then divided by its L2 norm.
+    The sums are of whole numbers and so exact in any order: the values are bit for bit
+    :func:`hash_texts`'s.
 
     Parameters
     ----------
@@ -30,30 +89,72 @@ def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple 
 
     Returns
     -------
-    ndarray, shape (len(texts), dims), float64, rows of unit L2 norm (all-zero for empty text)
+    scipy.sparse.csr_matrix, shape (len(texts), dims), float64, rows of unit L2 norm (no
+    entry for an empty text)
     """
-    X = np.zeros((len(texts), dims))
-    cache: dict = {}
-    for i, text in enumerate(texts):
-        words = _TOKEN.findall(text.lower())
-        grams = []
-        for n in range(1, word_ngrams + 1):
-            grams += ["w:" + " ".join(words[j:j + n]) for j in range(len(words) - n + 1)]
-        for w in words:
-            padded = f"<{w}>"
-            for n in range(char_ngrams[0], char_ngrams[1] + 1):
-                grams += ["c:" + padded[j:j + n] for j in range(len(padded) - n + 1)]
-        row = X[i]
-        for g in grams:
-            b = cache.get(g)
-            if b is None:
-                b = cache[g] = _bucket(g, dims)
-            row[b[0]] += b[1]
-        # row by row, not np.linalg.norm(X): that would hold a second matrix of X's size
-        norm = np.sqrt(np.add.reduce(row * row))
-        if norm > 0:
-            row /= norm
-    return X
+    from scipy.sparse import csr_matrix
+    cache = _Codes(dims)
+    words_of = _WordCodes(cache, char_ngrams)
+    parts, starts = [], [0]
+    for a in range(0, len(texts), _CHUNK_TEXTS):
+        codes: list = []
+        counts = [_text_codes(text, words_of, cache, word_ngrams, codes)
+                  for text in texts[a:a + _CHUNK_TEXTS]]
+        codes = np.array(codes, dtype=np.int64)
+        rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        keys, inverse = np.unique(rows * dims + (np.abs(codes) - 1), return_inverse=True)
+        values = np.bincount(inverse, weights=np.sign(codes).astype(np.float64),
+                             minlength=len(keys)).astype(np.float64)       # (int64 when empty)
+        keep = values != 0.0                # n-grams whose signs cancel leave no entry
+        keys, values = keys[keep], values[keep]
+        rows = keys // dims
+        norms = np.sqrt(np.bincount(rows, weights=values * values, minlength=len(counts)))
+        values /= norms[rows]
+        parts.append((values, (keys % dims).astype(np.int32)))
+        indptr = np.searchsorted(rows, np.arange(1, len(counts) + 1))
+        starts += (indptr + sum(len(p[0]) for p in parts[:-1])).tolist()
+    data = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+    indices = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+    return csr_matrix((data, indices, np.array(starts, dtype=np.int64)), shape=(len(texts), dims))
+
+
+def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)) -> np.ndarray:
+    """:func:`hash_texts_sparse` as a dense array (len(texts), dims), all-zero rows for empty
+    texts.
+
+    Examples
+    --------
+    >>> X = hash_texts(["the cat sat", ""], dims=64)
+    >>> X.shape, float(np.linalg.norm(X[0])), float(np.abs(X[1]).sum())
+    ((2, 64), 1.0, 0.0)
+    """
+    return hash_texts_sparse(texts, dims, word_ngrams, char_ngrams).toarray()
+
+
+def hash_entries(features, dims: int):
+    """A dict of feature -> value as the (columns, values) of its non-zero entries, each
+    feature's name hashed to a column and a sign as :func:`hash_texts` hashes n-grams (not
+    normalised; features hashed to one column add up, in the dict's order): the sparse form of
+    :func:`hash_features`, of the same values.
+
+    Examples
+    --------
+    >>> cols, values = hash_entries({"colour=red": 1.0, "size": 2.5}, 2 ** 18)
+    >>> len(cols), float(np.abs(values).sum())
+    (2, 3.5)
+    """
+    index, signed = [], []
+    for name, value in features.items():
+        if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
+            raise TypeError(f"{name!r}: {value!r}")
+        column, sign = _bucket(str(name), dims)
+        index.append(column)
+        signed.append(sign * float(value))
+    cols, inverse = np.unique(np.array(index, dtype=np.int64), return_inverse=True)
+    values = np.bincount(inverse, weights=np.array(signed, dtype=np.float64),
+                         minlength=len(cols)).astype(np.float64)
+    keep = values != 0.0
+    return cols[keep], values[keep]
 
 
 def hash_features(features, dims: int) -> np.ndarray:

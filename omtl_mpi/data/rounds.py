@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..errors import UserError
+from .sparse import SparseRows
 
 ALL = slice(None)       # every task of the block is active
 
@@ -21,14 +22,17 @@ def rounds_needed(lengths, batch: int) -> int:
     return int(math.ceil(int(np.max(lengths)) / batch)) if len(lengths) else 0
 
 
-def layout_bytes(lengths, batch: int, dim: int) -> int:
+def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
     """Bytes a :class:`RoundLayout` of streams of these ``lengths`` holds for ``dim`` weights:
-    the slots' features (float64), labels (float64) and predictions, and the per-round index."""
+    the slots' features (float64; sparse, ``entries`` of them, a value and a column each, and a
+    row pointer per slot, twice while they are laid out), labels (float64) and predictions, and
+    the per-round index."""
     lengths = np.asarray(lengths, dtype=np.int64)
     pairs = int((-(-lengths // batch)).sum())
+    features = 8 * dim * pairs * batch if entries is None else 2 * (12 * entries + 8 * pairs * batch)
     # features, label and prediction per slot; active task, position and count per pair; the
     # sort that builds them
-    return pairs * batch * (8 * dim + 2) + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
+    return features + pairs * batch * 2 + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
 
 
 class RoundLayout:
@@ -51,14 +55,20 @@ class RoundLayout:
     dim : int
         Weights per instance (the features, plus the intercept's).
 
+    sparse : bool
+        Hold the features as compressed sparse rows (their non-zero entries only) and give each
+        round's as :class:`~omtl_mpi.data.sparse.SparseRows`; :meth:`fill` then takes
+        scipy.sparse matrices.
+
     Attributes
     ----------
     X : ndarray, shape (slots, dim)
+        The features (dense layouts; None for sparse ones, whose rows are in ``csr``).
     y : ndarray of float64, shape (slots,)
         Labels -1/+1, 0 for padding (kept as int8: a round's are converted as it is read).
     """
 
-    def __init__(self, lengths, batch: int, rounds: int, dim: int):
+    def __init__(self, lengths, batch: int, rounds: int, dim: int, sparse: bool = False):
         n = np.asarray(lengths, dtype=np.int64)
         kb = len(n)
         self.n_tasks, self.batch, self.rounds, self.dim = kb, batch, rounds, dim
@@ -91,7 +101,10 @@ class RoundLayout:
             self.inv_count = None                               # every count is 1
         self._ones = np.ones(kb)
         slots = pairs * batch
-        self.X = np.zeros((slots, dim))
+        self.sparse = sparse
+        self.X = None if sparse else np.zeros((slots, dim))
+        self.csr = None                 # (data, indices, indptr) of every slot, once laid out
+        self._pieces, self._column = [], None
         self._y = np.zeros(slots, dtype=np.int8)
 
     @property
@@ -123,12 +136,49 @@ class RoundLayout:
         are presented (task-major, X (n, d'), y (n,) -1/+1; d' <= dim: the rest of each row,
         the intercept's column, is written by :meth:`set_column`)."""
         dest = self.slots_of(first, lengths)
-        self.X[dest, : X.shape[1]] = X
+        if self.sparse:
+            from .sparse import csr_arrays
+            if not hasattr(X, "tocsr"):         # a dense part of sparse streams
+                from scipy.sparse import csr_matrix
+                X = csr_matrix(X)
+            data, indices, indptr, _ = csr_arrays(X)
+            self._pieces.append((dest, data, indices.astype(np.int32, copy=False), indptr))
+        else:
+            self.X[dest, : X.shape[1]] = X
         self._y[dest] = y
 
     def set_column(self, column: int, value: float) -> None:
-        """Set one column of every real slot (label not 0) to ``value`` (the intercept)."""
+        """Set one column of every real slot (label not 0) to ``value`` (the intercept; of
+        sparse rows, the last column: an entry appended to every real row)."""
+        if self.sparse:
+            self._column = (column, value)
+            return
         self.X[self._y != 0, column] = value
+
+    def _lay_out(self) -> None:
+        """Sparse rows: put the rows :meth:`fill` took in their slots (and the intercept's
+        entries), once, before the first round is read."""
+        slots = self.n_slots
+        counts = np.zeros(slots, dtype=np.int64)
+        for dest, _, _, indptr in self._pieces:
+            counts[dest] = np.diff(indptr)
+        real = np.flatnonzero(self._y != 0) if self._column is not None else None
+        if real is not None:
+            counts[real] += 1
+        indptr = np.zeros(slots + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        data = np.empty(int(indptr[-1]))
+        indices = np.empty(int(indptr[-1]), dtype=np.int32)
+        for dest, values, cols, rows in self._pieces:
+            sizes = np.diff(rows)
+            where = np.repeat(indptr[dest] - rows[:-1], sizes) + np.arange(len(values))
+            data[where] = values
+            indices[where] = cols
+        if real is not None:
+            data[indptr[real + 1] - 1] = self._column[1]
+            indices[indptr[real + 1] - 1] = self._column[0]
+        self._pieces = []
+        self.csr = (data, indices, indptr)
 
     def __getitem__(self, t: int):
         """Round t: X (B, na, d), y (B, na), inv_count (na,) and the active tasks (``ALL`` or
@@ -136,7 +186,15 @@ class RoundLayout:
         a, b = int(self.round_ptr[t]), int(self.round_ptr[t + 1])
         na, B = b - a, self.batch
         s0 = a * B
-        X = self.X[s0: s0 + na * B].reshape(B, na, self.dim)
+        if self.sparse:
+            if self.csr is None:
+                self._lay_out()
+            data, indices, indptr = self.csr
+            ptr = indptr[s0: s0 + na * B + 1]
+            p0, p1 = int(ptr[0]), int(ptr[-1])
+            X = SparseRows(data[p0:p1], indices[p0:p1], ptr - p0, (B, na, self.dim))
+        else:
+            X = self.X[s0: s0 + na * B].reshape(B, na, self.dim)
         y = self._y[s0: s0 + na * B].reshape(B, na).astype(np.float64)
         active = ALL if na == self.n_tasks else self.active[a:b]
         return X, y, self._ones[:na] if self.inv_count is None else self.inv_count[a:b], active
@@ -155,12 +213,12 @@ class RoundLayout:
         return np.concatenate(([0], np.cumsum(self.lengths)))
 
 
-def check_layout_fits(lengths, batch: int, dim: int, what: str) -> None:
+def check_layout_fits(lengths, batch: int, dim: int, what: str, entries: int | None = None) -> None:
     """Refuse, before anything is allocated, streams whose round layout would not fit in
     the memory available (:func:`layout_bytes`). Raises UserError."""
     from .taskfile import available_memory
     free = available_memory()
-    need = layout_bytes(lengths, batch, dim)
+    need = layout_bytes(lengths, batch, dim, entries)
     if free is not None and need > free:
         gib = 2 ** 30
         raise UserError(f"{what}: need about {need / gib:.1f} GiB laid out in rounds (d = {dim}), "

@@ -90,7 +90,11 @@ def block_of(source, start: int, stop: int):
         return flat.X, flat.y, np.diff(flat.offsets), list(flat.notices)
     streams = source.load(np.arange(start, stop))
     lengths = np.array([len(y) for y in streams.y], dtype=np.int64)
-    X = np.concatenate(streams.X) if len(streams.X) > 1 else np.asarray(streams.X[0])
+    if any(hasattr(x, "tocsr") for x in streams.X):         # sparse rows stay sparse
+        from .taskfile import _stack
+        X = _stack(streams.X)
+    else:
+        X = np.concatenate(streams.X) if len(streams.X) > 1 else np.asarray(streams.X[0])
     y = np.concatenate(streams.y) if len(streams.y) > 1 else np.asarray(streams.y[0])
     return X, y, lengths, list(streams.notices)
 
@@ -100,7 +104,8 @@ def presented(X: np.ndarray, y: np.ndarray, lengths, first: int, seed: int | Non
     """Every stream of a block of tasks (``first`` the index of its first task in the run) in
     the order a run presents it: the file's, or a seeded random order per task, where task k's
     order depends only on (seed, k), never on which tasks a rank holds (:func:`shuffled`); then
-    scaled online (``scale="online"``, :mod:`.features`). Returns new X and y, task-major."""
+    scaled online (``scale="online"``, :mod:`.features`). Returns new X and y, task-major
+    (sparse rows, a scipy.sparse matrix, stay so)."""
     from .features import online_scale
     lengths = np.asarray(lengths, dtype=np.int64)
     if seed is not None:
@@ -110,6 +115,10 @@ def presented(X: np.ndarray, y: np.ndarray, lengths, first: int, seed: int | Non
         order = np.concatenate([offsets[i] + gen.permutation(n)
                                 for i, (gen, n) in enumerate(zip(gens, lengths.tolist()))])
         X, y = X[order], y[order]
-    if scale == "online":
+    if scale == "online" and hasattr(X, "tocsr"):
+        from .sparse import csr_arrays, csr_matrix, online_scale_csr
+        data, indices, indptr, shape = csr_arrays(X)
+        X = csr_matrix(online_scale_csr(data, indices, indptr, lengths), indices, indptr, shape)
+    elif scale == "online":
         X = np.concatenate([online_scale(part) for part in np.split(X, np.cumsum(lengths)[:-1])])
     return X, y

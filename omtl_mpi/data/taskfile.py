@@ -11,8 +11,19 @@ Version 2 (written by every writer of this release)::
     /names         (B,) uint8: the task names, UTF-8, one after another
     /name_offsets  (K+1,) int64: task k's name is names[name_offsets[k]:name_offsets[k+1]]
 
+Version 3 is version 2 with the features stored as compressed sparse rows, for data whose
+features are mostly zero (hashed text); the writers write it only for such data (a dense data
+set stays version 2, readable by the releases before)::
+
+    /X             group, attrs: shape = (N, d), max_row_nnz (the most entries of one row)
+    /X/data        (nnz,) float64: the non-zero features, row after row
+    /X/indices     (nnz,) int32: their columns, increasing within a row
+    /X/indptr      (N+1,) int64: row i is data[indptr[i]:indptr[i+1]]
+    /y, /offsets, /names, /name_offsets as in version 2
+
 A process reads only its own contiguous block of tasks a..b-1: one slice of /X and one of /y
-(:func:`load_block`). Version 1 files (one group per task, below) are still read::
+(:func:`load_block`; of a sparse /X, one slice of each of its arrays, read as a
+scipy.sparse CSR matrix). Version 1 files (one group per task, below) are still read::
 
     /                 attrs: format = "omtl-mpi-tasks", format_version = 1, source, description
     /tasks/0000       attrs: name (any unicode);  X (n_k, d) float64,  y (n_k,) int8 in {-1, +1}
@@ -38,8 +49,9 @@ from ..errors import DataError, UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-tasks"
-VERSION = 2                 # what the writers write
-VERSIONS = (1, 2)           # what the readers read
+VERSION = 2                 # what the writers write for dense features
+SPARSE_VERSION = 3          # ... and for sparse ones (compressed sparse rows)
+VERSIONS = (1, 2, 3)        # what the readers read
 # what h5py (and reading what it returns) raises for a damaged file (a bad chunk, a broken link,
 # an unreadable or misshapen attribute): each becomes one line naming the file (and the task
 # where known), never a traceback; the checkpoint and the report readers use the same
@@ -52,6 +64,10 @@ CHUNK_BYTES = 2 ** 20
 SHOWN = 10
 # the datasets of a version 2 file
 _V2 = ("X", "y", "offsets", "names", "name_offsets")
+# the arrays of a sparse /X (version 3)
+_CSR = ("data", "indices", "indptr")
+# the largest d a sparse file holds (its columns are int32)
+SPARSE_MAX_DIM = 2 ** 31 - 1
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,9 @@ class TaskMeta:
     """What a data set is, read from the file's structure only (no feature values).
 
     ``offsets`` (K+1 int64, task k is instances offsets[k]:offsets[k+1] of the flat stream) is
-    set for files (either version), None for data that is not one.
+    set for files (any version), None for data that is not one. ``nnz`` is the number of
+    stored (non-zero) features of a sparse data set, None for a dense one; ``max_row_nnz`` the
+    most of them in one instance.
     """
 
     path: str
@@ -70,10 +88,25 @@ class TaskMeta:
     description: str = ""
     version: int = 1
     offsets: np.ndarray | None = None
+    nnz: int | None = None
+    max_row_nnz: int = 0
 
     @property
     def n_tasks(self) -> int:
         return len(self.names)
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the features are stored (and read) as compressed sparse rows."""
+        return self.nnz is not None
+
+    @property
+    def density(self) -> float:
+        """The fraction of the N x d features stored: 1 for a dense data set."""
+        if self.nnz is None:
+            return 1.0
+        cells = int(self.lengths.sum()) * self.dim
+        return self.nnz / cells if cells else 0.0
 
 
 @dataclass
@@ -91,8 +124,8 @@ class TaskStreams:
 class FlatStreams:
     """The streams of the tasks ``start..stop-1``, loaded and validated, as flat arrays.
 
-    ``X`` is (N, d) float64 C-contiguous, ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is
-    rows ``offsets[i]:offsets[i + 1]`` (``offsets`` has stop - start + 1 entries, the first 0).
+    ``X`` is (N, d) float64 C-contiguous (a scipy.sparse CSR matrix for a sparse data set),
+    ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]`` (``offsets`` has stop - start + 1 entries, the first 0).
     """
 
     start: int
@@ -145,8 +178,13 @@ def _shape_problems(where: str, X: np.ndarray, y: np.ndarray) -> list:
     return problems
 
 
+def _is_csr(X) -> bool:
+    """Whether ``X`` is a scipy.sparse matrix (the in-memory form of sparse features)."""
+    return hasattr(X, "tocsr")
+
+
 def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, list, list]:
-    """Validate one task's features and labels.
+    """Validate one task's features (dense, or a scipy.sparse matrix) and labels.
 
     Returns the labels as int8 in {-1, +1} (``{0, 1}`` mapped, with a notice), the problems
     found (one line each) and the notices.
@@ -158,7 +196,7 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
         problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
     if X.shape[0] == 0:
         problems.append(f"{where}: the task is empty (no samples); remove it or add data")
-    bad = ~np.isfinite(X).all(axis=1)
+    bad = ~_finite_rows(X)
     if bad.any():
         rows = np.nonzero(bad)[0]
         problems.append(f"{where}: non-finite feature values (NaN or inf) in {rows.size} row(s), "
@@ -187,7 +225,14 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
 
 def _finite_rows(X: np.ndarray) -> np.ndarray:
     """Whether each row of ``X`` holds only finite values (computed in pieces of about 8 MiB,
-    so that the boolean temporary stays small)."""
+    so that the boolean temporary stays small; of a sparse matrix, from its entries)."""
+    if _is_csr(X):
+        X = X.tocsr()
+        out = np.ones(X.shape[0], dtype=bool)
+        bad = ~np.isfinite(X.data)
+        if bad.any():
+            out[np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[bad]] = False
+        return out
     if X.dtype.kind not in "fc":
         return np.ones(len(X), dtype=bool)
     out = np.empty(len(X), dtype=bool)
@@ -294,6 +339,10 @@ class TaskFileWriter:
     rows : int, optional
         The number of instances the file will hold, where known: a small file then gets HDF5
         chunks of its own size instead of 1 MiB ones.
+    sparse : bool, optional
+        Store the features as compressed sparse rows (format version 3) or dense (version 2);
+        by default as the first chunk comes (a scipy.sparse matrix, or an array). Later chunks
+        of the other form are converted.
 
     Raises
     ------
@@ -302,11 +351,15 @@ class TaskFileWriter:
         the first bad row); on leaving the block, when no task was added.
     """
 
-    def __init__(self, path, *, source: str = "", description: str = "", rows: int | None = None):
+    def __init__(self, path, *, source: str = "", description: str = "", rows: int | None = None,
+                 sparse: bool | None = None):
         self.path = str(path)
         self.source, self.description, self.rows = str(source), str(description), rows
+        self.sparse = sparse
         self._stack = None
         self._file = self._X = self._y = None
+        self._csr = None            # a sparse /X's datasets: data, indices, indptr
+        self._nnz = self._max_row_nnz = 0
         self._dim = None
         self._written = 0           # instances written
         self._counted = 0           # tasks validated (the index of the next one)
@@ -350,7 +403,7 @@ class TaskFileWriter:
         ----------
         names : sequence of str
             One per task, unique in the file.
-        X : array (N, d)
+        X : array (N, d), or a scipy.sparse matrix
             Numbers, finite; written as float64.
         y : array (N,)
             -1/+1, or 0/1 (written as -1/+1).
@@ -375,7 +428,8 @@ class TaskFileWriter:
         names = [str(n) for n in names]
         self._counted += len(names)
         where = f"{path}: task {k0}" if len(names) == 1 else f"{path}: tasks {k0}..{k0 + len(names) - 1}"
-        X, y, lengths = np.asarray(X), np.asarray(y).reshape(-1), np.asarray(lengths)
+        X = X if _is_csr(X) else np.asarray(X)
+        y, lengths = np.asarray(y).reshape(-1), np.asarray(lengths)
         problems = []
         if lengths.ndim != 1 or (lengths.size and lengths.dtype.kind not in "iu"):
             problems.append(f"{where}: lengths must be a 1-D sequence of whole numbers, got "
@@ -391,6 +445,9 @@ class TaskFileWriter:
                             "them to floats")
         elif X.shape[1] == 0:
             problems.append(f"{where}: the features have no column (shape {X.shape})")
+        elif X.shape[1] > SPARSE_MAX_DIM and (self.sparse or _is_csr(X)):
+            problems.append(f"{where}: {X.shape[1]} features; a sparse task file holds at most "
+                            f"{SPARSE_MAX_DIM}")
         elif self._dim is not None and X.shape[1] != self._dim:
             problems.append(f"{path}: tasks have different numbers of features "
                             f"{sorted({self._dim, X.shape[1]})}; every task must have the same d")
@@ -398,9 +455,9 @@ class TaskFileWriter:
             problems.append(f"{where}: labels must be numbers, got dtype {y.dtype}")
         if not problems:
             total = int(lengths.sum())
-            if not total == len(X) == len(y):
+            if not total == X.shape[0] == len(y):
                 problems.append(f"{where}: the lengths add up to {total} instances but there are "
-                                f"{len(X)} feature rows and {len(y)} labels")
+                                f"{X.shape[0]} feature rows and {len(y)} labels")
             empty = np.flatnonzero(lengths < 1).tolist()
             problems += [f"{path}: {_label(k0 + i, names[i])}: the task is empty (no samples); "
                          "remove it or add data" for i in empty[:SHOWN]]
@@ -424,10 +481,61 @@ class TaskFileWriter:
         labels, problems, _ = _check_block(path, lambda i: _label(k0 + i, names[i]), X, y, offsets)
         if problems:
             return None, problems
-        X = np.ascontiguousarray(X, dtype=np.float64)
+        if self.sparse is None:
+            self.sparse = _is_csr(X)
+        self._dim = X.shape[1]
+        if self.sparse:
+            from .sparse import csr_arrays
+            if not _is_csr(X):
+                from scipy.sparse import csr_matrix
+                X = csr_matrix(X)
+            data, indices, indptr, _ = csr_arrays(X.astype(np.float64))
+            X = (data, indices.astype(np.int32), indptr)
+        else:
+            X = np.ascontiguousarray(X.toarray() if _is_csr(X) else X, dtype=np.float64)
         return (encoded, X, labels, lengths.astype(np.int64)), []
 
+    def _append_sparse(self, X, n_rows: int) -> None:
+        """Append the CSR arrays ``X`` = (data, indices, indptr) of ``n_rows`` rows to /X."""
+        data, indices, indptr = X
+        if self._csr is None:
+            g = self._file.create_group("X")
+            width = _chunk_rows(1, 8, None)
+            self._csr = {
+                "data": g.create_dataset("data", shape=(0,), maxshape=(None,), dtype=np.float64,
+                                         chunks=(width,)),
+                "indices": g.create_dataset("indices", shape=(0,), maxshape=(None,),
+                                            dtype=np.int32, chunks=(width,)),
+                "indptr": g.create_dataset("indptr", data=np.zeros(1, dtype=np.int64),
+                                           maxshape=(None,), chunks=(_chunk_rows(1, 8, None),))}
+        a, b = self._nnz, self._nnz + len(data)
+        for name, values in (("data", data), ("indices", indices)):
+            ds = self._csr[name]
+            ds.resize(b, axis=0)
+            ds[a:b] = values
+        ds = self._csr["indptr"]
+        r = ds.shape[0]
+        ds.resize(r + n_rows, axis=0)
+        ds[r:] = indptr[1:] + a
+        self._nnz = b
+        if n_rows:
+            self._max_row_nnz = max(self._max_row_nnz, int(np.diff(indptr).max()))
+
     def _append(self, encoded, X, labels, lengths) -> None:
+        if self.sparse:
+            n = len(labels)
+            if self._y is None:
+                self._y = self._file.create_dataset("y", shape=(0,), maxshape=(None,), dtype=np.int8,
+                                                    chunks=(_chunk_rows(1, 1, self.rows),))
+            self._append_sparse(X, n)
+            a, b = self._written, self._written + n
+            if b > a:
+                self._y.resize(b, axis=0)
+                self._y[a:b] = labels
+            self._written = b
+            self._lengths.append(lengths)
+            self._encoded += encoded
+            return
         if self._X is None:
             self._dim = X.shape[1]
             self._X = self._file.create_dataset(
@@ -449,6 +557,10 @@ class TaskFileWriter:
         if not self._encoded:
             raise DataError(f"{self.path}: no tasks to write")
         f = self._file
+        if self.sparse:
+            f.attrs["format_version"] = SPARSE_VERSION
+            f["X"].attrs["shape"] = np.array([self._written, self._dim], dtype=np.int64)
+            f["X"].attrs["max_row_nnz"] = np.int64(self._max_row_nnz)
         f.create_dataset("offsets", data=_offsets_of(np.concatenate(self._lengths)))
         sizes = np.fromiter(map(len, self._encoded), dtype=np.int64, count=len(self._encoded))
         f.create_dataset("names", data=np.frombuffer(b"".join(self._encoded), dtype=np.uint8))
@@ -472,8 +584,13 @@ def block_spans(lengths, most: int) -> list:
 _GROUP_VALUES = 2 ** 22
 
 
-def write_tasks(path, names, X_list, y_list, *, source: str = "", description: str = "") -> None:
-    """Validate and write a task-stream file (version 2) atomically (temporary name, then rename).
+def write_tasks(path, names, X_list, y_list, *, source: str = "", description: str = "",
+                sparse: bool | None = None) -> None:
+    """Validate and write a task-stream file atomically (temporary name, then rename).
+
+    The features are arrays or scipy.sparse matrices; they are stored as compressed sparse rows
+    (version 3) when ``sparse`` is True, or when it is None and any task's are a sparse matrix,
+    else dense (version 2).
 
     Raises
     ------
@@ -491,8 +608,10 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
     if len(counts) != len(names):
         dup = next(n for n in names if counts[n] > 1)
         problems.append(f"{path}: task name {dup!r} is used twice; task names must be unique")
-    X_list = [np.asarray(X) for X in X_list]
+    X_list = [X if _is_csr(X) else np.asarray(X) for X in X_list]
     y_list = [np.asarray(y).reshape(-1) for y in y_list]
+    if sparse is None:
+        sparse = any(_is_csr(X) for X in X_list)
     dims, fine = set(), []
     for k, (name, X, y) in enumerate(zip(names, X_list, y_list)):
         found = _shape_problems(f"{path}: {_label(k, name)}", X, y)
@@ -511,15 +630,43 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
         raise DataError("\n".join(problems))
     lengths = [len(y) for y in y_list]
     per_row = max(1, X_list[0].shape[1])
-    with TaskFileWriter(path, source=source, description=description, rows=sum(lengths)) as w:
+    if sparse:      # a block's entries, not its rows x d, are what it holds
+        per_row = max(1, max(_stored(X) for X in X_list) // max(1, max(lengths)))
+    with TaskFileWriter(path, source=source, description=description, rows=sum(lengths),
+                        sparse=sparse) as w:
         for a, b in block_spans(lengths, max(1, _GROUP_VALUES // per_row)):
-            X = X_list[a] if b == a + 1 else np.concatenate(X_list[a:b], axis=0)
+            X = X_list[a] if b == a + 1 else _stack(X_list[a:b])
             chunk, found = w._checked(names[a:b], X, np.concatenate(y_list[a:b]), lengths[a:b])
             problems += found
             if not problems:
                 w._append(*chunk)
         if problems:
             raise DataError("\n".join(problems))
+
+
+# features are stored sparse (format version 3) by the importers when at most this fraction of
+# them is non-zero and there are at least SPARSE_MIN_DIM of them: below that a dense row is at
+# most 8 KiB and dense rounds cost the learners less (docs/DATASETS.md, *Sparse storage*)
+SPARSE_DENSITY, SPARSE_MIN_DIM = 0.25, 1024
+
+
+def store_sparse(nnz: int, rows: int, dims: int) -> bool:
+    """Whether the importers store ``rows`` instances of ``dims`` features of which ``nnz`` are
+    non-zero as compressed sparse rows (:data:`SPARSE_DENSITY`, :data:`SPARSE_MIN_DIM`)."""
+    return dims >= SPARSE_MIN_DIM and nnz <= SPARSE_DENSITY * rows * dims
+
+
+def _stored(X) -> int:
+    """Numbers stored of a task's features: its entries if sparse, else rows x d."""
+    return int(X.nnz) if _is_csr(X) else int(X.size)
+
+
+def _stack(parts):
+    """Consecutive tasks' features as one matrix: sparse if any of them is."""
+    if any(_is_csr(X) for X in parts):
+        from scipy.sparse import csr_matrix, vstack
+        return vstack([X if _is_csr(X) else csr_matrix(X) for X in parts], format="csr")
+    return np.concatenate(parts, axis=0)
 
 
 def own_item(group, key: str):
@@ -602,9 +749,9 @@ def _check_version(path: str, f) -> int:
     shown = value.item() if value.shape == () else value.tolist()
     if isinstance(shown, bytes):
         shown = shown.decode(errors="replace")
+    known = f"{', '.join(map(str, VERSIONS[:-1]))} and {VERSIONS[-1]}"
     raise DataError(f"{path}: task-file format version {shown}; this release of omtl-mpi reads "
-                    f"versions {' and '.join(map(str, VERSIONS))}: use the omtl-mpi that wrote "
-                    "it, or import the data again")
+                    f"versions {known}: use the omtl-mpi that wrote it, or import the data again")
 
 
 def _link_problem(f, group, name: str, depth: int = 0) -> str | None:
@@ -676,8 +823,9 @@ def read_meta(path) -> TaskMeta:
     """
     path = str(path)
     with _open(path) as f:
-        if _check_version(path, f) == 2:
-            return _read_meta_v2(path, f)
+        version = _check_version(path, f)
+        if version >= 2:
+            return _read_meta_v2(path, f, version)
         groups, indices, problems = _task_groups(path, f)
         names, lengths, dims = [], [], {}
         for k, key in sorted(indices.items()):         # 0..K-1, without gaps
@@ -702,9 +850,10 @@ def _described(f) -> dict:
 
 
 # ---------------------------------------------------------------- version 2 structure
-def _v2_datasets(path: str, f) -> tuple[dict, list]:
+def _v2_datasets(path: str, f, sparse: bool = False) -> tuple[dict, list]:
     """The datasets of a version 2 file by name, and the lines about those that are missing,
-    links (refused without being followed: the files the writers make hold none) or groups."""
+    links (refused without being followed: the files the writers make hold none) or groups
+    (``sparse``, version 3: /X is the group of a sparse matrix's arrays)."""
     missing = [name for name in _V2 if not _has(f, name)]
     if len(missing) == len(_V2):
         raise DataError(f"{path}: no /X, /y or /offsets; this is not an omtl-mpi task-stream file "
@@ -726,11 +875,62 @@ def _v2_datasets(path: str, f) -> tuple[dict, list]:
                 "names (links are refused): import or copy it again")))
             continue
         obj = f[name]
-        if not isinstance(obj, h5py.Dataset):
+        if sparse and name == "X":
+            if not isinstance(obj, h5py.Group):
+                problems.append(f"{path}: /X must be a group of the arrays {', '.join(_CSR)} in "
+                                "a version 3 (sparse) file: import or copy it again")
+                continue
+            parts = [p for p in _CSR if not _has(obj, p)]
+            parts += [p for p in _CSR if p not in parts and not (
+                isinstance(obj.get(p, getlink=True), h5py.HardLink) and isinstance(obj[p], h5py.Dataset))]
+            if parts:
+                problems.append(f"{path}: /X/{parts[0]} is missing, a link or not an array; a "
+                                f"sparse /X holds the arrays {', '.join(_CSR)}: import or copy it "
+                                "again")
+                continue
+        elif not isinstance(obj, h5py.Dataset):
             problems.append(f"{path}: /{name} must be a dataset (an array), not a group")
             continue
         found[name] = obj
     return found, problems
+
+
+def _sparse_shape(path: str, X, problems: list):
+    """(rows, d, nnz, most entries of a row) of a sparse /X group, checked from its attributes
+    and its arrays' shapes (no values read but two of indptr); None where they are wrong."""
+    shape = np.asarray(X.attrs.get("shape", []))
+    data, indices, indptr = (X[p] for p in _CSR)
+    before = len(problems)
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any():
+        problems.append(f"{path}: /X has no valid shape attribute (rows, features)")
+        return None
+    rows, d = int(shape[0]), int(shape[1])
+    if d < 1 or d > SPARSE_MAX_DIM:
+        problems.append(f"{path}: /X has {d} features; a sparse file holds 1 to {SPARSE_MAX_DIM}")
+    for ds, name, kinds in ((data, "data", "fiu"), (indices, "indices", "iu"), (indptr, "indptr", "iu")):
+        if ds.ndim != 1 or ds.dtype.kind not in kinds:
+            problems.append(f"{path}: /X/{name} must be a 1-D array of "
+                            f"{'numbers' if kinds == 'fiu' else 'integers'}, got shape {ds.shape} "
+                            f"and dtype {ds.dtype}")
+    if len(problems) > before:
+        return None
+    if data.shape != indices.shape:
+        problems.append(f"{path}: /X/data holds {data.shape[0]} values but /X/indices "
+                        f"{indices.shape[0]} columns; they must match")
+    if indptr.shape[0] != rows + 1:
+        problems.append(f"{path}: /X/indptr holds {indptr.shape[0]} values; a sparse /X of "
+                        f"{rows} rows needs {rows + 1}")
+    elif len(problems) == before:
+        ends = indptr[[0, rows]] if rows else indptr[[0, 0]]
+        if int(ends[0]) != 0 or int(ends[1]) != data.shape[0]:
+            problems.append(f"{path}: /X/indptr runs from {int(ends[0])} to {int(ends[1])}; it "
+                            f"must run from 0 to {data.shape[0]} (the entries)")
+    most = X.attrs.get("max_row_nnz", None)
+    if most is None or np.asarray(most).shape != () or not 0 <= int(most) <= d:
+        problems.append(f"{path}: /X has no valid max_row_nnz attribute (the most entries of a row)")
+    if len(problems) > before:
+        return None
+    return rows, d, int(data.shape[0]), int(most)
 
 
 def _index_values(path: str, ds, name: str, problems: list):
@@ -821,10 +1021,16 @@ def _check_declared(path: str, what: str, nbytes: int) -> None:
                         "large for this machine")
 
 
-def _read_meta_v2(path: str, f) -> TaskMeta:
-    found, problems = _v2_datasets(path, f)
+def _read_meta_v2(path: str, f, version: int = 2) -> TaskMeta:
+    found, problems = _v2_datasets(path, f, sparse=version == SPARSE_VERSION)
     X, y, rows = found.get("X"), found.get("y"), None
-    if X is not None:
+    sparse, dim = None, None
+    if X is not None and version == SPARSE_VERSION:
+        sparse = _sparse_shape(path, X, problems)
+        if sparse is not None:
+            rows, dim = sparse[0], sparse[1]
+    elif X is not None:
+        dim = int(X.shape[1]) if X.ndim == 2 else None
         if X.ndim != 2:
             problems.append(f"{path}: X must be 2-D (samples x features), got shape {X.shape}")
         elif X.shape[1] == 0:
@@ -848,8 +1054,9 @@ def _read_meta_v2(path: str, f) -> TaskMeta:
         problems += _offset_problems(path, offsets, names, rows)
     if problems:
         raise DataError("\n".join(problems))
-    return TaskMeta(path=path, names=tuple(names), lengths=np.diff(offsets), dim=int(X.shape[1]),
-                    version=2, offsets=offsets, **_described(f))
+    return TaskMeta(path=path, names=tuple(names), lengths=np.diff(offsets), dim=dim,
+                    version=version, offsets=offsets, nnz=None if sparse is None else sparse[2],
+                    max_row_nnz=dim if sparse is None else sparse[3], **_described(f))
 
 
 def _task_groups(path: str, f) -> tuple:
@@ -942,13 +1149,23 @@ def available_memory() -> int | None:
     return None
 
 
+def features_bytes(meta: TaskMeta, rows: int) -> int:
+    """Bytes ``rows`` instances of the data set take in memory: 8 per feature dense; sparse,
+    12 per entry (value and column; their share of the entries, at the data set's mean) and 8
+    per row."""
+    if meta.sparse:
+        total = int(meta.lengths.sum())
+        return int(12 * meta.nnz * rows / max(total, 1)) + 8 * (rows + 1)
+    return rows * meta.dim * 8
+
+
 def _check_fits(meta: TaskMeta, indices) -> None:
     """Refuse, before reading, tasks whose features cannot fit in this machine's memory."""
     if isinstance(indices, range) and indices.step == 1:
         rows = int(meta.lengths[indices.start:indices.stop].sum())
     else:
         rows = int(meta.lengths[np.asarray(indices, dtype=np.int64).reshape(-1)].sum())
-    need = rows * meta.dim * 8
+    need = features_bytes(meta, rows)
     free = available_memory()
     # the features are read once and copied at most once more (validation, batching)
     if free is not None and 2 * need > free:
@@ -978,7 +1195,7 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
     if outside.size:
         raise _out_of_range(meta, int(outside[0]))
     _check_fits(meta, indices)
-    if meta.version == 2:
+    if meta.version >= 2:
         return _load_tasks_v2(meta, indices)
     X_list, y_list, problems, notices = [], [], [], []
     with _open(meta.path) as f:
@@ -1017,7 +1234,7 @@ def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
         if not 0 <= index < meta.n_tasks:
             raise _out_of_range(meta, index)
     _check_fits(meta, range(start, stop))
-    if meta.version != 2:
+    if meta.version < 2:
         got = load_tasks(meta, range(start, stop))
         lengths = np.array([len(y) for y in got.y], dtype=np.int64)
         return FlatStreams(start=start, stop=stop, names=got.names, X=np.concatenate(got.X),
@@ -1032,7 +1249,10 @@ def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
 def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, list]:
     """Tasks start..stop-1 of the open version 2 file ``f``, and the problems of their values."""
     lo, hi = int(meta.offsets[start]), int(meta.offsets[stop])
-    X = np.ascontiguousarray(_read_rows(f, "X", lo, hi, meta), dtype=np.float64)
+    if meta.sparse:
+        X = _read_sparse_rows(f, lo, hi, meta)
+    else:
+        X = np.ascontiguousarray(_read_rows(f, "X", lo, hi, meta), dtype=np.float64)
     y = _read_rows(f, "y", lo, hi, meta)
     offsets = meta.offsets[start:stop + 1] - lo
     names = meta.names[start:stop]
@@ -1042,14 +1262,53 @@ def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, li
                        notices=notices), problems
 
 
-def _read_rows(f, name: str, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
+def _read_sparse_rows(f, lo: int, hi: int, meta: TaskMeta):
+    """Rows lo..hi-1 of a sparse /X as a scipy.sparse CSR matrix, its structure checked (the
+    row pointers increase, the columns lie in 0..d-1 and increase within each row): a damaged
+    file is one line naming the first task concerned."""
+    from .sparse import csr_matrix
+    g = f["X"]
+    indptr = _read_rows(g, "indptr", lo, hi + 1, meta).astype(np.int64)
+    a, b = int(indptr[0]), int(indptr[-1])
+    steps = np.diff(indptr)
+    if a < 0 or b > meta.nnz or (steps < 0).any():
+        raise DataError(_damaged(meta, lo + int(np.argmax(steps < 0)) if (steps < 0).any() else lo,
+                                 "its row pointers /X/indptr do not increase within the entries"))
+    data = np.asarray(_read_rows(g, "data", a, b, meta, (lo, indptr)), dtype=np.float64)
+    indices = _read_rows(g, "indices", a, b, meta, (lo, indptr))
+    if len(indices):
+        bad = (indices < 0) | (indices >= meta.dim)
+        starts = indptr[:-1] - a
+        # within a row the columns increase: every step but the first of each row is > 0
+        step_ok = np.ones(len(indices), dtype=bool)
+        step_ok[1:] = indices[1:] > indices[:-1]
+        step_ok[starts[steps > 0]] = True
+        bad |= ~step_ok
+        if bad.any():
+            row = lo + int(np.searchsorted(indptr, a + int(np.argmax(bad)), side="right")) - 1
+            raise DataError(_damaged(meta, row, "its columns /X/indices lie outside 0..d-1 or do "
+                                     "not increase within a row"))
+    return csr_matrix(data, indices.astype(np.int32, copy=False), indptr - a, (hi - lo, meta.dim))
+
+
+def _damaged(meta: TaskMeta, row: int, why: str) -> str:
+    k = int(np.searchsorted(meta.offsets, row, side="right")) - 1
+    return (f"{meta.path}: {_label(k, meta.names[k])}: row {row - int(meta.offsets[k])}: {why}; "
+            "the file is damaged: import or copy it again")
+
+
+def _read_rows(f, name: str, lo: int, hi: int, meta: TaskMeta, entries=None) -> np.ndarray:
     """Rows lo..hi-1 of the version 2 dataset ``name``; where they cannot be read (a damaged
-    chunk), one line naming the first task whose rows cannot be."""
+    chunk), one line naming the first task whose rows cannot be (``entries``: the dataset holds
+    a sparse /X's entries, these the row pointers (first row, pointers) that place them)."""
     ds = f[name]
     try:
         return ds[lo:hi]
     except H5_ERRORS as exc:
         row = _first_unreadable(ds, lo, hi)
+        if entries is not None:
+            first, indptr = entries
+            row = first + int(np.searchsorted(indptr, row, side="right")) - 1
         k = int(np.searchsorted(meta.offsets, row, side="right")) - 1
         raise DataError(f"{meta.path}: {_label(k, meta.names[k])}: cannot read {name} "
                         f"({reason(exc)}); the file is damaged: import or copy it again") from None
@@ -1110,7 +1369,9 @@ def info(path, *, edges: int | None = None) -> dict:
         ``path``, ``tasks``, ``dims``, ``total``, ``max``, ``min``, ``median`` and ``mean``
         (stream lengths), ``positive_ratio`` (the mean over tasks of the fraction of +1
         labels), ``per_task`` (``index``, ``name``, ``samples``, ``positive_ratio``),
-        ``per_task_omitted``, ``format_version``, ``source``, ``description``.
+        ``per_task_omitted``, ``format_version``, ``source``, ``description``, ``storage``
+        ("dense" or "sparse"), ``density`` (the fraction of the N x d features stored: 1 for
+        dense storage) and ``nnz`` (the features stored).
 
     Raises
     ------
@@ -1121,7 +1382,7 @@ def info(path, *, edges: int | None = None) -> dict:
     meta = read_meta(path)
     lengths = meta.lengths
     with _open(meta.path) as f:
-        if meta.version == 2:
+        if meta.version >= 2:
             _check_declared(meta.path, "/y", int(meta.offsets[-1]) * f["y"].dtype.itemsize)
             y = _read_rows(f, "y", 0, int(meta.offsets[-1]), meta)
             positives = np.add.reduceat((y == 1).view(np.int8), meta.offsets[:-1], dtype=np.int64)
@@ -1144,6 +1405,8 @@ def info(path, *, edges: int | None = None) -> dict:
         "positive_ratio": float(np.mean(ratios)),
         "per_task": per_task, "per_task_omitted": K - len(per_task),
         "format_version": meta.version, "source": meta.source, "description": meta.description,
+        "storage": "sparse" if meta.sparse else "dense", "density": meta.density,
+        "nnz": meta.nnz if meta.sparse else int(lengths.sum()) * meta.dim,
     }
 
 

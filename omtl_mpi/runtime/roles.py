@@ -21,26 +21,31 @@ class Roles:
         The blocks held by this rank (all of them in one process).
     """
 
-    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None):
+    def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
+                 rows=None):
         self.algo, self.server, self.holders = algo, None, []
         self.blocks = local if algo.pattern != "server" else (local[:1] if local else [])
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         if algo.pattern == "server":
+            # the run's RowFormat, to the role classes that size their messages by it
+            more = {"rows": rows} if rows is not None and takes_rows(algo.worker) else {}
             if local:
-                self.holders = [algo.worker(params, K, d, *local[0])]
+                self.holders = [algo.worker(params, K, d, *local[0], **more)]
             if rank == 0:
-                self.server = algo.server(params, K, d, blocks)
+                self.server = algo.server(params, K, d, blocks, **more)
             if size == 1:
                 self.comm = LocalStar()
             else:
                 from ..comm.mpi import MpiStar
-                up = [0] + [algo.worker.up_size(params, K, b - a, d) for a, b in blocks]
-                down = [0] + [algo.worker.down_size(params, K, b - a, d) for a, b in blocks]
+                up = [0] + [algo.worker.up_size(params, K, b - a, d, **more) for a, b in blocks]
+                down = [0] + [algo.worker.down_size(params, K, b - a, d, **more) for a, b in blocks]
                 worker = self.holders[0] if self.holders else None
+                sized = getattr(algo.worker, "sized", None)
                 self.comm = MpiStar(world.comm, up, down,
                                     up_buffer=getattr(worker, "message", None),
-                                    reply_buffer=getattr(self.server, "reply", None))
+                                    reply_buffer=getattr(self.server, "reply", None),
+                                    sized=bool(sized(params, K, d)) if callable(sized) else False)
             return
         first = 0 if size == 1 else rank
         self.holders = [algo.node(params, K, d, a, b, topology, first + i)
@@ -120,6 +125,13 @@ class Roles:
             h.load_state(state[f"holder{i}"])
         if self.server is not None:
             self.server.load_state(state["server"])
+
+
+def takes_rows(cls) -> bool:
+    """Whether a role class takes the run's RowFormat (a ``rows`` keyword): the learners whose
+    messages carry entries of sparse rounds (C-ADMM)."""
+    import inspect
+    return "rows" in inspect.signature(cls).parameters
 
 
 def _arrays(tree):

@@ -37,6 +37,36 @@ def make_source(cfg: RunConfig):
     return FileSource(cfg.data)
 
 
+def large_d_notice(params, d: int) -> str | None:
+    """The line that says which large-d forms ``--arow-covariance auto`` and ``--coordinates
+    auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
+    small-d forms, or the user chose)."""
+    from ..algorithms.admm import AdmmParams, coordinates_of
+    from ..algorithms.wsteps import AROW_DIAGONAL_ABOVE, arow_form, full_arow_cost
+    covariance = getattr(params, "arow_covariance", None)
+    uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
+        not isinstance(params, AdmmParams) and covariance is not None)
+    said = []
+    if uses_arow and covariance == "auto" and arow_form("auto", d) == "diagonal":
+        said.append(f"AROW's diagonal covariance (full would need {full_arow_cost(d)}; "
+                    "--arow-covariance full asks for it up to d = 4096)")
+    if isinstance(params, AdmmParams) and params.coordinates == "auto" \
+            and coordinates_of(params, d) == "nonzero":
+        said.append("steps on the coordinates of each round's instances only (--coordinates "
+                    "nonzero; --coordinates all steps every one)")
+    if not said:
+        return None
+    return f"d = {d} is above {AROW_DIAGONAL_ABOVE}: {' and '.join(said)}"
+
+
+def row_format(meta, cfg: RunConfig):
+    """What the learners' messages need to know of the run's instances (the most non-zero
+    features of one, the intercept's included, and the mini-batch), the same on every rank."""
+    from ..data.sparse import RowFormat
+    return RowFormat(nonzeros=int(meta.max_row_nnz or meta.dim) + int(bool(cfg.intercept)),
+                     batch=cfg.batch)
+
+
 def _check(cfg: RunConfig, source, size: int, out: str | None):
     """Everything checkable before any task data is read: algorithm, data structure, world size,
     topology, results folder. Raises UserError."""
@@ -69,7 +99,7 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     (:func:`check_model_memory`) must fit in this machine's memory (the task file's own check
     is taskfile's)."""
     from ..data.rounds import layout_bytes
-    from ..data.taskfile import available_memory
+    from ..data.taskfile import available_memory, features_bytes
     free = available_memory()
     if free is None:
         return
@@ -80,17 +110,18 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     most, lengths = 0, None
     for rank_blocks in blocks:
         n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks]) if rank_blocks else np.zeros(0, np.int64)
-        need = layout_bytes(n, cfg.batch, d) if len(n) else 0
+        entries = _entries(meta, int(n.sum()), cfg.intercept) if meta.sparse else None
+        need = layout_bytes(n, cfg.batch, d, entries) if len(n) else 0
         if need >= most:
             most, lengths = need, n
-    need = most + 3 * min(int(lengths.sum()), _chunk_rows(meta.dim)) * meta.dim * 8
+    need = most + 3 * features_bytes(meta, min(int(lengths.sum()), _chunk_rows(meta)))
     if need > free:
         raise SetupFailed(f"the streams one rank holds ({len(lengths)} task(s), "
                           f"{int(lengths.sum())} instances, d = {d}) need about {need / gib:.1f} "
                           f"GiB laid out in rounds, more than the {free / gib:.1f} GiB of memory "
                           "available: use fewer or shorter streams, or more ranks (or nodes) so "
                           "that each holds fewer tasks")
-    check_model_memory(cfg, K, d, size, pattern, n_nodes)
+    check_model_memory(cfg, K, d, size, pattern, n_nodes, row_format(meta, cfg))
 
 
 def _blocks(K: int, size: int, pattern: str, n_nodes: int | None) -> list:
@@ -107,17 +138,33 @@ def _blocks(K: int, size: int, pattern: str, n_nodes: int | None) -> list:
 _CHUNK_BYTES = 1 << 24
 
 
-def _chunk_rows(dim: int) -> int:
-    """Instances of ``dim`` features in one chunk read."""
-    return max(1, _CHUNK_BYTES // (8 * max(dim, 1)))
+def _entries(meta, rows: int, intercept: bool) -> int:
+    """The stored features of ``rows`` instances of a sparse data set (their share of its
+    entries, at its mean), and the intercept's entry of each."""
+    total = max(int(meta.lengths.sum()), 1)
+    return int(-(-meta.nnz * rows // total)) + (rows if intercept else 0)
+
+
+def _chunk_rows(meta) -> int:
+    """Instances of the data set in one chunk read (``meta``: its TaskMeta, or a number of
+    dense features)."""
+    if isinstance(meta, (int, np.integer)):
+        return max(1, _CHUNK_BYTES // (8 * max(int(meta), 1)))
+    if meta.sparse:
+        per_row = 12 * meta.nnz / max(int(meta.lengths.sum()), 1) + 8
+        return max(1, int(_CHUNK_BYTES // per_row))
+    return max(1, _CHUNK_BYTES // (8 * max(meta.dim, 1)))
 
 
 def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
-                n_nodes: int | None = None) -> list:
+                n_nodes: int | None = None, rows=None) -> list:
     """What the chosen learner keeps on the rank that holds the most, as (bytes, what it is)
     pairs: its per-task arrays, and the arrays it keeps of every task or node (the learner
-    objects of the Python API are checked the same way)."""
+    objects of the Python API are checked the same way); ``rows``, the run's RowFormat,
+    sizes C-ADMM's messages of entries (None: as many as every coordinate)."""
     from ..algorithms.admm import GIVEN, AdmmParams, coupling
+    from ..algorithms.cadmm import down_parts, up_parts
+    from ..algorithms.wsteps import arow_form
     params, algo = cfg.params, registry.get(cfg.algo)
     blocks = _blocks(K, size, pattern, n_nodes)
     kb = max((sum(b - a for a, b in rank) for rank in blocks), default=0)
@@ -125,11 +172,11 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     out = []
     if isinstance(params, AdmmParams):
         per_task = 5 * d + 8
-        if params.w_step == "arow":
+        if params.w_step == "arow" and arow_form(params.arow_covariance, d) == "full":
             # each task's d x d matrix, and a round's copy of the active ones
             out.append((2 * kb * d * d * 8, f"the arow w-step keeps a {d} x {d} matrix per task: "
                         f"{kb} task(s) on one rank"))
-        elif params.w_step == "adagrad":
+        elif params.w_step in ("arow", "adagrad"):
             per_task += d
         out.append((kb * per_task * 8, f"{kb} task(s) of {d} weights on one rank"))
         if coupling(params) == GIVEN:
@@ -142,6 +189,12 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
             # Q_k and (Pi + Q_k / s2)^-1 per task, a round's copies and work array
             out.append((4 * kb * d * d * 8, f"the vote's empirical-Bayes expert keeps two {d} x {d} "
                         f"matrices per task: {kb} task(s) on one rank"))
+        if algo.pattern == "server":
+            # the messages, sized for the fullest round: the server holds every worker's
+            sizes = [sum(n for _, n in up_parts(params, K, b - a, d, rows))
+                     + sum(n for _, n in down_parts(params, K, b - a, d, rows))
+                     for a, b in task_blocks(K, max(size - 1, 1))]
+            out.append((8 * sum(sizes), f"{algo.name}'s messages, sized for the fullest round"))
         if algo.pattern == "neighbours":
             nodes = n_nodes or (size if size > 1 else K)
             width = 1 + d + 3 + (d * d if params.experts and nodes * d < K else 0)
@@ -149,7 +202,7 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
             out.append((held * 3 * (nodes * width + K * rows) * 8,
                         f"d-admm's gossiped table: {nodes} nodes" + (f" and {K} tasks" if rows else "")
                         + " per copy, a few copies per node"))
-    elif cfg.algo == "arow":
+    elif cfg.algo == "arow" and arow_form(params.arow_covariance, d) == "full":
         out.append((kb * (d * d + 2 * d) * 8, f"AROW keeps a {d} x {d} matrix per task: {kb} "
                     "task(s) on one rank"))
     elif cfg.algo == "hashed":
@@ -165,7 +218,7 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
 
 
 def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
-                       n_nodes: int | None = None) -> None:
+                       n_nodes: int | None = None, rows=None) -> None:
     """The learner's own arrays (:func:`model_bytes`) must fit in this machine's memory,
     checked before any is allocated. Raises SetupFailed naming the largest part and what to
     change."""
@@ -173,22 +226,24 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     free = available_memory()
     if free is None:
         return
-    parts = model_bytes(cfg, K, d, size, pattern, n_nodes)
+    parts = model_bytes(cfg, K, d, size, pattern, n_nodes, rows)
     need = sum(b for b, _ in parts)
     if need <= free:
         return
     gib = 2 ** 30
     largest, what = max(parts)
     fix = {"arow w-step": "reduce d (import with a smaller --dims), spread the tasks over more "
-                          "ranks, or use --w-step adagrad (d numbers per task)",
+                          "ranks, or use --arow-covariance diagonal (d numbers per task)",
            "AROW keeps": "reduce d (import with a smaller --dims), spread the tasks over more "
-                         "ranks, or use --algo adagrad (d numbers per task)",
+                         "ranks, or use --arow-covariance diagonal (d numbers per task)",
            "learned Omega": "drop --relationship (Omega fixed at I/K needs no row per task), or "
                             "use more memory",
            "drom keeps": "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)",
            "hashed table": "use fewer --bits (2^bits weights of 8 bytes, four arrays of them)",
            "empirical-Bayes": "spread the tasks over more ranks, reduce d, or use --no-experts",
            "gossiped table": "use fewer nodes (--nodes, or fewer ranks): each node keeps a row per node",
+           "related expert": "use --no-experts (the vote's related expert keeps every task's "
+                             "model), or fewer tasks or features",
            }
     advice = next((v for k, v in fix.items() if k in what),
                   "use fewer tasks or features, or more ranks so that each holds fewer tasks")
@@ -294,6 +349,9 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     source = make_source(cfg) if source is None else source
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
+    switched = large_d_notice(cfg.params, d)
+    if switched and rank == 0 and notice is not None:
+        notice(switched)
     T = rounds_needed(meta.lengths, cfg.batch)
     params = cfg.params.resolved(T)
     # Every rank must run the same configuration on the same data: compare before learning.
@@ -313,7 +371,8 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
-    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world)
+    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world,
+                  rows=row_format(meta, cfg))
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
               PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
     if resume:
@@ -332,8 +391,8 @@ def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
     def load():
         layouts, notices = [], []
         for a, b in local:
-            layout = RoundLayout(meta.lengths[a:b], cfg.batch, T, d)
-            for c0, c1 in _chunks(meta.lengths, a, b, _chunk_rows(meta.dim)):
+            layout = RoundLayout(meta.lengths[a:b], cfg.batch, T, d, sparse=meta.sparse)
+            for c0, c1 in _chunks(meta.lengths, a, b, _chunk_rows(meta)):
                 X, y, lengths, found = block_of(source, c0, c1)
                 notices += found
                 X, y = presented(X, y, lengths, c0, cfg.seed, cfg.scale)
@@ -617,7 +676,7 @@ def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
     parts = {"predictions": [], "labels": [], "mistakes": []}
     rows: dict = {}
     for holder, p, layout in zip(holders, preds, batches):
-        layout.X = None                     # the rounds are over: free the features first
+        layout.X = layout.csr = None        # the rounds are over: free the features first
         # task-major, a chunk of tasks at a time (the slots' index costs 8 bytes an instance)
         for c0, c1 in _chunks(layout.lengths, 0, layout.n_tasks, _chunk_rows(8)):
             order = layout.slots_of(c0, layout.lengths[c0:c1])

@@ -325,7 +325,7 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
     """Every task's rows and -1/+1 labels under ``decided``, rows mapped to drop removed.
 
-    ``X_list`` holds arrays or lists (of texts, or of sparse rows); the same kind comes back.
+    ``X_list`` holds arrays, scipy.sparse matrices or lists (of texts); the same kind comes back.
     A task left with no rows is left out, with a notice.
 
     Returns
@@ -343,7 +343,8 @@ def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list)
         keep = y != 0
         if not keep.all():
             dropped += int((~keep).sum())
-            X = X[keep] if isinstance(X, np.ndarray) else [x for x, k in zip(X, keep) if k]
+            X = X[keep] if isinstance(X, np.ndarray) or hasattr(X, "tocsr") else \
+                [x for x, k in zip(X, keep) if k]
             y = y[keep]
         if not len(y):
             emptied.append(name)

@@ -23,6 +23,10 @@ def import_landmine(src, out, *, label_map=None) -> TaskMeta:
     check_output(src, out, "Landmine MAT file")
     label_map = parse_label_map(label_map)
     require_file(src, "Landmine MAT file")
+    # before reading: its arrays (a MAT file may be compressed, and its cells add their
+    # headers): at most about 16 times the file
+    require_memory(16.0 * os.path.getsize(src), f"{src}: {os.path.getsize(src):,} bytes of MATLAB cells",
+                   "check the file: Landmine's is about 1 MB")
     try:
         mat = loadmat(src)
     except Exception as exc:                  # scipy raises several types for damaged files

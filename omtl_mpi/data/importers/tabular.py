@@ -1,4 +1,5 @@
-"""Users' own numeric data: CSV (features + label + task columns) and LIBSVM files."""
+"""Users' own data: CSV (features + label + task columns), LIBSVM files and Vowpal Wabbit's
+text format (feature names hashed as the text importers hash n-grams)."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +9,7 @@ import os
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..taskfile import TaskMeta, read_meta, write_tasks
+from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_output, decide_labels, matrix_bytes, parse_label_map,
                      relabel, require_memory, tell)
 
@@ -70,6 +71,12 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
         raise ConfigError(f"--label-col and --task-col both name column {label_col!r}; "
                           "the label and the task need a column each")
     seen = SeenLabels()
+    if os.path.isfile(src):
+        # before reading: a value takes 2 bytes of the file at least ("0,"), and 40 while it is
+        # read (a Python float in a list of the row, then 8 in the task's array)
+        size = os.path.getsize(src)
+        require_memory(20.0 * size, f"{src}: {size:,} bytes of CSV",
+                       "import fewer rows at a time, or convert it to LIBSVM (sparse rows)")
     try:
         tasks = _read_csv(src, label_col, task_col, seen)
     except FileNotFoundError:
@@ -84,10 +91,17 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
     decided = decide_labels(seen, src, label_map, notices=notices)
     names, X_list, y_list = relabel(names, [np.array(tasks[n][0], dtype=np.float64) for n in names],
                                     [tasks[n][1] for n in names], decided, src, notices)
+    n, d = sum(len(X) for X in X_list), X_list[0].shape[1]
+    sparse = store_sparse(sum(int(np.count_nonzero(X)) for X in X_list), n, d)
     write_tasks(out, names, X_list, y_list, source=os.path.basename(src),
-                description="imported from CSV")
+                description="imported from CSV", sparse=sparse)
     tell(notices)
     return read_meta(out)
+
+
+# bytes of a LIBSVM file per entry ("123:0.25 "), the fewest that a real file takes: bounds the
+# entries before the file is read
+_BYTES_PER_ENTRY = 6
 
 
 def _libsvm_row(parts, where: str, task_field: str | None):
@@ -107,6 +121,50 @@ def _libsvm_row(parts, where: str, task_field: str | None):
     return feats, task
 
 
+class _SparseRows:
+    """A task's LIBSVM rows as they are read: columns (0-based) and values in flat arrays, a
+    chunk at a time, so that a row costs its entries, not a Python dict (never a dense row)."""
+
+    _FLUSH = 1 << 16
+
+    def __init__(self):
+        self.lengths, self._cols, self._vals, self.parts, self.most = [], [], [], [], 0
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def append(self, feats: dict) -> None:
+        self.lengths.append(len(feats))
+        self._cols += feats.keys()
+        self._vals += feats.values()
+        if len(self._cols) >= self._FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Move the rows read since the last flush into the arrays."""
+        if self._cols:
+            cols = np.array(self._cols, dtype=np.int64) - 1
+            self.most = max(self.most, int(cols.max()) + 1)
+            self.parts.append((cols, np.array(self._vals, dtype=np.float64)))
+            self._cols, self._vals = [], []
+
+    def matrix(self, d: int):
+        """The rows as a scipy.sparse CSR matrix of ``d`` columns, each row's columns sorted."""
+        from scipy.sparse import csr_matrix
+        self.flush()
+        cols = np.concatenate([c for c, _ in self.parts]) if self.parts else np.zeros(0, np.int64)
+        vals = np.concatenate([v for _, v in self.parts]) if self.parts else np.zeros(0)
+        indptr = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=indptr[1:])
+        X = csr_matrix((vals, cols.astype(np.int32), indptr), shape=(len(self.lengths), d))
+        X.sort_indices()
+        return X
+
+    @property
+    def entries(self) -> int:
+        return int(sum(self.lengths))
+
+
 def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: dict,
                  file_task: str | None = None) -> None:
     """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)})."""
@@ -118,7 +176,7 @@ def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: 
                     continue
                 feats, task = _libsvm_row(parts[1:], f"{path}: line {line_no}", task_field)
                 task = file_task if file_task is not None else task
-                rows, keys = per_task.setdefault(task, ([], []))
+                rows, keys = per_task.setdefault(task, (_SparseRows(), []))
                 rows.append(feats)
                 keys.append(seen.add(task, parts[0], path, line_no))
     except FileNotFoundError:
@@ -141,14 +199,6 @@ def _task_files(src: str) -> dict:
     return tasks
 
 
-def _dense(rows: list, d: int) -> np.ndarray:
-    X = np.zeros((len(rows), d))
-    for i, r in enumerate(rows):
-        for idx, value in r.items():
-            X[i, idx - 1] = value
-    return X
-
-
 def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
     """LIBSVM text: a folder of files (one task each) or one file whose lines carry a
     ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen.
@@ -157,6 +207,12 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
     label_map = parse_label_map(label_map)
     seen, per_task = SeenLabels(), {}
+    files = list(_task_files(src).values()) if os.path.isdir(src) else [src]
+    # before reading: an entry ("i:v ") takes 4 bytes of the source at least, about 10 in real
+    # files; held as a value and a column (12 bytes), twice while it is written
+    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    require_memory(24.0 * size / _BYTES_PER_ENTRY, f"{src}: {size:,} bytes of LIBSVM rows",
+                   "import fewer rows at a time")
     if os.path.isdir(src):
         for task, path in _task_files(src).items():
             _read_libsvm(path, None, seen, per_task, file_task=task)
@@ -165,17 +221,130 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
             raise DataError(f"{src}: one LIBSVM file needs --task-field (for example qid) naming "
                             "each line's task, or give a folder with one file per task")
         _read_libsvm(src, task_field, seen, per_task)
-    if not per_task or not any(r for r, _ in per_task.values()):
+    if not per_task or not any(len(r) for r, _ in per_task.values()):
         raise DataError(f"{src}: no data lines")
-    d = max((max(r) for rows, _ in per_task.values() for r in rows if r), default=1)
+    for rows, _ in per_task.values():
+        rows.flush()
+    d = max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
+    if d > SPARSE_MAX_DIM:
+        raise DataError(f"{src}: feature index {d} is beyond {SPARSE_MAX_DIM}, the most columns a "
+                        "task file holds; check the feature indices")
     n = sum(len(rows) for rows, _ in per_task.values())
-    require_memory(matrix_bytes(n, d), f"{src}: {n} rows x {d} features (d is the largest index)",
+    entries = sum(rows.entries for rows, _ in per_task.values())
+    sparse = store_sparse(entries, n, d)
+    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, d)),
+                   f"{src}: {n} rows x {d} features (d is the largest index)",
                    "check the feature indices, or import fewer rows at a time")
     names, notices = sorted(per_task), []
     decided = decide_labels(seen, src, label_map, notices=notices)
-    names, rows_list, y_list = relabel(names, [per_task[t][0] for t in names],
-                                       [per_task[t][1] for t in names], decided, src, notices)
-    write_tasks(out, names, [_dense(rows, d) for rows in rows_list], y_list,
+    keys = [per_task[t][1] for t in names]
+    names, X_list, y_list = relabel(names, [per_task[t][0].matrix(d) for t in names], keys,
+                                    decided, src, notices)
+    write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
                 source=os.path.basename(src), description="imported from LIBSVM")
+    tell(notices)
+    return read_meta(out)
+
+
+# ------------------------------------------------------------------------- Vowpal Wabbit
+def _vw_line(line: str, where: str, task_namespace: str | None, columns):
+    """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format,
+    ``label [importance] ['tag]|namespace feature[:value] ...|namespace ...``: each feature's
+    name (``namespace^name``, or the name alone in the default namespace) hashed to a column and
+    a sign, values 1 where none is given, features of one column added up (in line order)."""
+    head, bar, rest = line.partition("|")
+    parts = head.split()
+    if not bar or not parts:
+        raise DataError(f"{where}: expected 'label |namespace feature[:value] ...' (Vowpal "
+                        "Wabbit's text format)")
+    feats, task = {}, None
+    for chunk in rest.split("|"):
+        tokens = chunk.split()
+        if not chunk[:1].strip():               # '| f1 f2': the default namespace
+            space = ""
+        else:
+            space = tokens.pop(0).partition(":")[0] if tokens else ""
+        if task_namespace is not None and space == task_namespace:
+            if not tokens:
+                raise DataError(f"{where}: the namespace {task_namespace!r} names no task")
+            task = tokens[0].partition(":")[0]
+            continue
+        for tok in tokens:
+            name, colon, text = tok.rpartition(":") if ":" in tok else (tok, "", "")
+            value = _number(text, where, f"feature {name!r}") if colon else 1.0
+            column, sign = columns(f"{space}^{name}" if space else name)
+            feats[column] = feats.get(column, 0.0) + sign * value
+    if task_namespace is not None and task is None:
+        raise DataError(f"{where}: no '|{task_namespace} NAME' naming the line's task")
+    return parts[0], {k + 1: v for k, v in feats.items() if v != 0.0}, task
+
+
+def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None = None,
+              label_map=None) -> TaskMeta:
+    """Vowpal Wabbit's text format: a folder of files (one task each, named after the file), or
+    one file whose lines name their task in the namespace ``task_namespace`` (``|task de``).
+    Feature names are hashed to ``dims`` columns (default
+    :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) with the text importers' hash, read
+    straight into sparse rows; importance weights and tags are read and not used (a notice
+    says so). Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
+    from ..embed import check_featuriser
+    from ..featurise import feature_column
+    src, out = str(src), str(out)
+    check_output(src, out, "Vowpal Wabbit folder" if os.path.isdir(src) else "Vowpal Wabbit file",
+                 every_file=True)
+    dims = check_featuriser("hashing", dims)
+    label_map = parse_label_map(label_map)
+    files = _task_files(src) if os.path.isdir(src) else {None: src}
+    if not os.path.isdir(src) and not task_namespace:
+        raise DataError(f"{src}: one Vowpal Wabbit file needs --task-namespace NS (each line's "
+                        "'|NS name' names its task), or give a folder with one file per task")
+    size = sum(os.path.getsize(f) for f in files.values() if os.path.isfile(f))
+    require_memory(24.0 * size / 2, f"{src}: {size:,} bytes of Vowpal Wabbit lines",
+                   "import fewer lines at a time")
+    cache: dict = {}
+
+    def columns(name: str):
+        hit = cache.get(name)
+        if hit is None:
+            hit = cache[name] = feature_column(name, dims)
+        return hit
+
+    seen, per_task, weighted = SeenLabels(), {}, 0
+    for file_task, path in files.items():
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line_no, line in enumerate(f, start=1):
+                    if not line.strip():
+                        continue
+                    where = f"{path}: line {line_no}"
+                    label, feats, task = _vw_line(line, where, None if file_task else task_namespace,
+                                                  columns)
+                    weighted += len(line.partition("|")[0].split()) > 1
+                    task = file_task if file_task is not None else task
+                    rows, keys = per_task.setdefault(task, (_SparseRows(), []))
+                    rows.append(feats)
+                    keys.append(seen.add(task, label, path, line_no))
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: not UTF-8 text") from None
+    if not per_task:
+        raise DataError(f"{src}: no data lines")
+    for rows, _ in per_task.values():
+        rows.flush()
+    n = sum(len(rows) for rows, _ in per_task.values())
+    entries = sum(rows.entries for rows, _ in per_task.values())
+    sparse = store_sparse(entries, n, dims)
+    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, dims)),
+                   f"{src}: {n} lines x {dims} features", "lower --dims")
+    names, notices = sorted(per_task), []
+    if weighted:
+        notices.append(f"{src}: {weighted} line(s) give an importance weight or a tag; they are "
+                       "not used (every instance counts once)")
+    decided = decide_labels(seen, src, label_map, notices=notices)
+    keys = [per_task[t][1] for t in names]
+    names, X_list, y_list = relabel(names, [per_task[t][0].matrix(dims) for t in names], keys,
+                                    decided, src, notices)
+    write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
+                source=os.path.basename(src),
+                description=f"imported from Vowpal Wabbit's format; hashed features, d={dims}")
     tell(notices)
     return read_meta(out)

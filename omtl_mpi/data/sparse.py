@@ -1,0 +1,261 @@
+"""Sparse instances: a round's rows that hold only their non-zero features, and the
+compressed-sparse-row (CSR) arrays task files and importers keep them in.
+
+A data set whose features are mostly zero (hashed text: a few hundred of 2^18 coordinates per
+instance) is stored as CSR (``data``, ``indices``, ``indptr``: row i's values are
+``data[indptr[i]:indptr[i+1]]`` at the columns ``indices[...]``, increasing, none repeated),
+held in memory as :mod:`scipy.sparse` matrices, and handed to the learners a round at a time
+as :class:`SparseRows`: the (B, na, d) instances of the round's active tasks, of which only the
+non-zero entries exist. Every operation a learner needs of them costs O(non-zeros), never O(d).
+
+Pure numpy: scipy is imported only where a scipy.sparse matrix is made or read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# the index dtype of the columns (d < 2^31 everywhere: the task files refuse larger)
+INDEX = np.int32
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """What a run's instances are, as far as its learners' messages need to know: at most
+    ``nonzeros`` non-zero features per instance (the intercept's included), ``batch`` instances
+    per task per round. A learner whose rounds change only the coordinates of their instances
+    sizes its messages by it (C-ADMM with ``--coordinates nonzero``)."""
+
+    nonzeros: int
+    batch: int = 1
+
+    def pairs(self, n_tasks: int, dim: int) -> int:
+        """The most (task, coordinate) pairs the rounds of ``n_tasks`` tasks touch."""
+        return n_tasks * min(dim, self.nonzeros * self.batch)
+
+
+class SparseRows:
+    """The instances of one round, (B, na, d), as compressed sparse rows.
+
+    Row ``r = b * na + i`` is instance b of the round's active task i (batch position major,
+    as a C-ordered (B, na, d) array lays them out). A row of padding (a short last mini-batch)
+    has no entry. Columns within a row increase and do not repeat.
+
+    Parameters
+    ----------
+    data : ndarray (nnz,) float64
+    indices : ndarray (nnz,) int
+    indptr : ndarray (B * na + 1,) int64, starting at 0
+    shape : (B, na, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]]])      # B = 1, two tasks, d = 3
+    >>> rows = SparseRows.from_dense(X)
+    >>> rows.nnz, rows.margins(np.ones((2, 3))).tolist(), np.array_equal(rows.dense(), X)
+    (3, [[2.0, 4.0]], True)
+    """
+
+    ndim = 3
+    __slots__ = ("data", "indices", "indptr", "shape", "_row", "_task")
+
+    def __init__(self, data, indices, indptr, shape):
+        self.data, self.indices, self.indptr = data, indices, indptr
+        self.shape = tuple(int(s) for s in shape)
+        self._row = self._task = None
+
+    @classmethod
+    def from_dense(cls, X: np.ndarray) -> "SparseRows":
+        """The non-zero entries of a dense (B, na, d) array."""
+        B, na, d = X.shape
+        flat = X.reshape(B * na, d)
+        rows, cols = np.nonzero(flat)
+        indptr = np.zeros(B * na + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=B * na), out=indptr[1:])
+        return cls(flat[rows, cols], cols.astype(INDEX), indptr, X.shape)
+
+    def __getitem__(self, key) -> "SparseRows":
+        """``rows[:, tasks]``: the instances of some of the round's tasks (``tasks`` an index
+        array or a slice), as a dense (B, na, d) array would be indexed."""
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] == slice(None)):
+            raise TypeError("sparse rows are indexed as rows[:, tasks]")
+        B, na, d = self.shape
+        tasks = np.arange(na)[key[1]]
+        rows = (np.arange(B)[:, None] * na + tasks[None, :]).reshape(-1)
+        starts, ends = self.indptr[rows], self.indptr[rows + 1]
+        counts = ends - starts
+        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        take = np.repeat(starts - indptr[:-1], counts) + np.arange(int(indptr[-1]))
+        return SparseRows(self.data[take], self.indices[take], indptr, (B, len(tasks), d))
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def row_ids(self) -> np.ndarray:
+        """The row of every entry (nnz,)."""
+        if self._row is None:
+            self._row = np.repeat(np.arange(self.n_rows, dtype=np.intp), np.diff(self.indptr))
+        return self._row
+
+    def task_ids(self) -> np.ndarray:
+        """The active task (0..na-1) of every entry (nnz,)."""
+        if self._task is None:
+            na = self.shape[1]
+            self._task = self.row_ids() if self.shape[0] == 1 else self.row_ids() % na
+        return self._task
+
+    def row_tasks(self) -> np.ndarray:
+        """The active task (0..na-1) of every row (n_rows,)."""
+        return np.tile(np.arange(self.shape[1], dtype=np.intp), self.shape[0])
+
+    def _per_row(self, values: np.ndarray) -> np.ndarray:
+        """(B, na) sums of ``values`` (one per entry) by row."""
+        return np.bincount(self.row_ids(), weights=values,
+                           minlength=self.n_rows).reshape(self.shape[:2])
+
+    def row_sums(self, values: np.ndarray) -> np.ndarray:
+        """Sums by row of ``values`` (nnz, ...), one per entry along the first axis:
+        (n_rows, ...)."""
+        out = np.zeros((self.n_rows,) + values.shape[1:])
+        if self.nnz:
+            # a row's sum runs to the next row with entries (the empty ones between add nothing)
+            filled = np.diff(self.indptr) > 0
+            out[filled] = np.add.reduceat(values, self.indptr[:-1][filled], axis=0)
+        return out
+
+    def dense(self) -> np.ndarray:
+        """The same instances as a dense (B, na, d) array (for a learner with dense math)."""
+        out = np.zeros((self.n_rows, self.shape[2]))
+        out[self.row_ids(), self.indices] = self.data
+        return out.reshape(self.shape)
+
+    def sq_norms(self) -> np.ndarray:
+        """|x|^2 of every instance, (B, na)."""
+        return self._per_row(self.data * self.data)
+
+    def dot(self, v: np.ndarray) -> np.ndarray:
+        """``x . v`` for every instance, (B, na), of one vector v (d,)."""
+        return self._per_row(self.data * v[self.indices])
+
+    def margins(self, W: np.ndarray, rows=None) -> np.ndarray:
+        """``w_i . x`` of every instance of task i, (B, na), for W (na, d): one row per active
+        task; or, with ``rows`` (na,), W holds a block's every task and task i is row
+        ``rows[i]`` (no row is copied)."""
+        tasks = self.task_ids() if rows is None else rows[self.task_ids()]
+        return self._per_row(self.data * W[tasks, self.indices])
+
+    def combine(self, coef: np.ndarray) -> np.ndarray:
+        """``sum_b coef[b, i] x_(b, i)`` for every active task i, as a dense (na, d) array."""
+        out = np.zeros((self.shape[1], self.shape[2]))
+        self.add_to(out, coef)
+        return out
+
+    def add_to(self, W: np.ndarray, coef: np.ndarray, scale=None) -> None:
+        """``W[i] += scale[i] * sum_b coef[b, i] x_(b, i)`` in place, touching only the entries'
+        coordinates (W (na, d); ``scale`` (na,) or None for 1)."""
+        values = self.data * coef.reshape(-1)[self.row_ids()]
+        if scale is not None:
+            values *= scale[self.task_ids()]
+        if self.shape[0] == 1:          # one row per task: no (task, column) repeats
+            W[self.task_ids(), self.indices] += values
+        else:
+            np.add.at(W, (self.task_ids(), self.indices), values)
+
+    def pairs(self):
+        """The (task, column) pairs the round's instances touch, each once.
+
+        Returns
+        -------
+        tasks, cols : ndarray (m,)
+            The pairs, by task then column.
+        inverse : ndarray (nnz,) or None
+            The pair of every entry (None with B = 1, where the entries are the pairs).
+        """
+        if self.shape[0] == 1:
+            return self.task_ids(), self.indices, None
+        d = self.shape[2]
+        key = self.task_ids().astype(np.int64) * d + self.indices
+        unique, inverse = np.unique(key, return_inverse=True)
+        return (unique // d).astype(np.intp), (unique % d).astype(INDEX), inverse
+
+    def pair_sums(self, values: np.ndarray, inverse) -> np.ndarray:
+        """Per-entry ``values`` summed onto the pairs of :meth:`pairs`."""
+        if inverse is None:
+            return values
+        return np.bincount(inverse, weights=values, minlength=int(inverse.max()) + 1 if len(inverse) else 0)
+
+
+def rows_dense(X) -> np.ndarray:
+    """A round's instances as a dense (B, na, d) array, whatever their form."""
+    return X.dense() if isinstance(X, SparseRows) else X
+
+
+def is_sparse(X) -> bool:
+    """Whether ``X`` holds sparse rows (:class:`SparseRows`, or a scipy.sparse matrix)."""
+    return isinstance(X, SparseRows) or hasattr(X, "tocsr")
+
+
+def csr_arrays(X):
+    """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix, in canonical CSR
+    form (columns increasing within a row, no repeat, no stored zero)."""
+    X = X.tocsr()
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    X.eliminate_zeros()
+    return (np.asarray(X.data, dtype=np.float64), np.asarray(X.indices),
+            np.asarray(X.indptr, dtype=np.int64), X.shape)
+
+
+def csr_matrix(data, indices, indptr, shape):
+    """A scipy.sparse CSR matrix of these arrays (shared, not copied)."""
+    from scipy.sparse import csr_matrix as csr
+    return csr((data, indices, indptr), shape=shape, copy=False)
+
+
+def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values`` within each run of equal ``groups`` (values sorted by
+    group, each group's in order): exact, O(n log n), vectorised (a segmented scan by doubling)."""
+    out = values.copy()
+    n, shift = len(out), 1
+    while shift < n:
+        same = groups[shift:] == groups[:-shift]
+        np.maximum(out[shift:], np.where(same, out[:-shift], out[shift:]), out=out[shift:])
+        shift *= 2
+    return out
+
+
+def online_scale_csr(data, indices, indptr, lengths) -> np.ndarray:
+    """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` rows per task)
+    divided, as :func:`omtl_mpi.data.features.online_scale` divides a dense stream, by the
+    largest absolute value their column has taken so far in their task's stream (their own
+    included). Zeros stay zeros, so only the entries are touched."""
+    if not len(data):
+        return np.array(data, dtype=np.float64)
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    task = np.repeat(np.arange(len(lengths)), lengths)[rows]
+    order = np.lexsort((rows, indices, task))               # by task, column, then row
+    key = task[order].astype(np.int64) * (int(indices.max()) + 1) + indices[order]
+    running = np.empty(len(data))
+    running[order] = segment_running_max(np.abs(data[order]), key)
+    return data / running
+
+
+def margins(W: np.ndarray, X) -> np.ndarray:
+    """``w_i . x`` (B, na) of a round's instances X (B, na, d), dense or :class:`SparseRows`,
+    for W (na, d): one row per active task (``einsum("kd,bkd->bk")`` of dense ones)."""
+    return X.margins(W) if isinstance(X, SparseRows) else np.einsum("kd,bkd->bk", W, X)
+
+
+def combine(coef: np.ndarray, X) -> np.ndarray:
+    """``sum_b coef[b, i] x_(b, i)`` (na, d) of a round's instances, dense or
+    :class:`SparseRows` (``einsum("bk,bkd->kd")`` of dense ones)."""
+    return X.combine(coef) if isinstance(X, SparseRows) else np.einsum("bk,bkd->kd", coef, X)
