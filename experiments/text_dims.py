@@ -12,6 +12,8 @@ at a time, and prints one Markdown table per corpus: each learner's mean final c
 over the seeds, the defaults' spread over the seeds (max - min), and the defaults minus the best
 single-task learner. Finished runs are kept in ``--work``/runs.json and not run again (delete it
 after a code change). experiments/PROTOCOL.md, step 9, says how the default was chosen from it.
+With ``--docs`` the tables also become the section 'text-dims' of docs/results/text.md, the
+evidence table of docs/RESULTS.md, *Hashed text at large d*.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import os
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LEARNERS = {"defaults": [], "AROW": ["--algo", "arow"], "AdaGrad": ["--algo", "adagrad"],
             "PA-I": ["--algo", "pa"], "ADMM-Single": ["--algo", "admm-single"]}
@@ -88,6 +92,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", type=int, nargs="+", default=list(DIMS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--docs", action="store_true",
+                    help="also write the tables into docs/results/text.md (section 'text-dims')")
     args = ap.parse_args(argv)
     corpora = {k: v for k, v in (("reviews", args.reviews), ("tweeteval", args.tweeteval)) if v}
     if not corpora:
@@ -111,10 +117,37 @@ def main(argv=None) -> int:
             with open(record + ".part", "w") as f:
                 json.dump(done, f, indent=1)
             os.replace(record + ".part", record)
-    for corpus in corpora:
-        print(table(corpus, done, args.dims, args.seeds))
+    tables = [table(corpus, done, args.dims, args.seeds) for corpus in corpora]
+    for text in tables:
+        print(text)
         print()
+    if args.docs:
+        write_docs(corpora, tables, args)
     return 0
+
+
+def write_docs(corpora, tables, args) -> None:
+    """The tables as the section 'text-dims' of docs/results/text.md, under a stamp."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from docsection import LEARNING, invocation, replace_section, stamp
+    depends = LEARNING + ("omtl_mpi/data", "experiments/text_dims.py")
+    names = {"reviews": "the synthetic five-language review corpus (`python scripts/multilingual.py`, "
+                        "27,000 reviews; the selection corpus of the protocol's step 9)",
+             "tweeteval": "TweetEval (hate, irony, offensive; reported, never used to choose)"}
+    argv = [("DATA/tweeteval" if before == "--tweeteval" else arg)       # a path of this machine
+            for before, arg in zip([None] + sys.argv[:-1], sys.argv)]
+    text = [stamp(invocation(None, (), argv), depends)
+            + " Each corpus is imported by `omtl-mpi data import` at every d (word 1-2-grams and "
+            "character 3-4-grams, signed hashing), and every learner runs with `--seed 0, 1, 2` (three "
+            "stream orders) in one process. Each cell is the mean per-task error over the seeds; "
+            "the defaults' spread is max - min over the seeds; the last column is the defaults' "
+            "mean minus the best single-task learner's at the same d. A dash: no finished run. "
+            "Corpora: " + "; ".join(names[c] for c in corpora) + ".", ""]
+    for text_table in tables:
+        text += [text_table, ""]
+    path = os.path.join(ROOT, "docs", "results", "text.md")
+    replace_section(path, "text-dims", "\n".join(text))
+    print(f"updated {path} (section 'text-dims')")
 
 
 if __name__ == "__main__":

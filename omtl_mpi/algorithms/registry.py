@@ -188,7 +188,7 @@ register(Algorithm(
 
 register(Algorithm(
     name="arow",
-    summary="Independent AROW (full covariance) per task, no communication.",
+    summary="Independent AROW per task (full covariance, diagonal above d = 2048), no communication.",
     citation="Crammer, Kulesza & Dredze, Adaptive Regularization of Weight Vectors, NIPS 2009",
     pattern="none",
     reconstruction=False,
