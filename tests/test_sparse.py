@@ -167,6 +167,33 @@ def test_every_learner_makes_the_same_predictions_on_sparse_and_dense_storage(tm
     assert_same(learned(sparse, **options), learned(dense, **options))
 
 
+@pytest.mark.parametrize("options", [{}, {"algo": "d-admm", "nodes": 3}, {"batch": 2},
+                                     {"coordinates": "nonzero", "arow_covariance": "diagonal"}], ids=str)
+def test_the_empirical_bayes_expert_reads_sparse_rows_as_dense(tmp_path, options):
+    """With more tasks than features the vote has the empirical-Bayes expert, which reads a
+    round's sparse rows dense: the same predictions and models as the same data stored dense."""
+    from omtl_mpi.algorithms import bayes
+    rng = np.random.default_rng(5)
+    Xs, ys = [], []
+    for k in range(30):
+        X = sp.random(6 + k % 7, 8, density=0.3, random_state=k, format="csr")
+        X.data = rng.normal(size=X.nnz)
+        Xs.append(X)
+        ys.append(np.where(X @ rng.normal(size=8) >= 0, 1, -1))
+    names = [f"t{k}" for k in range(30)]
+    write_tasks(tmp_path / "sparse.h5", names, Xs, ys)
+    write_tasks(tmp_path / "dense.h5", names, [X.toarray() for X in Xs], ys)
+    assert read_meta(tmp_path / "sparse.h5").sparse and bayes.used(30, 8 + 1)
+    assert_same(learned(tmp_path / "sparse.h5", **options), learned(tmp_path / "dense.h5", **options))
+
+
+def test_steps_on_nonzero_coordinates_need_a_diagonal_metric(tmp_path):
+    sparse, _ = stored_both_ways(tmp_path, 40)
+    r = omtl("run", "--data", sparse, "--coordinates", "nonzero", "--out", tmp_path / "o.h5")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "o.h5").exists()
+    assert "needs a diagonal metric" in r.stderr and "--arow-covariance diagonal" in r.stderr
+
+
 @pytest.mark.parametrize("options", [
     {"arow_covariance": "diagonal"}, {"w_step": "adagrad", "batch": 3},
     {"algo": "d-admm", "arow_covariance": "diagonal", "nodes": 2},

@@ -227,12 +227,17 @@ def coordinates_of(params, dim: int) -> str:
     """"all" or "nonzero": the coordinates a round of these ADMM ``params`` steps at ``dim``
     weights (``--coordinates``; auto: nonzero above :data:`LARGE_DIM` with a diagonal w-step).
     Raises ConfigError where the arow w-step would be full and it is refused at that d."""
+    full = params.w_step == "arow" and arow_form(params.arow_covariance, dim) == "full"
+    if params.coordinates == "nonzero" and full:
+        raise ConfigError(f"--coordinates nonzero steps only the instances' coordinates, which "
+                          f"needs a diagonal metric, and the arow w-step keeps its full {dim} x "
+                          f"{dim} covariance at d = {dim}: add --arow-covariance diagonal, or "
+                          f"use --w-step adagrad")
     if params.coordinates != "auto":
         return params.coordinates
     if dim <= LARGE_DIM:
         return "all"
-    diagonal = params.w_step != "arow" or arow_form(params.arow_covariance, dim) == "diagonal"
-    return "nonzero" if diagonal else "all"
+    return "all" if full else "nonzero"
 
 
 def class_weights(value):
