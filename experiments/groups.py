@@ -52,8 +52,8 @@ CANDIDATES = [("today's vote (multi-task, shared, related)", None, bayes.NOISE),
 def use(order, noise: float) -> None:
     """Make every learner built from now on vote with ``order`` (None: today's three
     experts) where the empirical-Bayes expert can be used, with label noise ``noise``."""
-    def vote_experts(n_tasks, dim):
-        return order if order is not None and bayes.used(n_tasks, dim) else experts.EXPERTS
+    def vote_experts(n_tasks, dim, class_weight="none"):
+        return order if order is not None and bayes.used(n_tasks, dim, class_weight) else experts.EXPERTS
     for module in (admm, cadmm, dadmm, experts):
         module.vote_experts = vote_experts
     bayes.NOISE = noise

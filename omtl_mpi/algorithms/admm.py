@@ -365,7 +365,7 @@ class TaskBlock:
         self.coordinates = coordinates_of(params, dim)
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
         voting = params.experts and mode != ALONE
-        self.expert_names = vote_experts(K, dim) if voting else ()
+        self.expert_names = vote_experts(K, dim, params.class_weight) if voting else ()
         self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
         self.related = (Related(n_tasks, dim, K, related_mode or related_default(K, dim, self.coordinates))
                         if self.experts is not None else None)

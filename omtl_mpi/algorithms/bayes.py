@@ -54,10 +54,12 @@ CHANGE = 0.25
 MAX_DIM = 2048
 
 
-def used(n_tasks: int, dim: int) -> bool:
+def used(n_tasks: int, dim: int, class_weight="none") -> bool:
     """Whether the vote of a run of ``n_tasks`` tasks with ``dim`` weights has this expert:
-    with more tasks than features, up to d = :data:`MAX_DIM`."""
-    return dim < n_tasks and dim <= MAX_DIM
+    with more tasks than features, up to d = :data:`MAX_DIM`, and without ``--class-weight``
+    (its least-squares posterior weighs every instance alike: leading the vote, it would undo
+    the weights the user asked for)."""
+    return dim < n_tasks and dim <= MAX_DIM and class_weight == "none"
 
 
 def stats_size(dim: int) -> int:

@@ -56,7 +56,7 @@ def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str) -> list:
     form = related_form(params, n_tasks, dim)
     if form is None:
         return []
-    names = vote_experts(n_tasks, dim)
+    names = vote_experts(n_tasks, dim, params.class_weight)
     parts = [(mistakes, len(names))]
     if form in (MOMENT, ROWS):
         parts.append(("related", dim * dim if form == MOMENT else kb * dim))
@@ -289,7 +289,7 @@ class CAdmmServer:
                                    params.lambda2, params.lambda4)._sum_weight
         self.S = np.zeros(d)                     # sum of every task's last message c_k
         self.u = np.zeros(d)
-        names = vote_experts(K, d)
+        names = vote_experts(K, d, params.class_weight)
         self.totals = np.zeros(len(names))
         # the vote's related expert: H, or every task's model as last sent
         self.related = (np.zeros((d, d) if self.form == MOMENT else (K, d))

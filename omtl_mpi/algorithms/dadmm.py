@@ -63,7 +63,7 @@ class DAdmmNode:
         self.K, self.d, self.start, self.stop, self.node = K, d, start, stop, node
         self.given = coupling(params) == GIVEN
         self.form = related_form(params, K, d, n_nodes)
-        names = vote_experts(K, d) if params.experts else ()
+        names = vote_experts(K, d, params.class_weight) if params.experts else ()
         # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form), B (vote, bayes)]
         cols, width = {}, 1
         for name, size in (("S", 0 if self.given else d), ("m", len(names)),

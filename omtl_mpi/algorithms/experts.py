@@ -49,13 +49,13 @@ STEP_MULTIPLE = 16.0
 MOMENT, ROWS, MODELS = "moment", "rows", "models"
 
 
-def vote_experts(n_tasks: int, dim: int) -> tuple:
+def vote_experts(n_tasks: int, dim: int, class_weight="none") -> tuple:
     """The experts of the vote of a run of ``n_tasks`` tasks with ``dim`` weights, in order
     (the first has the prior weight :data:`PRIOR_FIRST`): :data:`EXPERTS`, led by the
     empirical-Bayes expert where it is used (:func:`.bayes.used`; first, because a task with
     few instances is predicted best by it from its first round on: chosen on the selection
     sets, docs/GUIDE.md, *How the defaults were chosen*)."""
-    return (BAYES,) + EXPERTS if bayes.used(n_tasks, dim) else EXPERTS
+    return (BAYES,) + EXPERTS if bayes.used(n_tasks, dim, class_weight) else EXPERTS
 
 
 def inverse_norms(W: np.ndarray) -> np.ndarray:

@@ -185,7 +185,7 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                         f"keeps {K} tasks' messages and models"))
         if params.experts and K <= d:
             out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
-        if params.experts and bayes.used(K, d):
+        if params.experts and bayes.used(K, d, params.class_weight):
             # Q_k and (Pi + Q_k / s2)^-1 per task, a round's copies and work array
             out.append((4 * kb * d * d * 8, f"the vote's empirical-Bayes expert keeps two {d} x {d} "
                         f"matrices per task: {kb} task(s) on one rank"))
