@@ -64,6 +64,16 @@ def step(cmd: list, check: bool = True) -> int:
     return code
 
 
+def synth_unless_exists(out: str, args) -> None:
+    """``omtl-mpi data synth -o out ARGS``, unless ``out`` exists (a drawn file is kept: delete
+    it to draw again)."""
+    if os.path.exists(out):
+        print(f"{out} exists; not drawn again (delete it to draw again)")
+        return
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    step(OMTL + ["data", "synth", "-o", out, *map(str, args)])
+
+
 def sweep_files(config: str) -> dict:
     """File name -> absolute path of every data file the sweep file ``config`` reads (its
     ``path`` keys, relative to the sweep file); empty if the file is not valid TOML (the sweep

@@ -33,7 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import SWEEPS, failed_runs, invocation, replace_section, stamp  # noqa: E402
-from paper import OMTL, shown_path, step, sweep_and_report, sweep_arguments, sweep_files  # noqa: E402
+from paper import (shown_path, sweep_and_report, sweep_arguments, sweep_files,  # noqa: E402
+                   synth_unless_exists)
 
 DEPENDS = SWEEPS + ("scripts/personal.py", "scripts/paper.py", "omtl_mpi/data/personal.py")
 FILE = re.compile(r"personal-(?P<tasks>\d+)-(?P<seed>\d+)\.h5$")
@@ -46,14 +47,9 @@ def draw(wanted: dict) -> None:
     """Draw every personal data file the sweep file names, where it names it, unless it exists."""
     for name, path in wanted.items():
         match = FILE.match(name)
-        if match is None:
-            continue
-        if os.path.exists(path):
-            print(f"{path} exists; not drawn again (delete it to draw again)")
-            continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        step(OMTL + ["data", "synth", "--family", "personal", "--tasks", match["tasks"],
-                     "--seed", match["seed"], "-o", path])
+        if match is not None:
+            synth_unless_exists(path, ["--family", "personal", "--tasks", match["tasks"],
+                                       "--seed", match["seed"]])
 
 
 def oracle(tasks: int, seed: int):

@@ -33,8 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from docsection import SWEEPS, failed_runs, figure_link, invocation, replace_section, stamp  # noqa: E402
-from paper import (OMTL, TIE, import_sweep_report, layout_of, metric_sections,  # noqa: E402
-                   seed_list, shown_path, step, sweep_arguments, sweep_files,
+from paper import (TIE, import_sweep_report, layout_of, metric_sections,  # noqa: E402
+                   seed_list, shown_path, sweep_arguments, sweep_files, synth_unless_exists,
                    with_config)
 from paperfigures import SUBSTITUTES, TABLE2, TABLE4, beside  # noqa: E402
 
@@ -84,13 +84,8 @@ def draw_testbeds(wanted: dict) -> None:
     names, where it names it, unless that file exists."""
     for name, args in TESTBEDS.items():
         out = wanted.get(f"testbed-{name}.h5")
-        if out is None:
-            continue
-        if os.path.exists(out):
-            print(f"{out} exists; not drawn again (delete it to draw again)")
-        else:
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            step(OMTL + ["data", "synth", "-o", out, *args])
+        if out is not None:
+            synth_unless_exists(out, args)
 
 
 def _by(records: list, metric: str = "mean_error") -> dict:
