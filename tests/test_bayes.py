@@ -160,3 +160,20 @@ def test_a_learner_with_it_passes_every_check():
     expert): determinism, the state's round trip, learn_one as its round, one process == MPI
     with the fitted learner's state..."""
     assert omtl_mpi.check_learner(omtl_mpi.CADMM(n_tasks=12, n_features=2)) == []
+
+
+def test_a_checkpoint_without_the_posterior_means_resumes_with_them():
+    """Checkpoints written before the posterior means h were kept hold A and s only: h = A b
+    is computed on loading, and the margins are the formula's."""
+    K, d = 30, 4
+    data = rounds(K, d)
+    a = EmpiricalBayes(K, d)
+    for X, y, active in data[:8]:
+        a.margins(X, active, store=True)
+        a.set_totals(a.learn(X, y, active).copy() + a.totals)
+    assert a.prior_version
+    older = {k: v for k, v in a.state().items() if k != "h"}
+    b = EmpiricalBayes(K, d)
+    b.load_state(older)
+    X, y, active = data[8]
+    np.testing.assert_allclose(b.margins(X, active), a.margins(X, active), rtol=0, atol=1e-12)

@@ -12,6 +12,7 @@ from conftest import assert_in_process_equals_mpiexec, omtl, write_declared_only
 from omtl_mpi.algorithms.admm import GIVEN, AdmmParams, TaskBlock
 from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict
+from omtl_mpi.algorithms import wsteps
 from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
 from omtl_mpi.data import generate
 import omtl_mpi
@@ -64,12 +65,14 @@ def test_adagrad_step_is_the_closed_form_with_its_diagonal_metric(B):
 
 @pytest.mark.parametrize("loss", ["hinge", "squared-hinge", "logistic"])
 @pytest.mark.parametrize("B", [1, 2])
-def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
+@pytest.mark.parametrize("kb", [3, wsteps.TASKS_LAST_FROM])
+def test_arow_step_solves_the_system_with_its_full_precision(loss, B, kb):
     """The stored inverse, kept by rank-one updates, equals a fresh solve with
-    D_t = r I + sum over margin errors of x x^T (each instance weighted 1/B)."""
+    D_t = r I + sum over margin errors of x x^T (each instance weighted 1/B): with the
+    matrices task-first (a few tasks) and tasks-last (many), and the state task-first."""
     rng = np.random.default_rng(1)
     p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, loss=loss, experts=False)
-    block = random_block(rng, p)
+    block = random_block(rng, p, kb=kb)
     kb, d = block.W.shape
     D = np.broadcast_to(p.arow_r * np.eye(d), (kb, d, d)).copy()
     for X, coef, G, W0, target, Z in rounds(block, rng, 30, B):
@@ -80,6 +83,8 @@ def test_arow_step_solves_the_system_with_its_full_precision(loss, B):
             expected = np.linalg.solve(A, p.eta * D[k] @ W0[k] + p.rho * target[k] - G[k] - Z[k])
             np.testing.assert_allclose(block.W[k], expected, rtol=1e-9, atol=1e-9)
     assert (coef != 0).any()
+    M = block.w_step.state()["M"]
+    np.testing.assert_allclose(M, np.linalg.inv(p.eta * D + p.rho * np.eye(d)), rtol=1e-9, atol=1e-9)
 
 
 def test_every_w_step_starts_as_the_euclidean_one():

@@ -24,8 +24,10 @@ the mean ``(n_k - 1) b_k b_k^T``, and ``b_k = Sx beta_k`` for the features' seco
 (:func:`stats_size` numbers, whatever its number of tasks), and every rank computes the same
 prior from their sums (:func:`prior`). The prior is estimated again whenever the instances seen
 have grown by :data:`GROWTH` since the last estimate (a few dozen times in a run), and a task's
-matrix ``(Pi + Q_k / s2)^-1`` is refreshed at its first instance after that; in between each
-instance updates it by Sherman-Morrison, O(d^2).
+matrix ``A_k = (Pi + Q_k / s2)^-1`` and ``h_k`` are computed afresh at its first instance
+after that; in between each instance updates them by Sherman-Morrison, O(d^2): with
+``u = A_k x``, ``A_k -= u u^T / (s2 + x . u)`` and ``h_k += u (y - x . h_k) / (s2 + x . u)``
+(recursive least squares).
 
 Used by the vote only with more tasks than features (:func:`used`): the covariance of d
 features is estimated from K tasks, and its d x d statistics then cost less than sending the
@@ -117,73 +119,91 @@ def _weights(n: np.ndarray) -> np.ndarray:
 class EmpiricalBayes:
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights.
 
+    The per-task arrays are held with the tasks on the last axis (``s`` as d x kb, ``Q`` and
+    ``A`` as d x d x kb): a round's work is a few element-wise passes over them, whose inner
+    loops then run over the tasks, not over d-long rows (at d = 10 numpy's batched matrix
+    products and outer products take 3x as long on kb x d x d arrays). :meth:`state` gives
+    them task-first, as checkpoints hold them.
+
     Attributes
     ----------
-    s, Q, n : ndarray
-        Every task's ``sum y x`` (kb, d), ``sum x x^T`` (kb, d, d) and instances (kb,).
-    A : ndarray, shape (kb, d, d)
-        ``(Pi + Q_k / s2)^-1`` for the prior of version ``version[k]`` (-1: not computed).
+    n : ndarray
+        Every task's number of instances (kb,).
     totals : ndarray
         Every task's statistics (the sum over the blocks), from which the prior comes.
     delta : ndarray
         The change of this block's statistics in the last :meth:`learn`.
+
+    Every task's ``sum y x``, ``sum x x^T``, and ``A = (Pi + Q_k / s2)^-1`` and the posterior
+    mean ``h`` for the prior of version ``version[k]`` (-1: not computed) are in :meth:`state`.
     """
 
-    TASK_AXIS = {"s": 0, "Q": 0, "n": 0, "A": 0, "version": 0}
+    TASK_AXIS = {"s": 0, "Q": 0, "n": 0, "A": 0, "h": 0, "version": 0}
 
     def __init__(self, n_tasks: int, dim: int):
         self.d = dim
-        self.s = np.zeros((n_tasks, dim))
-        self.Q = np.zeros((n_tasks, dim, dim))
+        self._s = np.zeros((dim, n_tasks))
+        self._Q = np.zeros((dim, dim, n_tasks))
         self.n = np.zeros(n_tasks)
-        self.A = np.zeros((n_tasks, dim, dim))
+        self._A = np.zeros((dim, dim, n_tasks))
+        self._h = np.zeros((dim, n_tasks))
         self.version = np.full(n_tasks, -1, dtype=np.int64)
         self.totals = np.zeros(stats_size(dim))
         self.delta = np.zeros(stats_size(dim))
         self.prior_version = 0          # priors estimated so far
         self.estimated_at = 0.0         # N when the prior was last estimated
         self._prior = None
-        self._work = None
+        self._work = np.empty(0)
         self._Ax = None                 # A x of the round's instances, from margins
+        self._x = None                  # and those instances (d, na)
+        self._w = np.zeros(n_tasks)     # 1 / n_k (0 where n_k = 0)
 
-    def _matrices(self, active, store: bool) -> np.ndarray:
-        """``A`` of the tasks ``active`` for the current prior, computed where out of date
-        (and kept, when ``store``): a view of :attr:`A` for every task when none is."""
+    def _matrices(self, active, store: bool):
+        """``(A (d, d, na), h (d, na))`` of the tasks ``active`` for the current prior,
+        computed where out of date (and kept, when ``store``): views of every task's when none
+        is."""
         stale = self.version[active] != self.prior_version
+        A, h = self._A[..., active], self._h[:, active]
         if not stale.any():
-            return self.A[active]
-        A = self.A[active] if store or not isinstance(active, slice) else self.A.copy()
-        if stale.any():
-            A[stale] = np.linalg.inv(self._prior[0] + self.Q[active][stale] / NOISE)
-            if store:
-                if not isinstance(active, slice):       # a view of A needs no copying back
-                    self.A[active] = A
-                self.version[active] = self.prior_version
-        return A
+            return A, h
+        if isinstance(active, slice) and not store:
+            A, h = A.copy(), h.copy()
+        Pi, Pi_mu = self._prior
+        # every task at once after a new prior: plain slices, not a mask over the last axis
+        which = slice(None) if stale.all() else np.flatnonzero(stale)
+        fresh = np.linalg.inv(Pi + np.moveaxis(self._Q[..., active][..., which], -1, 0) / NOISE)
+        b = self._s[:, active][:, which] / NOISE
+        b += Pi_mu[:, None]
+        A[..., which] = np.moveaxis(fresh, 0, -1)
+        h[:, which] = np.einsum("kij,jk->ik", fresh, b)
+        if store:
+            if not isinstance(active, slice):       # views need no copying back
+                self._A[..., active] = A
+                self._h[:, active] = h
+            self.version[active] = self.prior_version
+        return A, h
 
     def margins(self, X: np.ndarray, active=slice(None), store: bool = False) -> np.ndarray:
         """``h_k . x`` (B, na) of X (B, na, d) for the block's tasks ``active`` (0 before the
         first prior); ``store`` keeps the matrices computed on the way."""
+        self._Ax = self._x = None
         if self._prior is None:
             return np.zeros(X.shape[:2])
-        A = self._matrices(active, store)
-        b = self.s[active] / NOISE
-        b += self._prior[1]
+        A, h = self._matrices(active, store)
         if store and X.shape[0] == 1:
-            # A x too, in the same pass over A: learn's Sherman-Morrison step needs it
-            both = np.matmul(A, np.stack((b, X[0]), axis=2))
-            self._Ax = both[:, :, 1]
-            return np.vecdot(both[:, :, 0], X)
-        self._Ax = None
-        h = np.matmul(A, b[:, :, None])[:, :, 0]
-        return np.vecdot(h, X)
+            # A x too (and x as learn reads it): learn's Sherman-Morrison step needs it
+            x = self._x = X[0].T.copy()       # learn masks it in place: never a view of X
+            self._Ax = np.einsum("ijk,jk->ik", A, x)
+            return np.einsum("ik,ik->k", h, x)[None]
+        return np.einsum("ik,bki->bk", h, X)
 
     def _scratch(self, n: int) -> np.ndarray:
-        """An (n, d, d) work array, the same memory every round: an array of this size made
+        """A (d, d, n) work array, the same memory every round: an array of this size made
         afresh every round costs the system's page faults, more than the arithmetic."""
-        if self._work is None or len(self._work) < n:
-            self._work = np.empty((n, self.d, self.d))
-        return self._work[:n]
+        size = self.d * self.d * n
+        if len(self._work) < size:
+            self._work = np.empty(size)
+        return self._work[:size].reshape(self.d, self.d, n)
 
     def learn(self, X: np.ndarray, y: np.ndarray, active=slice(None)) -> np.ndarray:
         """Add a round's instances (X (B, na, d), y (B, na), 0 for padding) of the tasks
@@ -191,61 +211,81 @@ class EmpiricalBayes:
         d = self.d
         real = y != 0.0
         count = real.sum(axis=0)
+        na = len(count)
         n_old = self.n[active].copy()         # a view for every task: kept from the update
         n_new = n_old + count
-        w_old, w_new = _weights(n_old), _weights(n_new)
-        s_old = self.s[active]
-        yx = np.einsum("bk,bkd->kd", y, X)
+        w_old, w_new = self._w[active].copy(), _weights(n_new)     # 1 / n_k, 0 for n_k = 0
+        self._w[active] = w_new
+        s_old = self._s[:, active]
+        if X.shape[0] == 1:
+            if self._x is not None and self._x.shape == (d, na):
+                x = self._x                                                  # from margins
+                x *= real[0]
+            else:
+                x = np.ascontiguousarray((X[0] * real[0][:, None]).T)       # (d, na)
+            yx = x * y[0]
+        else:
+            x = (X * real[:, :, None]).transpose(0, 2, 1)                    # (B, d, na)
+            yx = np.einsum("bk,bdk->dk", y, x)
         s_new = s_old + yx
         M, QT, S1, N, N1 = _split(self.delta, d)
         # the change of sum_k (s_k s_k^T - Q_k) / n_k: Q_k' / n_k' - Q_k / n_k is
         # Q_k (1/n_k' - 1/n_k) + (Q_k' - Q_k) / n_k', so Q_k is read once; sums over the tasks
         # as matrix products
-        Q = self.Q[active]                    # a view for every task, else a copy
-        M[...] = (s_new * w_new[:, None]).T @ s_new
-        M -= (s_old * w_old[:, None]).T @ s_old
-        M -= ((w_new - w_old) @ Q.reshape(len(n_old), d * d)).reshape(d, d)
-        added = self._scratch(len(n_old))
+        Q = self._Q[..., active]              # a view for every task, else a copy
+        change = w_new - w_old
+        M[...] = (Q.reshape(d * d, na) @ change).reshape(d, d)
+        added = self._scratch(na)
         if X.shape[0] == 1:
-            x = X[0] * real[0][:, None]
-            M -= (x * w_new[:, None]).T @ x
-            QT[...] = x.T @ x
-            np.multiply(x[:, :, None], x[:, None, :], out=added)
+            # with one instance (y^2 = 1) s' s'^T - x x^T = s s^T + y (s x^T + x s^T): the change
+            # is (w' - w) s s^T + w' y (s x^T + x s^T) - (w' - w) Q, two products over the tasks
+            np.subtract((s_old * change) @ s_old.T, M, out=M)
+            P = (s_old * (w_new * y[0])) @ x.T
+            M += P
+            M += P.T
+            QT[...] = x @ x.T
+            np.multiply(x[:, None, :], x[None, :, :], out=added)
         else:
-            x = X * real[:, :, None]
-            np.einsum("bkd,bke->kde", x, x, out=added)
-            M -= (w_new @ added.reshape(len(n_old), d * d)).reshape(d, d)
-            QT[...] = added.sum(axis=0)
+            np.subtract((s_new * w_new) @ s_new.T, M, out=M)
+            M -= (s_old * w_old) @ s_old.T
+            np.einsum("bik,bjk->ijk", x, x, out=added)
+            M -= (added.reshape(d * d, na) @ w_new).reshape(d, d)
+            QT[...] = added.sum(axis=2)
         Q += added
         if not isinstance(active, slice):
-            self.Q[active] = Q
-        self.s[active] = s_new
+            self._Q[..., active] = Q
+        self._s[:, active] = s_new
         self.n[active] = n_new
-        S1[...] = yx.sum(axis=0)
+        S1[...] = yx.sum(axis=1)
         total = float(count.sum())
         self.delta[-2] = total
         self.delta[-1] = total - np.count_nonzero((n_old == 0) & (count > 0))
         if self._prior is not None:
-            self._update_matrices(x if X.shape[0] == 1 else None, count, active)
+            self._update_matrices(x if X.shape[0] == 1 else None, y[0], count, active)
+        self._Ax = self._x = None
         return self.delta
 
-    def _update_matrices(self, x, count, active) -> None:
-        """Keep ``A`` of the current tasks ``active`` up to date with one new instance each
-        (rows of ``x``; zero rows for tasks without one) by Sherman-Morrison, or, after a
-        mini-batch (``x`` None), mark those that learned to be computed afresh."""
+    def _update_matrices(self, x, y, count, active) -> None:
+        """Keep ``A`` and ``h`` of the current tasks ``active`` up to date with one new
+        instance each (columns of ``x``, d x na, labels ``y``; zero for tasks without one) by
+        Sherman-Morrison, or, after a mini-batch (``x`` None), mark those that learned to be
+        computed afresh."""
         current = self.version[active] == self.prior_version
         if x is None:
             version = self.version[active]
             version[count > 0] = -1
             self.version[active] = version
             return
-        A = self.A[active]                   # a view for every task, else a copy
-        Ax = self._Ax if self._Ax is not None else np.matmul(A, x[:, :, None])[:, :, 0]
-        self._Ax = None
-        Ax *= np.sqrt(current / (NOISE + np.vecdot(x, Ax)))[:, None]
-        A -= np.multiply(Ax[:, :, None], Ax[:, None, :], out=self._scratch(len(Ax)))
+        A, h = self._A[..., active], self._h[:, active]      # views for every task, else copies
+        Ax = self._Ax if self._Ax is not None else np.einsum("ijk,jk->ik", A, x)
+        scale = 1.0 / (NOISE + np.einsum("ik,ik->k", x, Ax))
+        scale *= current
+        h += Ax * ((y - np.einsum("ik,ik->k", x, h)) * scale)
+        Ax *= np.sqrt(scale)
+        A -= np.multiply(Ax[:, None, :], Ax[None, :, :], out=self._scratch(len(current)))
         if not isinstance(active, slice):
-            self.A[active] = A
+            self._A[..., active] = A
+            self._h[:, active] = h
 
     def set_totals(self, totals: np.ndarray) -> None:
         """Every task's statistics (the sum over the blocks, the same on every rank): the
@@ -261,11 +301,14 @@ class EmpiricalBayes:
                 self.prior_version += 1
 
     def finite(self, rows) -> bool:
-        return bool(all(np.isfinite(a[rows]).all() for a in (self.s, self.Q, self.A))
+        return bool(all(np.isfinite(a[..., rows]).all()
+                        for a in (self._s, self._Q, self._A, self._h))
                     and np.isfinite(self.totals).all())
 
     def state(self) -> dict:
-        return {"s": self.s.copy(), "Q": self.Q.copy(), "n": self.n.copy(), "A": self.A.copy(),
+        """The state, every per-task array with the tasks first."""
+        return {"s": self._s.T.copy(), "Q": np.moveaxis(self._Q, -1, 0).copy(),
+                "n": self.n.copy(), "A": np.moveaxis(self._A, -1, 0).copy(), "h": self._h.T.copy(),
                 "version": self.version.copy(), "totals": self.totals.copy(),
                 "prior_version": np.int64(self.prior_version),
                 "estimated_at": np.float64(self.estimated_at),
@@ -275,10 +318,20 @@ class EmpiricalBayes:
                 "Pi_mu": (self._prior[1] if self._prior else np.zeros(self.d)).copy()}
 
     def load_state(self, state: dict) -> None:
-        for key in ("s", "Q", "n", "A", "totals"):
-            getattr(self, key)[...] = state[key]
+        self._s[...] = np.asarray(state["s"]).T
+        self._Q[...] = np.moveaxis(np.asarray(state["Q"]), 0, -1)
+        self._A[...] = np.moveaxis(np.asarray(state["A"]), 0, -1)
+        self.n[...] = state["n"]
+        self._w[...] = _weights(self.n)
+        self.totals[...] = state["totals"]
         self.version[...] = state["version"]
         self.prior_version = int(state["prior_version"])
         self.estimated_at = float(state["estimated_at"])
         self._prior = ((np.array(state["Pi"], dtype=np.float64),
                         np.array(state["Pi_mu"], dtype=np.float64)) if self.prior_version else None)
+        if "h" in state:
+            self._h[...] = np.asarray(state["h"]).T
+        elif self._prior is not None:       # a checkpoint of an earlier version: h = A b
+            b = self._s / NOISE
+            b += self._prior[1][:, None]
+            self._h[...] = np.einsum("ijk,jk->ik", self._A, b)

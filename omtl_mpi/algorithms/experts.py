@@ -109,11 +109,12 @@ def gram_change(models: np.ndarray, gram: np.ndarray, tasks, cols, values) -> No
     gram -= old.T @ old
 
 
-def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None) -> np.ndarray:
+def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None,
+                  new_inverse: np.ndarray | None = None) -> np.ndarray:
     """The change of H = sum_j w_j w_j^T / |w_j| when some tasks' models change from rows
-    ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` is
-    :func:`inverse_norms` of ``old`` where known."""
-    y_new, y_old = contributions(new), contributions(old, old_inverse)
+    ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` and
+    ``new_inverse`` are :func:`inverse_norms` of ``old`` and ``new`` where known."""
+    y_new, y_old = contributions(new, new_inverse), contributions(old, old_inverse)
     change = y_new.T @ y_new
     change -= y_old.T @ y_old
     return change
