@@ -111,6 +111,22 @@ def prior(stats: np.ndarray, dim: int):
     return Pi, Pi @ (Sx_inv @ m)
 
 
+def inverse_tasks_last(P: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """The inverses of the symmetric positive-definite matrices ``P`` (d, d, n: the tasks on
+    the last axis), in place, by Gauss-Jordan elimination over every task at once (d steps
+    of array operations over the tasks; no pivoting, which a positive-definite matrix does not
+    need). ``work`` is a (d, d, n) scratch array. Returns P."""
+    for k in range(P.shape[0]):
+        pivot = 1.0 / P[k, k]
+        row = P[k] * pivot                       # (d, n): row k over its pivot
+        column = P[:, k].copy()
+        P -= np.multiply(column[:, None, :], row[None, :, :], out=work)
+        P[k] = row
+        P[:, k] = column * -pivot
+        P[k, k] = pivot
+    return P
+
+
 def _weights(n: np.ndarray) -> np.ndarray:
     """``1 / n_k``, 0 where n_k = 0."""
     return np.where(n > 0, 1.0 / np.maximum(n, 1.0), 0.0)
@@ -171,11 +187,13 @@ class EmpiricalBayes:
         Pi, Pi_mu = self._prior
         # every task at once after a new prior: plain slices, not a mask over the last axis
         which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = np.linalg.inv(Pi + np.moveaxis(self._Q[..., active][..., which], -1, 0) / NOISE)
+        fresh = self._Q[..., active][..., which] / NOISE
+        fresh += Pi[:, :, None]
+        inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
         b = self._s[:, active][:, which] / NOISE
         b += Pi_mu[:, None]
-        A[..., which] = np.moveaxis(fresh, 0, -1)
-        h[:, which] = np.einsum("kij,jk->ik", fresh, b)
+        A[..., which] = fresh
+        h[:, which] = np.einsum("ijk,jk->ik", fresh, b)
         if store:
             if not isinstance(active, slice):       # views need no copying back
                 self._A[..., active] = A
