@@ -177,3 +177,16 @@ def test_a_checkpoint_without_the_posterior_means_resumes_with_them():
     b.load_state(older)
     X, y, active = data[8]
     np.testing.assert_allclose(b.margins(X, active), a.margins(X, active), rtol=0, atol=1e-12)
+
+
+def test_the_tasks_matrices_are_inverted_in_place_over_the_tasks():
+    """inverse_tasks_last (Gauss-Jordan over the tasks' axis) is numpy's inverse, also for
+    the ill-conditioned matrices of long streams under a narrow prior."""
+    rng = np.random.default_rng(3)
+    d, n = 6, 40
+    X = rng.normal(size=(n, 200, d)) * np.geomspace(1, 1e3, d)
+    P = np.einsum("kid,kie->kde", X, X) + 1e-3 * np.eye(d)
+    expected = np.linalg.inv(P)
+    got = bayes.inverse_tasks_last(np.ascontiguousarray(np.moveaxis(P, 0, -1)), np.empty((d, d, n)))
+    np.testing.assert_allclose(np.moveaxis(got, -1, 0), expected, rtol=1e-8,
+                               atol=1e-12 * np.abs(expected).max())
