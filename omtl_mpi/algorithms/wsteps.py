@@ -241,8 +241,8 @@ class AdagradStep(EuclidStep):
 # operations; above it, in place per margin error
 BATCHED_DIM = 64
 # from this many tasks in a block (and up to BATCHED_DIM weights), ArowStep holds the matrices
-# with the tasks on the last axis: its loops then run over the tasks (1.6x faster a round at
-# K = 1,024, d = 10), where below it numpy's per-call cost makes them slower (0.89x at K = 5)
+# with the tasks on the last axis: its loops then run over the tasks (docs/PERFORMANCE.md, *Many
+# tasks: the tasks-last layout*); with fewer, numpy's per-call cost makes that layout slower
 TASKS_LAST_FROM = 48
 
 
