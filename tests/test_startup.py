@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import scipy.linalg.blas
+import scipy.linalg.lapack
 
 from omtl_mpi.algorithms import fortran
 
@@ -46,13 +47,14 @@ def test_the_logistic_loss_imports_scipy_special_on_first_use():
 
 
 def test_the_wrappers_are_scipys_own_functions():
-    # the same function object as scipy.linalg's, so the same bits
+    # the same function objects as scipy.linalg's, so the same bits
     assert fortran.dger is scipy.linalg.blas.dger
+    assert fortran.dgesdd is scipy.linalg.lapack.dgesdd
 
 
 def test_a_scipy_without_the_module_falls_back_to_the_normal_import(monkeypatch):
     monkeypatch.setattr(fortran, "extension", lambda name: None)
-    assert fortran._load() is scipy.linalg.blas.dger
+    assert fortran._load() == (scipy.linalg.blas.dger, scipy.linalg.lapack.dgesdd)
 
 
 def test_a_module_that_cannot_be_loaded_alone_is_reported_as_missing(monkeypatch):

@@ -373,6 +373,9 @@ class TaskBlock:
         # 1 / |w_k| of every task (inverse_norms of W), kept by predict_and_step for the next
         # round's related model; None where W changed otherwise (recomputed when next needed)
         self._inverse = None
+        self._ones = np.ones(n_tasks)
+        # each expert's row in the vote's margins (expert_names' order)
+        self._expert_row = {name: i for i, name in enumerate(self.expert_names)}
         # with --coordinates nonzero: the last step's (task row, coordinate) pairs and their new
         # messages (for the z-step), the change of the sum of C at its coordinates, the W entries
         # it changed (for the related experts' copies of every model)
@@ -429,6 +432,7 @@ class TaskBlock:
         start = self._starting(W, active)
         if start is not W:
             self.started[active] = True
+            self._all_started = bool(self.started.all())
         margins = X.margins(start) if sparse else np.vecdot(start, X)
         own = predict(margins)
         positive = own
@@ -474,7 +478,7 @@ class TaskBlock:
         C += Z
         if self.mode == FIXED:
             # the sum over the rows as a product: numpy's sum(axis=0) over d-long rows costs 3x
-            self.delta_C = np.ones(len(C)) @ (C - self.C[active])
+            self.delta_C = self._ones[:len(C)] @ (C - self.C[active])
         self.C[active] = C
         return positive
 
@@ -492,11 +496,14 @@ class TaskBlock:
         (:func:`.bayes.used`), reads the round's rows dense: B na d numbers, no more than its
         own kb d^2."""
         sparse = isinstance(X, SparseRows)
-        out = {"multi-task": margins, "shared": X.dot(self.u) if sparse else X @ self.u,
-               "related": self.related.margins(W, X, active, inverse)}
+        row = self._expert_row
+        out = np.empty((len(row),) + margins.shape)
+        out[row["multi-task"]] = margins
+        out[row["shared"]] = X.dot(self.u) if sparse else X @ self.u
+        out[row["related"]] = self.related.margins(W, X, active, inverse)
         if self.bayes is not None:
-            out[BAYES] = self.bayes.margins(rows_dense(X), active, store)
-        return np.stack([out[name] for name in self.expert_names])
+            out[row[BAYES]] = self.bayes.margins(rows_dense(X), active, store)
+        return out
 
     def _entry_models(self, flat, cols) -> np.ndarray:
         """w_k at the pairs ``flat`` (indices into the flattened kb x d W), of coordinates
@@ -613,7 +620,7 @@ class TaskBlock:
         w-steps and z-steps) would take its w were u to stay as it is (w_k = u, z_k = 0; docs/
         ALGORITHMS.md section 1). W itself when every task has started (a run's tasks all start
         in its first round, when u = 0, so this changes nothing in ``omtl-mpi run``)."""
-        if self.started is None:
+        if self.started is None or self._all_started:
             return W
         fresh = ~self.started[active]
         if not fresh.any():

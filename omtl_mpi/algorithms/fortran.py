@@ -1,7 +1,9 @@
-"""The BLAS routine the learners call directly: ``dger`` (AROW's in-place rank-one update).
+"""The BLAS and LAPACK routines the learners call directly: ``dger`` (AROW's in-place rank-one
+update) and ``dgesdd`` (the thin SVD of the Omega update, every round: at a few tasks
+numpy.linalg.svd's Python-side checks cost as much as the decomposition).
 
-It is scipy's own Fortran wrapper (``scipy.linalg.blas.dger``: the very same function object,
-so the same bits). ``import scipy.linalg`` costs about as much CPU as numpy, h5py and mpi4py
+They are scipy's own Fortran wrappers (``scipy.linalg.blas.dger``, ``scipy.linalg.lapack.dgesdd``:
+the very same function objects, so the same bits). ``import scipy.linalg`` costs about as much CPU as numpy, h5py and mpi4py
 together, most of it in parts of scipy these learners never use (its array-API layer and
 docstring processing), and an MPI job pays it once per rank, on cores the ranks share
 (docs/DESIGN.md, "Start-up"). The extension module that holds the wrapper needs nothing of
@@ -41,11 +43,11 @@ def extension(name: str):
 
 
 def _load():
-    fblas = extension("_fblas")
-    if fblas is None or not hasattr(fblas, "dger"):
-        from scipy.linalg import blas
-        return blas.dger
-    return fblas.dger
+    fblas, flapack = extension("_fblas"), extension("_flapack")
+    if fblas is None or flapack is None or not (hasattr(fblas, "dger") and hasattr(flapack, "dgesdd")):
+        from scipy.linalg import blas, lapack
+        return blas.dger, lapack.dgesdd
+    return fblas.dger, flapack.dgesdd
 
 
-dger = _load()
+dger, dgesdd = _load()

@@ -21,6 +21,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .fortran import dgesdd
+
+# up to this many tasks the exact step is one (K + 1) x K matrix product (ExactStep._dense_operator)
+DENSE_STEP_TASKS = 64
 # numpy.linalg.pinv's cut-off: eigenvalues of Omega below this times the largest count as
 # zero in the paper variant's pseudo-inverse
 PINV_CUTOFF = 1e-15
@@ -102,30 +106,28 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relations
     K = V.shape[0]
     if V.size == 0 or not np.isfinite(V).all():
         return previous
-    try:
-        B, sigma, _ = np.linalg.svd(V, full_matrices=False)
-    except np.linalg.LinAlgError:
+    B, sigma, _, info = dgesdd(V, compute_uv=1, full_matrices=0)
+    if info != 0:                               # LAPACK did not converge
         return previous
+    # LAPACK's arrays are column-major; a checkpoint's are row-major, and a product's last bits
+    # depend on the layout: the same layout always, for resumed runs equal to the bit
+    B = np.ascontiguousarray(B)
     trace = float(sigma.sum()) + K * eps
     if not (np.isfinite(trace) and trace > 0.0):
         return previous
     return Relationship(B, (sigma + eps) / trace, eps / trace)
 
 
-def _operator_eigenvalue(a_rho: float, lambda4: float):
-    """P's eigenvalue as a function of Omega's: omega / ((a + rho) omega + lambda4), and
-    1 / (a + rho) for every omega when lambda4 = 0 (P = I / (a + rho) whatever Omega is)."""
+def _eigenvalues(a: float, a_rho: float, lambda4: float, e):
+    """P's eigenvalue ``omega / ((a + rho) omega + lambda4)`` and 1 - rho times it, written so
+    that nothing cancels, ``(a omega + lambda4) / ((a + rho) omega + lambda4)``, for Omega's
+    eigenvalues ``e`` (an array or a float); with lambda4 = 0, 1 / (a + rho) and a / (a + rho)
+    whatever Omega is. The same expressions for an array and a float, so that Omega's rest and
+    its values get the same bits as one array would."""
     if lambda4 == 0.0:
-        return lambda e: np.full_like(e, 1.0 / a_rho, dtype=np.float64)
-    return lambda e: e / (a_rho * e + lambda4)
-
-
-def _complement_eigenvalue(a: float, a_rho: float, lambda4: float):
-    """1 - rho * P's eigenvalue, written so that nothing cancels:
-    (a omega + lambda4) / ((a + rho) omega + lambda4) (a / (a + rho) when lambda4 = 0)."""
-    if lambda4 == 0.0:
-        return lambda e: np.full_like(e, a / a_rho, dtype=np.float64)
-    return lambda e: (a * e + lambda4) / (a_rho * e + lambda4)
+        return e * 0.0 + 1.0 / a_rho, e * 0.0 + a / a_rho
+    den = a_rho * e + lambda4
+    return e / den, (a * e + lambda4) / den
 
 
 class ExactStep:
@@ -144,18 +146,48 @@ class ExactStep:
         K = rel.n_tasks
         a_rho = a + rho
         self.rel, self.rho = rel, rho
-        self.f_diag, self.f_rest = rel.spectral(_operator_eigenvalue(a_rho, lambda4))
-        g_diag, g_rest = rel.spectral(_complement_eigenvalue(a, a_rho, lambda4))
+        # f(Omega) = P and g(Omega) = I - rho P in Omega's basis (Relationship.spectral's form),
+        # the rest's as Python floats: this runs every round, and at small K its cost is the
+        # number of numpy calls
+        f_values, g_values = _eigenvalues(a, a_rho, lambda4, rel.values)
+        self.f_rest, self.g_rest = _eigenvalues(a, a_rho, lambda4, float(rel.rest))
+        self.f_diag = f_values - self.f_rest
+        g_diag = g_values - self.g_rest
         B = rel.basis
-        q = B.sum(axis=0)                                   # B^T 1
-        residual = np.ones(K) - B @ q if B.shape[1] else np.ones(K)
-        self.g_rest = g_rest
-        g = g_diag + g_rest                                 # g_i
-        den = lambda2 + rho * (g_rest * float(residual @ residual) + float(np.sum(g * q * q)))
+        if B.shape[1]:
+            q = B.sum(axis=0)                               # B^T 1
+            residual = 1.0 - B @ q
+            off_basis = float(residual @ residual)          # |1 - B q|^2, >= 0
+        else:
+            q, off_basis = np.zeros(0), float(K)
+        den = lambda2 + rho * (self.g_rest * off_basis + float((g_values * q) @ q))
         # C^T (1 - rho p) / den = (g(rest) C^T 1 + (B^T C)^T ((g - g(rest)) q)) / den
-        self._sum_weight = g_rest / den
-        self._basis_weight = g_diag * q / den               # (r,)
+        self._sum_weight = self.g_rest / den
+        self._basis_weight = g_diag * q
+        self._basis_weight /= den                           # (r,)
         self._q = q
+        # with few tasks, the step as one (K + 1) x K matrix applied to C, [u; V] = T C: at small
+        # K a round's cost is its number of numpy calls, and the factored step makes a dozen
+        self._dense = self._dense_operator() if K <= DENSE_STEP_TASKS else None
+
+    def _dense_operator(self) -> np.ndarray:
+        """T ((K + 1) x K) with u = T[0] C and V = T[1:] C: u = w^T C with
+        w = sum_weight 1 + B basis_weight, and V = F (C - rho 1 u^T) = (F - rho (F 1) w^T) C
+        with F = f(Omega) = f_rest I + B diag(f_diag) B^T, F 1 = f_rest 1 + B (f_diag q)."""
+        B = self.rel.basis
+        K = B.shape[0]
+        T = np.empty((K + 1, K))
+        w, F = T[0], T[1:]
+        Bf = B * self.f_diag
+        np.matmul(Bf, B.T, out=F)
+        F.reshape(-1)[::K + 1] += self.f_rest
+        np.matmul(B, self._basis_weight, out=w)
+        w += self._sum_weight
+        F1 = Bf @ self._q
+        F1 += self.f_rest
+        F1 *= self.rho
+        F -= F1[:, None] * w
+        return T
 
     def u(self, C: np.ndarray, column_sum: np.ndarray | None = None,
           BtC: np.ndarray | None = None) -> np.ndarray:
@@ -168,6 +200,9 @@ class ExactStep:
 
     def step(self, C: np.ndarray):
         """(u (d,), V (K x d)) from C (K x d)."""
+        if self._dense is not None:
+            uV = self._dense @ C
+            return uV[0], uV[1:]
         B = self.rel.basis
         BtC = B.T @ C if B.shape[1] else None
         u = self.u(C, BtC=BtC)
