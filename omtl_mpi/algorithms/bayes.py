@@ -297,7 +297,7 @@ class EmpiricalBayes:
         A, h = self._A[..., active], self._h[:, active]      # views for every task, else copies
         Ax = self._Ax if self._Ax is not None else np.einsum("ijk,jk->ik", A, x)
         scale = 1.0 / (NOISE + np.einsum("ik,ik->k", x, Ax))
-        scale *= current
+        scale *= current & (y != 0.0)          # a task without an instance keeps its A and h
         h += Ax * ((y - np.einsum("ik,ik->k", x, h)) * scale)
         Ax *= np.sqrt(scale)
         A -= np.multiply(Ax[:, None, :], Ax[None, :, :], out=self._scratch(len(current)))
