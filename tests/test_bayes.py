@@ -190,3 +190,25 @@ def test_the_tasks_matrices_are_inverted_in_place_over_the_tasks():
     got = bayes.inverse_tasks_last(np.ascontiguousarray(np.moveaxis(P, 0, -1)), np.empty((d, d, n)))
     np.testing.assert_allclose(np.moveaxis(got, -1, 0), expected, rtol=1e-8,
                                atol=1e-12 * np.abs(expected).max())
+
+
+def test_a_task_without_an_instance_keeps_its_posterior_whatever_its_row_holds():
+    """A round's padding (label 0) changes nothing of its task, even where its row is not zero
+    (the Python API's rows of tasks that are not active)."""
+    K, d = 30, 4
+    data = rounds(K, d)
+    e = EmpiricalBayes(K, d)
+    for X, y, active in data[:8]:
+        e.margins(X, active, store=True)
+        e.set_totals(e.learn(X, y, active).copy() + e.totals)
+    assert e.prior_version
+    X = np.random.default_rng(5).normal(size=(1, K, d))
+    y = np.ones((1, K))
+    y[0, :10] = 0.0                                     # tasks 0-9: padding with rows
+    e.margins(X, store=True)                            # (refreshes the matrices of a new prior)
+    before = e.state()
+    e.learn(X, y)
+    after = e.state()
+    for key in ("A", "h", "Q", "s", "n"):
+        np.testing.assert_array_equal(after[key][:10], before[key][:10], err_msg=key)
+        assert not np.array_equal(after[key][10:], before[key][10:]), key

@@ -310,3 +310,29 @@ def test_auto_can_be_typed_and_means_the_default():
     assert run_config({"arow_r": "auto", "eta": "auto"}).params == run_config({}).params
     r = omtl("run", "--synth-samples", "20", "--arow-r", "often")
     assert r.returncode == 2 and "'often' is neither a number nor 'auto'" in r.stderr
+
+
+def test_arow_matrices_follow_the_rounds_layout():
+    """A block of many tasks holds its arow matrices tasks-last for a round of every task and
+    task-first for a round of some (the layout switched by a transpose): the same steps as a
+    block that keeps them task-first throughout."""
+    rng = np.random.default_rng(4)
+    p = AdmmParams(w_step="arow", eta=0.8, arow_r=2.0, experts=False)
+    kb, d = wsteps.TASKS_LAST_FROM, 5
+    a = random_block(rng, p, kb=kb, d=d)
+    b = TaskBlock(p, kb, d, mode=GIVEN)
+    b.w_step._can_tasks_last = b.w_step._tasks_last = False
+    b.load_state(a.state())
+    layouts = set()
+    for t in range(12):
+        active = np.sort(rng.choice(kb, 10, replace=False)) if t % 3 == 1 else slice(None)
+        na = kb if isinstance(active, slice) else len(active)
+        X, y = rng.normal(size=(1, na, d)), rng.choice([-1.0, 1.0], size=(1, na))
+        u, V = rng.normal(size=d), rng.normal(size=(kb, d))
+        for block in (a, b):
+            block.predict_and_step(X, y, np.ones(na), active)
+            block.dual_step(u, V)
+        layouts.add(a.w_step._tasks_last)
+        np.testing.assert_allclose(a.W, b.W, rtol=1e-12, atol=1e-12)
+    assert layouts == {True, False}
+    np.testing.assert_allclose(a.w_step.state()["M"], b.w_step.state()["M"], rtol=1e-12, atol=1e-12)

@@ -111,6 +111,12 @@ def prior(stats: np.ndarray, dim: int):
     return Pi, Pi @ (Sx_inv @ m)
 
 
+# up to this many numbers (4 MiB: the matrices of 1,024 tasks of d = 20) the tasks' matrices
+# are inverted in place over the tasks (inverse_tasks_last), whose d passes over them then stay
+# in the cache; above, by LAPACK one matrix at a time, which reads each matrix once
+IN_PLACE_INVERSE_MAX = 2 ** 19
+
+
 def inverse_tasks_last(P: np.ndarray, work: np.ndarray) -> np.ndarray:
     """The inverses of the symmetric positive-definite matrices ``P`` (d, d, n: the tasks on
     the last axis), in place, by Gauss-Jordan elimination over every task at once (d steps
@@ -189,7 +195,10 @@ class EmpiricalBayes:
         which = slice(None) if stale.all() else np.flatnonzero(stale)
         fresh = self._Q[..., active][..., which] / NOISE
         fresh += Pi[:, :, None]
-        inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
+        if fresh.size <= IN_PLACE_INVERSE_MAX:
+            inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
+        else:
+            fresh = np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
         b = self._s[:, active][:, which] / NOISE
         b += Pi_mu[:, None]
         A[..., which] = fresh

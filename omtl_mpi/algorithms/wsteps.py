@@ -266,7 +266,12 @@ class ArowStep(EuclidStep):
         # that a round's few element-wise passes loop over the tasks, not over d-long rows;
         # else task-first (kb x d x d): for BLAS's in-place rank-one update of one task's
         # matrix above BATCHED_DIM. :meth:`state` gives them task-first either way.
-        self._tasks_last = dim <= BATCHED_DIM and n_tasks >= TASKS_LAST_FROM
+        # and only for a round of every task of the block: a round of some of them reads and
+        # writes their matrices, which task-first are contiguous and tasks-last are strided (5x
+        # slower at K = 100,000); the layout follows the round (switched by a transpose), so
+        # that it is a function of the round alone and a resumed run takes the same path
+        self._can_tasks_last = dim <= BATCHED_DIM and n_tasks >= TASKS_LAST_FROM
+        self._tasks_last = self._can_tasks_last
         self._M = np.zeros((dim, dim, n_tasks) if self._tasks_last else (n_tasks, dim, dim))
         self._work = np.empty(0)
         self._start_metric(np.nonzero(self.r)[0])
@@ -301,6 +306,10 @@ class ArowStep(EuclidStep):
             self._unsettled -= int(np.count_nonzero(new))
         c = p.eta * inv_count
         X = rows_dense(X)           # the full metric is for small d: dense rows cost no more
+        if self._can_tasks_last and self._tasks_last != isinstance(active, slice):
+            self._tasks_last = not self._tasks_last
+            self._M = np.ascontiguousarray(np.moveaxis(self._M, 0, -1) if self._tasks_last
+                                           else np.moveaxis(self._M, -1, 0))
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
         G = W * p.rho
         G -= R
