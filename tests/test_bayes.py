@@ -162,16 +162,21 @@ def test_a_learner_with_it_passes_every_check():
     assert omtl_mpi.check_learner(omtl_mpi.CADMM(n_tasks=12, n_features=2)) == []
 
 
+def learned(e: EmpiricalBayes, data) -> EmpiricalBayes:
+    """``e`` after the rounds ``data`` (a prior taken on the way)."""
+    for X, y, active in data:
+        e.margins(X, active, store=True)
+        e.set_totals(e.learn(X, y, active).copy() + e.totals)
+    assert e.prior_version
+    return e
+
+
 def test_a_checkpoint_without_the_posterior_means_resumes_with_them():
     """Checkpoints written before the posterior means h were kept hold A and s only: h = A b
     is computed on loading, and the margins are the formula's."""
     K, d = 30, 4
     data = rounds(K, d)
-    a = EmpiricalBayes(K, d)
-    for X, y, active in data[:8]:
-        a.margins(X, active, store=True)
-        a.set_totals(a.learn(X, y, active).copy() + a.totals)
-    assert a.prior_version
+    a = learned(EmpiricalBayes(K, d), data[:8])
     older = {k: v for k, v in a.state().items() if k != "h"}
     b = EmpiricalBayes(K, d)
     b.load_state(older)
@@ -196,12 +201,7 @@ def test_a_task_without_an_instance_keeps_its_posterior_whatever_its_row_holds()
     """A round's padding (label 0) changes nothing of its task, even where its row is not zero
     (the Python API's rows of tasks that are not active)."""
     K, d = 30, 4
-    data = rounds(K, d)
-    e = EmpiricalBayes(K, d)
-    for X, y, active in data[:8]:
-        e.margins(X, active, store=True)
-        e.set_totals(e.learn(X, y, active).copy() + e.totals)
-    assert e.prior_version
+    e = learned(EmpiricalBayes(K, d), rounds(K, d)[:8])
     X = np.random.default_rng(5).normal(size=(1, K, d))
     y = np.ones((1, K))
     y[0, :10] = 0.0                                     # tasks 0-9: padding with rows
