@@ -178,7 +178,6 @@ class EmpiricalBayes:
         self._work = np.empty(0)
         self._Ax = None                 # A x of the round's instances, from margins
         self._x = None                  # and those instances (d, na)
-        self._w = np.zeros(n_tasks)     # 1 / n_k (0 where n_k = 0)
 
     def _matrices(self, active, store: bool):
         """``(A (d, d, na), h (d, na))`` of the tasks ``active`` for the current prior,
@@ -241,8 +240,7 @@ class EmpiricalBayes:
         na = len(count)
         n_old = self.n[active].copy()         # a view for every task: kept from the update
         n_new = n_old + count
-        w_old, w_new = self._w[active].copy(), _weights(n_new)     # 1 / n_k, 0 for n_k = 0
-        self._w[active] = w_new
+        w_old, w_new = _weights(n_old), _weights(n_new)
         s_old = self._s[:, active]
         if X.shape[0] == 1:
             if self._x is not None and self._x.shape == (d, na):
@@ -349,7 +347,6 @@ class EmpiricalBayes:
         self._Q[...] = np.moveaxis(np.asarray(state["Q"]), 0, -1)
         self._A[...] = np.moveaxis(np.asarray(state["A"]), 0, -1)
         self.n[...] = state["n"]
-        self._w[...] = _weights(self.n)
         self.totals[...] = state["totals"]
         self.version[...] = state["version"]
         self.prior_version = int(state["prior_version"])

@@ -262,14 +262,13 @@ class ArowStep(EuclidStep):
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
         self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
-        # the matrices of many tasks of small d are held with the tasks last (d x d x kb), so
-        # that a round's few element-wise passes loop over the tasks, not over d-long rows;
-        # else task-first (kb x d x d): for BLAS's in-place rank-one update of one task's
-        # matrix above BATCHED_DIM. :meth:`state` gives them task-first either way.
-        # and only for a round of every task of the block: a round of some of them reads and
-        # writes their matrices, which task-first are contiguous and tasks-last are strided (5x
-        # slower at K = 100,000); the layout follows the round (switched by a transpose), so
-        # that it is a function of the round alone and a resumed run takes the same path
+        # the matrices of many tasks of small d are held with the tasks last (d x d x kb) in a
+        # round of every task of the block, so that its few element-wise passes loop over the
+        # tasks, not over d-long rows; else task-first (kb x d x d): a round of some tasks reads
+        # their matrices, contiguous task-first and strided tasks-last (5x slower at
+        # K = 100,000), and above BATCHED_DIM BLAS updates one task's matrix in place. The
+        # layout follows the round (switched by a transpose), a function of the round alone, so
+        # a resumed run takes the same path; :meth:`state` gives the matrices task-first.
         self._can_tasks_last = dim <= BATCHED_DIM and n_tasks >= TASKS_LAST_FROM
         self._tasks_last = self._can_tasks_last
         self._M = np.zeros((dim, dim, n_tasks) if self._tasks_last else (n_tasks, dim, dim))
@@ -315,8 +314,9 @@ class ArowStep(EuclidStep):
         G -= R
         G -= D
         if self._tasks_last:
-            # every active task's rank-one update in a few array operations over the tasks
-            M = self._M[..., active]                            # (d, d, na)
+            # every task's rank-one update in a few array operations over the tasks (only a
+            # round of every task gets here: the layout follows the round)
+            M = self._M
             for b in range(X.shape[0]):
                 x = np.ascontiguousarray(X[b].T)                # (d, na)
                 Mx = np.einsum("ijk,jk->ik", M, x)
@@ -324,8 +324,6 @@ class ArowStep(EuclidStep):
                 f /= 1.0 + f * np.einsum("ik,ik->k", x, Mx)
                 fMx = Mx * f
                 M -= np.multiply(fMx[:, None, :], Mx[None, :, :], out=self._scratch(len(f)))
-            if not isinstance(active, slice):
-                self._M[..., active] = M
             return W - np.einsum("ijk,jk->ik", M, np.ascontiguousarray(G.T)).T
         if X.shape[-1] <= BATCHED_DIM:
             # a few tasks: the same on task-first matrices
