@@ -60,7 +60,8 @@ def test_margins_are_the_posterior_means_of_the_formula(B):
             np.testing.assert_allclose(got, np.einsum("kd,bkd->bk", h, X), rtol=0, atol=1e-10)
         else:
             assert not got.any()                # no prior before the first instances
-        total += e.learn(X, y, active)
+        e.learn(X, y, active)
+        total = e.statistics()
         real = y != 0
         Q[active] += np.einsum("bkd,bke->kde", X, X)
         s[active] += np.einsum("bk,bkd->kd", y, X)
@@ -85,9 +86,39 @@ def test_blocks_add_up_to_one_block():
     one, a, b = EmpiricalBayes(K, d), EmpiricalBayes(12, d), EmpiricalBayes(K - 12, d)
     for X, y, active in rounds(K, d):
         lo, hi = active < 12, active >= 12
-        whole = one.learn(X, y, active).copy()
-        parts = (a.learn(X[:, lo], y[:, lo], active[lo]) + b.learn(X[:, hi], y[:, hi], active[hi] - 12))
-        np.testing.assert_allclose(whole, parts, rtol=1e-12, atol=1e-9)
+        one.learn(X, y, active)
+        a.learn(X[:, lo], y[:, lo], active[lo])
+        b.learn(X[:, hi], y[:, hi], active[hi] - 12)
+        np.testing.assert_allclose(one.statistics(), a.statistics() + b.statistics(),
+                                   rtol=1e-12, atol=1e-9)
+
+
+def test_the_statistics_the_prior_does_not_read_are_not_computed():
+    """Given a bound on a round's instances, M, QT and S1 are computed only in the rounds
+    that may end in a new prior (0 in the others), and the priors are those of statistics
+    computed every round, bit for bit; a bound too small would be caught."""
+    K, d = 30, 4
+    data = rounds(K, d, T=40)
+    eager, lazy = EmpiricalBayes(K, d), EmpiricalBayes(K, d)
+    skipped = 0
+    for X, y, active in data:
+        for e in (eager, lazy):
+            e.margins(X, active, store=True)
+            e.learn(X, y, active)
+        full = eager.statistics()
+        got = lazy.statistics(K * X.shape[0])
+        np.testing.assert_array_equal(got[-2:], full[-2:])
+        if not got[:-2].any():
+            skipped += 1
+            assert full[-2] < bayes.GROWTH * lazy.estimated_at      # no estimate this round
+        else:
+            np.testing.assert_array_equal(got, full)
+        eager.set_totals(full)
+        lazy.set_totals(got)
+        assert lazy.prior_version == eager.prior_version
+        for key in ("Pi", "Pi_mu", "h", "A"):
+            np.testing.assert_array_equal(lazy.state()[key], eager.state()[key], err_msg=key)
+    assert skipped > len(data) // 3 and eager.prior_version > 2
 
 
 def test_the_prior_recovers_the_tasks_covariance():
@@ -102,7 +133,8 @@ def test_the_prior_recovers_the_tasks_covariance():
     y = np.where(np.einsum("knd,kd->kn", X, beta) + 0.3 * rng.normal(size=(K, n)) >= 0, 1.0, -1.0)
     b = np.sqrt(2 / np.pi) * beta / np.sqrt((beta ** 2).sum(axis=1, keepdims=True) + 0.09)
     e = EmpiricalBayes(K, d)
-    stats = e.learn(X.transpose(1, 0, 2), y.T)
+    e.learn(X.transpose(1, 0, 2), y.T)
+    stats = e.statistics()
     Pi, Pi_mu = prior(stats, d)
     np.testing.assert_allclose(np.linalg.solve(Pi, Pi_mu), b.mean(axis=0), atol=0.01)
     np.testing.assert_allclose(np.linalg.inv(Pi), np.cov(b.T), atol=0.005)
@@ -129,13 +161,15 @@ def test_state_round_trip_continues_bit_for_bit():
     a = EmpiricalBayes(K, d)
     for X, y, active in data[:6]:
         a.margins(X, active, store=True)
-        a.set_totals(a.learn(X, y, active).copy() + a.totals)
+        a.learn(X, y, active)
+        a.set_totals(a.statistics())
     b = EmpiricalBayes(K, d)
     b.load_state(a.state())
     for X, y, active in data[6:]:
         for e in (a, b):
             e.margins(X, active, store=True)
-            e.set_totals(e.learn(X, y, active).copy() + e.totals)
+            e.learn(X, y, active)
+            e.set_totals(e.statistics())
         np.testing.assert_array_equal(a.margins(X, active), b.margins(X, active))
     for key, value in a.state().items():
         np.testing.assert_array_equal(value, b.state()[key], err_msg=key)
@@ -166,7 +200,8 @@ def learned(e: EmpiricalBayes, data) -> EmpiricalBayes:
     """``e`` after the rounds ``data`` (a prior taken on the way)."""
     for X, y, active in data:
         e.margins(X, active, store=True)
-        e.set_totals(e.learn(X, y, active).copy() + e.totals)
+        e.learn(X, y, active)
+        e.set_totals(e.statistics())
     assert e.prior_version
     return e
 

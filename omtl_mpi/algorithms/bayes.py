@@ -23,7 +23,9 @@ the mean ``(n_k - 1) b_k b_k^T``, and ``b_k = Sx beta_k`` for the features' seco
 
 (:func:`stats_size` numbers, whatever its number of tasks), and every rank computes the same
 prior from their sums (:func:`prior`). The prior is estimated again whenever the instances seen
-have grown by :data:`GROWTH` since the last estimate (a few dozen times in a run), and a task's
+have grown by :data:`GROWTH` since the last estimate (a few dozen times in a run), so a block
+computes M, QT and S1 (three products over its tasks) only in a round that may end in an
+estimate, and sends N and N1 alone in the others (:meth:`EmpiricalBayes.statistics`); a task's
 matrix ``A_k = (Pi + Q_k / s2)^-1`` and ``h_k`` are computed afresh at its first instance
 after that; in between each instance updates them by Sherman-Morrison, O(d^2): with
 ``u = A_k x``, ``A_k -= u u^T / (s2 + x . u)`` and ``h_k += u (y - x . h_k) / (s2 + x . u)``
@@ -152,9 +154,8 @@ class EmpiricalBayes:
     n : ndarray
         Every task's number of instances (kb,).
     totals : ndarray
-        Every task's statistics (the sum over the blocks), from which the prior comes.
-    delta : ndarray
-        The change of this block's statistics in the last :meth:`learn`.
+        Every task's statistics (the sum over the blocks' :meth:`statistics`), from which the
+        prior comes.
 
     Every task's ``sum y x``, ``sum x x^T``, and ``A = (Pi + Q_k / s2)^-1`` and the posterior
     mean ``h`` for the prior of version ``version[k]`` (-1: not computed) are in :meth:`state`.
@@ -171,7 +172,9 @@ class EmpiricalBayes:
         self._h = np.zeros((dim, n_tasks))
         self.version = np.full(n_tasks, -1, dtype=np.int64)
         self.totals = np.zeros(stats_size(dim))
-        self.delta = np.zeros(stats_size(dim))
+        self._stats = np.zeros(stats_size(dim))     # the block's, as statistics() gives them
+        self._N = 0.0                   # the block's instances, and its tasks that have one
+        self._started = 0
         self.prior_version = 0          # priors estimated so far
         self.estimated_at = 0.0         # N when the prior was last estimated
         self._prior = None
@@ -231,64 +234,61 @@ class EmpiricalBayes:
             self._work = np.empty(size)
         return self._work[:size].reshape(self.d, self.d, n)
 
-    def learn(self, X: np.ndarray, y: np.ndarray, active=slice(None)) -> np.ndarray:
+    def learn(self, X: np.ndarray, y: np.ndarray, active=slice(None)) -> None:
         """Add a round's instances (X (B, na, d), y (B, na), 0 for padding) of the tasks
-        ``active``; returns the change of the block's statistics (:attr:`delta`)."""
+        ``active``."""
         d = self.d
         real = y != 0.0
         count = real.sum(axis=0)
         na = len(count)
-        n_old = self.n[active].copy()         # a view for every task: kept from the update
-        n_new = n_old + count
-        w_old, w_new = _weights(n_old), _weights(n_new)
-        s_old = self._s[:, active]
         if X.shape[0] == 1:
             if self._x is not None and self._x.shape == (d, na):
                 x = self._x                                                  # from margins
                 x *= real[0]
             else:
                 x = np.ascontiguousarray((X[0] * real[0][:, None]).T)       # (d, na)
-            yx = x * y[0]
+            self._s[:, active] += x * y[0]
+            added = np.multiply(x[:, None, :], x[None, :, :], out=self._scratch(na))
         else:
             x = (X * real[:, :, None]).transpose(0, 2, 1)                    # (B, d, na)
-            yx = np.einsum("bk,bdk->dk", y, x)
-        s_new = s_old + yx
-        M, QT, S1, N, N1 = _split(self.delta, d)
-        # the change of sum_k (s_k s_k^T - Q_k) / n_k: Q_k' / n_k' - Q_k / n_k is
-        # Q_k (1/n_k' - 1/n_k) + (Q_k' - Q_k) / n_k', so Q_k is read once; sums over the tasks
-        # as matrix products
-        Q = self._Q[..., active]              # a view for every task, else a copy
-        change = w_new - w_old
-        M[...] = (Q.reshape(d * d, na) @ change).reshape(d, d)
-        added = self._scratch(na)
-        if X.shape[0] == 1:
-            # with one instance (y^2 = 1) s' s'^T - x x^T = s s^T + y (s x^T + x s^T): the change
-            # is (w' - w) s s^T + w' y (s x^T + x s^T) - (w' - w) Q, two products over the tasks
-            np.subtract((s_old * change) @ s_old.T, M, out=M)
-            P = (s_old * (w_new * y[0])) @ x.T
-            M += P
-            M += P.T
-            QT[...] = x @ x.T
-            np.multiply(x[:, None, :], x[None, :, :], out=added)
+            self._s[:, active] += np.einsum("bk,bdk->dk", y, x)
+            added = np.einsum("bik,bjk->ijk", x, x, out=self._scratch(na))
+        if isinstance(active, slice):
+            self._Q[..., active] += added
         else:
-            np.subtract((s_new * w_new) @ s_new.T, M, out=M)
-            M -= (s_old * w_old) @ s_old.T
-            np.einsum("bik,bjk->ijk", x, x, out=added)
-            M -= (added.reshape(d * d, na) @ w_new).reshape(d, d)
-            QT[...] = added.sum(axis=2)
-        Q += added
-        if not isinstance(active, slice):
-            self._Q[..., active] = Q
-        self._s[:, active] = s_new
-        self.n[active] = n_new
-        S1[...] = yx.sum(axis=1)
-        total = float(count.sum())
-        self.delta[-2] = total
-        self.delta[-1] = total - np.count_nonzero((n_old == 0) & (count > 0))
+            self._Q[..., active] = self._Q[..., active] + added
+        n = self.n[active]
+        self._started += int(np.count_nonzero((n == 0) & (count > 0)))
+        self._N += float(count.sum())
+        self.n[active] = n + count
         if self._prior is not None:
             self._update_matrices(x if X.shape[0] == 1 else None, y[0], count, active)
         self._Ax = self._x = None
-        return self.delta
+
+    def statistics(self, bound: float | None = None) -> np.ndarray:
+        """The block's statistics (:func:`stats_size` numbers, the same buffer every call),
+        which the blocks' sum makes :attr:`totals`.
+
+        The prior reads M, QT and S1 only when it is estimated again, at the end of a round in
+        which the instances seen reach :data:`GROWTH` times those of the last estimate; so
+        given ``bound``, an upper bound on the instances of the coming round over every block
+        (the same on every block), they are computed only when the round may end in an
+        estimate and are 0 otherwise (N and N1 always are). ``bound`` None: every time (for
+        totals that are not all of one round, as D-ADMM's table)."""
+        stats, d = self._stats, self.d
+        M, QT, S1, _, _ = _split(stats, d)
+        stats[-2] = self._N
+        stats[-1] = self._N - self._started
+        if bound is not None and self.totals[-2] + bound < GROWTH * self.estimated_at:
+            M[...] = QT[...] = S1[...] = 0.0
+            return stats
+        # M = sum_k (s_k s_k^T - Q_k) / n_k and QT = sum_k Q_k: Q read once for both
+        w = _weights(self.n)
+        sums = self._Q.reshape(d * d, -1) @ np.stack([w, np.ones_like(w)], axis=1)
+        np.subtract((self._s * w) @ self._s.T, sums[:, 0].reshape(d, d), out=M)
+        QT[...] = sums[:, 1].reshape(d, d)
+        S1[...] = self._s.sum(axis=1)
+        return stats
 
     def _update_matrices(self, x, y, count, active) -> None:
         """Keep ``A`` and ``h`` of the current tasks ``active`` up to date with one new
@@ -349,6 +349,8 @@ class EmpiricalBayes:
         self.n[...] = state["n"]
         self.totals[...] = state["totals"]
         self.version[...] = state["version"]
+        self._N = float(self.n.sum())
+        self._started = int(np.count_nonzero(self.n))
         self.prior_version = int(state["prior_version"])
         self.estimated_at = float(state["estimated_at"])
         self._prior = ((np.array(state["Pi"], dtype=np.float64),

@@ -8,8 +8,9 @@ Messages are flat float64 arrays, made of parts (docs/ALGORITHMS.md section 2.5)
   vote (docs/ALGORITHMS.md section 2.6) also the round's mistakes of its experts (3 numbers)
   and what the related expert needs of its tasks (the change of their part of H, d x d, or
   their models, kb x d, whichever is smaller for the run: :class:`.experts.Related`); with
-  more tasks than features, also the change of its tasks' statistics for the empirical-Bayes
-  expert (2 d^2 + d + 2 numbers: :mod:`.bayes`).
+  more tasks than features, also its tasks' statistics for the empirical-Bayes expert (2 d^2 +
+  d + 2 numbers, all but two of them 0 in the rounds that cannot end in a new prior:
+  :meth:`.bayes.EmpiricalBayes.statistics`).
 * down, per worker: u; with a learned Omega its tasks' v_k; with the vote every task's
   mistakes and H, or its tasks' related models (kb x d), and every task's statistics for the
   empirical-Bayes expert.
@@ -208,7 +209,9 @@ class CAdmmWorker:
             elif block.related.mode == ROWS:
                 up["related"][...] = block.W.reshape(-1)
             if "bayes" in up:
-                up["bayes"][...] = block.bayes.delta
+                # a round holds at most B instances of each of the run's tasks, B the same on
+                # every rank (the rounds are padded to it): a bound every block agrees on
+                up["bayes"][...] = block.bayes.statistics(self.K_all * X.shape[0])
         if self._packed:
             rows, cols, values = block.W_pairs
             n = len(cols)
@@ -353,6 +356,8 @@ class CAdmmServer:
             np.multiply(self.S, self._u_weight, out=self.u)
         related = self.related
         if self.form is not None:
+            if self.bayes is not None:
+                self.bayes[...] = 0.0           # the blocks send their statistics, not changes
             for a, b, part in parts:
                 self.totals += part["mistakes"]
                 if self.bayes is not None:

@@ -132,7 +132,7 @@ class DAdmmNode:
             else:
                 self._own_tasks[:, self._tcols["w"]] = block.W
             if block.bayes is not None:
-                row[cols["B"]] += block.bayes.delta
+                row[cols["B"]] = block.bayes.statistics()     # all of it: rows of other rounds
         return positive
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
