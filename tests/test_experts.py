@@ -58,6 +58,26 @@ def test_the_two_forms_of_the_related_models_are_the_cosine_sum(K, d):
     np.testing.assert_allclose(related.margins(W2, X), np.vecdot(cosine_related(W2), X), atol=1e-12)
 
 
+def test_a_blocks_changes_of_h_add_up_to_its_part_of_h():
+    """The block's changes of H over rounds of every task (its part of H kept from the last
+    one) and of some tasks add up to sum_k w_k w_k^T / |w_k| of its models."""
+    from omtl_mpi.algorithms.admm import TaskBlock
+    K, d = 24, 3
+    rng = np.random.default_rng(4)
+    block = TaskBlock(AdmmParams().resolved(d), K, d, total_tasks=K, related_mode="moment")
+    H = np.zeros((d, d))
+    for t in range(12):
+        active = slice(None) if t % 4 != 3 else np.arange(0, K, 3)
+        na = K if isinstance(active, slice) else len(active)
+        X = rng.normal(size=(1, na, d))
+        y = np.where(rng.random((1, na)) < 0.5, 1.0, -1.0)
+        block.predict_and_step(X, y, np.ones(na), active)
+        H += block.delta_H
+        norms = np.linalg.norm(block.W, axis=1)
+        expected = np.einsum("kd,ke,k->de", block.W, block.W, 1.0 / norms)
+        np.testing.assert_allclose(H, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_weights_sum_to_one_and_follow_the_fewest_mistakes():
     """The documented numbers, written out (not experts.PRIOR_FIRST and STEP_MULTIPLE, which a
     change would carry into the expectation): prior (0.99, 0.005, 0.005), c = 16."""

@@ -22,8 +22,8 @@ import numpy as np
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
-from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms,
-                      moment_change, vote_experts)
+from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, contributions,
+                      inverse_norms, moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
 from .relationship import ExactStep, Relationship, paper_step, update_omega
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_W_STEP_R_PER_MEAN_SQ_NORM, COVARIANCES,
@@ -373,6 +373,9 @@ class TaskBlock:
         # 1 / |w_k| of every task (inverse_norms of W), kept by predict_and_step for the next
         # round's related model; None where W changed otherwise (recomputed when next needed)
         self._inverse = None
+        # the block's part of H (sum of y_k y_k^T, y_k = w_k / sqrt|w_k|) after the last round
+        # of every task, for the next one's change of H; None where not known
+        self._gram = None
         self._ones = np.ones(n_tasks)
         # each expert's row in the vote's margins (expert_names' order)
         self._expert_row = {name: i for i, name in enumerate(self.expert_names)}
@@ -469,7 +472,17 @@ class TaskBlock:
         new = self.w_step.step(start, D, X, coef, inv_count, R, active)
         if self.related is not None and self.related.mode == MOMENT:
             new_inverse = inverse_norms(new)
-            self.delta_H = moment_change(W, new, inverse, new_inverse)
+            rows = contributions(new, new_inverse)
+            gram = rows.T @ rows
+            every = isinstance(active, slice)
+            # the block's part of H before the round: kept from a round of every task (the
+            # same product of the same rows), else from the old rows (moment_change)
+            old = self._gram if every and self._gram is not None else None
+            if old is None:
+                rows = contributions(W, inverse)
+                old = rows.T @ rows
+            self.delta_H = np.subtract(gram, old, out=old)      # old is not needed again
+            self._gram = gram if every else None
             self._inverse[active] = new_inverse
         if self.bayes is not None:
             self.bayes.learn(rows_dense(X), y, active)
@@ -572,7 +585,7 @@ class TaskBlock:
             self._all_started = bool(self.started.all())
         old_rows = self.W[act] if self.related is not None and self.related.mode == MOMENT else None
         np.put(self.W, flat, new)
-        self._inverse = None
+        self._inverse = self._gram = None
         if old_rows is not None:
             self.delta_H = moment_change(old_rows, self.W[act], inverse_norms(old_rows))
         self.W_pairs = (rows, cols, new)
@@ -765,7 +778,7 @@ class TaskBlock:
         """Restore a :meth:`state` (the message buffer C keeps its identity)."""
         for key in ("W", "Z", "u"):
             setattr(self, key, np.array(state[key], dtype=np.float64))
-        self._inverse = None
+        self._inverse = self._gram = None
         self.C[...] = state["C"]
         if self.V is not None:
             self.V = np.array(state["V"], dtype=np.float64)

@@ -159,6 +159,8 @@ class EmpiricalBayes:
 
     Every task's ``sum y x``, ``sum x x^T``, and ``A = (Pi + Q_k / s2)^-1`` and the posterior
     mean ``h`` for the prior of version ``version[k]`` (-1: not computed) are in :meth:`state`.
+    ``Q`` is held packed, its d (d + 1) / 2 entries on and above the diagonal: read only at a
+    new prior's refresh and in :meth:`statistics`, it costs half the memory and updates so.
     """
 
     TASK_AXIS = {"s": 0, "Q": 0, "n": 0, "A": 0, "h": 0, "version": 0}
@@ -166,7 +168,13 @@ class EmpiricalBayes:
     def __init__(self, n_tasks: int, dim: int):
         self.d = dim
         self._s = np.zeros((dim, n_tasks))
-        self._Q = np.zeros((dim, dim, n_tasks))
+        # Q packed: row p of _Q is entry (_rows[p], _cols[p]); _Q[_unpack] is every Q_k whole
+        self._rows, self._cols = np.triu_indices(dim)
+        self._unpack = np.zeros((dim, dim), dtype=np.intp)
+        self._unpack[self._rows, self._cols] = self._unpack[self._cols, self._rows] = \
+            np.arange(len(self._rows))
+        self._Q = np.zeros((len(self._rows), n_tasks))
+        self._pairs = np.empty(0)
         self.n = np.zeros(n_tasks)
         self._A = np.zeros((dim, dim, n_tasks))
         self._h = np.zeros((dim, n_tasks))
@@ -195,7 +203,8 @@ class EmpiricalBayes:
         Pi, Pi_mu = self._prior
         # every task at once after a new prior: plain slices, not a mask over the last axis
         which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = self._Q[..., active][..., which] / NOISE
+        fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
+        fresh /= NOISE
         fresh += Pi[:, :, None]
         if fresh.size <= IN_PLACE_INVERSE_MAX:
             inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
@@ -248,17 +257,26 @@ class EmpiricalBayes:
             else:
                 x = np.ascontiguousarray((X[0] * real[0][:, None]).T)       # (d, na)
             self._s[:, active] += x * y[0]
-            added = np.multiply(x[:, None, :], x[None, :, :], out=self._scratch(na))
+            # x x^T's packed entries: x_i x_j for the pairs i <= j (clip: take's out= unbuffered)
+            size = len(self._rows) * na
+            if len(self._pairs) < 2 * size:
+                self._pairs = np.empty(2 * size)
+            shape = (len(self._rows), na)
+            left = np.take(x, self._rows, axis=0, out=self._pairs[:size].reshape(shape), mode="clip")
+            right = np.take(x, self._cols, axis=0, out=self._pairs[size:2 * size].reshape(shape),
+                            mode="clip")
+            added = np.multiply(left, right, out=left)
         else:
             x = (X * real[:, :, None]).transpose(0, 2, 1)                    # (B, d, na)
             self._s[:, active] += np.einsum("bk,bdk->dk", y, x)
-            added = np.einsum("bik,bjk->ijk", x, x, out=self._scratch(na))
+            added = np.einsum("bik,bjk->ijk", x, x, out=self._scratch(na))[self._rows, self._cols]
         if isinstance(active, slice):
-            self._Q[..., active] += added
+            self._Q[:, active] += added
         else:
-            self._Q[..., active] = self._Q[..., active] + added
+            self._Q[:, active] = self._Q[:, active] + added
         n = self.n[active]
-        self._started += int(np.count_nonzero((n == 0) & (count > 0)))
+        if self._started < len(self.n):             # some task has had no instance yet
+            self._started += int(np.count_nonzero((n == 0) & (count > 0)))
         self._N += float(count.sum())
         self.n[active] = n + count
         if self._prior is not None:
@@ -284,9 +302,9 @@ class EmpiricalBayes:
             return stats
         # M = sum_k (s_k s_k^T - Q_k) / n_k and QT = sum_k Q_k: Q read once for both
         w = _weights(self.n)
-        sums = self._Q.reshape(d * d, -1) @ np.stack([w, np.ones_like(w)], axis=1)
-        np.subtract((self._s * w) @ self._s.T, sums[:, 0].reshape(d, d), out=M)
-        QT[...] = sums[:, 1].reshape(d, d)
+        sums = (self._Q @ np.stack([w, np.ones_like(w)], axis=1))[self._unpack]     # (d, d, 2)
+        np.subtract((self._s * w) @ self._s.T, sums[..., 0], out=M)
+        QT[...] = sums[..., 1]
         S1[...] = self._s.sum(axis=1)
         return stats
 
@@ -332,7 +350,7 @@ class EmpiricalBayes:
 
     def state(self) -> dict:
         """The state, every per-task array with the tasks first."""
-        return {"s": self._s.T.copy(), "Q": np.moveaxis(self._Q, -1, 0).copy(),
+        return {"s": self._s.T.copy(), "Q": np.moveaxis(self._Q[self._unpack], -1, 0).copy(),
                 "n": self.n.copy(), "A": np.moveaxis(self._A, -1, 0).copy(), "h": self._h.T.copy(),
                 "version": self.version.copy(), "totals": self.totals.copy(),
                 "prior_version": np.int64(self.prior_version),
@@ -344,7 +362,7 @@ class EmpiricalBayes:
 
     def load_state(self, state: dict) -> None:
         self._s[...] = np.asarray(state["s"]).T
-        self._Q[...] = np.moveaxis(np.asarray(state["Q"]), 0, -1)
+        self._Q[...] = np.asarray(state["Q"])[:, self._rows, self._cols].T
         self._A[...] = np.moveaxis(np.asarray(state["A"]), 0, -1)
         self.n[...] = state["n"]
         self.totals[...] = state["totals"]

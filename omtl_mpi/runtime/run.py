@@ -186,9 +186,11 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
         if params.experts and K <= d:
             out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
         if params.experts and bayes.used(K, d, params.class_weight):
-            # Q_k and (Pi + Q_k / s2)^-1 per task, a round's copies and work array
-            out.append((4 * kb * d * d * 8, f"the vote's empirical-Bayes expert keeps two {d} x {d} "
-                        f"matrices per task: {kb} task(s) on one rank"))
+            # Q_k (packed: d (d + 1) / 2) and (Pi + Q_k / s2)^-1 per task, a round's copies and
+            # work arrays
+            out.append(((3 * d * d + d * (d + 1) // 2) * kb * 8,
+                        f"the vote's empirical-Bayes expert keeps two {d} x {d} matrices per "
+                        f"task: {kb} task(s) on one rank"))
         if algo.pattern == "server":
             # the messages, sized for the fullest round: the server holds every worker's
             sizes = [sum(n for _, n in up_parts(params, K, b - a, d, rows))
