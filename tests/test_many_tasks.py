@@ -57,6 +57,48 @@ def test_the_layout_holds_only_active_tasks():
     assert layout3.n_slots == 3 * (-(-lengths // 3)).sum()
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_every_rounds_instances_are_counted_from_the_lengths(batch):
+    from omtl_mpi.data.rounds import round_instances
+    _, _, lengths = skewed_streams()
+    T = rounds_needed(lengths, batch)
+    expected = [int(np.minimum(batch, np.maximum(0, lengths - t * batch)).sum()) for t in range(T)]
+    assert round_instances(lengths, batch, T).tolist() == expected
+    assert round_instances([], batch, 0).tolist() == []
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_empirical_bayes_statistics_travel_only_for_a_new_prior(batch, monkeypatch):
+    """Skewed streams, more tasks than features: planned by every round's instances, a
+    worker computes the expert's d x d statistics only in the rounds that end in a new
+    estimate of the prior (unplanned, in a few more), and the predictions are the same."""
+    from omtl_mpi.algorithms import bayes
+    computed, estimates = [], []
+    statistics, set_totals = bayes.EmpiricalBayes.statistics, bayes.EmpiricalBayes.set_totals
+
+    def counting(self, bound=None):
+        out = statistics(self, bound)
+        computed[-1].append(bool(out[:-2].any()))
+        return out
+
+    def estimating(self, totals):
+        at = self.estimated_at
+        set_totals(self, totals)
+        estimates[-1].append(self.estimated_at != at)
+    monkeypatch.setattr(bayes.EmpiricalBayes, "statistics", counting)
+    monkeypatch.setattr(bayes.EmpiricalBayes, "set_totals", estimating)
+    X, y, _ = skewed_streams(K=60)
+    runs = []
+    for planned in (True, False):
+        computed.append([])
+        estimates.append([])
+        runs.append(simulate("c-admm", X, y, batch=batch, planned=planned)[0])
+    assert computed[0] == estimates[0] and 2 < sum(estimates[0]) < len(estimates[0]) // 2
+    assert sum(computed[1]) > sum(computed[0]) and estimates[1] == estimates[0]
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_learn_one_steps_one_task_of_many(rows_seen):
     m = omtl_mpi.CADMM(n_tasks=100_000, n_features=5)
     for t in range(20):

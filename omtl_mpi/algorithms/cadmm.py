@@ -181,6 +181,14 @@ class CAdmmWorker:
         self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
                                message=self._up["C"].reshape(kb, dim) if given else None,
                                total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim))
+        self._instances, self._round = None, 0
+
+    def plan(self, instances, first_round: int = 0) -> None:
+        """Every round's instances over all the tasks (the same on every rank) and the round
+        that comes next: the empirical-Bayes expert's statistics are then computed exactly in
+        the rounds that end in a new prior (without a plan, in those that may: a round has at
+        most B instances of each task)."""
+        self._instances, self._round = np.asarray(instances), first_round
 
     @staticmethod
     def sized(params, n_tasks: int, dim: int) -> bool:
@@ -199,6 +207,7 @@ class CAdmmWorker:
         """One round's predictions (B, na) and the flat message to the server (the same
         buffer every round)."""
         block, up = self.block, self._up
+        bound = self._bound(X.shape[0])
         positive = block.predict_and_step(X, y, inv_count, active)
         if "dC" in up:
             up["dC"][...] = block.delta_C
@@ -209,9 +218,7 @@ class CAdmmWorker:
             elif block.related.mode == ROWS:
                 up["related"][...] = block.W.reshape(-1)
             if "bayes" in up:
-                # a round holds at most B instances of each of the run's tasks, B the same on
-                # every rank (the rounds are padded to it): a bound every block agrees on
-                up["bayes"][...] = block.bayes.statistics(self.K_all * X.shape[0])
+                up["bayes"][...] = block.bayes.statistics(bound)
         if self._packed:
             rows, cols, values = block.W_pairs
             n = len(cols)
@@ -221,6 +228,14 @@ class CAdmmWorker:
             up["n"][0] = n
             pack(up, [arrays[k] for k in self._packed], [n] * len(self._packed))
         return positive, self.message
+
+    def _bound(self, batch: int) -> float:
+        """The most instances this round can hold over every block, the same on every rank:
+        the plan's count, else B of each of the run's tasks (the rounds are padded to B on
+        every rank)."""
+        t, planned = self._round, self._instances
+        self._round += 1
+        return float(planned[t]) if planned is not None and t < len(planned) else float(self.K_all * batch)
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The decision values (B, na) behind :meth:`up`'s predictions, changing nothing."""

@@ -22,6 +22,18 @@ def rounds_needed(lengths, batch: int) -> int:
     return int(math.ceil(int(np.max(lengths)) / batch)) if len(lengths) else 0
 
 
+def round_instances(lengths, batch: int, rounds: int) -> np.ndarray:
+    """Instances of every round over all the tasks (T,): round t holds min(B, n_k - t B) of
+    each stream that has not ended, so ``S(t B) - S((t + 1) B)`` with ``S(m) = sum_k max(0,
+    n_k - m)``, from the sorted lengths."""
+    n = np.sort(np.asarray(lengths, dtype=np.int64))
+    tail = np.concatenate([np.cumsum(n[::-1])[::-1], [0]])          # tail[i] = sum of n[i:]
+    m = np.arange(rounds + 1, dtype=np.int64) * batch
+    i = np.searchsorted(n, m, side="right")                         # the first n_k > m
+    S = tail[i] - m * (len(n) - i)
+    return S[:-1] - S[1:]
+
+
 def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
     """Bytes a :class:`RoundLayout` of streams of these ``lengths`` holds for ``dim`` weights:
     the slots' features (float64; sparse, ``entries`` of them, a value and a column each, and a

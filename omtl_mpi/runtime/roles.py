@@ -65,10 +65,12 @@ class Roles:
             self.comm = MpiGraph(world.comm, topology, node.message.shape,
                                  message=node.message if inbox is not None else None, inbox=inbox)
 
-    def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0):
+    def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0, instances=None):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1, in the slots of its
         stream's :class:`~omtl_mpi.data.rounds.RoundLayout`) and staleness (holders x T).
-        ``hooks``: the between-round work (:class:`.schedule.Hooks`).
+        ``hooks``: the between-round work (:class:`.schedule.Hooks`); ``instances``: every
+        round's instances over all the tasks (:func:`~omtl_mpi.data.rounds.round_instances`),
+        for the workers that plan by them.
 
         While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
         round instead of three; they become labels once, here.
@@ -79,6 +81,9 @@ class Roles:
             self.staleness = np.zeros((len(self.holders), rounds))
         if self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
+            plan = getattr(worker, "plan", None)
+            if plan is not None and instances is not None:
+                plan(instances, first_round)
             run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
                      self.preds[0] if self.preds else None, first_round, hooks)
         else:

@@ -15,7 +15,7 @@ from ..algorithms import bayes, registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim
-from ..data.rounds import RoundLayout, rounds_needed
+from ..data.rounds import RoundLayout, round_instances, rounds_needed
 from ..errors import UserError
 from ..fast import addresses
 from . import checkpoint as ckpt
@@ -515,7 +515,9 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
     # a step that overflows is found by the finiteness check, which names the round and the
     # likely cause: numpy's warnings would only add noise before it
     with np.errstate(all="ignore"):
-        job.preds, _ = job.roles.run(job.batches, job.clock, hooks, first_round=job.first_round)
+        job.preds, _ = job.roles.run(job.batches, job.clock, hooks, first_round=job.first_round,
+                                     instances=round_instances(job.meta.lengths, job.cfg.batch,
+                                                               job.rounds))
     job.seconds = perf_counter() - t0
     # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
     # the report shows what the job took from the machine, not only how long it lasted

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
-from ..data.rounds import RoundLayout, rounds_needed
+from ..data.rounds import RoundLayout, round_instances, rounds_needed
 from .layout import task_blocks
 from .schedule import Hooks
 
@@ -21,11 +21,12 @@ class _Stop(Exception):
 
 
 def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: int | None = None,
-             topology: str = "ring", restart_at: int | None = None):
+             topology: str = "ring", restart_at: int | None = None, planned: bool = True):
     """Run learner ``name`` in one process on the given streams.
 
     With ``restart_at = r`` the run stops after r rounds, every role's state is copied out,
     brand-new roles are built and loaded with it, and the run continues: a checkpoint round trip.
+    ``planned``: give the roles every round's instances, as ``omtl-mpi run`` does.
 
     Returns
     -------
@@ -59,8 +60,9 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
 
     roles = build()
     clock = PhaseClock(T)
+    instances = round_instances(lengths, batch, T) if planned else None
     if restart_at is None:
-        preds, _ = roles.run(batches, clock)
+        preds, _ = roles.run(batches, clock, instances=instances)
     else:
         saved = {}
 
@@ -68,7 +70,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
             saved.update(copy.deepcopy(roles.state()))
             raise _Stop
         try:
-            roles.run(batches, clock, Hooks(checkpoint=(restart_at, stop)))
+            roles.run(batches, clock, Hooks(checkpoint=(restart_at, stop)), instances=instances)
         except _Stop:
             pass
         first = [p.copy() for p in roles.preds]
@@ -76,7 +78,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         roles.load_state(saved)
         roles.preds = first
         roles.staleness = np.zeros((len(roles.holders), T))
-        preds, _ = roles.run(batches, clock, first_round=restart_at)
+        preds, _ = roles.run(batches, clock, first_round=restart_at, instances=instances)
     flat = []
     for p, layout in zip(preds, batches):
         per_task = p[layout.task_order()]
