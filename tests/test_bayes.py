@@ -93,6 +93,23 @@ def test_blocks_add_up_to_one_block():
                                    rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.parametrize("B", [1, 3])
+def test_the_running_changes_add_up_to_the_statistics(B):
+    """With ``running`` (D-ADMM's rows), each round's change, from its active tasks only,
+    adds up to the block's statistics."""
+    K, d = 30, 4
+    e = EmpiricalBayes(K, d)
+    e.running = True
+    total = np.zeros(stats_size(d))
+    for X, y, active in rounds(K, d, B=B):
+        e.margins(X, active, store=True)
+        e.learn(X, y, active)
+        total += e.delta
+        np.testing.assert_allclose(total, e.statistics(), rtol=1e-12, atol=1e-9)
+        e.set_totals(total)
+    assert e.prior_version > 2
+
+
 def test_the_statistics_the_prior_does_not_read_are_not_computed():
     """Given a bound on a round's instances, M, QT and S1 are computed only in the rounds
     that may end in a new prior (0 in the others), and the priors are those of statistics

@@ -156,6 +156,12 @@ class EmpiricalBayes:
     totals : ndarray
         Every task's statistics (the sum over the blocks' :meth:`statistics`), from which the
         prior comes.
+    running : bool
+        Keep :attr:`delta`, the change of the block's statistics in the last :meth:`learn`,
+        in O(d^2) per task that learned (for sums kept by adding changes, as D-ADMM's table
+        rows, whose blocks cannot tell in which rounds a prior will read them).
+    delta : ndarray
+        With :attr:`running`: the change of the block's statistics in the last :meth:`learn`.
 
     Every task's ``sum y x``, ``sum x x^T``, and ``A = (Pi + Q_k / s2)^-1`` and the posterior
     mean ``h`` for the prior of version ``version[k]`` (-1: not computed) are in :meth:`state`.
@@ -181,6 +187,8 @@ class EmpiricalBayes:
         self.version = np.full(n_tasks, -1, dtype=np.int64)
         self.totals = np.zeros(stats_size(dim))
         self._stats = np.zeros(stats_size(dim))     # the block's, as statistics() gives them
+        self.running = False
+        self.delta = np.zeros(stats_size(dim))
         self._N = 0.0                   # the block's instances, and its tasks that have one
         self._started = 0
         self.prior_version = 0          # priors estimated so far
@@ -250,6 +258,10 @@ class EmpiricalBayes:
         real = y != 0.0
         count = real.sum(axis=0)
         na = len(count)
+        if self.running:
+            M, QT, S1, _, _ = _split(self.delta, d)
+            M[...], QT[...], S1[...] = self._part(active)
+            N, N1 = self._N, self._N - self._started
         if X.shape[0] == 1:
             if self._x is not None and self._x.shape == (d, na):
                 x = self._x                                                  # from margins
@@ -282,6 +294,19 @@ class EmpiricalBayes:
         if self._prior is not None:
             self._update_matrices(x if X.shape[0] == 1 else None, y[0], count, active)
         self._Ax = self._x = None
+        if self.running:            # the tasks' part after the round less theirs before it
+            after = self._part(active)
+            for part, new in zip((M, QT, S1), after):
+                np.subtract(new, part, out=part)
+            self.delta[-2] = self._N - N
+            self.delta[-1] = self._N - self._started - N1
+
+    def _part(self, active):
+        """M, QT and S1 (d x d, d x d, d) over the block's tasks ``active``."""
+        s, w = self._s[:, active], _weights(self.n[active])
+        # M = sum_k (s_k s_k^T - Q_k) / n_k and QT = sum_k Q_k: Q read once for both
+        sums = (self._Q[:, active] @ np.stack([w, np.ones_like(w)], axis=1))[self._unpack]
+        return (s * w) @ s.T - sums[..., 0], sums[..., 1], s.sum(axis=1)
 
     def statistics(self, bound: float | None = None) -> np.ndarray:
         """The block's statistics (:func:`stats_size` numbers, the same buffer every call),
@@ -291,21 +316,15 @@ class EmpiricalBayes:
         which the instances seen reach :data:`GROWTH` times those of the last estimate; so
         given ``bound``, an upper bound on the instances of the coming round over every block
         (the same on every block), they are computed only when the round may end in an
-        estimate and are 0 otherwise (N and N1 always are). ``bound`` None: every time (for
-        totals that are not all of one round, as D-ADMM's table)."""
+        estimate and are 0 otherwise (N and N1 always are). ``bound`` None: every time."""
         stats, d = self._stats, self.d
         M, QT, S1, _, _ = _split(stats, d)
         stats[-2] = self._N
         stats[-1] = self._N - self._started
         if bound is not None and self.totals[-2] + bound < GROWTH * self.estimated_at:
             M[...] = QT[...] = S1[...] = 0.0
-            return stats
-        # M = sum_k (s_k s_k^T - Q_k) / n_k and QT = sum_k Q_k: Q read once for both
-        w = _weights(self.n)
-        sums = (self._Q @ np.stack([w, np.ones_like(w)], axis=1))[self._unpack]     # (d, d, 2)
-        np.subtract((self._s * w) @ self._s.T, sums[..., 0], out=M)
-        QT[...] = sums[..., 1]
-        S1[...] = self._s.sum(axis=1)
+        else:
+            M[...], QT[...], S1[...] = self._part(slice(None))
         return stats
 
     def _update_matrices(self, x, y, count, active) -> None:

@@ -207,7 +207,7 @@ class CAdmmWorker:
         """One round's predictions (B, na) and the flat message to the server (the same
         buffer every round)."""
         block, up = self.block, self._up
-        bound = self._bound(X.shape[0])
+        bound = self._bound(y)
         positive = block.predict_and_step(X, y, inv_count, active)
         if "dC" in up:
             up["dC"][...] = block.delta_C
@@ -229,13 +229,16 @@ class CAdmmWorker:
             pack(up, [arrays[k] for k in self._packed], [n] * len(self._packed))
         return positive, self.message
 
-    def _bound(self, batch: int) -> float:
-        """The most instances this round can hold over every block, the same on every rank:
-        the plan's count, else B of each of the run's tasks (the rounds are padded to B on
-        every rank)."""
+    def _bound(self, y) -> float:
+        """The most instances this round (labels ``y``, B x na) can hold over every block, the
+        same on every rank: the plan's count; else in one block of every task (one process,
+        the Python API) the round's own; else B of each of the run's tasks (the rounds are
+        padded to B on every rank)."""
         t, planned = self._round, self._instances
         self._round += 1
-        return float(planned[t]) if planned is not None and t < len(planned) else float(self.K_all * batch)
+        if planned is not None and t < len(planned):
+            return float(planned[t])
+        return float(np.count_nonzero(y) if self.kb == self.K_all else self.K_all * y.shape[0])
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The decision values (B, na) behind :meth:`up`'s predictions, changing nothing."""

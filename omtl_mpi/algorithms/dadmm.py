@@ -96,6 +96,10 @@ class DAdmmNode:
         self.block = TaskBlock(params, stop - start, d, mode=GIVEN if self.given else FIXED,
                                message=own_tasks[:, tcols["c"]] if self.given else None,
                                total_tasks=K, related_mode=self.form)
+        if self.block.bayes is not None:
+            # the table's rows add up the changes (a node cannot tell in which rounds another
+            # node will estimate a prior from its row): kept in O(d^2) per task that learns
+            self.block.bayes.running = True
         self.consensus = Consensus(params, K, d) if self.given else None
         self._u_weight = ExactStep(Relationship.identity(K), params.a, params.rho,
                                    params.lambda2, params.lambda4)
@@ -132,7 +136,7 @@ class DAdmmNode:
             else:
                 self._own_tasks[:, self._tcols["w"]] = block.W
             if block.bayes is not None:
-                row[cols["B"]] = block.bayes.statistics()     # all of it: rows of other rounds
+                row[cols["B"]] += block.bayes.delta
         return positive
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
