@@ -180,7 +180,6 @@ class EmpiricalBayes:
         self._unpack[self._rows, self._cols] = self._unpack[self._cols, self._rows] = \
             np.arange(len(self._rows))
         self._Q = np.zeros((len(self._rows), n_tasks))
-        self._pairs = np.empty(0)
         self.n = np.zeros(n_tasks)
         self._A = np.zeros((dim, dim, n_tasks))
         self._h = np.zeros((dim, n_tasks))
@@ -246,10 +245,14 @@ class EmpiricalBayes:
     def _scratch(self, n: int) -> np.ndarray:
         """A (d, d, n) work array, the same memory every round: an array of this size made
         afresh every round costs the system's page faults, more than the arithmetic."""
-        size = self.d * self.d * n
+        return self._buffer(self.d * self.d * n).reshape(self.d, self.d, n)
+
+    def _buffer(self, size: int) -> np.ndarray:
+        """The work array's first ``size`` numbers, grown when short (one array for the d x d
+        products and the packed x x^T's two factors, d (d + 1) numbers per task)."""
         if len(self._work) < size:
             self._work = np.empty(size)
-        return self._work[:size].reshape(self.d, self.d, n)
+        return self._work[:size]
 
     def learn(self, X: np.ndarray, y: np.ndarray, active=slice(None)) -> None:
         """Add a round's instances (X (B, na, d), y (B, na), 0 for padding) of the tasks
@@ -269,14 +272,12 @@ class EmpiricalBayes:
             else:
                 x = np.ascontiguousarray((X[0] * real[0][:, None]).T)       # (d, na)
             self._s[:, active] += x * y[0]
-            # x x^T's packed entries: x_i x_j for the pairs i <= j (clip: take's out= unbuffered)
-            size = len(self._rows) * na
-            if len(self._pairs) < 2 * size:
-                self._pairs = np.empty(2 * size)
-            shape = (len(self._rows), na)
-            left = np.take(x, self._rows, axis=0, out=self._pairs[:size].reshape(shape), mode="clip")
-            right = np.take(x, self._cols, axis=0, out=self._pairs[size:2 * size].reshape(shape),
-                            mode="clip")
+            # x x^T's packed entries: x_i x_j for the pairs i <= j (clip: take's out= unbuffered),
+            # in the work array (its d (d + 1) numbers per task hold both factors)
+            size, shape = len(self._rows) * na, (len(self._rows), na)
+            work = self._buffer(2 * size)
+            left = np.take(x, self._rows, axis=0, out=work[:size].reshape(shape), mode="clip")
+            right = np.take(x, self._cols, axis=0, out=work[size:].reshape(shape), mode="clip")
             added = np.multiply(left, right, out=left)
         else:
             x = (X * real[:, :, None]).transpose(0, 2, 1)                    # (B, d, na)

@@ -186,9 +186,9 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
         if params.experts and K <= d:
             out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
         if params.experts and bayes.used(K, d, params.class_weight):
-            # Q_k (packed: d (d + 1) / 2) and (Pi + Q_k / s2)^-1 per task, a round's copies and
-            # work arrays
-            out.append(((3 * d * d + d * (d + 1) // 2) * kb * 8,
+            # Q_k (packed: d (d + 1) / 2) and (Pi + Q_k / s2)^-1 per task, a new prior's copies
+            # (d^2) and the work array (d (d + 1))
+            out.append(((2 * d * d + 3 * d * (d + 1) // 2) * kb * 8,
                         f"the vote's empirical-Bayes expert keeps two {d} x {d} matrices per "
                         f"task: {kb} task(s) on one rank"))
         if algo.pattern == "server":
