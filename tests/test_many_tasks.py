@@ -106,9 +106,9 @@ def test_a_worker_bounds_a_rounds_instances_by_what_every_rank_knows():
     params = AdmmParams().resolved(10)
     y = np.array([[1.0, -1.0, 0.0], [1.0, 0.0, 0.0]])           # B = 2, 3 active tasks
     part, whole = CAdmmWorker(params, 40, 3, 0, 10), CAdmmWorker(params, 40, 3, 0, 40)
-    assert part._bound(y) == 80.0 and whole._bound(y) == 3.0
+    assert part._bound(0, y) == 80.0 and whole._bound(0, y) == 3.0
     part.plan([5, 7, 9], first_round=1)
-    assert part._bound(y) == 7.0 and part._bound(y) == 9.0 and part._bound(y) == 80.0
+    assert part._bound(1, y) == 7.0 and part._bound(2, y) == 9.0 and part._bound(3, y) == 80.0
 
 
 def test_learn_one_steps_one_task_of_many(rows_seen):

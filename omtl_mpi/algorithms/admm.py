@@ -22,8 +22,8 @@ import numpy as np
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
-from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, contributions,
-                      inverse_norms, moment_change, vote_experts)
+from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
+                      moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
 from .relationship import ExactStep, Relationship, paper_step, update_omega
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_W_STEP_R_PER_MEAN_SQ_NORM, COVARIANCES,
@@ -472,15 +472,11 @@ class TaskBlock:
         new = self.w_step.step(start, D, X, coef, inv_count, R, active)
         if self.related is not None and self.related.mode == MOMENT:
             new_inverse = inverse_norms(new)
-            rows = contributions(new, new_inverse)
-            gram = rows.T @ rows
+            gram = moment(new, new_inverse)
             every = isinstance(active, slice)
             # the block's part of H before the round: kept from a round of every task (the
             # same product of the same rows), else from the old rows (moment_change)
-            old = self._gram if every and self._gram is not None else None
-            if old is None:
-                rows = contributions(W, inverse)
-                old = rows.T @ rows
+            old = self._gram if every and self._gram is not None else moment(W, inverse)
             self.delta_H = np.subtract(gram, old, out=old)      # old is not needed again
             self._gram = gram if every else None
             self._inverse[active] = new_inverse

@@ -207,7 +207,7 @@ class CAdmmWorker:
         """One round's predictions (B, na) and the flat message to the server (the same
         buffer every round)."""
         block, up = self.block, self._up
-        bound = self._bound(y)
+        t, self._round = self._round, self._round + 1
         positive = block.predict_and_step(X, y, inv_count, active)
         if "dC" in up:
             up["dC"][...] = block.delta_C
@@ -218,7 +218,7 @@ class CAdmmWorker:
             elif block.related.mode == ROWS:
                 up["related"][...] = block.W.reshape(-1)
             if "bayes" in up:
-                up["bayes"][...] = block.bayes.statistics(bound)
+                up["bayes"][...] = block.bayes.statistics(self._bound(t, y))
         if self._packed:
             rows, cols, values = block.W_pairs
             n = len(cols)
@@ -229,13 +229,12 @@ class CAdmmWorker:
             pack(up, [arrays[k] for k in self._packed], [n] * len(self._packed))
         return positive, self.message
 
-    def _bound(self, y) -> float:
-        """The most instances this round (labels ``y``, B x na) can hold over every block, the
+    def _bound(self, t: int, y) -> float:
+        """The most instances round ``t`` (labels ``y``, B x na) can hold over every block, the
         same on every rank: the plan's count; else in one block of every task (one process,
         the Python API) the round's own; else B of each of the run's tasks (the rounds are
         padded to B on every rank)."""
-        t, planned = self._round, self._instances
-        self._round += 1
+        planned = self._instances
         if planned is not None and t < len(planned):
             return float(planned[t])
         return float(np.count_nonzero(y) if self.kb == self.K_all else self.K_all * y.shape[0])

@@ -114,10 +114,16 @@ def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | No
     """The change of H = sum_j w_j w_j^T / |w_j| when some tasks' models change from rows
     ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` and
     ``new_inverse`` are :func:`inverse_norms` of ``old`` and ``new`` where known."""
-    y_new, y_old = contributions(new, new_inverse), contributions(old, old_inverse)
-    change = y_new.T @ y_new
-    change -= y_old.T @ y_old
+    change = moment(new, new_inverse)
+    change -= moment(old, old_inverse)
     return change
+
+
+def moment(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
+    """The rows' part of H, ``sum_j w_j w_j^T / |w_j|`` (d x d); ``inverse`` as in
+    :func:`contributions`."""
+    y = contributions(W, inverse)
+    return y.T @ y
 
 
 class Related:
