@@ -2,7 +2,8 @@
 mixture prior, measured on the selection sets of step 8 (experiments/PROTOCOL.md).
 
     python experiments/mixture.py [--baseline] [--groups 4 8] [--temper 1 16] [--em-steps 0 20]
-        [--within V] [--true-groups [--pooled]] [--folder DIR] [--raw ../shared/data]
+        [--within-moments] [--isotropic] [--within V] [--true-groups [--pooled]]
+        [--folder DIR] [--raw ../shared/data]
 
 The package's expert (omtl_mpi/algorithms/bayes.py) puts one Gaussian prior N(mu, Sigma) on
 the tasks' models. Tasks in a few latent groups are better described by a mixture
@@ -23,8 +24,10 @@ weighted k-means (weights n_k, k-means++ from a fixed seed, warm-started) of the
 posterior means under that Gaussian prior, then (``--em-steps``) by EM for a mixture of linear
 regressions over the tasks: responsibilities from each task's likelihood under a component's
 model, ``c_g = (sum_k r_kg Q_k + ridge I)^-1 sum_k r_kg s_k`` (G (d^2 + d) sums over the tasks:
-what blocks could send); Sigma_w = Sigma_total less the centres' weighted spread, floored as
-the package floors Sigma. This prototype reads every task's arrays in one process (neither
+what blocks could send); Sigma_w = Sigma_total less the centres' weighted spread, or
+(``--within-moments``) by the method of moments within each component, floored as the
+package floors Sigma, or (``--isotropic``) its mean eigenvalue times I: the moments of a few
+instances per task are noise of either sign in every direction, which their mean cancels. This prototype reads every task's arrays in one process (neither
 the k-means seeding nor the EM steps are distributed); it answers only whether the mixture's
 posterior pays, before anyone builds its messages. ``--true-groups``, ``--pooled`` and
 ``--within`` are diagnoses (centres from the draws' latent groups, a fixed within variance):
@@ -86,6 +89,8 @@ class MixtureBayes(EmpiricalBayes):
     EM_STEPS = 0          # EM steps of the mixture of regressions per estimate (0: k-means only)
     RIDGE = 1.0           # the components' least squares' ridge
     WITHIN = None         # diagnosis only: a fixed, isotropic within-group variance
+    WITHIN_MOMENTS = False  # Sigma_w by moments within each component (with EM steps)
+    ISOTROPIC = False     # Sigma_w as its mean eigenvalue times I
     POOLED = False        # diagnosis only (with TRUE_GROUPS): the groups' pooled least squares
 
     def __init__(self, n_tasks: int, dim: int):
@@ -134,14 +139,18 @@ class MixtureBayes(EmpiricalBayes):
             self._centres, share = kmeans(h, self.n[started], self._centres, G, self._rng,
                                           steps=10 if first or not self.EM_STEPS else 0)
             if self.EM_STEPS:
-                self._centres, share = self._regressions(started, share)
+                self._centres, share, r = self._regressions(started, share)
         share = np.maximum(share, 1e-3)
         share /= share.sum()
         spread = self._centres - mu
         between = (spread.T * share) @ spread
         within = Sigma - between
+        if self.WITHIN_MOMENTS and self.EM_STEPS and self.TRUE_GROUPS is None:
+            within = self._within_by_moments(started, r, share)
         within = (within + within.T) / 2.0
         values, vectors = np.linalg.eigh(within)
+        if self.ISOTROPIC:          # one variance, the mean eigenvalue: its noise averages out
+            values[:] = values.mean()
         scale = self.d / max(float(np.trace(self.totals[self.d ** 2:2 * self.d ** 2]
                                             .reshape(self.d, self.d))
                                    / max(self.totals[-2], 1.0)), np.finfo(float).tiny)
@@ -173,7 +182,27 @@ class MixtureBayes(EmpiricalBayes):
             C = np.array([np.linalg.solve(pooled[..., g] + self.RIDGE * np.eye(d), rhs[:, g])
                           for g in range(G)])
             share = r.sum(axis=1) / r.shape[1]
-        return C, share
+        return C, share, r
+
+    def _within_by_moments(self, started, r, share):
+        """Sigma_w by the method of moments within each component (bayes.py's for Sigma, with
+        each task's statistics weighted by its responsibilities): E[b b^T | g] from
+        M_g = sum_k r_kg (s_k s_k^T - Q_k) / n_k over N1_g = sum_k r_kg (n_k - 1), b = Sx beta;
+        Sigma_g = Sx^+ E[b b^T | g] Sx^+ - c_g c_g^T, pooled with the components' shares."""
+        d = self.d
+        N = max(self.totals[-2], 1.0)
+        Sx_inv = np.linalg.pinv(self.totals[d * d:2 * d * d].reshape(d, d) / N, hermitian=True)
+        n, s, Q = self.n[started], self._s[:, started], self._Q[:, started]
+        weights = r / n                                              # (G, n)
+        within = np.zeros((d, d))
+        for g in range(self.GROUPS):
+            N1 = float(r[g] @ (n - 1.0))
+            if N1 <= 0.0:
+                continue
+            M = (s * weights[g]) @ s.T - (Q @ weights[g])[self._unpack]
+            second = Sx_inv @ (M / N1) @ Sx_inv
+            within += share[g] * (second - np.outer(self._centres[g], self._centres[g]))
+        return within
 
     # -- the tasks' matrices -----------------------------------------------------------------
     def _matrices(self, active, store: bool):
@@ -241,6 +270,10 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also run the package's expert")
     parser.add_argument("--em-steps", type=int, nargs="+", default=[0],
                         help="EM steps of the mixture of regressions per estimate (0: k-means)")
+    parser.add_argument("--within-moments", action="store_true",
+                        help="with EM steps: Sigma_w by moments within each component")
+    parser.add_argument("--isotropic", action="store_true",
+                        help="Sigma_w as its mean eigenvalue times the identity")
     parser.add_argument("--within", type=float,
                         help="diagnosis: a fixed, isotropic within-group variance")
     parser.add_argument("--true-groups", action="store_true",
@@ -270,6 +303,7 @@ def main() -> None:
               "| Landmine | s |")
         print("|---|---|---|---|---|---|---|---|")
         MixtureBayes.WITHIN, MixtureBayes.POOLED = args.within, args.pooled
+        MixtureBayes.WITHIN_MOMENTS, MixtureBayes.ISOTROPIC = args.within_moments, args.isotropic
         for label, G, temper, steps in candidates:
             admm.EmpiricalBayes = EmpiricalBayes if G is None else MixtureBayes
             MixtureBayes.GROUPS, MixtureBayes.TEMPER = G or 1, temper or 1.0
