@@ -50,6 +50,7 @@ import numpy as np
 
 from .algorithms import registry
 from .errors import UserError
+from .runtime.schedule import CHECK_EVERY
 
 FORMAT = "omtl-mpi-learner"
 # the layout of state_dict() and of saved files; bumped when a learner's state changes shape
@@ -240,6 +241,7 @@ class Learner:
         self._param_names = tuple(built["given"])
         self._spec, self._cfg, self._roles = built["spec"], built["cfg"], built["roles"]
         self._blocks, self._dim = built["blocks"], built["dim"]
+        self._edges = np.array(self._blocks, dtype=np.int64).reshape(-1)   # a0, b0, a1, b1...
         from .comm.clock import PhaseClock
         self._clock = PhaseClock(1)
         K = self.n_tasks
@@ -459,8 +461,9 @@ class Learner:
         count = (yf != 0.0).sum(axis=0)
         learning = count > 0
         rounds, where = [], []
-        for a, b in self._blocks:
-            lo, hi = np.searchsorted(tasks, (a, b))
+        cuts = np.searchsorted(tasks, self._edges).tolist()    # each block's columns, at once
+        for i, (a, b) in enumerate(self._blocks):
+            lo, hi = cuts[2 * i], cuts[2 * i + 1]
             mine = np.arange(lo, hi)[learning[lo:hi]]          # columns of this block's active tasks
             active = (slice(None) if len(mine) == b - a
                       else (tasks[mine] - a).astype(np.intp))
@@ -469,16 +472,15 @@ class Learner:
         roles = self._roles
         roles.preds = None              # sized by this round's batch
         with np.errstate(all="ignore"):     # a step that overflows is found just below
-            preds, _ = roles.run(rounds, self._clock)
+            preds, _ = roles.run(rounds, self._clock, labels=False)
         self.n_rounds_ += 1
         self.n_seen_[tasks] += count
         self._touched.append(tasks[learning])
-        from .runtime.schedule import CHECK_EVERY
         if self.n_rounds_ % CHECK_EVERY == 0:
             self._check_finite(np.unique(np.concatenate(self._touched)))
         out = np.zeros(yf.shape, dtype=bool)
         for p, mine, r in zip(preds, where, rounds):
-            out[:, mine] = p.reshape(r.item[1].shape) > 0
+            out[:, mine] = p.reshape(r.item[1].shape)
         return out
 
     def _check_finite(self, tasks=None) -> None:
@@ -579,6 +581,12 @@ class Learner:
             return k, self._prepared_sparse(np.array([0, len(cols)]), cols, values,
                                             np.array([k]), update)
         v = self._vector(x)
+        if self._scale_max is None:         # what _prepared gives one active instance, directly
+            out = np.zeros((1, 1, self._dim))
+            out[0, 0, :self.n_features] = v
+            if self.intercept:
+                out[0, 0, self.n_features] = 1.0
+            return k, out
         return k, self._prepared(v[None, None], np.ones((1, 1), dtype=bool),
                                  np.array([k]), update)
 

@@ -65,9 +65,11 @@ class Roles:
             self.comm = MpiGraph(world.comm, topology, node.message.shape,
                                  message=node.message if inbox is not None else None, inbox=inbox)
 
-    def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0, instances=None):
+    def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0, instances=None,
+            labels: bool = True):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1, in the slots of its
-        stream's :class:`~omtl_mpi.data.rounds.RoundLayout`) and staleness (holders x T).
+        stream's :class:`~omtl_mpi.data.rounds.RoundLayout`; booleans, True for +1, with
+        ``labels`` False) and staleness (holders x T).
         ``hooks``: the between-round work (:class:`.schedule.Hooks`); ``instances``: every
         round's instances over all the tasks (:func:`~omtl_mpi.data.rounds.round_instances`),
         for the workers that plan by them.
@@ -89,6 +91,8 @@ class Roles:
         else:
             run_graph(self.comm, self.holders, batches, clock, self.preds, self.staleness,
                       first_round, hooks)
+        if not labels:          # the Python API's one-round calls: no conversion there and back
+            return self.preds, self.staleness
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
     def close(self) -> None:
