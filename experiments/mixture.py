@@ -53,13 +53,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import omtl_mpi                                            # noqa: E402
 from omtl_mpi.algorithms import admm, bayes                # noqa: E402
-from omtl_mpi.algorithms.bayes import EmpiricalBayes, NOISE, FLOOR, inverse_tasks_last  # noqa: E402
+from omtl_mpi.algorithms.bayes import EmpiricalBayes, FLOOR, inverse_tasks_last  # noqa: E402
 import groups                                              # noqa: E402
 from omtl_mpi.data.personal import task_groups             # noqa: E402
 
 
 def kmeans(points: np.ndarray, weights: np.ndarray, centres, G: int, rng, steps: int = 10):
-    """Weighted k-means of ``points`` (n, d): (centres (G, d), their weights' shares (G,))."""
+    """Weighted k-means of ``points`` (n, d): (centres (G, d), their weights' shares (G,)).
+    The prototype weighs tasks by their instances here (a long stream's posterior mean is its
+    model) and counts each task once in the EM steps' shares (pi_g is over tasks)."""
     total = weights.sum()
     if centres is None:                                    # k-means++ from the rng
         first = rng.choice(len(points), p=weights / total)
@@ -84,7 +86,7 @@ class MixtureBayes(EmpiricalBayes):
     """The expert with a mixture prior (one process only: see the module's text)."""
 
     GROUPS = 4
-    TEMPER = 1.0          # the evidence's weight in the responsibilities (1: exact Bayes)
+    TEMPER = 1.0          # the log responsibilities' multiple, prior weights included (1: exact Bayes)
     TRUE_GROUPS = None    # diagnosis only: every task's latent group
     EM_STEPS = 0          # EM steps of the mixture of regressions per estimate (0: k-means only)
     RIDGE = 1.0           # the components' least squares' ridge
@@ -118,9 +120,9 @@ class MixtureBayes(EmpiricalBayes):
         Sigma = np.linalg.inv(Pi)
         started = np.flatnonzero(self.n > 0)
         # the tasks' posterior means under the Gaussian prior
-        P = np.take(self._Q[:, started], self._unpack, axis=0) / NOISE + Pi[:, :, None]
+        P = np.take(self._Q[:, started], self._unpack, axis=0) / bayes.NOISE + Pi[:, :, None]
         inverse_tasks_last(P, np.empty_like(P))
-        b = self._s[:, started] / NOISE + Pi_mu[:, None]
+        b = self._s[:, started] / bayes.NOISE + Pi_mu[:, None]
         h = np.einsum("ijk,jk->ik", P, b).T                          # (n, d)
         G = self.GROUPS
         if self.TRUE_GROUPS is not None:        # diagnosis: the centres of the true groups
@@ -173,7 +175,7 @@ class MixtureBayes(EmpiricalBayes):
         C = self._centres
         for _ in range(self.EM_STEPS):
             quad = (C[:, self._rows] * C[:, self._cols] * double) @ Q   # c^T Q_k c (G, n)
-            log_r = (C @ s - 0.5 * quad) / NOISE + np.log(np.maximum(share, 1e-12))[:, None]
+            log_r = (C @ s - 0.5 * quad) / bayes.NOISE + np.log(np.maximum(share, 1e-12))[:, None]
             log_r -= log_r.max(axis=0)
             r = np.exp(log_r)
             r /= r.sum(axis=0)
@@ -210,17 +212,19 @@ class MixtureBayes(EmpiricalBayes):
         if stale.any():
             Pi, Pi_mu = self._prior
             idx = np.arange(len(self.n))[active][stale]
-            fresh = np.take(self._Q[:, idx], self._unpack, axis=0) / NOISE + Pi[:, :, None]
+            fresh = np.take(self._Q[:, idx], self._unpack, axis=0) / bayes.NOISE + Pi[:, :, None]
             inverse_tasks_last(fresh, np.empty_like(fresh))
             self._A[..., idx] = fresh
-            self._h0[:, idx] = np.einsum("ijk,jk->ik", fresh, self._s[:, idx] / NOISE)
+            self._h0[:, idx] = np.einsum("ijk,jk->ik", fresh, self._s[:, idx] / bayes.NOISE)
             self._AV[:, :, idx] = np.einsum("ijk,jg->igk", fresh, self._V)
-            b = self._s[:, idx] / NOISE + Pi_mu[:, None]
+            b = self._s[:, idx] / bayes.NOISE + Pi_mu[:, None]
             self._h[:, idx] = np.einsum("ijk,jk->ik", fresh, b)
             self.version[idx] = self.prior_version
         return self._A[..., active], self._h[:, active]
 
     def margins(self, X, active=slice(None), store: bool = False):
+        if X.shape[0] != 1:
+            raise SystemExit("the prototype learns one instance per task a round (batch 1) only")
         self._Ax = self._x = None
         if self._prior is None:
             return np.zeros(X.shape[:2])
@@ -243,10 +247,10 @@ class MixtureBayes(EmpiricalBayes):
 
     def _update_matrices(self, x, y, count, active) -> None:
         if x is None:
-            raise SystemExit("the prototype runs with --batch 1 only")
+            raise SystemExit("the prototype learns one instance per task a round (batch 1) only")
         current = self.version[active] == self.prior_version
         Ax = self._Ax if self._Ax is not None else np.einsum("ijk,jk->ik", self._A[..., active], x)
-        scale = 1.0 / (NOISE + np.einsum("ik,ik->k", x, Ax))
+        scale = 1.0 / (bayes.NOISE + np.einsum("ik,ik->k", x, Ax))
         scale *= current & (y != 0.0)
         for name in ("_h", "_h0"):
             h = getattr(self, name)[:, active]
@@ -281,6 +285,12 @@ def main() -> None:
     parser.add_argument("--pooled", action="store_true",
                         help="diagnosis, with --true-groups: each group's pooled least squares")
     args = parser.parse_args()
+    if args.pooled and not args.true_groups:
+        parser.error("--pooled needs --true-groups (it pools each latent group's tasks)")
+    if (args.within_moments or args.isotropic) and not any(args.em_steps):
+        parser.error("--within-moments and --isotropic need --em-steps above 0")
+    if args.true_groups and args.groups != [4]:
+        parser.error("--true-groups needs --groups 4 (the family's latent groups)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or tmp
         os.makedirs(folder, exist_ok=True)
@@ -320,7 +330,7 @@ def main() -> None:
             print(f"| {label} | " + " | ".join(f"{r.mean_error:.4f}" for r in personal)
                   + f" | {np.mean([r.mean_error for r in personal]):.4f}"
                   + f" | {np.mean([r.overall_error for r in personal]):.4f}"
-                  + f" | {np.mean(lm) if lm else float('nan'):.4f}"
+                  + (" | n/a" if args.true_groups or not lm else f" | {np.mean(lm):.4f}")
                   + f" | {time.perf_counter() - start:.0f} |", flush=True)
     admm.EmpiricalBayes = EmpiricalBayes
     assert bayes.EmpiricalBayes is EmpiricalBayes
