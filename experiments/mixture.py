@@ -208,19 +208,19 @@ class MixtureBayes(EmpiricalBayes):
 
     # -- the tasks' matrices -----------------------------------------------------------------
     def _matrices(self, active, store: bool):
+        """A (d, d, na) of the tasks ``active``, with h0 and A V computed afresh where stale
+        (the prior and its centres are always set together: no Gaussian h is needed)."""
         stale = self.version[active] != self.prior_version
         if stale.any():
-            Pi, Pi_mu = self._prior
+            Pi = self._prior[0]
             idx = np.arange(len(self.n))[active][stale]
             fresh = np.take(self._Q[:, idx], self._unpack, axis=0) / bayes.NOISE + Pi[:, :, None]
             inverse_tasks_last(fresh, np.empty_like(fresh))
             self._A[..., idx] = fresh
             self._h0[:, idx] = np.einsum("ijk,jk->ik", fresh, self._s[:, idx] / bayes.NOISE)
             self._AV[:, :, idx] = np.einsum("ijk,jg->igk", fresh, self._V)
-            b = self._s[:, idx] / bayes.NOISE + Pi_mu[:, None]
-            self._h[:, idx] = np.einsum("ijk,jk->ik", fresh, b)
             self.version[idx] = self.prior_version
-        return self._A[..., active], self._h[:, active]
+        return self._A[..., active]
 
     def margins(self, X, active=slice(None), store: bool = False):
         if X.shape[0] != 1:
@@ -228,13 +228,11 @@ class MixtureBayes(EmpiricalBayes):
         self._Ax = self._x = None
         if self._prior is None:
             return np.zeros(X.shape[:2])
-        A, h = self._matrices(active, store)
+        A = self._matrices(active, store)
         x = X[0].T.copy()
         Ax = np.einsum("ijk,jk->ik", A, x)
         if store:
             self._x, self._Ax = x, Ax
-        if self._centres is None:
-            return np.einsum("ik,ik->k", h, x)[None]
         h0, AV = self._h0[:, active], self._AV[:, :, active]
         log_r = self._const[:, None] + 0.5 * np.einsum("dgk,dg->gk", AV, self._V) \
             + self._V.T @ h0
@@ -252,10 +250,9 @@ class MixtureBayes(EmpiricalBayes):
         Ax = self._Ax if self._Ax is not None else np.einsum("ijk,jk->ik", self._A[..., active], x)
         scale = 1.0 / (bayes.NOISE + np.einsum("ik,ik->k", x, Ax))
         scale *= current & (y != 0.0)
-        for name in ("_h", "_h0"):
-            h = getattr(self, name)[:, active]
-            h += Ax * ((y - np.einsum("ik,ik->k", x, h)) * scale)
-            getattr(self, name)[:, active] = h
+        h0 = self._h0[:, active]
+        h0 += Ax * ((y - np.einsum("ik,ik->k", x, h0)) * scale)
+        self._h0[:, active] = h0
         AV = self._AV[:, :, active]
         AV -= Ax[:, None, :] * ((self._V.T @ Ax) * scale)[None]
         self._AV[:, :, active] = AV

@@ -400,14 +400,15 @@ class Learner:
         return SparseRows(values, np.asarray(cols, dtype=np.int32), np.asarray(indptr, dtype=np.int64),
                           (1, n, self._dim))
 
-    def _prepared(self, X: np.ndarray, active: np.ndarray, tasks: np.ndarray,
+    def _prepared(self, X: np.ndarray, active, tasks: np.ndarray,
                   update: bool) -> np.ndarray:
         """Features as the learner sees them, (B, n, d'), of ``X`` (n, B, d), instances of
         ``tasks``: scaled online (the running maximum updated only when ``update``), the
         intercept appended, inactive instances all zero (as ``omtl-mpi run`` pads a short
-        mini-batch)."""
+        mini-batch); ``active`` (n, B) booleans, or None when every instance is."""
         n, B, d = X.shape
-        X = np.where(active[:, :, None], X, 0.0)
+        if active is not None:
+            X = np.where(active[:, :, None], X, 0.0)
         if self._scale_max is not None:
             # instance t of a task is scaled by the largest |value| of its stream up to t
             # (data/features.py), computed here round by round
@@ -419,7 +420,7 @@ class Learner:
         out = np.zeros((B, n, self._dim))
         out[:, :, :d] = X.transpose(1, 0, 2)
         if self.intercept:
-            out[:, :, d] = active.T
+            out[:, :, d] = 1.0 if active is None else active.T
         return out
 
     def _round_inputs(self, X, y, active):
@@ -581,14 +582,7 @@ class Learner:
             return k, self._prepared_sparse(np.array([0, len(cols)]), cols, values,
                                             np.array([k]), update)
         v = self._vector(x)
-        if self._scale_max is None:         # what _prepared gives one active instance, directly
-            out = np.zeros((1, 1, self._dim))
-            out[0, 0, :self.n_features] = v
-            if self.intercept:
-                out[0, 0, self.n_features] = 1.0
-            return k, out
-        return k, self._prepared(v[None, None], np.ones((1, 1), dtype=bool),
-                                 np.array([k]), update)
+        return k, self._prepared(v[None, None], None, np.array([k]), update)
 
     def learn_one(self, x, y, *, task=None) -> None:
         """Learn one instance of one task: one round in which only that task is active.
