@@ -1,6 +1,6 @@
 """Step 8 of the defaults protocol (experiments/PROTOCOL.md): sharing among many short streams.
 
-    python experiments/groups.py [--raw ../shared/data] [--seeds 0 1 2] [--folder DIR]
+    python experiments/groups.py [--raw ../shared/data] [--seeds 0 1 2] [--folder DIR] [--mixture]
 
 Candidates for how the vote learns from the other tasks, compared by the protocol's rule on
 its selection sets: the nine of steps 1-7, and the skewed personal family (`omtl-mpi data synth
@@ -16,9 +16,14 @@ The candidates: today's vote (multi-task, shared, related); the empirical-Bayes 
 bayes.py added last (the prior 0.99 stays on the multi-task model) or first (the prior on it);
 and, for the first, its label noise s2 at 0.5 and 1.0 beside 0.7. The empirical-Bayes expert
 is used only with more tasks than features, so on seven of the ten sets every candidate is
-today's vote, to the bit. It prints a Markdown table: the mean final cumulative error on every
-set (over the seeds), the mean over the sets (what the rule compares), and each candidate's
-mean error over all instances and ms per round on the personal draws.
+today's vote, to the bit.
+
+``--mixture``: the second round of the step, after the vote had that expert first: its prior
+one Gaussian or a mixture (omtl_mpi/algorithms/mixture.py), by the components and EM steps of
+``mixture.GROUPS`` and ``mixture.EM_STEPS`` (GROUPS = 1: the Gaussian). It prints a Markdown table: the mean final cumulative error on every
+set (over the seeds), the mean over the sets (what the rule compares), the spread of the
+per-seed means over the sets (largest less smallest; the personal draw 100 + i counts as seed
+i), and each candidate's mean error over all instances and ms per round on the personal draws.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import omtl_mpi                                                       # noqa: E402
-from omtl_mpi.algorithms import admm, bayes, cadmm, dadmm, experts    # noqa: E402
+from omtl_mpi.algorithms import admm, bayes, cadmm, dadmm, experts, mixture  # noqa: E402
 from omtl_mpi.data.source import FileSource, SyntheticSource          # noqa: E402
 
 TESTBEDS = ("identical", "clustered", "unrelated")
@@ -47,6 +52,12 @@ CANDIDATES = [("today's vote (multi-task, shared, related)", None, bayes.NOISE),
               ("+ empirical Bayes, first", (B, M, S, R), bayes.NOISE),
               ("+ empirical Bayes, first, s2 = 0.5", (B, M, S, R), 0.5),
               ("+ empirical Bayes, first, s2 = 1.0", (B, M, S, R), 1.0)]
+# --mixture: label, the mixture's components (1: the Gaussian prior) and EM steps an estimate
+MIXTURES = [("empirical Bayes first, one Gaussian prior", 1, 0),
+            ("the same, a mixture prior, G = 8, 10 EM steps", 8, 10),
+            ("the same, G = 8, 20 EM steps", 8, 20),
+            ("the same, G = 4, 10 EM steps", 4, 10),
+            ("the same, G = 16, 10 EM steps", 16, 10)]
 
 
 def use(order, noise: float) -> None:
@@ -118,17 +129,24 @@ def main() -> None:
     parser.add_argument("--raw", default=os.path.join(ROOT, "..", "shared", "data"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--folder", help="where the sets are drawn (default: a temporary folder)")
+    parser.add_argument("--mixture", action="store_true",
+                        help="compare the empirical-Bayes expert's priors (the step's second round)")
     args = parser.parse_args()
+    candidates = ([(label, groups, steps) for label, groups, steps in MIXTURES] if args.mixture
+                  else CANDIDATES)
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or tmp
         os.makedirs(folder, exist_ok=True)
         sets = selection_sets(folder, args.raw)
         print("| candidate | " + " | ".join(label for label, _ in sets)
-              + " | mean | personal: over all instances | personal: ms per round |")
-        print("|" + "---|" * (len(sets) + 4))
-        for label, order, noise in CANDIDATES:
-            use(order, noise)
-            row, personal = [], []
+              + " | mean | spread over seeds | personal: over all instances | personal: ms per round |")
+        print("|" + "---|" * (len(sets) + 5))
+        for label, first, second in candidates:
+            if args.mixture:
+                mixture.GROUPS, mixture.EM_STEPS = first, second
+            else:
+                use(first, second)
+            row, personal, by_seed = [], [], []
             for name, runs in sets:
                 scores = []
                 for source, seed in runs:
@@ -138,10 +156,14 @@ def main() -> None:
                         print(f"  {label} / {name} / seed {s}: {scores[-1][0]:.4f} "
                               f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
                 row.append(np.mean([s[0] for s in scores]))
+                by_seed.append([s[0] for s in scores])      # seed (or draw) i in place i
                 if name.startswith("personal"):
                     personal = np.mean(scores, axis=0)
+            # the spread: of the per-seed means over the sets (seed i: draw i of the personal family)
+            per_seed = np.mean(by_seed, axis=0)
             print(f"| {label} | " + " | ".join(f"{v:.4f}" for v in row)
-                  + f" | {np.mean(row):.4f} | {personal[1]:.4f} | {personal[2]:.2f} |", flush=True)
+                  + f" | {np.mean(row):.4f} | {np.ptp(per_seed):.4f} | {personal[1]:.4f}"
+                  + f" | {personal[2]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

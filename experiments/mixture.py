@@ -3,7 +3,11 @@ mixture prior, measured on the selection sets of step 8 (experiments/PROTOCOL.md
 
     python experiments/mixture.py [--baseline] [--groups 4 8] [--temper 1 16] [--em-steps 0 20]
         [--within-moments] [--isotropic] [--within V] [--true-groups [--pooled]]
+        [--per-round [--steps-at-estimate M] [--init gaussian|kmeans|axes] [--relax F]]
         [--folder DIR] [--raw ../shared/data]
+
+(The package now has the chosen form of this expert, omtl_mpi/algorithms/mixture.py; this
+script is the prototype that led to it, kept to run its table again.)
 
 The package's expert (omtl_mpi/algorithms/bayes.py) puts one Gaussian prior N(mu, Sigma) on
 the tasks' models. Tasks in a few latent groups are better described by a mixture
@@ -32,6 +36,14 @@ the k-means seeding nor the EM steps are distributed); it answers only whether t
 posterior pays, before anyone builds its messages. ``--true-groups``, ``--pooled`` and
 ``--within`` are diagnoses (centres from the draws' latent groups, a fixed within variance):
 bounds on what better estimates could give, not candidates.
+
+``--per-round`` asks what blocks could do, each EM step being one exchange of the blocks' sums:
+``--em-steps`` steps in every round and ``--steps-at-estimate`` steps in a round that ends in
+an estimate (as many exchanges), the prior taken only at the estimates, Sigma_w by moments made
+isotropic; the first estimate takes the Gaussian prior and draws the centres from it
+(``--init gaussian``; ``kmeans``: k-means of the posterior means, which no block can send, as
+a diagnosis; ``axes``: mu plus and minus Sigma's principal axes), ``--relax``: the centres
+moved by that multiple of an EM step (over-relaxed EM).
 
 It runs C-ADMM with the defaults (``omtl_mpi.run_streams``), the expert replaced, on the
 personal draws 100, 101 and 102 (draw 100 + i in stream order i) and on Landmine (orders 0,
@@ -94,6 +106,13 @@ class MixtureBayes(EmpiricalBayes):
     WITHIN_MOMENTS = False  # Sigma_w by moments within each component (with EM steps)
     ISOTROPIC = False     # Sigma_w as its mean eigenvalue times I
     POOLED = False        # diagnosis only (with TRUE_GROUPS): the groups' pooled least squares
+    INIT = "gaussian"
+    RELAX = 1.0
+    STEPS = 1
+    STEPS_AT_ESTIMATE = 0
+    PER_ROUND = False     # one EM step every round (what blocks' sums allow), the prior taken
+                          # at the estimates; the first estimate takes the Gaussian prior and
+                          # draws the centres from it (no k-means: nothing a block can send)
 
     def __init__(self, n_tasks: int, dim: int):
         super().__init__(n_tasks, dim)
@@ -110,6 +129,8 @@ class MixtureBayes(EmpiricalBayes):
         """At the package's estimates (1.2x growth): the mixture, taken every time."""
         self.totals[...] = totals
         N = self.totals[-2]
+        if self.PER_ROUND:
+            return self._per_round(N)
         if N > 0 and N >= bayes.GROWTH * self.estimated_at:
             self.estimated_at = N
             self._estimate_mixture(bayes.prior(self.totals, self.d))
@@ -165,6 +186,61 @@ class MixtureBayes(EmpiricalBayes):
         self._prior = (Pi_w, Pi_w @ mu)
         self.prior_version += 1
 
+    def _per_round(self, N) -> None:
+        """One EM step from this round's statistics; at an estimate, the prior taken from the
+        EM's centres (the first: the Gaussian prior, and centres drawn from it)."""
+        d, G = self.d, self.GROUPS
+        started = np.flatnonzero(self.n > 0)
+        estimate = N > 0 and N >= bayes.GROWTH * self.estimated_at
+        if self._centres is not None and len(started) and (estimate or self.STEPS):
+            self.EM_STEPS = self.STEPS_AT_ESTIMATE if estimate and self.STEPS_AT_ESTIMATE else self.STEPS
+            old = self._centres
+            self._centres, self._share, r = self._regressions(started, self._share)
+            self._centres = old + self.RELAX * (self._centres - old)
+            share = np.maximum(self._share, 1e-3)
+            share /= share.sum()
+            self._pending_within = self._within_by_moments(started, r, share)
+        if not (N > 0 and N >= bayes.GROWTH * self.estimated_at):
+            return
+        self.estimated_at = N
+        gaussian = bayes.prior(self.totals, d)
+        if self._centres is None:
+            Pi, Pi_mu = gaussian
+            mu = np.linalg.solve(Pi, Pi_mu)
+            L = np.linalg.cholesky(np.linalg.inv(Pi))
+            if self.INIT == "kmeans":
+                P = np.take(self._Q[:, started], self._unpack, axis=0) / bayes.NOISE + Pi[:, :, None]
+                inverse_tasks_last(P, np.empty_like(P))
+                b = self._s[:, started] / bayes.NOISE + Pi_mu[:, None]
+                h = np.einsum("ijk,jk->ik", P, b).T
+                self._centres, self._share = kmeans(h, self.n[started], None, G, self._rng)
+            elif self.INIT == "axes":
+                values, vectors = np.linalg.eigh(np.linalg.inv(Pi))
+                axes = (vectors * np.sqrt(values))[:, ::-1].T          # largest first
+                self._centres = mu + np.concatenate([axes, -axes])[
+                    np.arange(G) // 2 + (np.arange(G) % 2) * d]
+                self._share = np.full(G, 1.0 / G)
+            else:
+                self._centres = mu + self._rng.standard_normal((G, d)) @ L.T
+                self._share = np.full(G, 1.0 / G)
+            self._V = Pi_mu[:, None]                            # one component: the Gaussian
+            self._const = np.zeros(1)
+            self._prior = gaussian
+            self.prior_version += 1
+            return
+        share = np.maximum(self._share, 1e-3)
+        share /= share.sum()
+        within = (self._pending_within + self._pending_within.T) / 2.0
+        mean = np.trace(within) / d
+        scale = d / max(float(np.trace(self.totals[d * d:2 * d * d].reshape(d, d))
+                              / max(self.totals[-2], 1.0)), np.finfo(float).tiny)
+        value = max(mean, FLOOR * max(mean, scale))
+        Pi_w = np.eye(d) / value
+        self._V = Pi_w @ self._centres.T
+        self._const = np.log(share) - 0.5 * np.einsum("gd,dg->g", self._centres, self._V)
+        self._prior = (Pi_w, Pi_w @ np.linalg.solve(gaussian[0], gaussian[1]))
+        self.prior_version += 1
+
     def _regressions(self, started, share):
         """EM for a mixture of linear regressions over the tasks (each task's data from one
         component's model, noise s2): E-step r_kg from the likelihood, M-step each
@@ -218,6 +294,8 @@ class MixtureBayes(EmpiricalBayes):
             inverse_tasks_last(fresh, np.empty_like(fresh))
             self._A[..., idx] = fresh
             self._h0[:, idx] = np.einsum("ijk,jk->ik", fresh, self._s[:, idx] / bayes.NOISE)
+            if self._AV.shape[1] != self._V.shape[1]:
+                self._AV = np.zeros((self.d, self._V.shape[1], len(self.n)))
             self._AV[:, :, idx] = np.einsum("ijk,jg->igk", fresh, self._V)
             self.version[idx] = self.prior_version
         return self._A[..., active]
@@ -275,6 +353,11 @@ def main() -> None:
                         help="with EM steps: Sigma_w by moments within each component")
     parser.add_argument("--isotropic", action="store_true",
                         help="Sigma_w as its mean eigenvalue times the identity")
+    parser.add_argument("--per-round", action="store_true",
+                        help="one EM step a round, the prior taken at the estimates (as blocks could)")
+    parser.add_argument("--init", default="gaussian", choices=["gaussian", "kmeans", "axes"])
+    parser.add_argument("--relax", type=float, default=1.0)
+    parser.add_argument("--steps-at-estimate", type=int, default=0)
     parser.add_argument("--within", type=float,
                         help="diagnosis: a fixed, isotropic within-group variance")
     parser.add_argument("--true-groups", action="store_true",
@@ -284,7 +367,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.pooled and not args.true_groups:
         parser.error("--pooled needs --true-groups (it pools each latent group's tasks)")
-    if (args.within_moments or args.isotropic) and not any(args.em_steps):
+    if (args.within_moments or args.isotropic) and not any(args.em_steps) and not args.per_round:
         parser.error("--within-moments and --isotropic need --em-steps above 0")
     if args.true_groups and args.groups != [4]:
         parser.error("--true-groups needs --groups 4 (the family's latent groups)")
@@ -311,10 +394,14 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|")
         MixtureBayes.WITHIN, MixtureBayes.POOLED = args.within, args.pooled
         MixtureBayes.WITHIN_MOMENTS, MixtureBayes.ISOTROPIC = args.within_moments, args.isotropic
+        MixtureBayes.PER_ROUND = args.per_round
+        MixtureBayes.INIT = args.init
+        MixtureBayes.RELAX = args.relax
+        MixtureBayes.STEPS_AT_ESTIMATE = args.steps_at_estimate
         for label, G, temper, steps in candidates:
             admm.EmpiricalBayes = EmpiricalBayes if G is None else MixtureBayes
             MixtureBayes.GROUPS, MixtureBayes.TEMPER = G or 1, temper or 1.0
-            MixtureBayes.EM_STEPS = steps
+            MixtureBayes.EM_STEPS = MixtureBayes.STEPS = steps
             start = time.perf_counter()
             res = []
             for path, s in runs:

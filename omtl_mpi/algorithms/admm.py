@@ -22,6 +22,8 @@ import numpy as np
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
+from . import mixture
+from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
                       moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
@@ -309,6 +311,10 @@ class TaskBlock:
         default.
     related_mode : str, optional
         The form of the related expert's statistic (:class:`.experts.Related`).
+    groups : bool
+        Give the empirical-Bayes expert a mixture prior (:mod:`.mixture`, where
+        :func:`.mixture.used`): its EM steps need an exchange that sums every block's E-step
+        (``bayes.reduce``), which C-ADMM's server provides.
 
     Attributes
     ----------
@@ -320,7 +326,7 @@ class TaskBlock:
         With the vote in the ``moment`` form, the change of the block's part of H.
     expert_names : tuple of str
         The experts of the vote, in order (:func:`.experts.vote_experts`; empty without it).
-    bayes : EmpiricalBayes or None
+    bayes : EmpiricalBayes, MixtureBayes or None
         The empirical-Bayes expert, where the vote has it; its ``delta`` is the change of the
         block's statistics in the last round.
     started : ndarray of bool, shape (n_tasks,)
@@ -329,7 +335,7 @@ class TaskBlock:
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, mode: str = FIXED,
                  message: np.ndarray | None = None, total_tasks: int | None = None,
-                 related_mode: str | None = None):
+                 related_mode: str | None = None, groups: bool = False):
         if params.eta is None:
             raise ValueError("resolve eta (AdmmParams.resolved) before building a TaskBlock")
         self.p, self.mode = params, mode
@@ -369,7 +375,10 @@ class TaskBlock:
         self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
         self.related = (Related(n_tasks, dim, K, related_mode or related_default(K, dim, self.coordinates))
                         if self.experts is not None else None)
-        self.bayes = EmpiricalBayes(n_tasks, dim) if BAYES in self.expert_names else None
+        # with groups (C-ADMM: the server's exchange sums the EM steps), the mixture prior
+        self.bayes = ((MixtureBayes(n_tasks, dim, K) if groups and mixture.used(dim)
+                       else EmpiricalBayes(n_tasks, dim))
+                      if BAYES in self.expert_names else None)
         # 1 / |w_k| of every task (inverse_norms of W), kept by predict_and_step for the next
         # round's related model; None where W changed otherwise (recomputed when next needed)
         self._inverse = None
@@ -749,7 +758,7 @@ class TaskBlock:
         for cls in STEP_CLASSES:
             axes.update({f"wstep_{k}": a for k, a in cls.TASK_AXIS.items()})
         axes.update({f"experts_{k}": a for k, a in ExpertVote.TASK_AXIS.items()})
-        axes.update({f"bayes_{k}": a for k, a in EmpiricalBayes.TASK_AXIS.items()})
+        axes.update({f"bayes_{k}": a for k, a in MixtureBayes.TASK_AXIS.items()})
         axes["related_rows"] = axes["related_cos"] = 0
         return axes
 

@@ -344,11 +344,16 @@ class EmpiricalBayes:
         scale = 1.0 / (NOISE + np.einsum("ik,ik->k", x, Ax))
         scale *= current & (y != 0.0)          # a task without an instance keeps its A and h
         h += Ax * ((y - np.einsum("ik,ik->k", x, h)) * scale)
+        self._update_more(Ax, scale, active)
         Ax *= np.sqrt(scale)
         A -= np.multiply(Ax[:, None, :], Ax[None, :, :], out=self._scratch(len(current)))
         if not isinstance(active, slice):
             self._A[..., active] = A
             self._h[:, active] = h
+
+    def _update_more(self, Ax, scale, active) -> None:
+        """The instance's step of whatever else a task keeps with A (``Ax``: A x before the
+        step, ``scale``: 1 / (s2 + x . A x), 0 where no step): nothing here."""
 
     def set_totals(self, totals: np.ndarray) -> None:
         """Every task's statistics (the sum over the blocks, the same on every rank): the

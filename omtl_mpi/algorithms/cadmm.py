@@ -32,7 +32,9 @@ import numpy as np
 
 from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_of, coupling,
                    omega_arrays)
+from . import mixture
 from .bayes import stats_size
+from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
                       related_rows, vote_experts)
 from .relationship import ExactStep, Relationship
@@ -180,7 +182,8 @@ class CAdmmWorker:
         given = coupling(params) == GIVEN
         self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
                                message=self._up["C"].reshape(kb, dim) if given else None,
-                               total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim))
+                               total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim),
+                               groups=True)
         self._instances, self._round = None, 0
 
     def plan(self, instances, first_round: int = 0) -> None:
@@ -242,6 +245,12 @@ class CAdmmWorker:
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The decision values (B, na) behind :meth:`up`'s predictions, changing nothing."""
         return self.block.decide(X, active)
+
+    def bind(self, reduce) -> None:
+        """``reduce(values)``: the sum over every worker of ``values``, on every rank (the
+        exchange of the mixture prior's EM steps, :mod:`.mixture`); None in one process."""
+        if isinstance(self.block.bayes, MixtureBayes):
+            self.block.bayes.reduce = reduce
 
     def down(self, msg: np.ndarray) -> None:
         d, block = self.dim, self.block
@@ -317,6 +326,9 @@ class CAdmmServer:
         # the empirical-Bayes expert's statistics, summed over every task
         self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
                       else None)
+        # with a mixture prior, the server takes part in its EM steps' exchanges (bind)
+        self._groups = np.zeros(mixture.sums_size(d)) if self.bayes is not None and mixture.used(d) else None
+        self._reduce, self.estimated_at = None, 0.0
         self.related = (np.zeros((d, d) if self.form == MOMENT else (d, K) if self.form == MODELS
                                  else (K, d)) if self.form is not None else None)
         # the models form: their Gram matrix, kept up to date by the entries that change
@@ -420,10 +432,22 @@ class CAdmmServer:
                 pack(reply, [arrays[k] for k in self._down_names], counts)
         return self.reply
 
+    def bind(self, reduce) -> None:
+        """``reduce(values)``: the exchange of the mixture prior's EM steps, in which a server
+        that holds no tasks takes part with zeros (:meth:`after_reply`)."""
+        self._reduce = reduce
+
     def after_reply(self) -> None:
-        """Work that the replies need not wait for: the Omega update."""
+        """Work that the replies need not wait for: the Omega update; with a mixture prior, the
+        EM steps' exchanges of a round that ends in an estimate (the workers decide alike, from
+        the same totals: :func:`.mixture.em_steps`)."""
         if self.given:
             self.consensus.update_relationship()
+        if self._groups is not None:
+            steps, self.estimated_at = mixture.em_steps(self.bayes[-2], self.estimated_at)
+            if self._reduce is not None:
+                for _ in range(steps):
+                    self._reduce(self._groups)
 
     def state(self) -> dict:
         out = {"S": self.S.copy(), "u": self.u.copy(), "totals": self.totals.copy()}
@@ -431,6 +455,8 @@ class CAdmmServer:
             out["related"] = self.related.copy()
         if self.bayes is not None:
             out["bayes"] = self.bayes.copy()
+        if self._groups is not None:
+            out["estimated_at"] = np.float64(self.estimated_at)
         if self.gram is not None:
             out["gram"] = self.gram.copy()
         if self.given:
@@ -445,6 +471,8 @@ class CAdmmServer:
             self.related[...] = state["related"]
         if self.bayes is not None:
             self.bayes[...] = state["bayes"]
+        if self._groups is not None:
+            self.estimated_at = float(state["estimated_at"])
         if self.gram is not None:
             self.gram[...] = state["gram"]
         if self.given:

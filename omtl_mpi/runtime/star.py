@@ -31,6 +31,14 @@ def run_star(comm, worker, server, stream, clock, preds=None, first_round: int =
     """
     every = getattr(worker if worker is not None else server, "sync_every", 1)
     start, stop = clock.start, clock.stop
+    # the mixture prior's EM steps sum every worker's E-step through the server; in one
+    # process the one block holds every task and needs no exchange
+    if not (comm.is_server and comm.is_worker):
+        def reduce(values):
+            return comm.reduce(values, clock)
+        for role in (worker, server):
+            if role is not None and hasattr(role, "bind"):
+                role.bind(reduce)
     if worker is not None:
         slot = stream.slot_ptr.tolist()
         up, down, comm_up, comm_down = worker.up, worker.down, comm.up, comm.down

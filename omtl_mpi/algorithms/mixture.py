@@ -1,0 +1,285 @@
+"""The empirical-Bayes expert with a mixture prior: tasks that come in latent groups borrow from
+their group, not from all tasks (docs/ALGORITHMS.md section 2.8).
+
+:mod:`.bayes` puts one Gaussian prior ``N(mu, Sigma)`` on the tasks' models: a task's first
+instances move its posterior mean only a little, along Sigma, and most short streams end
+before they have moved it far. Here the prior is a mixture of :data:`GROUPS` components with
+one within-group covariance, ``sum_g pi_g N(c_g, s_w I)``. Its posterior is exact and costs
+little more than the Gaussian's: a task's posterior precision ``I / s_w + Q_k / s2`` is the
+same under every component, so its matrix ``A_k`` is shared, and under component g
+
+    h_kg = h0_k + A_k v_g,   h0_k = A_k s_k / s2,   v_g = c_g / s_w,
+    log p(data_k | g) = log pi_g - c_g . v_g / 2 + v_g . A_k v_g / 2 + v_g . h0_k + const_k,
+
+so a task keeps h0_k and the G vectors ``A_k v_g`` beside A_k (each updated with A_k by
+Sherman-Morrison when an instance arrives) and predicts with the posterior mean
+``sum_g r_kg h_kg``, r_kg its posterior responsibilities.
+
+The mixture is estimated where the Gaussian prior is (when the instances seen have grown by
+:data:`.bayes.GROWTH`), by :data:`EM_STEPS` steps of EM for a mixture of linear regressions
+over the tasks, each task's data from one component's model ``y = x . c_g + noise``:
+
+* E-step, on every block: ``r_kg`` from the task's likelihood under each component,
+  ``log pi_g + (c_g . s_k - c_g^T Q_k c_g / 2) / s2``;
+* the blocks' sums, over their tasks: ``R_g = sum_k r_kg Q_k`` (packed), ``T_g = sum_k r_kg s_k``,
+  ``n_g = sum_k r_kg``, and for the within variance ``N1_g = sum_k r_kg (n_k - 1)`` and
+  ``m_g = sum_k r_kg (s_k^T P s_k - <P, Q_k>) / n_k`` with ``P = Sx^-2`` (:func:`sums_size`
+  numbers, summed over the blocks in rank order: one exchange a step, :attr:`reduce`);
+* M-step, on every rank from the same sums: ``c_g = (R_g + RIDGE I)^-1 T_g``,
+  ``pi_g = n_g / sum n``; after the last step ``s_w`` is the mean eigenvalue of the
+  within-group covariance by the method of moments of :mod:`.bayes` weighted by the
+  responsibilities, ``sum_g pi_g (m_g / N1_g - |c_g|^2) / d``, floored as Sigma is. With two or
+  three instances a task, the moments' estimate of a full within covariance is noise of
+  either sign in every direction; their mean eigenvalue cancels it (experiments/PROTOCOL.md,
+  step 8).
+
+The first estimate takes the Gaussian prior of :mod:`.bayes` (one component) and draws the
+centres from it (a fixed seed: the same on every rank); every later one runs the EM steps from
+the last centres and takes the mixture. Only the rounds with an estimate exchange the sums (a
+few dozen a run); the others cost a task G more d-vectors to update.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import bayes
+from .bayes import FLOOR, NOISE, EmpiricalBayes, inverse_tasks_last
+
+# the prior's components, and the EM steps (one exchange each) at every estimate; chosen on the
+# selection sets (experiments/PROTOCOL.md, step 8)
+GROUPS = 8
+EM_STEPS = 10
+# the components' least squares' ridge (R_g + RIDGE I): a component with no task yet stays finite
+RIDGE = 1.0
+# the seed of the first centres' draw from the Gaussian prior, the same on every rank
+SEED = 12345
+# the largest d with a mixture prior: the E-step's sums are G d (d + 1) / 2 numbers a message
+MAX_DIM = 128
+
+
+def used(dim: int) -> bool:
+    """Whether a run whose vote has the empirical-Bayes expert gives it a mixture prior."""
+    return GROUPS > 1 and dim <= MAX_DIM
+
+
+def sums_size(dim: int, groups: int = GROUPS) -> int:
+    """Numbers in a block's E-step sums: per component R_g (packed), T_g, n_g, N1_g, m_g."""
+    return groups * (dim * (dim + 1) // 2 + dim + 3)
+
+
+def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
+    """The EM steps (exchanges) the round whose totals hold ``N`` instances ends with, and the
+    instances of the last estimate after it: what :meth:`MixtureBayes.set_totals` does, for a
+    server that takes part in the exchanges without holding tasks."""
+    if not (N > 0 and N >= bayes.GROWTH * estimated_at):
+        return 0, estimated_at
+    return (EM_STEPS if estimated_at > 0 else 0), N
+
+
+class MixtureBayes(EmpiricalBayes):
+    """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights, with a
+    mixture prior (module text). ``total_tasks``: the run's tasks; a block that holds fewer
+    needs :attr:`reduce`.
+
+    Attributes
+    ----------
+    reduce : callable or None
+        ``reduce(sums)``: the sum of every block's ``sums`` (ndarray of :func:`sums_size`
+        numbers), the same on every rank, in rank order; None where this block holds every task.
+    centres_, share_ : ndarray
+        The components' centres (G, d) and weights (G,) as the last EM step left them (None
+        before the first estimate).
+    """
+
+    TASK_AXIS = {**EmpiricalBayes.TASK_AXIS, "AV": 0}
+
+    def __init__(self, n_tasks: int, dim: int, total_tasks: int | None = None):
+        super().__init__(n_tasks, dim)
+        G = GROUPS
+        self.G, self.total_tasks = G, total_tasks or n_tasks
+        self._AV = np.zeros((dim, G, n_tasks))       # A_k v_g; _h holds h0_k = A_k s_k / s2
+        self._width = 0                              # components in use (1: the Gaussian)
+        self._V = np.zeros((dim, G))                 # v_g = c_g / s_w
+        self._const = np.zeros(G)                    # log pi_g - c_g . v_g / 2
+        self.centres_ = self.share_ = None
+        self.reduce = None
+        self._sums = np.zeros(sums_size(dim, G))
+        self._double = np.where(self._rows == self._cols, 1.0, 2.0)   # x^T Q x from packed Q
+
+    # -- the prior ---------------------------------------------------------------------------
+    def set_totals(self, totals: np.ndarray) -> None:
+        """Every task's statistics: at an estimate (:func:`em_steps`), the EM steps and the
+        mixture taken (the first: the Gaussian prior, and the centres drawn from it)."""
+        self.totals[...] = totals
+        steps, at = em_steps(self.totals[-2], self.estimated_at)
+        if at == self.estimated_at:
+            return
+        self.estimated_at = at
+        d, G = self.d, self.G
+        Pi, Pi_mu = bayes.prior(self.totals, d)
+        if self.centres_ is None:
+            mu = np.linalg.solve(Pi, Pi_mu)
+            L = np.linalg.cholesky(np.linalg.inv(Pi))
+            self.centres_ = mu + np.random.default_rng(SEED).standard_normal((G, d)) @ L.T
+            self.share_ = np.full(G, 1.0 / G)
+            self._take(Pi, Pi_mu[:, None], np.zeros(1))
+            return
+        if self.reduce is None and len(self.n) < self.total_tasks:
+            raise RuntimeError("a block of a mixture prior's run without the exchange that sums "
+                               "the blocks' EM steps (bind a reduce)")
+        Sx = self.totals[d * d:2 * d * d].reshape(d, d) / self.totals[-2]
+        Sx_inv = np.linalg.pinv(Sx, hermitian=True)
+        P = Sx_inv @ Sx_inv
+        for _ in range(steps):
+            local = self._e_step(P)
+            total = local if self.reduce is None else self.reduce(local)
+            R, T, n, N1, m = self._split(total)
+            pooled = R[self._unpack]                                   # (d, d, G)
+            pooled += RIDGE * np.eye(d)[:, :, None]
+            self.centres_ = np.linalg.solve(np.moveaxis(pooled, -1, 0), T.T[:, :, None])[..., 0]
+            self.share_ = n / max(float(n.sum()), np.finfo(float).tiny)
+        share = np.maximum(self.share_, 1e-3)
+        share /= share.sum()
+        spread = m / np.maximum(N1, np.finfo(float).tiny) - np.einsum("gd,gd->g", self.centres_,
+                                                                        self.centres_)
+        mean = float(share[N1 > 0] @ spread[N1 > 0]) / d
+        scale = d / max(float(np.trace(Sx)), np.finfo(float).tiny)
+        within = max(mean, FLOOR * max(mean, scale))
+        V = self.centres_.T / within
+        self._take(np.eye(d) / within, V,
+                   np.log(share) - 0.5 * np.einsum("gd,dg->g", self.centres_, V))
+
+    def _take(self, Pi, V, const) -> None:
+        """Use the prior of precision ``Pi`` (the components' shared one), v_g the columns of
+        ``V`` (d, width) and the log weights' constants ``const``: every task's matrices are
+        computed afresh when next used."""
+        width = V.shape[1]
+        self._width = width
+        self._V[:, :width] = V
+        self._const[:width] = const
+        self._prior = (Pi, V[:, 0])
+        self.prior_version += 1
+
+    def _split(self, sums: np.ndarray):
+        """(R (p, G), T (d, G), n, N1, m (G each)) views of E-step sums."""
+        p, d, G = len(self._rows), self.d, self.G
+        R = sums[:p * G].reshape(p, G)
+        T = sums[p * G:(p + d) * G].reshape(d, G)
+        n, N1, m = sums[(p + d) * G:].reshape(3, G)
+        return R, T, n, N1, m
+
+    def _e_step(self, P: np.ndarray) -> np.ndarray:
+        """The block's E-step sums (:func:`sums_size` numbers, the same buffer every call)
+        under the current centres and weights; ``P = Sx^-2`` for the within moments."""
+        started = self.n > 0
+        Q, s, C = self._Q, self._s, self.centres_
+        quad = (C[:, self._rows] * C[:, self._cols] * self._double) @ Q       # c^T Q_k c (G, kb)
+        log_r = C @ s
+        log_r -= 0.5 * quad
+        log_r /= NOISE
+        log_r += np.log(np.maximum(self.share_, 1e-12))[:, None]
+        log_r -= log_r.max(axis=0)
+        r = np.exp(log_r, out=log_r)
+        r *= started / r.sum(axis=0)                   # tasks without an instance weigh 0
+        R, T, n, N1, m = self._split(self._sums)
+        np.matmul(Q, r.T, out=R)
+        np.matmul(s, r.T, out=T)
+        n[...] = r.sum(axis=1)
+        N1[...] = r @ np.maximum(self.n - 1.0, 0.0)
+        moments = np.einsum("ik,ik->k", s, P @ s) - (P[self._rows, self._cols] * self._double) @ Q
+        m[...] = r @ (moments * bayes._weights(self.n))
+        return self._sums
+
+    # -- the tasks' matrices -----------------------------------------------------------------
+    def _matrices(self, active, store: bool):
+        """``(A (d, d, na), h0 (d, na), AV (d, width, na))`` of the tasks ``active`` for the
+        current prior, computed where out of date (and kept, when ``store``)."""
+        width = self._width
+        A, h, AV = self._A[..., active], self._h[:, active], self._AV[:, :width, active]
+        stale = self.version[active] != self.prior_version
+        if not stale.any():
+            return A, h, AV
+        if isinstance(active, slice) and not store:
+            A, h, AV = A.copy(), h.copy(), AV.copy()
+        which = slice(None) if stale.all() else np.flatnonzero(stale)
+        fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
+        fresh /= NOISE
+        fresh += self._prior[0][:, :, None]
+        if fresh.size <= bayes.IN_PLACE_INVERSE_MAX:
+            inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
+        else:
+            fresh = np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
+        A[..., which] = fresh
+        h[:, which] = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
+        AV[..., which] = np.einsum("ijk,jg->igk", fresh, self._V[:, :width])
+        if store:
+            if not isinstance(active, slice):
+                self._A[..., active] = A
+                self._h[:, active] = h
+                self._AV[:, :width, active] = AV
+            self.version[active] = self.prior_version
+        return A, h, AV
+
+    def _responsibilities(self, h, AV) -> np.ndarray:
+        """r_kg (width, na) of the tasks whose h0 and A V these are."""
+        V = self._V[:, :self._width]
+        log_r = np.einsum("dgk,dg->gk", AV, V)
+        log_r *= 0.5
+        log_r += V.T @ h
+        log_r += self._const[:self._width, None]
+        log_r -= log_r.max(axis=0)
+        r = np.exp(log_r, out=log_r)
+        r /= r.sum(axis=0)
+        return r
+
+    def margins(self, X: np.ndarray, active=slice(None), store: bool = False) -> np.ndarray:
+        """``sum_g r_kg h_kg . x`` (B, na) of X (B, na, d) for the block's tasks ``active``
+        (0 before the first prior); ``store`` keeps the matrices computed on the way."""
+        self._Ax = self._x = None
+        if self._prior is None:
+            return np.zeros(X.shape[:2])
+        A, h, AV = self._matrices(active, store)
+        r = self._responsibilities(h, AV)
+        rV = self._V[:, :self._width] @ r                     # sum_g r_kg v_g (d, na)
+        if X.shape[0] == 1:
+            x = X[0].T.copy()
+            Ax = np.einsum("ijk,jk->ik", A, x)
+            if store:
+                self._x, self._Ax = x, Ax
+            # sum_g r_g h_kg . x = h0 . x + (sum_g r_g v_g) . A x
+            return (np.einsum("ik,ik->k", h, x) + np.einsum("ik,ik->k", rV, Ax))[None]
+        # A is symmetric: (sum_g r_g v_g) . A x = (A sum_g r_g v_g) . x
+        return np.einsum("ik,bki->bk", h + np.einsum("ijk,jk->ik", A, rV), X)
+
+    def _update_more(self, Ax, scale, active) -> None:
+        """A V's Sherman-Morrison step with A's: A v_g -= A x (A x . v_g) / (s2 + x . A x)."""
+        width = self._width
+        AV = self._AV[:, :width, active]                 # a view for every task, else a copy
+        AV -= Ax[:, None, :] * ((self._V[:, :width].T @ Ax) * scale)[None]
+        if not isinstance(active, slice):
+            self._AV[:, :width, active] = AV
+
+    def finite(self, rows) -> bool:
+        return super().finite(rows) and bool(np.isfinite(self._AV[..., rows]).all())
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict:
+        out = super().state()
+        G, d = self.G, self.d
+        out.update(AV=np.moveaxis(self._AV, -1, 0).copy(), width=np.int64(self._width),
+                   V=self._V.copy(), const=self._const.copy(),
+                   centres=(self.centres_ if self.centres_ is not None else np.zeros((G, d))).copy(),
+                   share=(self.share_ if self.share_ is not None else np.zeros(G)).copy())
+        return out
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self._AV[...] = np.moveaxis(np.asarray(state["AV"]), 0, -1)
+        self._width = int(state["width"])
+        self._V[...] = state["V"]
+        self._const[...] = state["const"]
+        if self._width:
+            self._prior = (np.array(state["Pi"], dtype=np.float64), self._V[:, 0].copy())
+        started = self._width > 0
+        self.centres_ = np.array(state["centres"], dtype=np.float64) if started else None
+        self.share_ = np.array(state["share"], dtype=np.float64) if started else None
