@@ -45,7 +45,8 @@ isotropic; the first estimate takes the Gaussian prior and draws the centres fro
 a diagnosis; ``axes``: mu plus and minus Sigma's principal axes), ``--relax``: the centres
 moved by that multiple of an EM step (over-relaxed EM).
 
-It runs C-ADMM with the defaults (``omtl_mpi.run_streams``), the expert replaced, on the
+It runs C-ADMM with the defaults (``omtl_mpi.run_streams``), the expert replaced (the package's
+mixture prior turned off, ``mixture.GROUPS = 1``, so that the baseline is the Gaussian prior), on the
 personal draws 100, 101 and 102 (draw 100 + i in stream order i) and on Landmine (orders 0,
 1, 2), and prints the mean per-task error of each.
 """
@@ -64,7 +65,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import omtl_mpi                                            # noqa: E402
-from omtl_mpi.algorithms import admm, bayes                # noqa: E402
+from omtl_mpi.algorithms import admm, bayes, mixture       # noqa: E402
 from omtl_mpi.algorithms.bayes import EmpiricalBayes, FLOOR, inverse_tasks_last  # noqa: E402
 import groups                                              # noqa: E402
 from omtl_mpi.data.personal import task_groups             # noqa: E402
@@ -398,6 +399,8 @@ def main() -> None:
         MixtureBayes.INIT = args.init
         MixtureBayes.RELAX = args.relax
         MixtureBayes.STEPS_AT_ESTIMATE = args.steps_at_estimate
+        # the package's own mixture off: the expert is the Gaussian one or this prototype's
+        mixture.GROUPS = 1
         for label, G, temper, steps in candidates:
             admm.EmpiricalBayes = EmpiricalBayes if G is None else MixtureBayes
             MixtureBayes.GROUPS, MixtureBayes.TEMPER = G or 1, temper or 1.0

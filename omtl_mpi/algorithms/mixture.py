@@ -130,8 +130,8 @@ class MixtureBayes(EmpiricalBayes):
         Sx = self.totals[d * d:2 * d * d].reshape(d, d) / self.totals[-2]
         Sx_inv = np.linalg.pinv(Sx, hermitian=True)
         P = Sx_inv @ Sx_inv
-        for _ in range(steps):
-            local = self._e_step(P)
+        for step in range(steps):
+            local = self._e_step(P if step == steps - 1 else None)
             total = local if self.reduce is None else self.reduce(local)
             R, T, n, N1, m = self._split(total)
             pooled = R[self._unpack]                                   # (d, d, G)
@@ -168,9 +168,10 @@ class MixtureBayes(EmpiricalBayes):
         n, N1, m = sums[(p + d) * G:].reshape(3, G)
         return R, T, n, N1, m
 
-    def _e_step(self, P: np.ndarray) -> np.ndarray:
+    def _e_step(self, P) -> np.ndarray:
         """The block's E-step sums (:func:`sums_size` numbers, the same buffer every call)
-        under the current centres and weights; ``P = Sx^-2`` for the within moments."""
+        under the current centres and weights; ``P = Sx^-2`` for the within moments, which
+        only the last step's are read for (None: N1 and m left 0)."""
         started = self.n > 0
         Q, s, C = self._Q, self._s, self.centres_
         quad = (C[:, self._rows] * C[:, self._cols] * self._double) @ Q       # c^T Q_k c (G, kb)
@@ -185,6 +186,9 @@ class MixtureBayes(EmpiricalBayes):
         np.matmul(Q, r.T, out=R)
         np.matmul(s, r.T, out=T)
         n[...] = r.sum(axis=1)
+        if P is None:
+            N1[...] = m[...] = 0.0
+            return self._sums
         N1[...] = r @ np.maximum(self.n - 1.0, 0.0)
         moments = np.einsum("ik,ik->k", s, P @ s) - (P[self._rows, self._cols] * self._double) @ Q
         m[...] = r @ (moments * bayes._weights(self.n))
