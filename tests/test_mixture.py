@@ -140,8 +140,8 @@ def test_em_finds_the_latent_groups():
         e.margins(Xt, slice(None), store=True)
         e.learn(Xt, np.array([[v[t] for v in y]], dtype=float))
         e.set_totals(e.statistics())
-    A, h, AV = e._matrices(slice(None), store=True)
-    r = e._responsibilities(h, AV)                      # (G, K)
+    A, h, L = e._matrices(slice(None), store=True)
+    r = e._responsibilities(L)                          # (G, K)
     # each component's group: the true model its centre points at (the groups' models are
     # the axes 3 e_g)
     cosine = e.centres_ / np.linalg.norm(e.centres_, axis=1, keepdims=True)

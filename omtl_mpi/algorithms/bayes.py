@@ -343,17 +343,19 @@ class EmpiricalBayes:
         Ax = self._Ax if self._Ax is not None else np.einsum("ijk,jk->ik", A, x)
         scale = 1.0 / (NOISE + np.einsum("ik,ik->k", x, Ax))
         scale *= current & (y != 0.0)          # a task without an instance keeps its A and h
-        h += Ax * ((y - np.einsum("ik,ik->k", x, h)) * scale)
-        self._update_more(Ax, scale, active)
+        residual = y - np.einsum("ik,ik->k", x, h)
+        self._update_more(Ax, residual, scale, active)
+        h += Ax * (residual * scale)
         Ax *= np.sqrt(scale)
         A -= np.multiply(Ax[:, None, :], Ax[None, :, :], out=self._scratch(len(current)))
         if not isinstance(active, slice):
             self._A[..., active] = A
             self._h[:, active] = h
 
-    def _update_more(self, Ax, scale, active) -> None:
-        """The instance's step of whatever else a task keeps with A (``Ax``: A x before the
-        step, ``scale``: 1 / (s2 + x . A x), 0 where no step): nothing here."""
+    def _update_more(self, Ax, residual, scale, active) -> None:
+        """The instance's step of whatever else a task keeps with A and h (``Ax``: A x and
+        ``residual``: y - x . h before the step, ``scale``: 1 / (s2 + x . A x), 0 where no
+        step): nothing here."""
 
     def set_totals(self, totals: np.ndarray) -> None:
         """Every task's statistics (the sum over the blocks, the same on every rank): the

@@ -11,9 +11,12 @@ same under every component, so its matrix ``A_k`` is shared, and under component
     h_kg = h0_k + A_k v_g,   h0_k = A_k s_k / s2,   v_g = c_g / s_w,
     log p(data_k | g) = log pi_g - c_g . v_g / 2 + v_g . A_k v_g / 2 + v_g . h0_k + const_k,
 
-so a task keeps h0_k and the G vectors ``A_k v_g`` beside A_k (each updated with A_k by
-Sherman-Morrison when an instance arrives) and predicts with the posterior mean
-``sum_g r_kg h_kg``, r_kg its posterior responsibilities.
+so a task keeps h0_k beside A_k and, per component, the number
+``L_kg = v_g . A_k v_g / 2 + v_g . h0_k``, and predicts with the posterior mean
+``sum_g r_kg h_kg . x = h0_k . x + sum_g r_kg v_g . (A_k x)``, r_kg its posterior
+responsibilities, the softmax of ``log pi_g - c_g . v_g / 2 + L_kg``. An instance's
+Sherman-Morrison step (u = A_k x, c = 1 / (s2 + x . u), e = y - x . h0_k) moves L_kg by
+``c (e (u . v_g) - (u . v_g)^2 / 2)``: O(G) numbers a task, O(G d) work an instance.
 
 The mixture is estimated where the Gaussian prior is (when the instances seen have grown by
 :data:`.bayes.GROWTH`), by :data:`EM_STEPS` steps of EM for a mixture of linear regressions
@@ -91,13 +94,13 @@ class MixtureBayes(EmpiricalBayes):
         before the first estimate).
     """
 
-    TASK_AXIS = {**EmpiricalBayes.TASK_AXIS, "AV": 0}
+    TASK_AXIS = {**EmpiricalBayes.TASK_AXIS, "L": 0}
 
     def __init__(self, n_tasks: int, dim: int, total_tasks: int | None = None):
         super().__init__(n_tasks, dim)
         G = GROUPS
         self.G, self.total_tasks = G, total_tasks or n_tasks
-        self._AV = np.zeros((dim, G, n_tasks))       # A_k v_g; _h holds h0_k = A_k s_k / s2
+        self._L = np.zeros((G, n_tasks))             # v_g . A_k v_g / 2 + v_g . h0_k; _h: h0_k
         self._width = 0                              # components in use (1: the Gaussian)
         self._V = np.zeros((dim, G))                 # v_g = c_g / s_w
         self._const = np.zeros(G)                    # log pi_g - c_g . v_g / 2
@@ -196,15 +199,15 @@ class MixtureBayes(EmpiricalBayes):
 
     # -- the tasks' matrices -----------------------------------------------------------------
     def _matrices(self, active, store: bool):
-        """``(A (d, d, na), h0 (d, na), AV (d, width, na))`` of the tasks ``active`` for the
+        """``(A (d, d, na), h0 (d, na), L (width, na))`` of the tasks ``active`` for the
         current prior, computed where out of date (and kept, when ``store``)."""
         width = self._width
-        A, h, AV = self._A[..., active], self._h[:, active], self._AV[:, :width, active]
+        A, h, L = self._A[..., active], self._h[:, active], self._L[:width, active]
         stale = self.version[active] != self.prior_version
         if not stale.any():
-            return A, h, AV
+            return A, h, L
         if isinstance(active, slice) and not store:
-            A, h, AV = A.copy(), h.copy(), AV.copy()
+            A, h, L = A.copy(), h.copy(), L.copy()
         which = slice(None) if stale.all() else np.flatnonzero(stale)
         fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
         fresh /= NOISE
@@ -214,23 +217,21 @@ class MixtureBayes(EmpiricalBayes):
         else:
             fresh = np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
         A[..., which] = fresh
-        h[:, which] = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
-        AV[..., which] = np.einsum("ijk,jg->igk", fresh, self._V[:, :width])
+        h0 = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
+        h[:, which] = h0
+        V = self._V[:, :width]
+        L[:, which] = 0.5 * np.einsum("ig,igk->gk", V, np.einsum("ijk,jg->igk", fresh, V)) + V.T @ h0
         if store:
             if not isinstance(active, slice):
                 self._A[..., active] = A
                 self._h[:, active] = h
-                self._AV[:, :width, active] = AV
+                self._L[:width, active] = L
             self.version[active] = self.prior_version
-        return A, h, AV
+        return A, h, L
 
-    def _responsibilities(self, h, AV) -> np.ndarray:
-        """r_kg (width, na) of the tasks whose h0 and A V these are."""
-        V = self._V[:, :self._width]
-        log_r = np.einsum("dgk,dg->gk", AV, V)
-        log_r *= 0.5
-        log_r += V.T @ h
-        log_r += self._const[:self._width, None]
+    def _responsibilities(self, L) -> np.ndarray:
+        """r_kg (width, na) of the tasks whose L this is."""
+        log_r = L + self._const[:self._width, None]
         log_r -= log_r.max(axis=0)
         r = np.exp(log_r, out=log_r)
         r /= r.sum(axis=0)
@@ -242,35 +243,41 @@ class MixtureBayes(EmpiricalBayes):
         self._Ax = self._x = None
         if self._prior is None:
             return np.zeros(X.shape[:2])
-        A, h, AV = self._matrices(active, store)
-        r = self._responsibilities(h, AV)
-        rV = self._V[:, :self._width] @ r                     # sum_g r_kg v_g (d, na)
+        A, h, L = self._matrices(active, store)
+        r = self._responsibilities(L)
+        V = self._V[:, :self._width]
         if X.shape[0] == 1:
             x = X[0].T.copy()
             Ax = np.einsum("ijk,jk->ik", A, x)
             if store:
                 self._x, self._Ax = x, Ax
-            # sum_g r_g h_kg . x = h0 . x + (sum_g r_g v_g) . A x
-            return (np.einsum("ik,ik->k", h, x) + np.einsum("ik,ik->k", rV, Ax))[None]
+            # sum_g r_g h_kg . x = h0 . x + sum_g r_g v_g . A x
+            return (np.einsum("ik,ik->k", h, x) + np.einsum("gk,gk->k", r, V.T @ Ax))[None]
         # A is symmetric: (sum_g r_g v_g) . A x = (A sum_g r_g v_g) . x
-        return np.einsum("ik,bki->bk", h + np.einsum("ijk,jk->ik", A, rV), X)
+        return np.einsum("ik,bki->bk", h + np.einsum("ijk,jk->ik", A, V @ r), X)
 
-    def _update_more(self, Ax, scale, active) -> None:
-        """A V's Sherman-Morrison step with A's: A v_g -= A x (A x . v_g) / (s2 + x . A x)."""
+    def _update_more(self, Ax, residual, scale, active) -> None:
+        """L's step with A's and h0's: L_kg += c (e (u . v_g) - (u . v_g)^2 / 2)."""
         width = self._width
-        AV = self._AV[:, :width, active]                 # a view for every task, else a copy
-        AV -= Ax[:, None, :] * ((self._V[:, :width].T @ Ax) * scale)[None]
+        L = self._L[:width, active]                       # a view for every task, else a copy
+        uv = self._V[:, :width].T @ Ax                    # u . v_g (width, na)
+        step = residual * uv
+        uv *= uv
+        uv *= 0.5
+        step -= uv
+        step *= scale
+        L += step
         if not isinstance(active, slice):
-            self._AV[:, :width, active] = AV
+            self._L[:width, active] = L
 
     def finite(self, rows) -> bool:
-        return super().finite(rows) and bool(np.isfinite(self._AV[..., rows]).all())
+        return super().finite(rows) and bool(np.isfinite(self._L[:, rows]).all())
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict:
         out = super().state()
         G, d = self.G, self.d
-        out.update(AV=np.moveaxis(self._AV, -1, 0).copy(), width=np.int64(self._width),
+        out.update(L=self._L.T.copy(), width=np.int64(self._width),
                    V=self._V.copy(), const=self._const.copy(),
                    centres=(self.centres_ if self.centres_ is not None else np.zeros((G, d))).copy(),
                    share=(self.share_ if self.share_ is not None else np.zeros(G)).copy())
@@ -278,7 +285,7 @@ class MixtureBayes(EmpiricalBayes):
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
-        self._AV[...] = np.moveaxis(np.asarray(state["AV"]), 0, -1)
+        self._L[...] = np.asarray(state["L"]).T
         self._width = int(state["width"])
         self._V[...] = state["V"]
         self._const[...] = state["const"]
