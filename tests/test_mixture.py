@@ -93,7 +93,7 @@ def test_the_em_steps_of_two_blocks_add_up_to_one_block():
     halves = [MixtureBayes(cut, d, total_tasks=K), MixtureBayes(K - cut, d, total_tasks=K)]
     exchange = Exchange(2)
     for i, half in enumerate(halves):
-        half.reduce = exchange.reduce_of(i)
+        half.sum_blocks = exchange.reduce_of(i)
     for X, y, active in data:
         whole.margins(X, active, store=True)
         whole.learn(X, y, active)

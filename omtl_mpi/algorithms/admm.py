@@ -314,7 +314,7 @@ class TaskBlock:
     groups : bool
         Give the empirical-Bayes expert a mixture prior (:mod:`.mixture`, where
         :func:`.mixture.used`): its EM steps need an exchange that sums every block's E-step
-        (``bayes.reduce``), which C-ADMM's server provides.
+        (``bayes.sum_blocks``), which C-ADMM's server provides.
 
     Attributes
     ----------

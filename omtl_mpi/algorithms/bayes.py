@@ -88,6 +88,12 @@ def moved(old, new) -> bool:
                 or step @ old[0] @ step > CHANGE ** 2)
 
 
+def floor(largest: float, Sx: np.ndarray) -> float:
+    """The smallest prior variance: :data:`FLOOR` times the largest, or times d / tr Sx (the
+    scale of a unit-margin model) when that is larger."""
+    return FLOOR * max(largest, len(Sx) / max(float(np.trace(Sx)), np.finfo(float).tiny))
+
+
 def prior(stats: np.ndarray, dim: int):
     """The prior ``(Pi, Pi mu)`` from every task's statistics (:func:`stats_size` numbers),
     or None before any instance.
@@ -107,8 +113,7 @@ def prior(stats: np.ndarray, dim: int):
     Sigma += Sigma.T
     Sigma /= 2.0
     values, vectors = np.linalg.eigh(Sigma)
-    scale = dim / max(float(np.trace(Sx)), np.finfo(float).tiny)
-    values = np.maximum(values, FLOOR * max(float(values[-1]), scale))
+    values = np.maximum(values, floor(float(values[-1]), Sx))
     Pi = (vectors / values) @ vectors.T
     return Pi, Pi @ (Sx_inv @ m)
 
@@ -210,13 +215,7 @@ class EmpiricalBayes:
         Pi, Pi_mu = self._prior
         # every task at once after a new prior: plain slices, not a mask over the last axis
         which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
-        fresh /= NOISE
-        fresh += Pi[:, :, None]
-        if fresh.size <= IN_PLACE_INVERSE_MAX:
-            inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
-        else:
-            fresh = np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
+        fresh = self._inverses(active, which)
         b = self._s[:, active][:, which] / NOISE
         b += Pi_mu[:, None]
         A[..., which] = fresh
@@ -227,6 +226,15 @@ class EmpiricalBayes:
                 self._h[:, active] = h
             self.version[active] = self.prior_version
         return A, h
+
+    def _inverses(self, active, which) -> np.ndarray:
+        """``(Pi + Q_k / s2)^-1`` (d, d, n) of the tasks ``active[which]`` for the prior in use."""
+        fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
+        fresh /= NOISE
+        fresh += self._prior[0][:, :, None]
+        if fresh.size <= IN_PLACE_INVERSE_MAX:
+            return inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
+        return np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
 
     def margins(self, X: np.ndarray, active=slice(None), store: bool = False) -> np.ndarray:
         """``h_k . x`` (B, na) of X (B, na, d) for the block's tasks ``active`` (0 before the

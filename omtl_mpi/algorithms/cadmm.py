@@ -250,7 +250,7 @@ class CAdmmWorker:
         """``reduce(values)``: the sum over every worker of ``values``, on every rank (the
         exchange of the mixture prior's EM steps, :mod:`.mixture`); None in one process."""
         if isinstance(self.block.bayes, MixtureBayes):
-            self.block.bayes.reduce = reduce
+            self.block.bayes.sum_blocks = reduce
 
     def down(self, msg: np.ndarray) -> None:
         d, block = self.dim, self.block

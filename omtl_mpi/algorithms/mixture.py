@@ -27,7 +27,7 @@ over the tasks, each task's data from one component's model ``y = x . c_g + nois
 * the blocks' sums, over their tasks: ``R_g = sum_k r_kg Q_k`` (packed), ``T_g = sum_k r_kg s_k``,
   ``n_g = sum_k r_kg``, and for the within variance ``N1_g = sum_k r_kg (n_k - 1)`` and
   ``m_g = sum_k r_kg (s_k^T P s_k - <P, Q_k>) / n_k`` with ``P = Sx^-2`` (:func:`sums_size`
-  numbers, summed over the blocks in rank order: one exchange a step, :attr:`reduce`);
+  numbers, summed over the blocks in rank order: one exchange a step, :attr:`sum_blocks`);
 * M-step, on every rank from the same sums: ``c_g = (R_g + RIDGE I)^-1 T_g``,
   ``pi_g = n_g / sum n``; after the last step ``s_w`` is the mean eigenvalue of the
   within-group covariance by the method of moments of :mod:`.bayes` weighted by the
@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import bayes
-from .bayes import FLOOR, NOISE, EmpiricalBayes, inverse_tasks_last
+from .bayes import NOISE, EmpiricalBayes
 
 # the prior's components, and the EM steps (one exchange each) at every estimate; chosen on the
 # selection sets (experiments/PROTOCOL.md, step 8)
@@ -82,12 +82,12 @@ def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
 class MixtureBayes(EmpiricalBayes):
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights, with a
     mixture prior (module text). ``total_tasks``: the run's tasks; a block that holds fewer
-    needs :attr:`reduce`.
+    needs :attr:`sum_blocks`.
 
     Attributes
     ----------
-    reduce : callable or None
-        ``reduce(sums)``: the sum of every block's ``sums`` (ndarray of :func:`sums_size`
+    sum_blocks : callable or None
+        ``sum_blocks(sums)``: the sum of every block's ``sums`` (ndarray of :func:`sums_size`
         numbers), the same on every rank, in rank order; None where this block holds every task.
     centres_, share_ : ndarray
         The components' centres (G, d) and weights (G,) as the last EM step left them (None
@@ -105,7 +105,7 @@ class MixtureBayes(EmpiricalBayes):
         self._V = np.zeros((dim, G))                 # v_g = c_g / s_w
         self._const = np.zeros(G)                    # log pi_g - c_g . v_g / 2
         self.centres_ = self.share_ = None
-        self.reduce = None
+        self.sum_blocks = None
         self._sums = np.zeros(sums_size(dim, G))
         self._double = np.where(self._rows == self._cols, 1.0, 2.0)   # x^T Q x from packed Q
 
@@ -127,15 +127,15 @@ class MixtureBayes(EmpiricalBayes):
             self.share_ = np.full(G, 1.0 / G)
             self._take(Pi, Pi_mu[:, None], np.zeros(1))
             return
-        if self.reduce is None and len(self.n) < self.total_tasks:
+        if self.sum_blocks is None and len(self.n) < self.total_tasks:
             raise RuntimeError("a block of a mixture prior's run without the exchange that sums "
-                               "the blocks' EM steps (bind a reduce)")
+                               "the blocks' EM steps (bind sum_blocks)")
         Sx = self.totals[d * d:2 * d * d].reshape(d, d) / self.totals[-2]
         Sx_inv = np.linalg.pinv(Sx, hermitian=True)
         P = Sx_inv @ Sx_inv
         for step in range(steps):
             local = self._e_step(P if step == steps - 1 else None)
-            total = local if self.reduce is None else self.reduce(local)
+            total = local if self.sum_blocks is None else self.sum_blocks(local)
             R, T, n, N1, m = self._split(total)
             pooled = R[self._unpack]                                   # (d, d, G)
             pooled += RIDGE * np.eye(d)[:, :, None]
@@ -146,8 +146,7 @@ class MixtureBayes(EmpiricalBayes):
         spread = m / np.maximum(N1, np.finfo(float).tiny) - np.einsum("gd,gd->g", self.centres_,
                                                                         self.centres_)
         mean = float(share[N1 > 0] @ spread[N1 > 0]) / d
-        scale = d / max(float(np.trace(Sx)), np.finfo(float).tiny)
-        within = max(mean, FLOOR * max(mean, scale))
+        within = max(mean, bayes.floor(mean, Sx))
         V = self.centres_.T / within
         self._take(np.eye(d) / within, V,
                    np.log(share) - 0.5 * np.einsum("gd,dg->g", self.centres_, V))
@@ -209,13 +208,7 @@ class MixtureBayes(EmpiricalBayes):
         if isinstance(active, slice) and not store:
             A, h, L = A.copy(), h.copy(), L.copy()
         which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
-        fresh /= NOISE
-        fresh += self._prior[0][:, :, None]
-        if fresh.size <= bayes.IN_PLACE_INVERSE_MAX:
-            inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
-        else:
-            fresh = np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
+        fresh = self._inverses(active, which)
         A[..., which] = fresh
         h0 = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
         h[:, which] = h0
