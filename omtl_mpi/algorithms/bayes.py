@@ -120,8 +120,11 @@ def prior(stats: np.ndarray, dim: int):
 
 # up to this many numbers (4 MiB: the matrices of 1,024 tasks of d = 20) the tasks' matrices
 # are inverted in place over the tasks (inverse_tasks_last), whose d passes over them then stay
-# in the cache; above, by LAPACK one matrix at a time, which reads each matrix once
+# in the cache; above, by LAPACK one matrix at a time, which reads each matrix once, except up
+# to d = IN_PLACE_INVERSE_DIM, where LAPACK's cost is mostly its call per matrix and the
+# in-place inverse over chunks of that many numbers is faster (experiments/inverses.py)
 IN_PLACE_INVERSE_MAX = 2 ** 19
+IN_PLACE_INVERSE_DIM = 13
 
 
 def inverse_tasks_last(P: np.ndarray, work: np.ndarray) -> np.ndarray:
@@ -232,9 +235,15 @@ class EmpiricalBayes:
         fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
         fresh /= NOISE
         fresh += self._prior[0][:, :, None]
-        if fresh.size <= IN_PLACE_INVERSE_MAX:
-            return inverse_tasks_last(fresh, self._scratch(fresh.shape[-1]))
-        return np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
+        n = fresh.shape[-1]
+        if fresh.size > IN_PLACE_INVERSE_MAX and self.d > IN_PLACE_INVERSE_DIM:
+            return np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
+        chunk = IN_PLACE_INVERSE_MAX // (self.d * self.d)
+        work = self._scratch(min(n, chunk))
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            inverse_tasks_last(fresh[..., a:b], work[..., :b - a])
+        return fresh
 
     def margins(self, X: np.ndarray, active=slice(None), store: bool = False) -> np.ndarray:
         """``h_k . x`` (B, na) of X (B, na, d) for the block's tasks ``active`` (0 before the

@@ -212,8 +212,12 @@ class MixtureBayes(EmpiricalBayes):
         A[..., which] = fresh
         h0 = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
         h[:, which] = h0
-        V = self._V[:, :width]
-        L[:, which] = 0.5 * np.einsum("ig,igk->gk", V, np.einsum("ijk,jg->igk", fresh, V)) + V.T @ h0
+        V, d = self._V[:, :width], self.d
+        # v_g . A_k v_g = <v_g v_g^T, A_k>: one matrix product over the tasks' flat matrices
+        quad = (V[:, None, :] * V[None, :, :]).reshape(d * d, width).T @ fresh.reshape(d * d, -1)
+        quad *= 0.5
+        quad += V.T @ h0
+        L[:, which] = quad
         if store:
             if not isinstance(active, slice):
                 self._A[..., active] = A
