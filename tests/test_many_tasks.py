@@ -133,30 +133,81 @@ def test_c_admm_messages_do_not_grow_with_the_tasks():
     assert CAdmmWorker.down_size(paper, 400_000, 1000, d) == 1001 * d
 
 
-def test_d_admm_tables_hold_a_row_per_node():
-    """D-ADMM with Omega fixed gossips a row per node (its block's sums, 1 + d + 4 + d^2 +
-    (2 d^2 + d + 2) numbers with the vote), not a row per task."""
+def test_d_admm_tables_hold_a_row_per_node(monkeypatch):
+    """D-ADMM with Omega fixed gossips a row per node (its block's sums, 1 + d + 4 + d^2
+    numbers with the vote, and 2 d^2 + d + 2 more for the empirical-Bayes expert's Gaussian
+    prior; its mixture prior's sums go over the graph only in the rounds of an estimate), not
+    a row per task."""
+    from omtl_mpi.algorithms import mixture
     from omtl_mpi.algorithms.dadmm import DAdmmNode
     from omtl_mpi.topology import generate
     topo = generate("ring", 4)
     node = DAdmmNode(AdmmParams().resolved(10), 100_000, 10, 0, 25_000, topo, 0)
+    assert node.message.size == 4 * (1 + 10 + 4 + 100)
+    assert node.sums is not None
+    monkeypatch.setattr(mixture, "GROUPS", 1)
+    node = DAdmmNode(AdmmParams().resolved(10), 100_000, 10, 0, 25_000, topo, 0)
     assert node.message.size == 4 * (1 + 10 + 4 + 100 + 212)
+    assert node.sums is None
     paper = DAdmmNode(AdmmParams.paper().resolved(10), 1000, 10, 0, 250, topo, 0)
     assert paper.message.size == 4 * 1 + 1000 * 2 * 10
 
 
-def test_skewed_streams_d_admm_on_a_full_graph_equals_c_admm(monkeypatch):
+@pytest.mark.parametrize("groups", [8, 1])
+def test_skewed_streams_d_admm_on_a_full_graph_equals_c_admm(monkeypatch, groups):
     """Four nodes of unequal activity on a full graph learn as C-ADMM's one block (spec
-    equivalence 5), with the empirical-Bayes expert's Gaussian prior, which D-ADMM's has
-    (C-ADMM's mixture prior needs its server's exchange: docs/ALGORITHMS.md section 2.8)."""
+    equivalence 5), with the empirical-Bayes expert's mixture prior (its sums over the nodes,
+    planned or not) and with its Gaussian prior (GROUPS = 1: the table's rows)."""
     from omtl_mpi.algorithms import mixture
-    monkeypatch.setattr(mixture, "GROUPS", 1)
+    monkeypatch.setattr(mixture, "GROUPS", groups)
     X, y, _ = skewed_streams()
-    a, _ = simulate("d-admm", X, y, nodes=4, topology="full")
-    b, _ = simulate("c-admm", X, y)
-    assert all(len(p) == len(t) for p, t in zip(a, y))
-    for p, q in zip(a, b):
-        np.testing.assert_array_equal(p, q)
+    b, rows = simulate("c-admm", X, y)
+    for planned in (True, False):
+        a, node_rows = simulate("d-admm", X, y, nodes=4, topology="full", planned=planned)
+        assert all(len(p) == len(t) for p, t in zip(a, y))
+        for p, q in zip(a, b):
+            np.testing.assert_array_equal(p, q)
+        np.testing.assert_allclose(node_rows["W"], rows["W"], rtol=0, atol=1e-10)
+
+
+def test_d_admm_nodes_hold_one_mixture_on_any_graph():
+    """With the mixture prior, every node of a ring holds the same mixture, to the bit, and
+    it is C-ADMM's (the EM steps' sums cover every node)."""
+    from omtl_mpi.algorithms import mixture
+    from omtl_mpi.runtime.roles import Roles
+    from omtl_mpi.algorithms import registry
+    from omtl_mpi.comm.clock import PhaseClock
+    from omtl_mpi.algorithms.contract import task_blocks
+    from omtl_mpi.data.rounds import RoundLayout, round_instances, rounds_needed
+    from omtl_mpi.topology import load_topology
+    X, y, _ = skewed_streams()
+    K, d = len(X), X[0].shape[1]
+    lengths = [len(t) for t in y]
+    T = rounds_needed(lengths, 1)
+
+    def run(name, nodes, topology):
+        algo = registry.get(name)
+        params = algo.params().resolved(T)
+        blocks = task_blocks(K, nodes)
+        layouts = []
+        for a, b in blocks:
+            layout = RoundLayout(lengths[a:b], 1, T, d)
+            layout.fill(0, np.concatenate(X[a:b]), np.concatenate(y[a:b]), lengths[a:b])
+            layouts.append(layout)
+        topo = load_topology(topology, nodes) if topology else None
+        roles = Roles(algo, params, K, d, blocks, blocks, 0, 1, topo)
+        roles.run(layouts, PhaseClock(T), instances=round_instances(lengths, 1, T))
+        return [h.block.bayes for h in roles.holders]
+
+    ring = run("d-admm", 4, "ring")
+    (one,) = run("c-admm", 1, None)
+    assert all(isinstance(b, mixture.MixtureBayes) for b in ring + [one])
+    assert one.estimated_at > 0 and one._width == mixture.GROUPS
+    for node in ring:
+        np.testing.assert_array_equal(node.centres_, ring[0].centres_)
+        np.testing.assert_array_equal(node._V, ring[0]._V)
+        assert node.estimated_at == one.estimated_at
+    np.testing.assert_allclose(ring[0].centres_, one.centres_, rtol=1e-9, atol=1e-12)
 
 
 def test_skewed_streams_four_workers_equal_one_process(mpiexec, tmp_path):

@@ -178,24 +178,25 @@ def skewed(K=60, d=3, seed=0):
     return X, [np.where(x @ w >= 0, 1, -1) for x, w in zip(X, W)]
 
 
-def test_c_admm_uses_it_and_resumes_from_a_checkpoint_bit_for_bit():
+@pytest.mark.parametrize("algo, graph", [("c-admm", {}), ("d-admm", {"nodes": 3, "topology": "ring"})])
+def test_it_is_used_and_resumes_from_a_checkpoint_bit_for_bit(monkeypatch, algo, graph):
     X, y = skewed()
-    whole, _ = simulate("c-admm", X, y)
-    resumed, _ = simulate("c-admm", X, y, restart_at=12)
+    whole, _ = simulate(algo, X, y, **graph)
+    resumed, _ = simulate(algo, X, y, restart_at=12, **graph)
     for a, b in zip(whole, resumed):
         np.testing.assert_array_equal(a, b)
-    mixture_groups = mixture.GROUPS
-    try:
-        mixture.GROUPS = 1                      # the Gaussian prior: different predictions
-        gaussian, _ = simulate("c-admm", X, y)
-    finally:
-        mixture.GROUPS = mixture_groups
+    monkeypatch.setattr(mixture, "GROUPS", 1)   # the Gaussian prior: different predictions
+    gaussian, _ = simulate(algo, X, y, **graph)
     assert any(np.any(a != b) for a, b in zip(whole, gaussian))
 
 
-def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path):
+@pytest.mark.parametrize("algo", ["c-admm", "d-admm"])
+def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path, algo):
+    """C-ADMM's EM steps through the server, D-ADMM's over a ring (sums flooded through the
+    neighbours): the same predictions and models in one process and on 4 ranks."""
     from omtl_mpi.data import write_tasks
     X, y = skewed(K=48)
     tasks = tmp_path / "skewed.h5"
     write_tasks(tasks, [f"c{k}" for k in range(len(X))], X, y)
-    assert_in_process_equals_mpiexec(["--data", tasks], [], 4, tmp_path, models=None)
+    extra = ["--algo", algo] + (["--topology", "ring", "--nodes", "4"] if algo == "d-admm" else [])
+    assert_in_process_equals_mpiexec(["--data", tasks, *extra], [], 4, tmp_path, models=None)

@@ -8,7 +8,8 @@ is its table, in two parts, each merged per node by a stamp (the round its owner
   S_j the sum of node j's tasks' messages c_k (every v_k follows from c_k and u, so this is
   all the consensus needs of node j); with the vote, m_j its experts' mistakes and, in the
   ``moment`` form, H_j its part of the related expert's statistic (d x d), and with more tasks
-  than features B_j its tasks' statistics for the empirical-Bayes expert (:mod:`.bayes`);
+  than features B_j its tasks' statistics for the empirical-Bayes expert's Gaussian prior
+  (:mod:`.bayes`; not with its mixture prior, below);
 * one row per task, only where the math needs every task: with a learned Omega (or the paper
   variant) ``[c_k, v_k]`` (the paper's table), and with the vote in the ``rows`` form the
   task's model w_k.
@@ -20,6 +21,13 @@ is rebuilt from the table's V; (4) the consensus from the table; (5) the z-step.
 
 Steps 3-4 use the same objects as the C-ADMM server, which is why D-ADMM on a fully connected
 graph predicts exactly like C-ADMM.
+
+With the empirical-Bayes expert's mixture prior (:mod:`.mixture`), the rounds that end in an
+estimate (every node knows which: the instances of every round are planned, and the mixture is
+estimated when their sum grows by :data:`.bayes.GROWTH`) end with sums over every node, taken
+together (:meth:`DAdmmNode.sums`, which the runtime sums over the graph: docs/ALGORITHMS.md
+section 3): the nodes' statistics, then one E-step's sums per EM step; every node then holds
+the same mixture, the one C-ADMM's server would have computed from the same blocks.
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import numpy as np
 
 from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
+from . import mixture
 from .bayes import stats_size
 from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
 from .relationship import ExactStep, Relationship
@@ -64,11 +73,14 @@ class DAdmmNode:
         self.given = coupling(params) == GIVEN
         self.form = related_form(params, K, d, n_nodes)
         names = vote_experts(K, d, params.class_weight) if params.experts else ()
+        # the empirical-Bayes expert's mixture prior is estimated from sums over every node
+        # (sums); its Gaussian prior from the table's rows B
+        groups = BAYES in names and mixture.used(d)
         # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form), B (vote, bayes)]
         cols, width = {}, 1
         for name, size in (("S", 0 if self.given else d), ("m", len(names)),
                            ("H", d * d if self.form == MOMENT else 0),
-                           ("B", stats_size(d) if BAYES in names else 0)):
+                           ("B", stats_size(d) if BAYES in names and not groups else 0)):
             cols[name] = slice(width, width + size)
             width += size
         # task rows: [c, v (learned Omega)], [w (vote, rows form)]
@@ -95,8 +107,11 @@ class DAdmmNode:
         self._node_index = np.arange(n_nodes)
         self.block = TaskBlock(params, stop - start, d, mode=GIVEN if self.given else FIXED,
                                message=own_tasks[:, tcols["c"]] if self.given else None,
-                               total_tasks=K, related_mode=self.form)
-        if self.block.bayes is not None:
+                               total_tasks=K, related_mode=self.form, groups=groups)
+        # the run's instances up to each round (plan), for the mixture's estimates
+        self._seen = None
+        self.sums = self._sums if groups else None
+        if self.block.bayes is not None and not groups:
             # the table's rows add up the changes (a node cannot tell in which rounds another
             # node will estimate a prior from its row): kept in O(d^2) per task that learns
             self.block.bayes.running = True
@@ -135,7 +150,7 @@ class DAdmmNode:
                 row[cols["H"]] += block.delta_H.reshape(-1)
             else:
                 self._own_tasks[:, self._tcols["w"]] = block.W
-            if block.bayes is not None:
+            if block.bayes is not None and self.sums is None:
                 row[cols["B"]] += block.bayes.delta
         return positive
 
@@ -194,11 +209,34 @@ class DAdmmNode:
             else:
                 W = tasks[:, tcols["w"]]
                 block.related.rows[...] = related_rows(directions(W[self.start:self.stop]), W, self.K)
-            if block.bayes is not None:
+            if block.bayes is not None and self.sums is None:
                 block.bayes.set_totals(nodes[:, cols["B"]].sum(axis=0))
         block.dual_step(u, V_own)
         if self.given:
             self._own_tasks[:, tcols["v"]] = V_own
+
+    def plan(self, instances, first_round: int = 0) -> None:
+        """Every round's instances over all the tasks (the same on every node): the rounds
+        that end in a mixture prior's estimate are then known without asking the other nodes
+        (without a plan, :meth:`sums` sums the nodes' counts every round)."""
+        self._seen = np.cumsum(np.asarray(instances, dtype=np.float64))
+
+    def _sums(self):
+        """The round's sums over every node, with the empirical-Bayes expert's mixture prior:
+        a generator that yields this node's part of each sum (arrays, the same sizes on every
+        node, in the same order) and is sent the sum over every node (in node order, by the
+        runtime). In a round that ends in an estimate (:func:`.mixture.em_steps` of the run's
+        instances so far), every node's statistics, then the EM steps'
+        (:meth:`.MixtureBayes.estimate`); without a plan, first the nodes' instances."""
+        bayes, t = self.block.bayes, self.round - 1
+        if self._seen is not None and t < len(self._seen):
+            N = float(self._seen[t])
+        else:
+            N = float((yield np.array([bayes.n.sum()]))[0])
+        if mixture.em_steps(N, bayes.estimated_at)[1] == bayes.estimated_at:
+            return
+        totals = yield bayes.statistics()
+        yield from bayes.estimate(totals)
 
     def state(self) -> dict:
         out = {f"block_{k}": v for k, v in self.block.state().items()}

@@ -79,6 +79,18 @@ def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
     return (EM_STEPS if estimated_at > 0 else 0), N
 
 
+def drive(steps, sum_blocks) -> None:
+    """Run the generator ``steps`` (:meth:`MixtureBayes.estimate`), sending back
+    ``sum_blocks`` of each E-step's sums (None: this block holds every task, its sums are the
+    total)."""
+    sums = next(steps, None)
+    while sums is not None:
+        try:
+            sums = steps.send(sums if sum_blocks is None else sum_blocks(sums))
+        except StopIteration:
+            return
+
+
 class MixtureBayes(EmpiricalBayes):
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights, with a
     mixture prior (module text). ``total_tasks``: the run's tasks; a block that holds fewer
@@ -111,8 +123,20 @@ class MixtureBayes(EmpiricalBayes):
 
     # -- the prior ---------------------------------------------------------------------------
     def set_totals(self, totals: np.ndarray) -> None:
-        """Every task's statistics: at an estimate (:func:`em_steps`), the EM steps and the
-        mixture taken (the first: the Gaussian prior, and the centres drawn from it)."""
+        """Every task's statistics: at an estimate (:func:`em_steps`), the EM steps, their
+        sums over the blocks by :attr:`sum_blocks`, and the mixture taken (the first: the
+        Gaussian prior, and the centres drawn from it)."""
+        sum_blocks = self.sum_blocks
+        if sum_blocks is None and len(self.n) < self.total_tasks:
+            def sum_blocks(sums):
+                raise RuntimeError("a block of a mixture prior's run without the exchange that "
+                                   "sums the blocks' EM steps (bind sum_blocks)")
+        drive(self.estimate(totals), sum_blocks)
+
+    def estimate(self, totals: np.ndarray):
+        """:meth:`set_totals` as a generator for a driver that sums the blocks' EM steps itself
+        (D-ADMM, whose nodes take each step together): it yields the block's E-step sums
+        (:func:`sums_size` numbers) and is sent their sum over every block, once per step."""
         self.totals[...] = totals
         steps, at = em_steps(self.totals[-2], self.estimated_at)
         if at == self.estimated_at:
@@ -127,15 +151,11 @@ class MixtureBayes(EmpiricalBayes):
             self.share_ = np.full(G, 1.0 / G)
             self._take(Pi, Pi_mu[:, None], np.zeros(1))
             return
-        if self.sum_blocks is None and len(self.n) < self.total_tasks:
-            raise RuntimeError("a block of a mixture prior's run without the exchange that sums "
-                               "the blocks' EM steps (bind sum_blocks)")
         Sx = self.totals[d * d:2 * d * d].reshape(d, d) / self.totals[-2]
         Sx_inv = np.linalg.pinv(Sx, hermitian=True)
         P = Sx_inv @ Sx_inv
         for step in range(steps):
-            local = self._e_step(P if step == steps - 1 else None)
-            total = local if self.sum_blocks is None else self.sum_blocks(local)
+            total = yield self._e_step(P if step == steps - 1 else None)
             R, T, n, N1, m = self._split(total)
             pooled = R[self._unpack]                                   # (d, d, G)
             pooled += RIDGE * np.eye(d)[:, :, None]

@@ -32,6 +32,14 @@ class LocalGraph:
         return [stacked[nb] if box is None else np.take(stacked, nb, axis=0, out=box, mode="clip")
                 for nb, box in zip(self.neighbours, self.inboxes)]
 
+    def sum_nodes(self, messages: list, clock) -> list:
+        """The sum over every node of their ``messages`` (arrays of one size), in node order,
+        for every node (as :meth:`MpiGraph.sum_nodes` gives it)."""
+        total = np.array(messages[0], dtype=np.float64)
+        for message in messages[1:]:
+            total += message
+        return [total] + [total.copy() for _ in messages[1:]]
+
 
 class MpiGraph:
     """This rank is node ``comm.rank`` of ``topology``; its neighbours are the graph's.
@@ -59,6 +67,7 @@ class MpiGraph:
 
         rank = comm.Get_rank()
         nb = list(topology.neighbours(rank))
+        self._topology, self._rank, self._hops = topology, rank, None
         # reorder=False: rank i must stay node i, which holds task block i
         self.comm = comm.Create_dist_graph_adjacent(nb, nb, reorder=False)
         shape = tuple(message_shape)
@@ -85,6 +94,40 @@ class MpiGraph:
         clock.comm += perf_counter() - t0
         wait(req, clock)
         return [self._recv]
+
+    def sum_nodes(self, messages: list, clock) -> list:
+        """The sum over every node of the graph of their ``messages`` (arrays of one size), the
+        same bits on every node: each node floods a table of every node's part through its
+        neighbours (one ``Ineighbor_allgather`` per hop, as many hops as the graph's diameter,
+        each node keeping the parts it had not yet had), then adds the parts in node order,
+        as C-ADMM's server adds its workers' (:meth:`.mpi.MpiStar.reduce`). For a few sums a
+        run (the mixture prior's estimates: docs/ALGORITHMS.md section 3)."""
+        from mpi4py import MPI
+
+        from .waiting import wait
+
+        (message,) = messages
+        n, nodes = len(message), self._topology.n_nodes
+        if self._hops is None:
+            self._hops = self._topology.diameter
+        table = np.zeros((nodes, n + 1))               # per node: [known, part]
+        table[self._rank, 0] = 1.0
+        table[self._rank, 1:] = message
+        received = np.empty((len(self._recv), nodes, n + 1))
+        for _ in range(self._hops):
+            t0 = perf_counter()
+            request = self.comm.Ineighbor_allgather([table, MPI.DOUBLE], [received, MPI.DOUBLE])
+            clock.comm += perf_counter() - t0
+            wait(request, clock)
+            have = received[:, :, 0] > 0.0
+            new = (table[:, 0] == 0.0) & have.any(axis=0)
+            table[new] = received[have.argmax(axis=0)[new], new]
+        if not (table[:, 0] > 0.0).all():
+            raise RuntimeError("a sum over the graph's nodes did not reach every node")
+        total = table[0, 1:].copy()
+        for row in table[1:, 1:]:
+            total += row
+        return [total]
 
     def free(self) -> None:
         if self._request is not None:

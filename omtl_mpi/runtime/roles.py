@@ -89,6 +89,10 @@ class Roles:
             run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
                      self.preds[0] if self.preds else None, first_round, hooks)
         else:
+            for node in self.holders:
+                plan = getattr(node, "plan", None)
+                if plan is not None and instances is not None:
+                    plan(instances, first_round)
             run_graph(self.comm, self.holders, batches, clock, self.preds, self.staleness,
                       first_round, hooks)
         if not labels:          # the Python API's one-round calls: no conversion there and back
