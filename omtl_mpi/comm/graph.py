@@ -115,7 +115,7 @@ class MpiGraph:
         (message,) = messages
         n = len(message)
         if self._layers is None:
-            self._layers = self._flood_layers()
+            self._layers = self._flood_layers(clock)
         mine, theirs = self._layers
         parts = np.empty((self._topology.n_nodes, n))
         parts[self._rank] = message
@@ -137,17 +137,19 @@ class MpiGraph:
             total += row
         return [total]
 
-    def _flood_layers(self) -> tuple:
+    def _flood_layers(self, clock) -> tuple:
         """Per hop h (1 .. the graph's diameter): the nodes h - 1 hops from this node (whose
         parts it sends) and, per neighbour in the exchange's order, those h - 1 hops from the
         neighbour (whose parts it receives). Breadth-first searches from this node and its
         neighbours; the hop count, the largest distance from any node, is the one number the
-        ranks agree on by a reduction."""
+        ranks agree on by a reduction (nonblocking, waited for without spinning)."""
         from mpi4py import MPI
+
+        from .waiting import wait
 
         hops = self._topology.hops([self._rank] + self._neighbours)
         diameter = np.array([hops[0].max()], dtype=np.int64)
-        self.comm.Allreduce(MPI.IN_PLACE, diameter, op=MPI.MAX)
+        wait(self.comm.Iallreduce(MPI.IN_PLACE, diameter, op=MPI.MAX), clock)
         layers = [[np.flatnonzero(row == h) for row in hops] for h in range(int(diameter[0]))]
         return [layer[0] for layer in layers], [layer[1:] for layer in layers]
 
