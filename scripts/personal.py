@@ -177,9 +177,9 @@ def write_docs(args, results, sweep) -> None:
             "--tasks K --seed S`: 4 latent groups around unit centres, spread 0.3, label noise "
             "0.5, d = 20, stream lengths log-normal with median 15), each task's stream in the "
             "file's order, one process (D-ADMM's 4 nodes simulated in it). Each cell is the "
-            "mean ± std over the draws. The group oracle knows every task's group and learns one AROW model per group from all its "
-            "tasks' instances (scripts/personal.py); no learner can know the groups, so it is "
-            "a bound, not a rival. The defaults were chosen on the draws 100, 101 and 102 "
+            "mean ± std over the draws. The group oracle knows every task's group and learns "
+            "one AROW model per group from all its tasks' instances (scripts/personal.py); no "
+            "learner can know the groups, so it is a bound, not a rival. The defaults were chosen on the draws 100, 101 and 102 "
             "(experiments/PROTOCOL.md, step 8), not on these.", "", *failed_runs(sweep)]
     for tasks, by in results.items():
         text += [f"## K = {tasks:,} tasks", "", *table(by), "",

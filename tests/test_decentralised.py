@@ -156,3 +156,40 @@ def test_summary_reports_topology_and_staleness():
     assert r.returncode == 0, r.stderr
     assert "topology ring on 5 nodes" in r.stdout
     assert "mean staleness of the gossiped rows: 0.400 rounds" in r.stdout
+
+
+SUM_NODES = """
+import numpy as np
+from mpi4py import MPI
+from omtl_mpi.comm.clock import PhaseClock
+from omtl_mpi.comm.graph import LocalGraph, MpiGraph
+from omtl_mpi.topology import generate
+comm = MPI.COMM_WORLD
+rank, N = comm.Get_rank(), comm.Get_size()
+for name in ("ring", "full", "star", "torus", "erdos-renyi"):
+    topo = generate(name, N, seed=3) if name == "erdos-renyi" else generate(name, N)
+    graph = MpiGraph(comm, topo, (3,))
+    for n in (5, 1, 40):           # sums of several sizes through the same schedule
+        parts = [np.random.default_rng([i, n]).standard_normal(n) * 10.0 ** i for i in range(N)]
+        (total,) = graph.sum_nodes([parts[rank]], PhaseClock(1))
+        (local, *_) = LocalGraph(topo).sum_nodes(parts, PhaseClock(1))
+        assert np.array_equal(total, local), (name, n, rank)
+    graph.free()
+if rank == 0:
+    print("ok")
+"""
+
+
+def test_sums_over_the_graph_reach_every_node_in_node_order(mpiexec, tmp_path):
+    """MpiGraph.sum_nodes (a flood through the neighbours, diameter hops) gives every rank the
+    bits of LocalGraph's sum in node order, on graphs of diameter 1 to 3, for parts of
+    different sizes and magnitudes (so that another order of the additions would show)."""
+    import subprocess
+    import sys
+    from conftest import _env
+    script = tmp_path / "sums.py"
+    script.write_text(SUM_NODES)
+    r = subprocess.run([mpiexec, "-n", "6", sys.executable, str(script)], capture_output=True,
+                       text=True, timeout=120, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

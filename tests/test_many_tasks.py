@@ -170,8 +170,9 @@ def test_skewed_streams_d_admm_on_a_full_graph_equals_c_admm(monkeypatch, groups
         np.testing.assert_allclose(node_rows["W"], rows["W"], rtol=0, atol=1e-10)
 
 
-def test_d_admm_nodes_hold_one_mixture_on_any_graph():
-    """With the mixture prior, every node of a ring holds the same mixture, to the bit, and
+@pytest.mark.parametrize("graph", ["ring", "star"])
+def test_d_admm_nodes_hold_one_mixture_on_any_graph(graph):
+    """With the mixture prior, every node of a graph holds the same mixture, to the bit, and
     it is C-ADMM's (the EM steps' sums cover every node)."""
     from omtl_mpi.algorithms import mixture
     from omtl_mpi.runtime.roles import Roles
@@ -199,7 +200,7 @@ def test_d_admm_nodes_hold_one_mixture_on_any_graph():
         roles.run(layouts, PhaseClock(T), instances=round_instances(lengths, 1, T))
         return [h.block.bayes for h in roles.holders]
 
-    ring = run("d-admm", 4, "ring")
+    ring = run("d-admm", 4, graph)
     (one,) = run("c-admm", 1, None)
     assert all(isinstance(b, mixture.MixtureBayes) for b in ring + [one])
     assert one.estimated_at > 0 and one._width == mixture.GROUPS

@@ -190,13 +190,16 @@ def test_it_is_used_and_resumes_from_a_checkpoint_bit_for_bit(monkeypatch, algo,
     assert any(np.any(a != b) for a, b in zip(whole, gaussian))
 
 
-@pytest.mark.parametrize("algo", ["c-admm", "d-admm"])
-def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path, algo):
-    """C-ADMM's EM steps through the server, D-ADMM's over a ring (sums flooded through the
-    neighbours): the same predictions and models in one process and on 4 ranks."""
+@pytest.mark.parametrize("algo, extra", [
+    ("c-admm", []), ("d-admm", ["--topology", "ring"]),
+    ("d-admm", ["--topology", "star", "--batch", "2"])])
+def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path, algo, extra):
+    """C-ADMM's EM steps through the server, D-ADMM's over a ring and a star (sums flooded
+    through the neighbours): the same predictions and models in one process and on 4 ranks."""
     from omtl_mpi.data import write_tasks
     X, y = skewed(K=48)
     tasks = tmp_path / "skewed.h5"
     write_tasks(tasks, [f"c{k}" for k in range(len(X))], X, y)
-    extra = ["--algo", algo] + (["--topology", "ring", "--nodes", "4"] if algo == "d-admm" else [])
-    assert_in_process_equals_mpiexec(["--data", tasks, *extra], [], 4, tmp_path, models=None)
+    local = ["--nodes", "4"] if algo == "d-admm" else []
+    assert_in_process_equals_mpiexec(["--data", tasks, "--algo", algo, *extra], local, 4,
+                                     tmp_path, models=None)

@@ -313,8 +313,9 @@ class TaskBlock:
         The form of the related expert's statistic (:class:`.experts.Related`).
     groups : bool
         Give the empirical-Bayes expert a mixture prior (:mod:`.mixture`, where
-        :func:`.mixture.used`): its EM steps need an exchange that sums every block's E-step
-        (``bayes.sum_blocks``), which C-ADMM's server provides.
+        :func:`.mixture.used`): its EM steps need every block's E-step sums, which C-ADMM's
+        server adds (``bayes.sum_blocks``) and D-ADMM's nodes add over the graph
+        (:attr:`.dadmm.DAdmmNode.sums`).
 
     Attributes
     ----------
@@ -375,7 +376,8 @@ class TaskBlock:
         self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
         self.related = (Related(n_tasks, dim, K, related_mode or related_default(K, dim, self.coordinates))
                         if self.experts is not None else None)
-        # with groups (C-ADMM: the server's exchange sums the EM steps), the mixture prior
+        # with groups (the EM steps' sums over the blocks: C-ADMM's server, D-ADMM's graph),
+        # the mixture prior
         self.bayes = ((MixtureBayes(n_tasks, dim, K) if groups and mixture.used(dim)
                        else EmpiricalBayes(n_tasks, dim))
                       if BAYES in self.expert_names else None)

@@ -143,6 +143,22 @@ def inverse_tasks_last(P: np.ndarray, work: np.ndarray) -> np.ndarray:
     return P
 
 
+def chunk_of(dim: int) -> int:
+    """Tasks of d x d matrices in :data:`IN_PLACE_INVERSE_MAX` numbers (at least one)."""
+    return max(1, IN_PLACE_INVERSE_MAX // (dim * dim))
+
+
+def inverse_in_chunks(P: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """:func:`inverse_tasks_last` of ``P`` (d, d, n) over chunks of :func:`chunk_of` tasks,
+    each chunk's d passes in the cache; ``work`` a (d, d, min(n, chunk)) scratch array.
+    Returns P."""
+    n, chunk = P.shape[-1], chunk_of(P.shape[0])
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        inverse_tasks_last(P[..., a:b], work[..., :b - a])
+    return P
+
+
 def _weights(n: np.ndarray) -> np.ndarray:
     """``1 / n_k``, 0 where n_k = 0."""
     return np.where(n > 0, 1.0 / np.maximum(n, 1.0), 0.0)
@@ -235,15 +251,9 @@ class EmpiricalBayes:
         fresh = np.take(self._Q[:, active][:, which], self._unpack, axis=0)
         fresh /= NOISE
         fresh += self._prior[0][:, :, None]
-        n = fresh.shape[-1]
         if fresh.size > IN_PLACE_INVERSE_MAX and self.d > IN_PLACE_INVERSE_DIM:
             return np.moveaxis(np.linalg.inv(np.moveaxis(fresh, -1, 0)), 0, -1)
-        chunk = IN_PLACE_INVERSE_MAX // (self.d * self.d)
-        work = self._scratch(min(n, chunk))
-        for a in range(0, n, chunk):
-            b = min(n, a + chunk)
-            inverse_tasks_last(fresh[..., a:b], work[..., :b - a])
-        return fresh
+        return inverse_in_chunks(fresh, self._scratch(min(fresh.shape[-1], chunk_of(self.d))))
 
     def margins(self, X: np.ndarray, active=slice(None), store: bool = False) -> np.ndarray:
         """``h_k . x`` (B, na) of X (B, na, d) for the block's tasks ``active`` (0 before the

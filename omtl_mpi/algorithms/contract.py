@@ -194,8 +194,11 @@ class Node(Protocol):
 
     Notes
     -----
-    Optional member: ``inbox``, the array (n_neighbours, \\*message.shape) the exchange writes
-    the neighbours' messages into, so that none is copied.
+    Optional members: ``inbox``, the array (n_neighbours, \\*message.shape) the exchange
+    writes the neighbours' messages into, so that none is copied; ``plan(instances,
+    first_round)``, every round's instances over all the tasks, before the first round;
+    ``sums``, None or a callable whose generator, after each round, yields this node's parts
+    of sums over every node and is sent each sum (``runtime/graph.py: sum_over_nodes``).
     """
 
     TASK_AXIS: ClassVar[dict | None]

@@ -25,8 +25,8 @@ graph predicts exactly like C-ADMM.
 With the empirical-Bayes expert's mixture prior (:mod:`.mixture`), the rounds that end in an
 estimate (every node knows which: the instances of every round are planned, and the mixture is
 estimated when their sum grows by :data:`.bayes.GROWTH`) end with sums over every node, taken
-together (:meth:`DAdmmNode.sums`, which the runtime sums over the graph: docs/ALGORITHMS.md
-section 3): the nodes' statistics, then one E-step's sums per EM step; every node then holds
+together (:attr:`DAdmmNode.sums`, which the runtime sums over the graph: docs/ALGORITHMS.md
+section 2.8): the nodes' statistics, then one E-step's sums per EM step; every node then holds
 the same mixture, the one C-ADMM's server would have computed from the same blocks.
 """
 from __future__ import annotations
@@ -56,6 +56,13 @@ class DAdmmNode:
     ``slots`` (n_neighbours + 1, size) holds this node's table in slot 0 (what it sends) and
     what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so that
     merging is one argmax over the node stamps and no message is copied on the way.
+
+    Attributes
+    ----------
+    sums : callable or None
+        With the empirical-Bayes expert's mixture prior, ``sums()`` after every round: a
+        generator of the round's sums over every node (module text; :meth:`_sums`); None
+        without it (the round loop then never asks).
     """
 
     # its state is the node's (a table of every node, its own Omega), not its block's
@@ -216,9 +223,11 @@ class DAdmmNode:
             self._own_tasks[:, tcols["v"]] = V_own
 
     def plan(self, instances, first_round: int = 0) -> None:
-        """Every round's instances over all the tasks (the same on every node): the rounds
-        that end in a mixture prior's estimate are then known without asking the other nodes
-        (without a plan, :meth:`sums` sums the nodes' counts every round)."""
+        """Every round's instances over all the tasks (the same on every node), from round 0
+        whatever ``first_round`` (C-ADMM's worker's signature: a resumed node counts its
+        rounds itself): the rounds that end in a mixture prior's estimate are then known
+        without asking the other nodes (without a plan, :attr:`sums` sums the nodes'
+        instances every round)."""
         self._seen = np.cumsum(np.asarray(instances, dtype=np.float64))
 
     def _sums(self):

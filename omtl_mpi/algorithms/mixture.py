@@ -27,7 +27,8 @@ over the tasks, each task's data from one component's model ``y = x . c_g + nois
 * the blocks' sums, over their tasks: ``R_g = sum_k r_kg Q_k`` (packed), ``T_g = sum_k r_kg s_k``,
   ``n_g = sum_k r_kg``, and for the within variance ``N1_g = sum_k r_kg (n_k - 1)`` and
   ``m_g = sum_k r_kg (s_k^T P s_k - <P, Q_k>) / n_k`` with ``P = Sx^-2`` (:func:`sums_size`
-  numbers, summed over the blocks in rank order: one exchange a step, :attr:`sum_blocks`);
+  numbers, summed over the blocks in block order, one sum a step: through C-ADMM's server,
+  :attr:`MixtureBayes.sum_blocks`, or over D-ADMM's graph, :meth:`MixtureBayes.estimate`);
 * M-step, on every rank from the same sums: ``c_g = (R_g + RIDGE I)^-1 T_g``,
   ``pi_g = n_g / sum n``; after the last step ``s_w`` is the mean eigenvalue of the
   within-group covariance by the method of moments of :mod:`.bayes` weighted by the
@@ -71,8 +72,9 @@ def sums_size(dim: int, groups: int = GROUPS) -> int:
 
 
 def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
-    """The EM steps (exchanges) the round whose totals hold ``N`` instances ends with, and the
-    instances of the last estimate after it: what :meth:`MixtureBayes.set_totals` does, for a
+    """The EM steps (sums over the blocks) the round whose totals hold ``N`` instances ends
+    with, and the instances of the last estimate after it (the same on every rank): whether
+    a D-ADMM node's round ends in sums, and what :meth:`MixtureBayes.set_totals` does, for a
     server that takes part in the exchanges without holding tasks."""
     if not (N > 0 and N >= bayes.GROWTH * estimated_at):
         return 0, estimated_at
@@ -94,7 +96,7 @@ def drive(steps, sum_blocks) -> None:
 class MixtureBayes(EmpiricalBayes):
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights, with a
     mixture prior (module text). ``total_tasks``: the run's tasks; a block that holds fewer
-    needs :attr:`sum_blocks`.
+    needs :attr:`sum_blocks` (C-ADMM) or a driver of :meth:`estimate` (D-ADMM).
 
     Attributes
     ----------

@@ -67,7 +67,8 @@ class MpiGraph:
 
         rank = comm.Get_rank()
         nb = list(topology.neighbours(rank))
-        self._topology, self._rank, self._hops = topology, rank, None
+        self._topology, self._rank, self._neighbours = topology, rank, nb
+        self._layers = None                 # the flood's schedule (sum_nodes), when first used
         # reorder=False: rank i must stay node i, which holds task block i
         self.comm = comm.Create_dist_graph_adjacent(nb, nb, reorder=False)
         shape = tuple(message_shape)
@@ -97,37 +98,60 @@ class MpiGraph:
 
     def sum_nodes(self, messages: list, clock) -> list:
         """The sum over every node of the graph of their ``messages`` (arrays of one size), the
-        same bits on every node: each node floods a table of every node's part through its
-        neighbours (one ``Ineighbor_allgather`` per hop, as many hops as the graph's diameter,
-        each node keeping the parts it had not yet had), then adds the parts in node order,
-        as C-ADMM's server adds its workers' (:meth:`.mpi.MpiStar.reduce`). For a few sums a
-        run (the mixture prior's estimates: docs/ALGORITHMS.md section 3)."""
+        same bits on every node, for a few sums a run (the mixture prior's estimates:
+        docs/ALGORITHMS.md section 2.8).
+
+        Each node's part floods the graph: at hop h every node sends its neighbours the parts
+        it got at hop h - 1 (at hop 1 its own), which are those of the nodes h - 1 hops from
+        it, so a neighbour knows what it will receive from the graph alone and a part crosses
+        an edge at most once each way; one ``Ineighbor_allgatherv`` per hop, as many hops as
+        the graph's diameter. Each node then adds the parts in node order, as C-ADMM's server adds
+        its workers' (:meth:`.mpi.MpiStar.reduce`).
+        """
         from mpi4py import MPI
 
         from .waiting import wait
 
         (message,) = messages
-        n, nodes = len(message), self._topology.n_nodes
-        if self._hops is None:
-            self._hops = self._topology.diameter
-        table = np.zeros((nodes, n + 1))               # per node: [known, part]
-        table[self._rank, 0] = 1.0
-        table[self._rank, 1:] = message
-        received = np.empty((len(self._recv), nodes, n + 1))
-        for _ in range(self._hops):
+        n = len(message)
+        if self._layers is None:
+            self._layers = self._flood_layers(clock)
+        mine, theirs = self._layers
+        parts = np.empty((self._topology.n_nodes, n))
+        parts[self._rank] = message
+        for hop in range(len(mine)):
+            send = np.ascontiguousarray(parts[mine[hop]])
+            sources = theirs[hop]
+            counts = [len(s) * n for s in sources]
+            displacements = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist()
+            received = np.empty(sum(counts))
             t0 = perf_counter()
-            request = self.comm.Ineighbor_allgather([table, MPI.DOUBLE], [received, MPI.DOUBLE])
+            request = self.comm.Ineighbor_allgatherv([send, MPI.DOUBLE],
+                                                     [received, (counts, displacements), MPI.DOUBLE])
             clock.comm += perf_counter() - t0
             wait(request, clock)
-            have = received[:, :, 0] > 0.0
-            new = (table[:, 0] == 0.0) & have.any(axis=0)
-            table[new] = received[have.argmax(axis=0)[new], new]
-        if not (table[:, 0] > 0.0).all():
-            raise RuntimeError("a sum over the graph's nodes did not reach every node")
-        total = table[0, 1:].copy()
-        for row in table[1:, 1:]:
+            for nodes, a in zip(sources, displacements):
+                parts[nodes] = received[a:a + len(nodes) * n].reshape(len(nodes), n)
+        total = parts[0].copy()
+        for row in parts[1:]:
             total += row
         return [total]
+
+    def _flood_layers(self, clock) -> tuple:
+        """Per hop h (1 .. the graph's diameter): the nodes h - 1 hops from this node (whose
+        parts it sends) and, per neighbour in the exchange's order, those h - 1 hops from the
+        neighbour (whose parts it receives). Breadth-first searches from this node and its
+        neighbours; the hop count, the largest distance from any node, is the one number the
+        ranks agree on by a reduction (nonblocking, waited for without spinning)."""
+        from mpi4py import MPI
+
+        from .waiting import wait
+
+        hops = self._topology.hops([self._rank] + self._neighbours)
+        diameter = np.array([hops[0].max()], dtype=np.int64)
+        wait(self.comm.Iallreduce(MPI.IN_PLACE, diameter, op=MPI.MAX), clock)
+        layers = [[np.flatnonzero(row == h) for row in hops] for h in range(int(diameter[0]))]
+        return [layer[0] for layer in layers], [layer[1:] for layer in layers]
 
     def free(self) -> None:
         if self._request is not None:

@@ -17,11 +17,12 @@ class NoExchange:
         return [np.empty((0,) + m.shape) for m in messages]
 
     def sum_nodes(self, messages: list, clock) -> list:
+        """A lone node's sums are its own."""
         return list(messages)
 
 
 def sum_over_nodes(comm, generators: list, clock) -> None:
-    """Run the local nodes' generators of sums over every node (:meth:`.DAdmmNode.sums`)
+    """Run the local nodes' generators of sums over every node (:attr:`.DAdmmNode.sums`)
     together: each yields its part of a sum, the exchange sums the parts over every node of
     the graph (``comm.sum_nodes``) and sends each generator the sum, until they end. Every node
     yields the same number of times (they decide from the same numbers)."""

@@ -80,6 +80,13 @@ class Topology:
             return 0
         return int(shortest_path(self._sparse(), directed=False, unweighted=True).max())
 
+    def hops(self, nodes) -> np.ndarray:
+        """The hop counts (len(nodes), n_nodes) from each of ``nodes`` to every node: a
+        breadth-first search from each (the graph is connected)."""
+        from scipy.sparse.csgraph import shortest_path
+        return shortest_path(self._sparse(), directed=False, unweighted=True,
+                             indices=list(nodes)).astype(np.int64)
+
     def mixing_matrix(self) -> np.ndarray:
         """Metropolis-Hastings weights: M_kj = 1/(1 + max(deg_k, deg_j)) on edges, M_kk = 1 - rest
         (a dense matrix: refused beyond :data:`MAX_DENSE` nodes)."""
