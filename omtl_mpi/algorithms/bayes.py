@@ -221,30 +221,38 @@ class EmpiricalBayes:
         self._Ax = None                 # A x of the round's instances, from margins
         self._x = None                  # and those instances (d, na)
 
-    def _matrices(self, active, store: bool):
-        """``(A (d, d, na), h (d, na))`` of the tasks ``active`` for the current prior,
-        computed where out of date (and kept, when ``store``): views of every task's when none
-        is."""
+    def _matrices(self, active, store: bool) -> tuple:
+        """The per-task arrays a prior sets (:meth:`_kept`: here ``A (d, d, na)`` and
+        ``h (d, na)``) of the tasks ``active`` for the current prior, computed where out of
+        date (and kept, when ``store``): views of every task's when none is."""
         stale = self.version[active] != self.prior_version
-        A, h = self._A[..., active], self._h[:, active]
+        kept = [a[..., active] for a in self._kept()]
         if not stale.any():
-            return A, h
+            return tuple(kept)
         if isinstance(active, slice) and not store:
-            A, h = A.copy(), h.copy()
-        Pi, Pi_mu = self._prior
+            kept = [a.copy() for a in kept]
         # every task at once after a new prior: plain slices, not a mask over the last axis
         which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = self._inverses(active, which)
-        b = self._s[:, active][:, which] / NOISE
-        b += Pi_mu[:, None]
-        A[..., which] = fresh
-        h[:, which] = np.einsum("ijk,jk->ik", fresh, b)
+        self._refresh(kept, self._inverses(active, which), active, which)
         if store:
             if not isinstance(active, slice):       # views need no copying back
-                self._A[..., active] = A
-                self._h[:, active] = h
+                for whole, part in zip(self._kept(), kept):
+                    whole[..., active] = part
             self.version[active] = self.prior_version
-        return A, h
+        return tuple(kept)
+
+    def _kept(self) -> list:
+        """Every task's arrays that depend on the prior, the tasks on the last axis."""
+        return [self._A, self._h]
+
+    def _refresh(self, kept, fresh, active, which) -> None:
+        """Write the tasks ``active[which]``'s arrays for the prior in use into ``kept`` (the
+        tasks ``active``'s of :meth:`_kept`), from their fresh matrices ``fresh``."""
+        A, h = kept
+        b = self._s[:, active][:, which] / NOISE
+        b += self._prior[1][:, None]
+        A[..., which] = fresh
+        h[:, which] = np.einsum("ijk,jk->ik", fresh, b)
 
     def _inverses(self, active, which) -> np.ndarray:
         """``(Pi + Q_k / s2)^-1`` (d, d, n) of the tasks ``active[which]`` for the prior in use."""

@@ -198,7 +198,7 @@ class Node(Protocol):
     writes the neighbours' messages into, so that none is copied; ``plan(instances,
     first_round)``, every round's instances over all the tasks, before the first round;
     ``sums``, None or a callable whose generator, after each round, yields this node's parts
-    of sums over every node and is sent each sum (``runtime/graph.py: sum_over_nodes``).
+    of sums over every node and is sent each sum (:func:`drive_sums`).
     """
 
     TASK_AXIS: ClassVar[dict | None]
@@ -256,6 +256,27 @@ def task_blocks(n_tasks: int, n_holders: int) -> list[tuple[int, int]]:
         out.append((start, stop))
         start = stop
     return out
+
+
+def drive_sums(generators: list, add) -> None:
+    """Run generators of sums over every task holder together (a node's ``sums()``, the
+    mixture prior's :meth:`.MixtureBayes.estimate`): each yields this holder's part of a sum,
+    ``add(parts)`` gives each generator the sum (a list, one per generator), and they are sent
+    it, until they end. The holders decide from the same numbers, so every generator yields
+    the same number of times; one that does not is an error."""
+    parts = [next(g, None) for g in generators]
+    while parts and all(p is not None for p in parts):
+        parts = [_resume(g, total) for g, total in zip(generators, add(parts))]
+    if any(p is not None for p in parts):
+        raise RuntimeError("the task holders of one process disagree on a round's sums")
+
+
+def _resume(generator, value):
+    """The generator's next part after it is sent ``value`` (None when it ends)."""
+    try:
+        return generator.send(value)
+    except StopIteration:
+        return None
 
 
 def _members(protocol) -> tuple[list[str], list[str]]:

@@ -48,6 +48,7 @@ import numpy as np
 
 from . import bayes
 from .bayes import NOISE, EmpiricalBayes
+from .contract import drive_sums
 
 # the prior's components, and the EM steps (one exchange each) at every estimate; chosen on the
 # selection sets (experiments/PROTOCOL.md, step 8)
@@ -79,18 +80,6 @@ def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
     if not (N > 0 and N >= bayes.GROWTH * estimated_at):
         return 0, estimated_at
     return (EM_STEPS if estimated_at > 0 else 0), N
-
-
-def drive(steps, sum_blocks) -> None:
-    """Run the generator ``steps`` (:meth:`MixtureBayes.estimate`), sending back
-    ``sum_blocks`` of each E-step's sums (None: this block holds every task, its sums are the
-    total)."""
-    sums = next(steps, None)
-    while sums is not None:
-        try:
-            sums = steps.send(sums if sum_blocks is None else sum_blocks(sums))
-        except StopIteration:
-            return
 
 
 class MixtureBayes(EmpiricalBayes):
@@ -133,7 +122,9 @@ class MixtureBayes(EmpiricalBayes):
             def sum_blocks(sums):
                 raise RuntimeError("a block of a mixture prior's run without the exchange that "
                                    "sums the blocks' EM steps (bind sum_blocks)")
-        drive(self.estimate(totals), sum_blocks)
+        # one block of every task: its sums are the total
+        drive_sums([self.estimate(totals)],
+                   lambda parts: parts if sum_blocks is None else [sum_blocks(parts[0])])
 
     def estimate(self, totals: np.ndarray):
         """:meth:`set_totals` as a generator for a driver that sums the blocks' EM steps itself
@@ -219,34 +210,23 @@ class MixtureBayes(EmpiricalBayes):
         return self._sums
 
     # -- the tasks' matrices -----------------------------------------------------------------
-    def _matrices(self, active, store: bool):
-        """``(A (d, d, na), h0 (d, na), L (width, na))`` of the tasks ``active`` for the
-        current prior, computed where out of date (and kept, when ``store``)."""
-        width = self._width
-        A, h, L = self._A[..., active], self._h[:, active], self._L[:width, active]
-        stale = self.version[active] != self.prior_version
-        if not stale.any():
-            return A, h, L
-        if isinstance(active, slice) and not store:
-            A, h, L = A.copy(), h.copy(), L.copy()
-        which = slice(None) if stale.all() else np.flatnonzero(stale)
-        fresh = self._inverses(active, which)
+    def _kept(self) -> list:
+        """A (d, d, K), h0 (d, K) and L (width, K): :meth:`_matrices` gives them for the tasks
+        it is asked for."""
+        return [self._A, self._h, self._L[:self._width]]
+
+    def _refresh(self, kept, fresh, active, which) -> None:
+        A, h, L = kept
+        width, d = self._width, self.d
         A[..., which] = fresh
         h0 = np.einsum("ijk,jk->ik", fresh, self._s[:, active][:, which]) / NOISE
         h[:, which] = h0
-        V, d = self._V[:, :width], self.d
+        V = self._V[:, :width]
         # v_g . A_k v_g = <v_g v_g^T, A_k>: one matrix product over the tasks' flat matrices
         quad = (V[:, None, :] * V[None, :, :]).reshape(d * d, width).T @ fresh.reshape(d * d, -1)
         quad *= 0.5
         quad += V.T @ h0
         L[:, which] = quad
-        if store:
-            if not isinstance(active, slice):
-                self._A[..., active] = A
-                self._h[:, active] = h
-                self._L[:width, active] = L
-            self.version[active] = self.prior_version
-        return A, h, L
 
     def _responsibilities(self, L) -> np.ndarray:
         """r_kg (width, na) of the tasks whose L this is."""

@@ -34,11 +34,11 @@ class LocalGraph:
 
     def sum_nodes(self, messages: list, clock) -> list:
         """The sum over every node of their ``messages`` (arrays of one size), in node order,
-        for every node (as :meth:`MpiGraph.sum_nodes` gives it)."""
+        for every node (as :meth:`MpiGraph.sum_nodes` gives it; one array, which they read)."""
         total = np.array(messages[0], dtype=np.float64)
         for message in messages[1:]:
             total += message
-        return [total] + [total.copy() for _ in messages[1:]]
+        return [total] * len(messages)
 
 
 class MpiGraph:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..algorithms.contract import drive_sums
 from .schedule import NO_HOOKS, Hooks, rounds
 
 
@@ -21,27 +22,6 @@ class NoExchange:
         return list(messages)
 
 
-def sum_over_nodes(comm, generators: list, clock) -> None:
-    """Run the local nodes' generators of sums over every node (:attr:`.DAdmmNode.sums`)
-    together: each yields its part of a sum, the exchange sums the parts over every node of
-    the graph (``comm.sum_nodes``) and sends each generator the sum, until they end. Every node
-    yields the same number of times (they decide from the same numbers)."""
-    parts = [next(g, None) for g in generators]
-    while parts and parts[0] is not None:
-        if any(p is None for p in parts):
-            raise RuntimeError("the nodes of one process disagree on the round's sums")
-        totals = comm.sum_nodes(parts, clock)
-        parts = [_send(g, total) for g, total in zip(generators, totals)]
-    if any(p is not None for p in parts):
-        raise RuntimeError("the nodes of one process disagree on the round's sums")
-
-
-def _send(generator, value):
-    try:
-        return generator.send(value)
-    except StopIteration:
-        return None
-
 
 def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 0,
               hooks: Hooks = NO_HOOKS):
@@ -53,6 +33,9 @@ def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 
     finish = [(node.merge, node.finish_round) for node in nodes]
     # the nodes whose rounds may end in sums over every node (the same on every rank)
     sums = [node.sums for node in nodes if getattr(node, "sums", None) is not None]
+
+    def add_over_graph(parts):
+        return comm.sum_nodes(parts, clock)
     for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
         for local_step, stream, slot, pred in data:
@@ -62,5 +45,5 @@ def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 
             staleness[i, t] = merge(received[i])
             finish_round()
         if sums:
-            sum_over_nodes(comm, [node_sums() for node_sums in sums], clock)
+            drive_sums([node_sums() for node_sums in sums], add_over_graph)
         stop(t)
