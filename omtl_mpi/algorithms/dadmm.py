@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import mixture
 from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
-from . import mixture
 from .bayes import stats_size
 from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
 from .relationship import ExactStep, Relationship
