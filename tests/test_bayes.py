@@ -196,9 +196,9 @@ def test_the_vote_has_it_only_with_more_tasks_than_features():
     assert vote_experts(5, 10) == EXPERTS
     assert vote_experts(11, 10) == (BAYES,) + EXPERTS
     assert not bayes.used(10, 10)
-    # nor with class weights, which its posterior does not know, nor above d = 2048
+    # nor with class weights, which its posterior does not know, nor above bayes.MAX_DIM
     assert vote_experts(11, 10, "balanced") == vote_experts(11, 10, "2.0") == EXPERTS
-    assert not bayes.used(5000, 4096)
+    assert bayes.used(5000, bayes.MAX_DIM) and not bayes.used(5000, bayes.MAX_DIM + 1)
     few, many = omtl_mpi.CADMM(n_tasks=3, n_features=4), omtl_mpi.CADMM(n_tasks=12, n_features=2)
     many.learn_round(np.ones((12, 1, 2)), np.ones((12, 1)))
     few.learn_round(np.ones((3, 1, 4)), np.ones((3, 1)))

@@ -28,8 +28,8 @@ from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_
                       moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
 from .relationship import ExactStep, Relationship, paper_step, update_omega
-from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_W_STEP_R_PER_MEAN_SQ_NORM, COVARIANCES,
-                     STEP_CLASSES, W_STEP_CLASSES, arow_form, make_w_step)
+from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, AROW_W_STEP_R_PER_MEAN_SQ_NORM,
+                     COVARIANCES, STEP_CLASSES, W_STEP_CLASSES, arow_form, make_w_step)
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
@@ -117,7 +117,7 @@ class AdmmParams:
     arow_covariance: str = field(default="auto", metadata={
         "help": "--w-step arow: its metric's full d x d matrix per task, or its diagonal (d "
                 f"numbers per task, O(non-zeros) per step). auto: full up to d = "
-                f"{AROW_DIAGONAL_ABOVE}, diagonal above; full is refused above d = 4096.",
+                f"{AROW_DIAGONAL_ABOVE}, diagonal above; full is refused above d = {AROW_FULL_MAX}.",
         "choices": COVARIANCES})
     coordinates: str = field(default="auto", metadata={
         "help": "The coordinates of a task's model a round steps: all (the paper's: the "
@@ -512,7 +512,7 @@ class TaskBlock:
         """Every expert's margins (experts, B, na), in the vote's order (:attr:`expert_names`):
         ``margins`` of the multi-task models W, the shared u's, the related models' and,
         where the vote has it, the empirical-Bayes models' (``store`` keeps the matrices they
-        refresh). X may be sparse rows; the empirical-Bayes expert, used only for d <= 2048
+        refresh). X may be sparse rows; the empirical-Bayes expert, used only up to bayes.MAX_DIM
         (:func:`.bayes.used`), reads the round's rows dense: B na d numbers, no more than its
         own kb d^2."""
         sparse = isinstance(X, SparseRows)

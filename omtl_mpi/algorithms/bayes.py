@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .wsteps import AROW_DIAGONAL_ABOVE
+
 # s2, the variance of the labels (-1/+1) around x . beta_k; chosen on the selection sets
 # (docs/GUIDE.md, *How the defaults were chosen*)
 NOISE = 0.7
@@ -53,9 +55,9 @@ GROWTH = 1.2
 CHANGE = 0.25
 
 
-# the largest d with this expert: its two d x d matrices per task are AROW's full covariance's
-# order, which the defaults leave for the diagonal above the same d (wsteps.AROW_DIAGONAL_ABOVE)
-MAX_DIM = 2048
+# the largest d with this expert: its two d x d matrices per task and O(d^2) work per instance
+# are AROW's full covariance's order, which the defaults leave for the diagonal above that d
+MAX_DIM = AROW_DIAGONAL_ABOVE
 
 
 def used(n_tasks: int, dim: int, class_weight="none") -> bool:

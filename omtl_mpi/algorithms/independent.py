@@ -19,8 +19,8 @@ from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
-from .wsteps import (COVARIANCES, arow_form, inverse_rank_one, older_checkpoint_r, put, rows,
-                     settle_r)
+from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
+                     older_checkpoint_r, put, rows, settle_r)
 
 
 class _NoMessage:
@@ -246,8 +246,11 @@ class AdagradNode(_SingleTaskNode):
 # single-task AROW's r when none is given is this factor times the squared norm of the task's
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
 # one), chosen on the selection sets (docs/GUIDE.md, *How the defaults were
-# chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+# chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM); in the
+# diagonal form the second, chosen on the review corpus at large d (experiments/PROTOCOL.md,
+# step 9 (c))
 AROW_R_PER_MEAN_SQ_NORM = 0.5
+AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 0.2
 
 
 @dataclass(frozen=True)
@@ -259,12 +262,14 @@ class ArowParams:
         "help": "AROW's regularisation r (> 0): larger r, smaller and more cautious updates. "
                 f"auto: each task's r is {AROW_R_PER_MEAN_SQ_NORM} times the squared norm of its "
                 "first nonzero instance (with --batch B, the mean over the nonzero instances of "
-                "its first mini-batch that has one), so that r follows the features' scale "
+                "its first mini-batch that has one), so that r follows the features' scale; "
+                f"{AROW_DIAGONAL_R_PER_MEAN_SQ_NORM} times with the diagonal covariance "
                 "(docs/GUIDE.md, How the defaults were chosen).", "none_text": "auto"})
     arow_covariance: str = field(default="auto", metadata={
         "help": "AROW's covariance: the full d x d matrix per task, or its diagonal (d numbers "
-                "per task, O(non-zeros) per instance). auto: full up to d = 2048, diagonal "
-                "above; full is refused above d = 4096.", "choices": COVARIANCES})
+                "per task, O(non-zeros) per instance). auto: full up to d = "
+                f"{AROW_DIAGONAL_ABOVE}, diagonal above; full is refused above d = "
+                f"{AROW_FULL_MAX}.", "choices": COVARIANCES})
 
     def __post_init__(self):
         if self.arow_r is not None:
@@ -284,8 +289,9 @@ class ArowNode(_SingleTaskNode):
     On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
     ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
     predictions are all made first; its instances then update the model one after another.
-    r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` times the
-    squared norm of its first nonzero instance (wsteps.settle_r).
+    r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` (with the
+    diagonal, :data:`AROW_DIAGONAL_R_PER_MEAN_SQ_NORM`) times the squared norm of its first
+    nonzero instance (wsteps.settle_r).
 
     Diagonal (Crammer et al.'s diagonal variant): Sigma is a diagonal ``sigma`` (kb x d): on a
     margin error ``mu += (1 - y mu.x) beta y sigma x`` with ``beta = 1 / (x^T sigma x + r)``,
@@ -302,6 +308,8 @@ class ArowNode(_SingleTaskNode):
         kb = stop - start
         self.W = np.zeros((kb, dim))
         self.diagonal = arow_form(params.arow_covariance, dim) == "diagonal"
+        self._r_per_sq_norm = (AROW_DIAGONAL_R_PER_MEAN_SQ_NORM if self.diagonal
+                               else AROW_R_PER_MEAN_SQ_NORM)
         if self.diagonal:
             self.Sigma = np.ones((kb, dim))
         else:
@@ -319,7 +327,7 @@ class ArowNode(_SingleTaskNode):
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         if self._unsettled:
             r = rows(self.r, active)
-            self._unsettled -= int(np.count_nonzero(settle_r(r, X, AROW_R_PER_MEAN_SQ_NORM)))
+            self._unsettled -= int(np.count_nonzero(settle_r(r, X, self._r_per_sq_norm)))
             put(self.r, active, r)
         r = self.r[active]
         if self.diagonal:
@@ -372,7 +380,9 @@ class ArowNode(_SingleTaskNode):
             task, cols, x, row = task[keep], cols[keep], x[keep], row[keep]
             sigma = self.Sigma[task, cols]
             sx = sigma * x
-            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + r)      # (x^T Sigma x + r)^-1
+            # (x^T Sigma x + r)^-1; a task whose r is not known yet (only zero instances so
+            # far) takes no step, and its 1 stands in for r to keep 1 / 0 out
+            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + np.where(r > 0.0, r, 1.0))
             self.W[task, cols] += ((1.0 - yb * m) * yb * beta)[row] * sx
             self.Sigma[task, cols] = 1.0 / (1.0 / sigma + x * x / r[row])
         return yhat

@@ -17,6 +17,7 @@ from .independent import (AdagradNode, AdagradParams, AdmmSingleNode, ArowNode, 
                           PaNode, PaParams, SingleParams)
 from .server_baselines import (DromParams, DromServer, DromWorker, MtPerceptronWorker,
                                NoParams, PmscLogParams, PooledParams, PooledWorker, SumServer)
+from .wsteps import AROW_DIAGONAL_ABOVE
 
 PATTERNS = ("none", "server", "neighbours")
 
@@ -188,7 +189,8 @@ register(Algorithm(
 
 register(Algorithm(
     name="arow",
-    summary="Independent AROW per task (full covariance, diagonal above d = 2048), no communication.",
+    summary=f"Independent AROW per task (full covariance, diagonal above d = {AROW_DIAGONAL_ABOVE}), "
+            "no communication.",
     citation="Crammer, Kulesza & Dredze, Adaptive Regularization of Weight Vectors, NIPS 2009",
     pattern="none",
     reconstruction=False,

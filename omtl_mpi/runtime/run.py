@@ -42,14 +42,14 @@ def large_d_notice(params, d: int) -> str | None:
     auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
     small-d forms, or the user chose)."""
     from ..algorithms.admm import AdmmParams, coordinates_of
-    from ..algorithms.wsteps import AROW_DIAGONAL_ABOVE, arow_form, full_arow_cost
+    from ..algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
     covariance = getattr(params, "arow_covariance", None)
     uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
         not isinstance(params, AdmmParams) and covariance is not None)
     said = []
     if uses_arow and covariance == "auto" and arow_form("auto", d) == "diagonal":
         said.append(f"AROW's diagonal covariance (full would need {full_arow_cost(d)}; "
-                    "--arow-covariance full asks for it up to d = 4096)")
+                    f"--arow-covariance full asks for it up to d = {AROW_FULL_MAX})")
     if isinstance(params, AdmmParams) and params.coordinates == "auto" \
             and coordinates_of(params, d) == "nonzero":
         said.append("steps on the coordinates of each round's instances only (--coordinates "
