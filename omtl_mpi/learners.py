@@ -54,8 +54,9 @@ from .runtime.schedule import CHECK_EVERY
 
 FORMAT = "omtl-mpi-learner"
 # the layout of state_dict() and of saved files; bumped when a learner's state changes shape
-# (2: the ADMM learners keep the sums of their tasks' messages, and step only active rows)
-VERSION = 2
+# (2: the ADMM learners keep the sums of their tasks' messages, and step only active rows;
+# 3: AROW's diagonal covariance from 641 weights, not 2049, and single-task AROW's r in it)
+VERSION = 3
 
 
 def _other_version(version, where: str) -> UserError:

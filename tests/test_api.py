@@ -19,6 +19,7 @@ from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.checks import parametrize_with_checks
 from omtl_mpi.data.rounds import rounds_needed
 from omtl_mpi.data.source import FileSource, shuffled
+from omtl_mpi.learners import VERSION as LEARNER_VERSION
 
 ALL = sorted(REGISTRY)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -742,8 +743,8 @@ def test_files_of_an_older_release_are_named_as_such(tmp_path):
     assert r.returncode == 0, r.stderr
     for path, read, message in (
             (tmp_path / "m.h5", omtl_mpi.load, "a learner file of version 1, written by an older "
-             "omtl-mpi; this release reads version 2: load it with the omtl-mpi that wrote it, "
-             "or learn the learner afresh"),
+             f"omtl-mpi; this release reads version {LEARNER_VERSION}: load it with the omtl-mpi "
+             "that wrote it, or learn the learner afresh"),
             (out, omtl_mpi.load_result, "results of format version 1, written by an older "
              "omtl-mpi; this release reads version 2: read it with the omtl-mpi that wrote it, "
              "or run again")):

@@ -131,6 +131,7 @@ def test_arow_scales():
     from omtl_mpi.algorithms import independent, wsteps
     assert wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM == 0.2
     assert independent.AROW_R_PER_MEAN_SQ_NORM == 0.5
+    assert independent.AROW_DIAGONAL_R_PER_MEAN_SQ_NORM == 0.2
     # a mini-batch of two instances per task: squared norms 9 and 1 (task 0), 4 and 16 (task 1)
     X = np.array([[[1.0, 2.0, 2.0], [2.0, 0.0, 0.0]],
                   [[0.0, 0.0, 1.0], [0.0, 4.0, 0.0]]])

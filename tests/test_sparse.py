@@ -153,7 +153,7 @@ def test_imports_check_their_memory_before_reading(tmp_path, monkeypatch, capsys
 def test_every_learner_makes_the_same_predictions_on_sparse_and_dense_storage(tmp_path, d):
     """Sparse rounds (every learner's sparse path) against dense rounds of the same data: the
     same predictions, the learned arrays to 1e-10. At d = 3000 the defaults take AROW's
-    diagonal and step the instances' coordinates only (above 640)."""
+    diagonal (above 640) and step the instances' coordinates only (above 2048)."""
     sparse, dense = stored_both_ways(tmp_path, d)
     learners = [a for a in REGISTRY if d < 1000 or a in ("c-admm", "d-admm", "admm-single", "arow",
                                                            "adagrad", "pa")]
@@ -229,7 +229,8 @@ def test_in_process_equals_mpi_on_sparse_data(mpiexec, tmp_path):
     messages of entries sized by the data): one process and 3 ranks agree."""
     sparse, _ = stored_both_ways(tmp_path, 3000)
     r = omtl("run", "--data", sparse, "--seed", "2", "--out", tmp_path / "a.h5")
-    assert r.returncode == 0 and "d = 3001 is above 640" in r.stderr, r.stderr
+    assert r.returncode == 0 and "d = 3001: above 640, AROW's diagonal covariance" in r.stderr
+    assert "; and above 2048, steps on the coordinates" in r.stderr, r.stderr
     r = omtl("run", "--data", sparse, "--seed", "2", "--out", tmp_path / "b.h5", np_ranks=3)
     assert r.returncode == 0, r.stderr
     a, b = read_results(tmp_path / "a.h5"), read_results(tmp_path / "b.h5")
@@ -261,25 +262,31 @@ def test_full_covariance_at_8192_is_refused_or_switched_before_reading(tmp_path,
     monkeypatch.undo()
     code, err = command("--algo", "arow", "--json")
     assert code in (0, None) and err == [
-        "notice: d = 8192 is above 640: AROW's diagonal covariance (full would need a 8,192 x "
+        "notice: d = 8192: above 640, AROW's diagonal covariance (full would need a 8,192 x "
         "8,192 matrix per task (512 MiB) and about 134 ms per margin error; --arow-covariance "
         "full asks for it up to d = 4096)"]
 
 
+@pytest.mark.filterwarnings("error")            # a task of zero instances divides by nothing
 def test_single_task_arow_takes_r_for_its_form():
     """Step 9 (c) of experiments/PROTOCOL.md: r = 0.5 m with the full covariance (step 3), 0.2 m
-    with the diagonal, m the first nonzero instance's squared norm; an explicit r wins."""
+    with the diagonal, m the first nonzero instance's squared norm, whether the form was asked
+    for or taken by auto at its threshold; an explicit r wins."""
     from omtl_mpi.algorithms.independent import ArowNode, ArowParams
-    X = np.zeros((1, 2, 4))
-    X[0, 1] = [0.0, 3.0, 0.0, 4.0]                  # task 0 none yet, task 1 |x|^2 = 25
-    y = np.ones((1, 2))
-    for covariance, r in (("full", 12.5), ("diagonal", 5.0)):
-        node = ArowNode(ArowParams(arow_covariance=covariance), 2, 4, 0, 2)
-        node.local_step(X, y, np.ones(2))
-        assert list(node.r) == [0.0, r], covariance
-    node = ArowNode(ArowParams(arow_r=3.0, arow_covariance="diagonal"), 2, 4, 0, 2)
-    node.local_step(X, y, np.ones(2))
-    assert list(node.r) == [3.0, 3.0]
+    from omtl_mpi.algorithms.wsteps import AROW_DIAGONAL_ABOVE
+
+    def settled(params, d):
+        X = np.zeros((1, 2, d))
+        X[0, 1, [1, 3]] = [3.0, 4.0]                # task 0 none yet, task 1 |x|^2 = 25
+        node = ArowNode(params, 2, d, 0, 2)
+        node.local_step(X, np.ones((1, 2)), np.ones(2))
+        return list(node.r)
+
+    assert settled(ArowParams(arow_covariance="full"), 4) == [0.0, 12.5]
+    assert settled(ArowParams(arow_covariance="diagonal"), 4) == [0.0, 5.0]
+    assert settled(ArowParams(), AROW_DIAGONAL_ABOVE) == [0.0, 12.5]
+    assert settled(ArowParams(), AROW_DIAGONAL_ABOVE + 1) == [0.0, 5.0]
+    assert settled(ArowParams(arow_r=3.0, arow_covariance="diagonal"), 4) == [3.0, 3.0]
 
 
 # ------------------------------------------------------------------ the Python API
@@ -306,16 +313,16 @@ def test_the_api_takes_sparse_rows_and_dicts_without_a_dense_row():
 
 def test_the_large_d_constants_are_the_manuals():
     """docs/GUIDE.md, *Large d*, and docs/ALGORITHMS.md section 2.1 state them: the defaults'
-    large-d forms above d = 640, an explicit full covariance refused above 4096, the text
-    importers' dimension; changing one must fail here, and the docs change with it."""
+    AROW's diagonal above d = 640, the instances' coordinates above 2048, an explicit full
+    covariance refused above 4096, the text importers' dimension; changing one must fail here, and the docs change with it."""
     from omtl_mpi.algorithms.admm import LARGE_DIM
     from omtl_mpi.algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX
     from omtl_mpi.data.embed import DEFAULT_HASH_DIMS
     from omtl_mpi.algorithms.bayes import MAX_DIM
-    assert (AROW_DIAGONAL_ABOVE, LARGE_DIM, MAX_DIM, AROW_FULL_MAX) == (640, 640, 640, 4096)
+    assert (AROW_DIAGONAL_ABOVE, LARGE_DIM, MAX_DIM, AROW_FULL_MAX) == (640, 2048, 640, 4096)
     assert DEFAULT_HASH_DIMS == 16384
     guide = (Path(__file__).resolve().parent.parent / "docs" / "GUIDE.md").read_text()
-    assert "above d = 640" in guide and "up to d = 4096" in guide
+    assert "above d = 640" in guide and "above d = 2048" in guide and "up to d = 4096" in guide
     assert f"is {DEFAULT_HASH_DIMS:,} by default" in guide
     from omtl_mpi.cli import cli
     from click.testing import CliRunner

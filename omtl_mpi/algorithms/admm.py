@@ -35,9 +35,12 @@ VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
 # --coordinates: a round steps every coordinate of its tasks' models (the paper's), or only
 # those where the round's instances are non-zero; auto: nonzero above LARGE_DIM weights with
-# a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*)
+# a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*). Its own d, above AROW's
+# diagonal one: below it stepping every coordinate costs little (a diagonal round at d = 2048 is
+# 0.35 ms: docs/PERFORMANCE.md, *AROW's covariance*), and with large lambdas (the paper's)
+# nonzero is an approximation (experiments/PROTOCOL.md, step 9)
 COORDINATES = ("auto", "all", "nonzero")
-LARGE_DIM = AROW_DIAGONAL_ABOVE
+LARGE_DIM = 2048
 # The paper's model and settings (docs/ALGORITHMS.md section 1): what --preset paper gives the
 # ADMM learners
 PAPER = {"variant": "exact", "loss": "hinge", "w_step": "euclid", "eta": None, "rho": 0.1,

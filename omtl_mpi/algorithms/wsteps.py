@@ -40,8 +40,9 @@ from .fortran import dger
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
 # one: settle_r), so that r follows the features' scale; chosen on the selection sets
-# (docs/GUIDE.md, *How the defaults were chosen*; single-task AROW's is
-# independent.AROW_R_PER_MEAN_SQ_NORM)
+# (docs/GUIDE.md, *How the defaults were chosen*; step 9 (c) of experiments/PROTOCOL.md kept it
+# for the diagonal form; single-task AROW's is independent.AROW_R_PER_MEAN_SQ_NORM, and
+# AROW_DIAGONAL_R_PER_MEAN_SQ_NORM in its diagonal form)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
 # AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto

@@ -41,22 +41,23 @@ def large_d_notice(params, d: int) -> str | None:
     """The line that says which large-d forms ``--arow-covariance auto`` and ``--coordinates
     auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
     small-d forms, or the user chose)."""
-    from ..algorithms.admm import AdmmParams, coordinates_of
+    from ..algorithms.admm import LARGE_DIM, AdmmParams, coordinates_of
     from ..algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
     covariance = getattr(params, "arow_covariance", None)
     uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
         not isinstance(params, AdmmParams) and covariance is not None)
     said = []
     if uses_arow and covariance == "auto" and arow_form("auto", d) == "diagonal":
-        said.append(f"AROW's diagonal covariance (full would need {full_arow_cost(d)}; "
-                    f"--arow-covariance full asks for it up to d = {AROW_FULL_MAX})")
+        said.append(f"above {AROW_DIAGONAL_ABOVE}, AROW's diagonal covariance (full would need "
+                    f"{full_arow_cost(d)}; --arow-covariance full asks for it up to d = "
+                    f"{AROW_FULL_MAX})")
     if isinstance(params, AdmmParams) and params.coordinates == "auto" \
             and coordinates_of(params, d) == "nonzero":
-        said.append("steps on the coordinates of each round's instances only (--coordinates "
-                    "nonzero; --coordinates all steps every one)")
+        said.append(f"above {LARGE_DIM}, steps on the coordinates of each round's instances "
+                    "only (--coordinates nonzero; --coordinates all steps every one)")
     if not said:
         return None
-    return f"d = {d} is above {AROW_DIAGONAL_ABOVE}: {' and '.join(said)}"
+    return f"d = {d}: {'; and '.join(said)}"
 
 
 def row_format(meta, cfg: RunConfig):
