@@ -37,7 +37,7 @@ W_STEPS = tuple(W_STEP_CLASSES)
 # those where the round's instances are non-zero; auto: nonzero above LARGE_DIM weights with
 # a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*). Its own d, above AROW's
 # diagonal one: below it stepping every coordinate costs little (a diagonal round at d = 2048 is
-# 0.35 ms: docs/PERFORMANCE.md, *AROW's covariance*), and with large lambdas (the paper's)
+# 0.34 ms: docs/PERFORMANCE.md, *AROW's covariance*), and with large lambdas (the paper's)
 # nonzero is an approximation (experiments/PROTOCOL.md, step 9)
 COORDINATES = ("auto", "all", "nonzero")
 LARGE_DIM = 2048

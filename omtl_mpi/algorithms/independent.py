@@ -382,7 +382,8 @@ class ArowNode(_SingleTaskNode):
             sx = sigma * x
             # (x^T Sigma x + r)^-1; a task whose r is not known yet (only zero instances so
             # far) takes no step, and its 1 stands in for r to keep 1 / 0 out
-            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + np.where(r > 0.0, r, 1.0))
+            known = np.where(r > 0.0, r, 1.0)
+            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + known)
             self.W[task, cols] += ((1.0 - yb * m) * yb * beta)[row] * sx
             self.Sigma[task, cols] = 1.0 / (1.0 / sigma + x * x / r[row])
         return yhat
