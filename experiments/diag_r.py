@@ -18,13 +18,12 @@ experiments/PROTOCOL.md, step 9 (c), has the rule and the outcome.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from text_dims import imported, omtl  # noqa: E402
+from text_dims import imported, omtl, run_jobs  # noqa: E402
 
 CANDIDATES = (0.1, 0.2, 0.5, 1.0)
 LEARNERS = {"defaults": [], "AROW": ["--algo", "arow"]}
@@ -75,14 +74,7 @@ def main(argv=None) -> int:
             jobs += [(f"{corpus}/{d}/{learner}/{c}/{s}", path, learner, c, s)
                      for learner in LEARNERS for c in CANDIDATES for s in args.seeds
                      if f"{corpus}/{d}/{learner}/{c}/{s}" not in done]
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run, *job[1:]): job[0] for job in jobs}
-        for future in concurrent.futures.as_completed(futures):
-            done[futures[future]] = future.result()
-            print(futures[future], done[futures[future]], file=sys.stderr, flush=True)
-            with open(record + ".part", "w") as f:
-                json.dump(done, f, indent=1)
-            os.replace(record + ".part", record)
+    run_jobs(run, jobs, done, record, args.jobs)
     for corpus in corpora:
         for learner in LEARNERS:
             print(table(corpus, learner, done, DIMS, args.seeds))

@@ -60,6 +60,20 @@ def run(path: str, learner: str, seed: int) -> dict:
     return {"mean_error": report["mean_error"], "seconds": report["seconds"]}
 
 
+def run_jobs(run, jobs, done: dict, record: str, workers: int) -> None:
+    """``run(*args)`` for every ``(key, *args)`` of ``jobs``, ``workers`` at a time, each result
+    into ``done[key]`` and, as it comes, into the JSON file ``record`` (written whole, then
+    renamed), so that an interrupted invocation keeps what finished."""
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futures = {pool.submit(run, *job[1:]): job[0] for job in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            done[futures[future]] = future.result()
+            print(futures[future], done[futures[future]], file=sys.stderr, flush=True)
+            with open(record + ".part", "w") as f:
+                json.dump(done, f, indent=1)
+            os.replace(record + ".part", record)
+
+
 def table(corpus: str, done: dict, dims, seeds) -> str:
     head = (f"| {corpus}: d | " + " | ".join(LEARNERS) + " | spread of the defaults | defaults "
             "minus the best single-task learner |")
@@ -109,14 +123,7 @@ def main(argv=None) -> int:
                 done[f"{corpus}/{d}/import_s"] = seconds
             jobs += [(f"{corpus}/{d}/{learner}/{s}", path, learner, s) for learner in LEARNERS
                      for s in args.seeds if f"{corpus}/{d}/{learner}/{s}" not in done]
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run, path, learner, s): key for key, path, learner, s in jobs}
-        for future in concurrent.futures.as_completed(futures):
-            done[futures[future]] = future.result()
-            print(futures[future], done[futures[future]], file=sys.stderr, flush=True)
-            with open(record + ".part", "w") as f:
-                json.dump(done, f, indent=1)
-            os.replace(record + ".part", record)
+    run_jobs(run, jobs, done, record, args.jobs)
     tables = [table(corpus, done, args.dims, args.seeds) for corpus in corpora]
     for text in tables:
         print(text)

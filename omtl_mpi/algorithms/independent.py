@@ -364,6 +364,9 @@ class ArowNode(_SingleTaskNode):
         B, na, _ = X.shape
         margins = X.margins(self.W, act)
         yhat = predict(margins)
+        # a task whose r is not known yet (only zero instances so far) takes no step; 1 stands
+        # in for its r in beta, which it never uses, to keep 1 / 0 out
+        known = np.where(r > 0.0, r, 1.0)
         for b in range(B):
             ptr = X.indptr[b * na: (b + 1) * na + 1]
             a, e = int(ptr[0]), int(ptr[-1])
@@ -380,10 +383,7 @@ class ArowNode(_SingleTaskNode):
             task, cols, x, row = task[keep], cols[keep], x[keep], row[keep]
             sigma = self.Sigma[task, cols]
             sx = sigma * x
-            # (x^T Sigma x + r)^-1; a task whose r is not known yet (only zero instances so
-            # far) takes no step, and its 1 stands in for r to keep 1 / 0 out
-            known = np.where(r > 0.0, r, 1.0)
-            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + known)
+            beta = 1.0 / (np.bincount(row, weights=sx * x, minlength=na) + known)  # (x^T Sigma x + r)^-1
             self.W[task, cols] += ((1.0 - yb * m) * yb * beta)[row] * sx
             self.Sigma[task, cols] = 1.0 / (1.0 / sigma + x * x / r[row])
         return yhat
