@@ -49,9 +49,9 @@ AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 # keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
 # above; an explicit 'full' is refused above AROW_FULL_MAX, where one task's matrix and its
 # O(d^2) steps are out of proportion (docs/GUIDE.md, *Large d*). The threshold is step 9 (b)'s
-# cost rule (experiments/PROTOCOL.md): the largest d measured at which a round with the full
-# matrix costs at most 10 times a round with the diagonal (7.75 at 640, 10.58 at 704:
-# docs/PERFORMANCE.md, *AROW's covariance*)
+# cost rule (experiments/PROTOCOL.md, with its runs): the largest d measured at which a round
+# with the full matrix costs at most 10 times a round with the diagonal (the table that checks
+# it on the code as it is: docs/PERFORMANCE.md, *AROW's covariance*)
 COVARIANCES = ("auto", "full", "diagonal")
 AROW_DIAGONAL_ABOVE = 640
 AROW_FULL_MAX = 4096
