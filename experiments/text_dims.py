@@ -9,8 +9,9 @@ Imports each corpus at each dimension (``omtl-mpi data import``) into ``--work``
 results/text_dims), runs the defaults (C-ADMM with no option) and the single-task learners
 (AROW, AdaGrad, PA-I, ADMM-Single) with ``--seed 0, 1, 2`` (``omtl-mpi run --json``), two runs
 at a time, and prints one Markdown table per corpus: each learner's mean final cumulative error
-over the seeds, the defaults' spread over the seeds (max - min), and the defaults minus the best
-single-task learner. Finished runs are kept in ``--work``/runs.json and not run again (delete it
+over the seeds, the defaults' spread over the seeds (max - min), the defaults minus the best
+single-task learner, and on how many seeds the defaults erred less than it (paired by stream
+order). Finished runs are kept in ``--work``/runs.json and not run again (delete it
 after a code change). experiments/PROTOCOL.md, step 9, says how the default was chosen from it.
 With ``--docs`` the tables also become the section 'text-dims' of docs/results/text.md, the
 evidence table of docs/RESULTS.md, *Hashed text at large d*.
@@ -76,25 +77,28 @@ def run_jobs(run, jobs, done: dict, record: str, workers: int) -> None:
 
 def table(corpus: str, done: dict, dims, seeds) -> str:
     head = (f"| {corpus}: d | " + " | ".join(LEARNERS) + " | spread of the defaults | defaults "
-            "minus the best single-task learner |")
-    lines = [head, "|" + "---|" * (len(LEARNERS) + 3)]
+            "minus the best single-task learner | seeds where the defaults err less than it |")
+    lines = [head, "|" + "---|" * (len(LEARNERS) + 4)]
     for d in dims:
-        means, cells, spread = {}, [], ""
+        means, per_seed, cells, spread = {}, {}, [], ""
         for learner in LEARNERS:
             errors = [done.get(f"{corpus}/{d}/{learner}/{s}", {}).get("mean_error") for s in seeds]
             if None in errors:
                 cells.append("-")
                 continue
-            means[learner] = sum(errors) / len(errors)
+            means[learner], per_seed[learner] = sum(errors) / len(errors), errors
             cells.append(f"{means[learner]:.4f}")
             if learner == "defaults":
                 spread = f"{max(errors) - min(errors):.4f}"
         singles = {k: means[k] for k in SINGLE if k in means}
-        gap = "-"
+        gap = wins = "-"
         if "defaults" in means and singles:
             best = min(singles, key=singles.get)
             gap = f"{means['defaults'] - singles[best]:+.4f} ({best})"
-        lines.append(f"| {d} | " + " | ".join(cells) + f" | {spread} | {gap} |")
+            # paired by stream order: the same seed presents both learners the same streams
+            below = sum(a < b for a, b in zip(per_seed["defaults"], per_seed[best]))
+            wins = f"{below} of {len(seeds)}"
+        lines.append(f"| {d} | " + " | ".join(cells) + f" | {spread} | {gap} | {wins} |")
     return "\n".join(lines)
 
 
@@ -148,7 +152,9 @@ def write_docs(corpora, tables, args) -> None:
             "character 3-4-grams, signed hashing), and every learner runs with `--seed 0, 1, 2` (three "
             "stream orders) in one process. Each cell is the mean per-task error over the seeds; "
             "the defaults' spread is max - min over the seeds; the last column is the defaults' "
-            "mean minus the best single-task learner's at the same d. A dash: no finished run. "
+            "mean minus the best single-task learner's at the same d, and the last the seeds on which "
+            "the defaults erred less than that learner (paired: a seed presents both the same "
+            "streams). A dash: no finished run. "
             "Corpora: " + "; ".join(names[c] for c in corpora) + ".", ""]
     for text_table in tables:
         text += [text_table, ""]
