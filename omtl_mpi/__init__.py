@@ -7,6 +7,7 @@ The Python API (what ``omtl_mpi.NAME`` gives; see :data:`__all__`)::
     load(path)                                     a learner saved with Learner.save
     run_streams(X_list, y_list, algo=..., ...)     a whole run, as `omtl-mpi run` (omtl_mpi.streams)
     load_result(path)                              a results file, as run_streams returns it
+    hash_texts(texts, n_features)                  text as the text importers hash it (omtl_mpi.text)
     check_learner(learner_or_name)                 the generic learner checks (omtl_mpi.checks)
     UserError                                      every bad input (a ValueError)
 
@@ -16,8 +17,9 @@ and changes no environment variable.
 The package is layered (each layer imports only from the ones below it; tests/test_layers.py)::
 
     cli                  what users type and read (click, matplotlib)
-    learners, streams,   the Python API: learner objects, whole runs from arrays, the checks
-      checks, persist
+    learners, streams,   the Python API: learner objects, whole runs from arrays, the checks,
+      checks, persist,   text hashed as the importers hash it
+      text
     sweep, report        grids of runs as separate jobs; tables and figures from them
     runtime              roles by rank, the round loop, timing, results file
       fast               the speed plug-in (address layout): imported by the runtime only
@@ -38,6 +40,7 @@ _PUBLIC = {
     "AROW": "learners", "MTPerceptron": "learners", "Pooled": "learners",
     "run_streams": "streams", "load_result": "streams", "Result": "streams",
     "check_learner": "checks",
+    "hash_texts": "text",
     "UserError": "errors",
 }
 __all__ = sorted(_PUBLIC) + ["__version__"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 
 from .errors import UserError
 
@@ -150,6 +151,26 @@ def writable_folder(path, option: str) -> None:
                         f"choose another {option}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UserError(f"{option} {path}: folder {folder} is not writable; choose another {option}")
+    why = cannot_create_in(folder)
+    if why:
+        raise UserError(f"{option} {path}: cannot create a file in folder {folder} ({why}); "
+                        f"choose another {option}")
+
+
+def cannot_create_in(folder: str) -> str | None:
+    """Why no file can be created in ``folder`` (the system's words), None if one can: found by
+    creating and removing an empty one, since the permission bits do not tell (root on NFS with
+    root squashing, /sys, /proc, a quota or an ACL pass ``os.access`` and still refuse)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".omtl-mpi-probe-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    try:
+        os.remove(probe)
+    except OSError:
+        pass
+    return None
 
 
 def make_folder(path, option: str) -> None:

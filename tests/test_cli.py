@@ -145,9 +145,10 @@ def test_bad_options_give_one_clear_line(args, message):
 def test_too_many_ranks_says_what_to_use(mpiexec):
     r = omtl("run", "--synth-tasks", "2", "--synth-samples", "50", np_ranks=4, timeout=60)
     assert r.returncode == 2
-    assert "uses at most 3 ranks" in r.stderr and "-n 3" in r.stderr
+    assert "uses at most 3 ranks" in r.stderr and "start 3 (one task per worker) or fewer (--np, " \
+        "or mpiexec -n)" in r.stderr
     r = omtl("run", "--synth-tasks", "2", "--synth-samples", "50", "--np", "4", timeout=60)
-    assert r.returncode == 2 and "uses at most 3 ranks" in r.stderr
+    assert r.returncode == 2 and "uses at most 3 ranks" in r.stderr and "(--np, or mpiexec" in r.stderr
 
 
 def test_bad_option_under_mpi_is_printed_once(mpiexec):

@@ -251,6 +251,18 @@ def test_a_learner_too_large_is_refused_before_learning(capsys):
     assert code == 2 and "99999 x 99999 task-relationship matrix" in err and "Traceback" not in err
 
 
+def test_the_hashed_baseline_too_large_blames_the_part_that_is(tmp_path, capsys, monkeypatch):
+    """Its table of 2^bits weights is small; at a large d its tasks' rows are what cannot fit
+    (the file and its streams do), so the line must not advise fewer --bits."""
+    from omtl_mpi.data import taskfile
+    monkeypatch.setattr(taskfile, "available_memory", lambda: 5 * 10**9)
+    path = write_declared_only(tmp_path / "big.h5", rows=1, dim=10**8)
+    code = cli_exit(["run", "--data", path, "--algo", "hashed", "--bits", "4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "2 task(s) of 100000001 weights on one rank (the hashed learner's rows " \
+        "of each task) need about" in err and "--bits" not in err and "Traceback" not in err
+
+
 def test_drom_with_an_omega_it_cannot_invert_is_one_line(capsys):
     """What the property test above found: Frank-Wolfe makes DROM's Omega nearly rank one, and
     a tiny --omega-eps leaves Omega + eps I singular."""

@@ -13,7 +13,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "omtl_mpi"
 # checker does not follow: tests/test_api.py checks that importing it loads nothing)
 LAYERS = {
     "__main__": 7, "cli": 6,
-    "learners": 5.5, "streams": 5.5, "checks": 5.5, "persist": 5.5,     # the Python API
+    "learners": 5.5, "streams": 5.5, "checks": 5.5, "persist": 5.5, "text": 5.5,  # the Python API
     "sweep": 5, "report": 5,
     "runtime": 4,
     "fast": 3.5,                    # the plug-in: between the runtime and what it speeds up
@@ -21,7 +21,7 @@ LAYERS = {
     "options": 2.5, "config": 2.5,  # one description of a run, read by every layer above
     "algorithms": 2,
     "data": 1, "topology": 1,
-    "metrics": 0, "errors": 0, "atomic": 0, "paths": 0, "__init__": 0, "threads": 0,
+    "metrics": 0, "errors": 0, "atomic": 0, "paths": 0, "__init__": 0, "threads": 0, "memory": 0,
 }
 
 

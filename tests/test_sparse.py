@@ -4,6 +4,7 @@ on sparse rounds equal to the same data stored dense, the steps on the instances
 against the steps on all of them, in-process == MPI on sparse data, AROW's full covariance at
 large d refused (asked for) or switched (not asked for) before anything is read, and sparse
 instances in the Python API."""
+import re
 from pathlib import Path
 
 import h5py
@@ -111,11 +112,16 @@ def test_hashed_text_and_libsvm_are_imported_sparse(tmp_path):
     assert (got != want).nnz == 0
     (tmp_path / "svm").mkdir()
     (tmp_path / "svm" / "a.txt").write_text("1 5:0.5 90000:2\n-1 3:1\n")
-    (tmp_path / "svm" / "b.txt").write_text("-1 90000:-1 1:1 1:4\n")
+    (tmp_path / "svm" / "b.txt").write_text("-1 90000:-1 1:4\n")
     meta = import_libsvm(tmp_path / "svm", tmp_path / "l.h5")
     assert meta.sparse and meta.dim == 90000
     X = load_block(meta, 0, 2).X
-    assert X[0, 4] == 0.5 and X[0, 89999] == 2 and X[2, 0] == 4 and X.nnz == 5   # a repeat: the last
+    assert X[0, 4] == 0.5 and X[0, 89999] == 2 and X[2, 0] == 4 and X.nnz == 5
+    # an index given twice in a row is refused, naming the line: which value was meant is a guess
+    (tmp_path / "svm" / "b.txt").write_text("-1 90000:-1 1:1 1:4\n")
+    with pytest.raises(DataError, match=r"b.txt: line 1: feature index 1 appears twice"):
+        import_libsvm(tmp_path / "svm", tmp_path / "l2.h5")
+    assert not (tmp_path / "l2.h5").exists()
 
 
 def test_vowpal_wabbit_lines_are_hashed_into_sparse_rows(tmp_path):
@@ -229,7 +235,7 @@ def test_in_process_equals_mpi_on_sparse_data(mpiexec, tmp_path):
     messages of entries sized by the data): one process and 3 ranks agree."""
     sparse, _ = stored_both_ways(tmp_path, 3000)
     r = omtl("run", "--data", sparse, "--seed", "2", "--out", tmp_path / "a.h5")
-    assert r.returncode == 0 and "d = 3001: above 640, AROW's diagonal covariance" in r.stderr
+    assert r.returncode == 0 and "d = 3001 weights: above 640, AROW's diagonal covariance" in r.stderr
     assert "; and above 2048, steps on the coordinates" in r.stderr, r.stderr
     r = omtl("run", "--data", sparse, "--seed", "2", "--out", tmp_path / "b.h5", np_ranks=3)
     assert r.returncode == 0, r.stderr
@@ -257,12 +263,12 @@ def test_full_covariance_at_8192_is_refused_or_switched_before_reading(tmp_path,
     for args in (["--arow-covariance", "full"], ["--algo", "arow", "--arow-covariance", "full"]):
         code, err = command(*args)
         assert code == 2 and len(err) == 1, err
-        assert err[0].startswith("error: --arow-covariance full at d = 8192: a 8,192 x 8,192 "
+        assert err[0].startswith("error: --arow-covariance full at d = 8192 weights: a 8,192 x 8,192 "
                                  "matrix per task (512 MiB)") and "--arow-covariance diagonal" in err[0]
     monkeypatch.undo()
     code, err = command("--algo", "arow", "--json")
     assert code in (0, None) and err == [
-        "notice: d = 8192: above 640, AROW's diagonal covariance (full would need a 8,192 x "
+        "notice: d = 8192 weights: above 640, AROW's diagonal covariance (full would need a 8,192 x "
         "8,192 matrix per task (512 MiB) and about 134 ms per margin error; --arow-covariance "
         "full asks for it up to d = 4096)"]
 
@@ -329,3 +335,23 @@ def test_the_large_d_constants_are_the_manuals():
     for command in (["data", "import", "text-csv", "--help"], ["data", "import", "vw", "--help"]):
         said = " ".join(CliRunner().invoke(cli, command).output.split())
         assert f"(default {DEFAULT_HASH_DIMS}" in said
+
+
+def test_new_text_hashed_in_python_is_the_imported_row(tmp_path):
+    """omtl_mpi.hash_texts gives the rows the text importers write, bit for bit, so a learner
+    trained on an imported file predicts new texts as the import would have seen them."""
+    texts = ["Das ist sehr gut", "nicht gut, schlecht", "", "gut gut gut!"]
+    (tmp_path / "de.csv").write_text("text,label\n" + "".join(
+        f'"{t}",{lab}\n' for t, lab in zip(texts, ["positive", "negative", "negative", "positive"])))
+    meta = import_text_csv(tmp_path / "de.csv", tmp_path / "t.h5", dims=2 ** 12)
+    got = omtl_mpi.hash_texts(texts, n_features=2 ** 12)
+    stored = load_block(meta, 0, 1).X
+    assert got.shape == stored.shape and (got != stored).nnz == 0
+    assert omtl_mpi.hash_texts(texts[:1]).shape == (1, 16384)          # the importers' default
+    for bad, needle in (("one text", "for one text pass [text]"), ([b"bytes"], "str texts"),
+                        ([1.5], "str texts")):
+        with pytest.raises(omtl_mpi.UserError, match=re.escape(needle)):
+            omtl_mpi.hash_texts(bad)
+    for n in (0, -3, 2.0, True):
+        with pytest.raises(omtl_mpi.UserError, match="n_features must be a positive integer"):
+            omtl_mpi.hash_texts(texts, n_features=n)

@@ -64,9 +64,13 @@ def arow_form(covariance: str, dim: int) -> str:
     if covariance == "diagonal" or (covariance == "auto" and dim > AROW_DIAGONAL_ABOVE):
         return "diagonal"
     if covariance == "full" and dim > AROW_FULL_MAX:
-        raise ConfigError(f"--arow-covariance full at d = {dim}: {full_arow_cost(dim)}, out of "
-                          f"proportion above d = {AROW_FULL_MAX}; use --arow-covariance diagonal "
-                          "(d numbers per task, O(non-zeros) per step) or a smaller --dims")
+        # d counts the weights: the features and the intercept, which users miss at the edge
+        edge = (f" ({AROW_FULL_MAX} features and the intercept; --no-intercept drops it)"
+                if dim == AROW_FULL_MAX + 1 else "")
+        raise ConfigError(f"--arow-covariance full at d = {dim} weights{edge}: "
+                          f"{full_arow_cost(dim)}, out of proportion above d = {AROW_FULL_MAX}; "
+                          "use --arow-covariance diagonal (d numbers per task, O(non-zeros) per "
+                          "step) or a smaller --dims")
     return "full"
 
 

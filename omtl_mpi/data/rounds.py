@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..errors import UserError
+from ..memory import size_text
 from .sparse import SparseRows
 
 ALL = slice(None)       # every task of the block is active
@@ -232,6 +233,5 @@ def check_layout_fits(lengths, batch: int, dim: int, what: str, entries: int | N
     free = available_memory()
     need = layout_bytes(lengths, batch, dim, entries)
     if free is not None and need > free:
-        gib = 2 ** 30
-        raise UserError(f"{what}: need about {need / gib:.1f} GiB laid out in rounds (d = {dim}), "
-                        f"more than the {free / gib:.1f} GiB of memory available")
+        raise UserError(f"{what}: need about {size_text(need)} laid out in rounds (d = {dim}), "
+                        f"more than the {size_text(free)} of memory available")

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from .. import memory
 from ..atomic import atomic_path
 from ..errors import DataError, UserError
 from ..paths import regular_file
@@ -1015,9 +1016,8 @@ def _check_declared(path: str, what: str, nbytes: int) -> None:
     (a damaged or hostile file may declare any size, compressed to nothing)."""
     free = available_memory()
     if free is not None and 2 * nbytes > free:
-        gib = 2 ** 30
-        raise DataError(f"{path}: {what} would need {nbytes / gib:.1f} GiB, more than half the "
-                        f"{free / gib:.1f} GiB of memory available; the file is damaged, or too "
+        raise DataError(f"{path}: {what} would need {memory.size_text(nbytes)}, more than half the "
+                        f"{memory.size_text(free)} of memory available; the file is damaged, or too "
                         "large for this machine")
 
 
@@ -1138,15 +1138,9 @@ def _dim_mismatches(path: str, dims: dict, names: list) -> list:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    """Bytes of memory this process may still allocate (the machine's MemAvailable, or less
+    under a cgroup's limit: :func:`omtl_mpi.memory.available`), None if unknown."""
+    return memory.available()
 
 
 def features_bytes(meta: TaskMeta, rows: int) -> int:
@@ -1169,10 +1163,9 @@ def _check_fits(meta: TaskMeta, indices) -> None:
     free = available_memory()
     # the features are read once and copied at most once more (validation, batching)
     if free is not None and 2 * need > free:
-        gib = 2 ** 30
         raise DataError(f"{meta.path}: the {len(indices)} task(s) this process would hold need "
-                        f"{need / gib:.1f} GiB of features (d = {meta.dim}), more than half the "
-                        f"{free / gib:.1f} GiB of memory available: start more ranks (or nodes) so "
+                        f"{memory.size_text(need)} of features (d = {meta.dim}), more than half the "
+                        f"{memory.size_text(free)} of memory available: start more ranks (or nodes) so "
                         "that each holds fewer tasks, or reduce the dimension when importing")
 
 

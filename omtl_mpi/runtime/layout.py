@@ -14,7 +14,7 @@ def check_star_world(size: int, n_tasks: int, algo: str) -> None:
         raise UserError(
             f"{algo} with {n_tasks} tasks uses at most {n_tasks + 1} ranks (rank 0 is the server, "
             f"each worker holds at least one task), but {size} were started: "
-            f"run with -n {n_tasks + 1} (one task per worker) or fewer")
+            f"start {n_tasks + 1} (one task per worker) or fewer (--np, or mpiexec -n)")
 
 
 def graph_nodes(size: int, n_tasks: int, algo, requested: int | None) -> int:
@@ -40,4 +40,5 @@ def check_none_world(size: int, n_tasks: int, algo: str) -> None:
     """Learners without communication: every rank holds at least one task."""
     if size > n_tasks:
         raise UserError(f"{algo} with {n_tasks} tasks uses at most {n_tasks} ranks (each rank holds "
-                        f"at least one task), but {size} were started: run with -n {n_tasks} or fewer")
+                        f"at least one task), but {size} were started: start {n_tasks} or fewer "
+                        "(--np, or mpiexec -n)")

@@ -46,6 +46,7 @@ from .. import __version__
 from ..atomic import atomic_path
 from ..comm.clock import PHASES
 from ..errors import UserError
+from ..paths import cannot_create_in
 
 FORMAT = "omtl-mpi-results"
 # 2: per-instance arrays task-major with /tasks/offsets (1 had a dataset per task and (K, T)
@@ -61,6 +62,10 @@ def check_writable(path: str) -> None:
                         "(create it first, or choose another --out)")
     if not os.access(folder, os.W_OK):
         raise UserError(f"cannot write results to {path}: folder {folder} is not writable")
+    why = cannot_create_in(folder)
+    if why:
+        raise UserError(f"cannot write results to {path}: cannot create a file in folder "
+                        f"{folder} ({why}); choose another --out")
     if os.path.isdir(path):
         raise UserError(f"cannot write results to {path}: it is a folder; give a file name such as {path}/run.h5")
 

@@ -18,6 +18,7 @@ from ..data.features import model_dim
 from ..data.rounds import RoundLayout, round_instances, rounds_needed
 from ..errors import UserError
 from ..fast import addresses
+from ..memory import size_text
 from . import checkpoint as ckpt
 from .faults import NEVER
 from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
@@ -57,7 +58,8 @@ def large_d_notice(params, d: int) -> str | None:
                     "only (--coordinates nonzero; --coordinates all steps every one)")
     if not said:
         return None
-    return f"d = {d}: {'; and '.join(said)}"
+    # d counts the weights, the intercept's among them (--dims 640 gives 641)
+    return f"d = {d} weights: {'; and '.join(said)}"
 
 
 def row_format(meta, cfg: RunConfig):
@@ -104,7 +106,6 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     free = available_memory()
     if free is None:
         return
-    gib = 2 ** 30
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     blocks = _blocks(K, size, pattern, n_nodes)
     # the rank that holds the most: its blocks' streams in rounds, and a chunk read at a time
@@ -118,8 +119,8 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     need = most + 3 * features_bytes(meta, min(int(lengths.sum()), _chunk_rows(meta)))
     if need > free:
         raise SetupFailed(f"the streams one rank holds ({len(lengths)} task(s), "
-                          f"{int(lengths.sum())} instances, d = {d}) need about {need / gib:.1f} "
-                          f"GiB laid out in rounds, more than the {free / gib:.1f} GiB of memory "
+                          f"{int(lengths.sum())} instances, d = {d}) need about {size_text(need)} "
+                          f"laid out in rounds, more than the {size_text(free)} of memory "
                           "available: use fewer or shorter streams, or more ranks (or nodes) so "
                           "that each holds fewer tasks")
     check_model_memory(cfg, K, d, size, pattern, n_nodes, row_format(meta, cfg))
@@ -210,8 +211,11 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                     "task(s) on one rank"))
     elif cfg.algo == "hashed":
         # the server's table, its accumulators and a round's sums; a worker's copy of its part
-        out.append((4 * (1 << params.bits) * 8 + kb * 6 * d * 8,
+        # (its tasks' rows at d: what fewer --bits cannot shrink)
+        out.append((4 * (1 << params.bits) * 8,
                     f"the hashed table of 2^{params.bits} weights and its accumulators"))
+        out.append((kb * 6 * d * 8, f"{kb} task(s) of {d} weights on one rank (the hashed "
+                    "learner's rows of each task)"))
     elif cfg.algo == "drom":
         out.append((4 * K * K * 8 + kb * 3 * d * 8, f"drom keeps a {K} x {K} task-relationship "
                     "matrix and its inverse"))
@@ -233,7 +237,6 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     need = sum(b for b, _ in parts)
     if need <= free:
         return
-    gib = 2 ** 30
     largest, what = max(parts)
     fix = {"arow w-step": "reduce d (import with a smaller --dims), spread the tasks over more "
                           "ranks, or use --arow-covariance diagonal (d numbers per task)",
@@ -250,8 +253,8 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
            }
     advice = next((v for k, v in fix.items() if k in what),
                   "use fewer tasks or features, or more ranks so that each holds fewer tasks")
-    raise SetupFailed(f"{what} need about {largest / gib:.1f} GiB ({need / gib:.1f} GiB in all), "
-                      f"more than the {free / gib:.1f} GiB of memory available: {advice}")
+    raise SetupFailed(f"{what} need about {size_text(largest)} ({size_text(need)} in all), "
+                      f"more than the {size_text(free)} of memory available: {advice}")
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:

@@ -15,10 +15,10 @@ import sys
 import numpy as np
 
 from ...errors import ConfigError, DataError, UserError
+from ...memory import size_text
 from ...paths import inside, refuse_inputs, regular_file, writable_folder
 from .. import taskfile
 
-GIB = 2 ** 30
 
 
 # ---------------------------------------------------------------- the output and the source
@@ -109,8 +109,8 @@ def require_memory(need: float, what: str, fix: str) -> None:
     """
     free = taskfile.available_memory()
     if free is not None and need > free:
-        raise ConfigError(f"{what} would need {need / GIB:,.1f} GiB of memory, but only "
-                          f"{free / GIB:,.1f} GiB are available: {fix}")
+        raise ConfigError(f"{what} would need {size_text(need)} of memory, but only "
+                          f"{size_text(free)} are available: {fix}")
 
 
 def available_disk(path) -> int | None:
@@ -141,8 +141,8 @@ def require_disk(need: float, out, what: str, fix: str) -> None:
     """
     free = available_disk(out)
     if free is not None and need > free:
-        raise ConfigError(f"{what} would take {need / GIB:,.1f} GiB on disk, but only "
-                          f"{free / GIB:,.1f} GiB are free for {out}: {fix}, or write elsewhere")
+        raise ConfigError(f"{what} would take {size_text(need)} on disk, but only "
+                          f"{size_text(free)} are free for {out}: {fix}, or write elsewhere")
 
 
 def matrix_bytes(rows: int, dims: int) -> float:
@@ -316,10 +316,22 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
     missing = seen.first(lambda key: key not in decided)
     if missing:
         at, raw = missing
-        raise DataError(f"{at}: label {str(raw).strip()!r} is not in the label map "
-                        f"({', '.join(show_label(k) for k in decided)}); add "
-                        f"{str(raw).strip()}=+1, -1 or drop to --label-map")
+        label = str(raw).strip()
+        if not label:
+            raise DataError(f"{at}: the label is empty; give the row a label, or remove it")
+        raise DataError(f"{at}: label {label!r} is not in the label map "
+                        f"({', '.join(show_label(k) for k in decided)}); add {label}=+1, "
+                        f"{label}=-1 or {label}=drop to --label-map")
     return decided
+
+
+def distinct_columns(path: str, header) -> None:
+    """Refuse a CSV header that names a column twice: which of the two a name means would be
+    a guess (csv.DictReader keeps the last one silently)."""
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"{path}: the header names column(s) {_listed(twice, 4)} more than once; "
+                        "give every column its own name")
 
 
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
@@ -352,6 +364,11 @@ def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list)
         names_out.append(name)
         X_out.append(X)
         y_out.append(y)
+    one_class = [n for n, y in zip(names_out, y_out) if len(y) and (y == y[0]).all()]
+    if one_class:
+        notices.append(f"{source}: {len(one_class)} of {len(names_out)} task(s) hold one class "
+                       f"only ({_listed(one_class, 4)}), so their learners never see the other; "
+                       "if that is not so, check the label column or --label-map")
     if dropped:
         notices.append(f"{source}: {dropped} row(s) dropped, their labels mapped to drop"
                        + (f"; task(s) {_listed(emptied, 4)} left out, no row left" if emptied else ""))

@@ -10,8 +10,8 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
-from .common import (SeenLabels, check_output, decide_labels, matrix_bytes, parse_label_map,
-                     relabel, require_memory, tell)
+from .common import (SeenLabels, check_output, decide_labels, distinct_columns, matrix_bytes,
+                     parse_label_map, relabel, require_memory, tell)
 
 
 def _number(text: str, where: str, column: str) -> float:
@@ -29,6 +29,7 @@ def _csv_columns(src: str, header, label_col: str, task_col: str):
     """The label's, the task's and the features' column indices of ``header``."""
     if not header:
         raise DataError(f"{src}: empty file; expected a header row")
+    distinct_columns(src, header)
     for need in (label_col, task_col):
         if need not in header:
             raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
@@ -43,7 +44,7 @@ def _csv_columns(src: str, header, label_col: str, task_col: str):
 def _read_csv(src: str, label_col: str, task_col: str, seen: SeenLabels) -> dict:
     """{task: (feature rows, label keys)} of a CSV file, in file order."""
     tasks: dict = {}
-    with open(src, newline="", encoding="utf-8") as f:
+    with open(src, newline="", encoding="utf-8-sig") as f:      # -sig: a spreadsheet's BOM
         reader = csv.reader(f)
         header = next(reader, None)
         li, ti, fi = _csv_columns(src, header, label_col, task_col)
@@ -115,6 +116,11 @@ def _libsvm_row(parts, where: str, task_field: str | None):
         if not sep or not (key.isascii() and key.isdigit()) or int(key) < 1:
             raise DataError(f"{where}: {tok!r} is not index:value with a 1-based integer index "
                             "(expected 'label index:value ...')")
+        if int(key) in feats:
+            # LIBSVM gives each index once: keeping one of two values, or adding them, would
+            # each be a silent guess at what the file meant
+            raise DataError(f"{where}: feature index {int(key)} appears twice in the row; give "
+                            "each index once")
         feats[int(key)] = _number(value, where, f"feature {key}")
     if task_field and task is None:
         raise DataError(f"{where}: no '{task_field}:' field naming the task")
@@ -169,7 +175,7 @@ def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: 
                  file_task: str | None = None) -> None:
     """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)})."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             for line_no, line in enumerate(f, start=1):
                 parts = line.split("#", 1)[0].split()
                 if not parts:
@@ -312,7 +318,7 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
     seen, per_task, weighted = SeenLabels(), {}, 0
     for file_task, path in files.items():
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 for line_no, line in enumerate(f, start=1):
                     if not line.strip():
                         continue

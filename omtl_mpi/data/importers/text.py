@@ -13,7 +13,8 @@ from ..embed import DEFAULT_HASH_DIMS, check_featuriser, featurise
 from ..featurise import hash_texts_sparse
 from ..taskfile import TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
-                     matrix_bytes, parse_label_map, relabel, require_memory, tell)
+                     distinct_columns, matrix_bytes, parse_label_map, relabel, require_memory,
+                     tell)
 
 TWEETEVAL_TASKS = ("hate", "irony", "offensive")
 
@@ -22,7 +23,7 @@ def _lines(path: str) -> list:
     if os.path.lexists(path):
         regular_file(path, "text file")         # a FIFO in a source folder would block
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:            # -sig: an editor's BOM
             return f.read().splitlines()
     except FileNotFoundError:
         raise DataError(f"{path}: not found") from None
@@ -149,21 +150,37 @@ DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 
 def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
-                   seen: SeenLabels, tasks: dict) -> None:
+                   seen: SeenLabels, tasks: dict, notices: list) -> None:
     """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)})."""
     regular_file(path, "CSV file")
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            cols = reader.fieldnames or []
+        with open(path, newline="", encoding="utf-8-sig") as f:      # -sig: a spreadsheet's BOM
+            reader = csv.reader(f)
+            cols = next(reader, None) or []
+            distinct_columns(path, cols)
             for need in [text_col, label_col] + ([task_col] if task_col else []):
                 if need not in cols:
                     raise DataError(f"{path}: no column {need!r} (columns: {', '.join(cols)})")
-            for row in reader:
+            if task_col is None and "task" in cols:
+                notices.append(f"{path}: its column 'task' is not read (each file is one task, "
+                               "named after it); --task-col task makes a task of each value")
+            at = {c: i for i, c in enumerate(cols)}
+            end = reader.line_num
+            for fields in reader:
+                start, end = end + 1, reader.line_num
+                if not fields:                                   # a blank line
+                    continue
+                if len(fields) != len(cols):
+                    # a quote left open swallows the lines after it into one field
+                    lines = f"line {start}" if start == end else f"lines {start}-{end}"
+                    hint = "; a quote opened there and not closed?" if start != end else ""
+                    raise DataError(f"{path}: {lines}: {len(fields)} fields, the header has "
+                                    f"{len(cols)}{hint}")
+                row = {c: fields[i] for c, i in at.items()}
                 task = row[task_col] if task_col else os.path.splitext(os.path.basename(path))[0]
                 texts, keys = tasks.setdefault(task, ([], []))
-                texts.append(row[text_col] or "")
-                keys.append(seen.add(task, row[label_col] or "", path, reader.line_num))
+                texts.append(row[text_col])
+                keys.append(seen.add(task, row[label_col], path, start))
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
@@ -191,7 +208,7 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     _source_fits(src, files, dims, featuriser)
     seen, tasks, notices = SeenLabels(), {}, []
     for path in files:
-        _read_text_csv(path, text_col, label_col, task_col, seen, tasks)
+        _read_text_csv(path, text_col, label_col, task_col, seen, tasks, notices)
     if not tasks:
         raise DataError(f"{src}: no data rows")
     names = sorted(tasks)

@@ -1,0 +1,153 @@
+"""What a process may allocate: the machine's MemAvailable and its control groups' limits
+(omtl_mpi.memory), checked on made-up cgroup trees, and on a real one where the test runs as
+root on a machine whose cgroups it may make."""
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import omtl
+from omtl_mpi import memory
+from omtl_mpi.errors import UserError
+from omtl_mpi.paths import writable_folder
+
+MIB = 2 ** 20
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def v2_tree(root, groups):
+    """A cgroup v2 mount at ``root``: ``groups`` {relative path: (memory.max, memory.current,
+    inactive_file)}."""
+    write(root / "cgroup.controllers", "cpu memory\n")
+    for rel, (cap, used, inactive) in groups.items():
+        folder = root / rel if rel else root
+        write(folder / "memory.max", f"{cap}\n")
+        write(folder / "memory.current", f"{used}\n")
+        write(folder / "memory.stat", f"anon 1\ninactive_file {inactive}\nactive_file 5\n")
+
+
+def test_v2_takes_the_tightest_limit_of_the_group_and_those_above_it(tmp_path):
+    # a Slurm job's limit binds its step's task below it; page cache the kernel can reclaim
+    # (inactive_file) does not count as used
+    v2_tree(tmp_path / "cg", {"": ("max", 10 ** 12, 0),
+                              "job_7": (1000 * MIB, 300 * MIB, 100 * MIB),
+                              "job_7/step_0": ("max", 250 * MIB, 0)})
+    write(tmp_path / "self", "0::/job_7/step_0\n")
+    assert memory.cgroup_headroom(str(tmp_path / "self"), str(tmp_path / "cg")) == 800 * MIB
+
+
+def test_v1_memory_controller_and_no_limit(tmp_path):
+    root = tmp_path / "cg" / "memory"
+    write(root / "memory.limit_in_bytes", "9223372036854771712\n")      # no limit
+    write(root / "memory.usage_in_bytes", "1\n")
+    write(root / "slurm" / "memory.limit_in_bytes", f"{400 * MIB}\n")
+    write(root / "slurm" / "memory.usage_in_bytes", f"{150 * MIB}\n")
+    write(root / "slurm" / "memory.stat", f"cache 9\ntotal_inactive_file {50 * MIB}\n")
+    write(tmp_path / "self", "5:cpu,cpuacct:/\n4:memory:/slurm\n0::/\n")
+    assert memory.cgroup_headroom(str(tmp_path / "self"), str(tmp_path / "cg")) == 300 * MIB
+    write(tmp_path / "self", "4:memory:/\n")
+    assert memory.cgroup_headroom(str(tmp_path / "self"), str(tmp_path / "cg")) is None
+
+
+def test_a_namespaced_group_that_is_not_below_the_mount_is_the_mounts_root(tmp_path):
+    # in a container the path in /proc/self/cgroup is the host's; the mount shows its own group
+    v2_tree(tmp_path / "cg", {"": (512 * MIB, 12 * MIB, 0)})
+    write(tmp_path / "self", "0::/docker/abc123\n")
+    assert memory.cgroup_headroom(str(tmp_path / "self"), str(tmp_path / "cg")) == 500 * MIB
+
+
+def test_nothing_readable_is_unknown(tmp_path):
+    assert memory.cgroup_headroom(str(tmp_path / "missing"), str(tmp_path)) is None
+    assert memory.meminfo_available(str(tmp_path / "missing")) is None
+    write(tmp_path / "meminfo", "MemTotal: 100 kB\nMemAvailable:   2048 kB\n")
+    assert memory.meminfo_available(str(tmp_path / "meminfo")) == 2 * MIB
+
+
+def test_available_is_the_least_of_what_is_known(monkeypatch):
+    monkeypatch.setattr(memory, "meminfo_available", lambda: 8 * 2 ** 30)
+    monkeypatch.setattr(memory, "cgroup_headroom", lambda: 400 * MIB)
+    assert memory.available() == 400 * MIB
+    monkeypatch.setattr(memory, "cgroup_headroom", lambda: None)
+    assert memory.available() == 8 * 2 ** 30
+
+
+def test_sizes_in_messages_tell_close_figures_apart():
+    assert memory.size_text(180 * MIB) == "180 MiB" and memory.size_text(230 * MIB) == "230 MiB"
+    assert memory.size_text(1.25 * 2 ** 30) == "1.2 GiB"
+    assert memory.size_text(35.8 * 2 ** 30) == "35.8 GiB"
+
+
+def test_a_folder_whose_bits_allow_writing_but_that_refuses_a_file_is_refused(tmp_path, monkeypatch):
+    # root on NFS with root squashing, /sys or a quota: os.access says yes, creating says no
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(UserError, match=r"-o .*o.h5: cannot create a file in folder .* \(Permission "
+                                        r"denied\); choose another -o"):
+        writable_folder(tmp_path / "o.h5", "-o")
+
+
+def test_a_pseudo_file_system_as_output_is_one_line(tmp_path):
+    (tmp_path / "t.csv").write_text("text,label\ngood,positive\nbad,negative\n")
+    r = omtl("data", "import", "text-csv", tmp_path / "t.csv", "--dims", "16", "-o", "/proc/o.h5")
+    assert r.returncode == 2 and r.stderr.startswith("error: -o /proc/o.h5: ")
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def _cgroup_with_limit(limit: int):
+    """A new memory cgroup (v2, else v1) limited to ``limit`` bytes, its folder; None where this
+    process may not make one (not root, no memory controller it can write)."""
+    if os.geteuid() != 0:
+        return None
+    name = f"omtl-mpi-test-{uuid.uuid4().hex[:8]}"
+    v2 = "/sys/fs/cgroup/cgroup.subtree_control"
+    candidates = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes")]
+    if os.path.exists(v2) and "memory" in open(v2).read().split():
+        candidates.insert(0, ("/sys/fs/cgroup", "memory.max"))
+    for root, limit_file in candidates:
+        folder = os.path.join(root, name)
+        try:
+            os.mkdir(folder)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(folder, limit_file), "w") as f:
+                f.write(str(limit))
+            return folder
+        except OSError:
+            os.rmdir(folder)
+    return None
+
+
+def test_a_run_under_a_cgroup_limit_is_refused_before_it_is_killed(tmp_path):
+    """A model that fits the machine but not the job's memory limit gets one line, where the
+    kernel would kill the run without a word (rc 137)."""
+    folder = _cgroup_with_limit(400 * MIB)
+    if folder is None:
+        pytest.skip("needs root and a writable memory cgroup hierarchy")
+    try:
+        # 5 tasks of 2^22 + 1 weights: about 1.3 GiB of arrays (the machine has more free)
+        lines = "".join(f"{'+1' if i % 2 else '-1'} {i + 1}:1 4194304:0.5\n" for i in range(20))
+        (tmp_path / "svm").mkdir()
+        for k in range(5):
+            (tmp_path / "svm" / f"t{k}.txt").write_text(lines)
+        r = omtl("data", "import", "libsvm", tmp_path / "svm", "-o", tmp_path / "d.h5")
+        assert r.returncode == 0, r.stderr
+        # the defaults touch their arrays: without the cgroup's limit in the check, the kernel
+        # kills this run (rc 137, nothing on stderr but the large-d notice)
+        script = (f"echo $$ > {folder}/cgroup.procs && exec {sys.executable} -m omtl_mpi run "
+                  f"--data {tmp_path / 'd.h5'}")
+        r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert r.stderr.startswith("error: 5 task(s) of 4194305 weights on one rank need about ")
+        assert "of memory available" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    finally:
+        os.rmdir(folder)
