@@ -193,7 +193,7 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     if checkpoint_every is not None:
         checkpoint_path = checkpoint_path or default_path(out)
-        check_writable(checkpoint_path)
+        check_writable(checkpoint_path, "--checkpoint")
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),

@@ -110,13 +110,15 @@ def _is_number(value) -> bool:
 def _api_text(message: str) -> str:
     """An option error as a Python caller spells things: ``--w-step`` -> ``w_step``,
     ``--no-experts`` -> ``experts=False``."""
+    for cli, api in _API_PHRASES.items():
+        message = message.replace(cli, api)
     message = re.sub(r"--no-([a-z0-9-]+)", lambda m: f"{m.group(1).replace('-', '_')}=False", message)
-    return re.sub(r"--([A-Za-z][A-Za-z0-9-]*)",
-                  lambda m: _API_NAMES.get(m.group(1), m.group(1).replace("-", "_")), message)
+    return re.sub(r"--([A-Za-z][A-Za-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
 
 
-# the command line's names that the learners' keywords spell otherwise
-_API_NAMES = {"dims": "n_features"}
+# what the command line's advice says of the import, as a learner's keywords say it
+_API_PHRASES = {"import with a smaller --dims": "a smaller n_features",
+                "a smaller --dims": "a smaller n_features"}
 
 
 class _Round:

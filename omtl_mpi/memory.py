@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-# cgroup v1 writes "no limit" as the largest page-aligned int64
+# cgroup v1 writes "no limit" as the largest page-aligned int64 (2^63 - 4096 on 4 KiB pages);
+# any figure from 2^62 up is taken for it
 _NO_LIMIT = 2 ** 62
 
 
@@ -22,7 +23,7 @@ def meminfo_available(path: str = "/proc/meminfo") -> int | None:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):      # UnicodeDecodeError is a ValueError
         return None
     return None
 
@@ -31,7 +32,7 @@ def _read_int(path: str) -> int | None:
     try:
         with open(path) as f:
             text = f.read().strip()
-    except OSError:
+    except (OSError, ValueError):
         return None
     if text == "max":                                   # cgroup v2: no limit
         return None
@@ -69,7 +70,7 @@ def _ancestors(root: str, relative: str):
     """``root``/``relative`` and each folder above it up to ``root``, those that exist (a
     process in a cgroup namespace sees its own group as "/", so its path may not exist below
     the mount; the mount's root is then its group)."""
-    parts = [p for p in relative.strip("/").split("/") if p]
+    parts = [p for p in relative.strip("/").split("/") if p not in ("", ".", "..")]
     for n in range(len(parts), -1, -1):
         folder = os.path.join(root, *parts[:n])
         if os.path.isdir(folder):
@@ -82,7 +83,7 @@ def cgroup_headroom(proc_cgroup: str = "/proc/self/cgroup",
     group and of the groups above it (a limit set on a Slurm job binds its steps and tasks);
     None where no limit is set or none can be read."""
     try:
-        with open(proc_cgroup) as f:
+        with open(proc_cgroup, errors="surrogateescape") as f:   # a group's name is any bytes
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -113,8 +114,11 @@ def available() -> int | None:
 
 
 def size_text(nbytes: float) -> str:
-    """``nbytes`` for a message: MiB below a GiB (so that 180 MiB needed against 230 free does
-    not read "0.2 GiB ... only 0.2 GiB"), else GiB to a tenth."""
-    if nbytes < 2 ** 30:
-        return f"{nbytes / 2 ** 20:,.0f} MiB"
+    """``nbytes`` for a message: MiB below 1000 MiB (so that 180 MiB needed against 230 free
+    does not read "0.2 GiB ... only 0.2 GiB"; to a tenth below 10), else GiB to a tenth."""
+    mib = nbytes / 2 ** 20
+    if mib < 10:
+        return f"{mib:.1f} MiB"
+    if mib < 1000:
+        return f"{mib:.0f} MiB"
     return f"{nbytes / 2 ** 30:,.1f} GiB"

@@ -159,8 +159,9 @@ def writable_folder(path, option: str) -> None:
 
 def cannot_create_in(folder: str) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), None if one can: found by
-    creating and removing an empty one, since the permission bits do not tell (root on NFS with
-    root squashing, /sys, /proc, a quota or an ACL pass ``os.access`` and still refuse)."""
+    creating and removing an empty hidden file (a unique name: ranks that check at once do not
+    meet), since ``os.access`` does not tell for root on NFS with root squashing, or in /proc
+    and /sys, where it says yes and creating says no."""
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".omtl-mpi-probe-")
     except OSError as exc:
@@ -168,8 +169,8 @@ def cannot_create_in(folder: str) -> str | None:
     os.close(fd)
     try:
         os.remove(probe)
-    except OSError:
-        pass
+    except OSError as exc:
+        return f"a file made there could not be removed: {exc.strerror or exc}"
     return None
 
 

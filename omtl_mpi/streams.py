@@ -199,7 +199,7 @@ class Result:
         """Write the results file of ``omtl-mpi run --out`` (HDF5, atomically)."""
         from .runtime.results import check_writable, write_results
         path = str(path)
-        check_writable(path)
+        check_writable(path, "path")
         attrs, config, learned, measured = self._run()
         write_results(path, attrs=attrs, config=config, learned=learned, measured=measured)
 

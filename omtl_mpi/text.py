@@ -3,6 +3,8 @@ of ``omtl-mpi data import text-csv`` (or ``tweeteval``) sees new texts as the im
 written them only if they are hashed the same way, n-gram prefixes, signs and norm included."""
 from __future__ import annotations
 
+import numbers
+
 from .data.embed import DEFAULT_HASH_DIMS
 from .data.featurise import hash_texts_sparse
 from .errors import UserError
@@ -52,6 +54,7 @@ def hash_texts(texts, n_features: int = DEFAULT_HASH_DIMS):
     bad = next((t for t in texts if not isinstance(t, str)), None)
     if bad is not None:
         raise UserError(f"hash_texts takes str texts, got {type(bad).__name__} {bad!r:.40}")
-    if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) \
+            or n_features < 1:
         raise UserError(f"n_features must be a positive integer, got {n_features!r}")
-    return hash_texts_sparse(texts, n_features)
+    return hash_texts_sparse(texts, int(n_features))

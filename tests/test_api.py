@@ -394,12 +394,15 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
         lambda: omtl_mpi.PA(10**9, 9): "task(s) of 10 weights on one rank need about",
         lambda: omtl_mpi.AROW(3, 10**6, arow_covariance="full"):
-            "arow_covariance full at d = 1000001 weights: a 1,000,001 x 1,000,001 matrix per task",
+            "arow_covariance full at d = 1000001 weights (an intercept counts one): a 1,000,001 x 1,000,001 matrix per task",
         lambda: omtl_mpi.AROW(3, 4096, arow_covariance="full"):          # the keyword, not --dims
-            "(4096 features and the intercept; intercept=False drops it): a 4,097 x 4,097 matrix "
-            "per task (128 MiB) and about 34 ms per margin error, out of proportion above d = "
-            "4096; use arow_covariance diagonal (d numbers per task, O(non-zeros) per step) or a "
-            "smaller n_features",
+            "at d = 4097 weights (an intercept counts one): a 4,097 x 4,097 matrix per task (128 "
+            "MiB) and about 34 ms per margin error, out of proportion above d = 4096; use "
+            "arow_covariance diagonal (d numbers per task, O(non-zeros) per step) or a smaller "
+            "n_features",
+        lambda: omtl_mpi.AROW(10**5, 3000, arow_covariance="full"):      # advice, as the API says it
+            "reduce d (a smaller n_features), spread the tasks over more ranks, or use "
+            "arow_covariance diagonal",
         lambda: omtl_mpi.DROM(10**6, 2): "drom keeps a 1000000 x 1000000 task-relationship matrix",
         lambda: omtl_mpi.CADMM(10**9, 2): "task(s) on one rank need about",
         lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",

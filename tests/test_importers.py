@@ -162,6 +162,7 @@ def test_text_csv_broken_rows_are_named_by_their_lines(tmp_path):
     after it), is refused with its lines and the header's count, not read as a missing label."""
     cases = {"short": ("text,label\nx,positive\njust text\ny,negative\n", "line 3: 1 fields"),
              "extra": ("text,label\nx,positive,oops\n", "line 2: 3 fields"),
+             "comma": ("text,label\ngreat, really,positive\n", "line 2: 3 fields"),
              "quote": ('text,label\nx,positive\n"open quote,negative\ny,positive\nz,negative\n',
                        "lines 3-5: 1 fields, the header has 2; a quote opened there and not closed?")}
     for name, (text, needle) in cases.items():
@@ -169,8 +170,9 @@ def test_text_csv_broken_rows_are_named_by_their_lines(tmp_path):
         with pytest.raises(DataError, match=re.escape(f"{name}.csv: {needle}")):
             import_text_csv(tmp_path / f"{name}.csv", tmp_path / "o.h5")
         assert not (tmp_path / "o.h5").exists()
-    # a quoted field that spans lines is one text, and blank lines are skipped
-    (tmp_path / "ok.csv").write_text('text,label\n"two\nlines",positive\n\nz,negative\n')
+    # a quoted field that spans lines is one text, blank lines are skipped, and so are empty
+    # fields past the header's (a trailing comma)
+    (tmp_path / "ok.csv").write_text('text,label\n"two\nlines",positive,\n\nz,negative\n')
     meta = import_text_csv(tmp_path / "ok.csv", tmp_path / "ok.h5", dims=16)
     assert list(meta.lengths) == [2]
     (tmp_path / "empty.csv").write_text("text,label\nx,positive\ny,\n")
@@ -189,26 +191,50 @@ def test_a_spreadsheets_byte_order_mark_is_not_part_of_the_first_column(tmp_path
     assert list(import_libsvm(tmp_path / "svm", tmp_path / "s.h5").lengths) == [2]
 
 
+def test_a_libsvm_row_that_names_its_task_twice_is_refused(tmp_path):
+    (tmp_path / "q.txt").write_text("+1 qid:a 1:0.5\n-1 qid:a 2:1 qid:b\n")
+    with pytest.raises(DataError, match=r"q.txt: line 2: 'qid:' appears twice in the row; name "
+                                        r"its task once"):
+        import_libsvm(tmp_path / "q.txt", tmp_path / "o.h5", task_field="qid")
+    assert no_output(tmp_path)
+
+
 def test_a_column_named_twice_is_refused(tmp_path):
-    (tmp_path / "n.csv").write_text("task,label,f1,f1\na,1,0.5,1\na,-1,2,3\n")
-    with pytest.raises(DataError, match="n.csv: the header names column.s. f1 more than once"):
+    (tmp_path / "n.csv").write_text("task,label,f1,label\na,1,0.5,1\na,-1,2,3\n")
+    with pytest.raises(DataError, match="n.csv: the header names column.s. label more than once"):
         import_csv(tmp_path / "n.csv", tmp_path / "o.h5")
     (tmp_path / "t.csv").write_text("text,label,text\ngood,positive,x\n")
     with pytest.raises(DataError, match="t.csv: the header names column.s. text more than once"):
         import_text_csv(tmp_path / "t.csv", tmp_path / "o.h5")
     assert no_output(tmp_path)
+    # columns read by position (features), or not read at all, may repeat or be unnamed
+    (tmp_path / "f.csv").write_text("task,label,f1,f1\na,1,0.5,1\na,-1,2,3\n")
+    assert import_csv(tmp_path / "f.csv", tmp_path / "f.h5").dim == 2
+    (tmp_path / "e.csv").write_text("text,label,,\ngood,positive,,\nbad,negative,,\n")
+    assert list(import_text_csv(tmp_path / "e.csv", tmp_path / "e.h5", dims=16).lengths) == [2]
 
 
 def test_tasks_of_one_class_and_an_unread_task_column_are_told(tmp_path):
     (tmp_path / "t.csv").write_text("task,text,label\nde,gut,positive\nde,toll,positive\n")
     r = omtl("data", "import", "text-csv", tmp_path / "t.csv", "--dims", "16", "-o", tmp_path / "t.h5")
     assert r.returncode == 0, r.stderr
-    assert "its column 'task' is not read (each file is one task, named after it); --task-col " \
-        "task makes a task of each value" in r.stderr
+    assert "t.csv: the column 'task' is not read (each file is one task, named after it); " \
+        "--task-col task makes a task of each value" in r.stderr
     assert "1 of 1 task(s) hold one class only (t), so their learners never see the other" in r.stderr
     (tmp_path / "n.csv").write_text("task,label,f1\na,1,0.5\na,-1,2\nb,1,1\n")
     r = omtl("data", "import", "csv", tmp_path / "n.csv", "-o", tmp_path / "n.h5")
     assert r.returncode == 0 and "1 of 2 task(s) hold one class only (b)" in r.stderr
+    # a folder of such files: one notice for all; none where 'task' is a column read
+    (tmp_path / "f").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "f" / f"{name}.csv").write_text("task,text,label\nx,gut,positive\nx,nein,negative\n")
+    r = omtl("data", "import", "text-csv", tmp_path / "f", "--dims", "16", "-o", tmp_path / "f.h5")
+    assert r.returncode == 0 and r.stderr.count("'task' is not read") == 1
+    assert "3 of 3 files of" in r.stderr
+    (tmp_path / "l.csv").write_text("text,task\ngut,positive\nnein,negative\n")
+    r = omtl("data", "import", "text-csv", tmp_path / "l.csv", "--label-col", "task", "--dims", "16",
+             "-o", tmp_path / "l.h5")
+    assert r.returncode == 0 and "not read" not in r.stderr
 
 
 # ---------------------------------------------------------------- graphs

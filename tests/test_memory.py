@@ -64,6 +64,10 @@ def test_a_namespaced_group_that_is_not_below_the_mount_is_the_mounts_root(tmp_p
 
 def test_nothing_readable_is_unknown(tmp_path):
     assert memory.cgroup_headroom(str(tmp_path / "missing"), str(tmp_path)) is None
+    # a group's name in bytes that are not UTF-8, a limit that is not a number: unknown, no error
+    (tmp_path / "self").write_bytes(b"0::/caf\xe9\n")
+    v2_tree(tmp_path / "cg", {"": ("lots", 1, 0)})
+    assert memory.cgroup_headroom(str(tmp_path / "self"), str(tmp_path / "cg")) is None
     assert memory.meminfo_available(str(tmp_path / "missing")) is None
     write(tmp_path / "meminfo", "MemTotal: 100 kB\nMemAvailable:   2048 kB\n")
     assert memory.meminfo_available(str(tmp_path / "meminfo")) == 2 * MIB
@@ -79,7 +83,8 @@ def test_available_is_the_least_of_what_is_known(monkeypatch):
 
 def test_sizes_in_messages_tell_close_figures_apart():
     assert memory.size_text(180 * MIB) == "180 MiB" and memory.size_text(230 * MIB) == "230 MiB"
-    assert memory.size_text(1.25 * 2 ** 30) == "1.2 GiB"
+    assert memory.size_text(100) == "0.0 MiB" and memory.size_text(2.5 * MIB) == "2.5 MiB"
+    assert memory.size_text(1020 * MIB) == "1.0 GiB" and memory.size_text(1.25 * 2 ** 30) == "1.2 GiB"
     assert memory.size_text(35.8 * 2 ** 30) == "35.8 GiB"
 
 
@@ -95,6 +100,21 @@ def test_a_folder_whose_bits_allow_writing_but_that_refuses_a_file_is_refused(tm
         writable_folder(tmp_path / "o.h5", "-o")
 
 
+def test_results_and_checkpoints_are_checked_the_same_way(tmp_path, monkeypatch):
+    import tempfile
+
+    from omtl_mpi.runtime.results import check_writable
+
+    def refuse(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+    check_writable(str(tmp_path / "run.h5"))                       # a folder that takes files
+    assert not [p for p in tmp_path.iterdir()]                     # and keeps no probe
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(UserError, match=r"--checkpoint .*c.h5: cannot create a file in folder .* "
+                                        r"\(Read-only file system\); choose another --checkpoint"):
+        check_writable(str(tmp_path / "c.h5"), "--checkpoint")
+
+
 def test_a_pseudo_file_system_as_output_is_one_line(tmp_path):
     (tmp_path / "t.csv").write_text("text,label\ngood,positive\nbad,negative\n")
     r = omtl("data", "import", "text-csv", tmp_path / "t.csv", "--dims", "16", "-o", "/proc/o.h5")
@@ -102,18 +122,33 @@ def test_a_pseudo_file_system_as_output_is_one_line(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+def _own_group(controller_root: str, v2: bool):
+    """This process's own memory group under ``controller_root`` (from /proc/self/cgroup), so
+    that a test's group sits below it and its child stays inside the job that runs the tests."""
+    for line in open("/proc/self/cgroup"):
+        hierarchy, _, rest = line.rstrip("\n").partition(":")
+        controllers, _, relative = rest.partition(":")
+        if (v2 and hierarchy == "0" and not controllers) or \
+                (not v2 and "memory" in controllers.split(",")):
+            folder = os.path.join(controller_root, relative.lstrip("/"))
+            return folder if os.path.isdir(folder) else None
+    return None
+
+
 def _cgroup_with_limit(limit: int):
-    """A new memory cgroup (v2, else v1) limited to ``limit`` bytes, its folder; None where this
-    process may not make one (not root, no memory controller it can write)."""
+    """A new memory cgroup limited to ``limit`` bytes below this process's own (v1's memory
+    controller; v2 where the own group lets a child take the memory controller), its folder;
+    None where this process may not make one (not root, no such hierarchy)."""
     if os.geteuid() != 0:
         return None
     name = f"omtl-mpi-test-{uuid.uuid4().hex[:8]}"
-    v2 = "/sys/fs/cgroup/cgroup.subtree_control"
-    candidates = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes")]
-    if os.path.exists(v2) and "memory" in open(v2).read().split():
-        candidates.insert(0, ("/sys/fs/cgroup", "memory.max"))
-    for root, limit_file in candidates:
-        folder = os.path.join(root, name)
+    for root, limit_file, v2 in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes", False),
+                                 ("/sys/fs/cgroup", "memory.max", True)):
+        own = _own_group(root, v2) if os.path.isdir(root) else None
+        if own is None or (v2 and "memory" not in
+                           open(os.path.join(own, "cgroup.subtree_control")).read().split()):
+            continue
+        folder = os.path.join(own, name)
         try:
             os.mkdir(folder)
         except OSError:

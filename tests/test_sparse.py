@@ -263,7 +263,7 @@ def test_full_covariance_at_8192_is_refused_or_switched_before_reading(tmp_path,
     for args in (["--arow-covariance", "full"], ["--algo", "arow", "--arow-covariance", "full"]):
         code, err = command(*args)
         assert code == 2 and len(err) == 1, err
-        assert err[0].startswith("error: --arow-covariance full at d = 8192 weights: a 8,192 x 8,192 "
+        assert err[0].startswith("error: --arow-covariance full at d = 8192 weights (an intercept counts one): a 8,192 x 8,192 "
                                  "matrix per task (512 MiB)") and "--arow-covariance diagonal" in err[0]
     monkeypatch.undo()
     code, err = command("--algo", "arow", "--json")
@@ -348,6 +348,11 @@ def test_new_text_hashed_in_python_is_the_imported_row(tmp_path):
     stored = load_block(meta, 0, 1).X
     assert got.shape == stored.shape and (got != stored).nnz == 0
     assert omtl_mpi.hash_texts(texts[:1]).shape == (1, 16384)          # the importers' default
+    assert omtl_mpi.hash_texts(texts, n_features=np.int64(2 ** 12)).shape == (4, 2 ** 12)
+    # where the import stores the rows dense (few features), the same numbers
+    meta = import_text_csv(tmp_path / "de.csv", tmp_path / "d.h5", dims=8)
+    assert not meta.sparse
+    np.testing.assert_array_equal(omtl_mpi.hash_texts(texts, 8).toarray(), load_block(meta, 0, 1).X)
     for bad, needle in (("one text", "for one text pass [text]"), ([b"bytes"], "str texts"),
                         ([1.5], "str texts")):
         with pytest.raises(omtl_mpi.UserError, match=re.escape(needle)):

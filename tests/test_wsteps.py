@@ -200,7 +200,7 @@ def test_arow_refuses_a_full_precision_matrix_out_of_proportion(tmp_path):
     for args in (["--w-step", "arow"], ["--algo", "arow"]):
         r = omtl("run", "--data", path, *args, "--arow-covariance", "full")
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-        assert ("--arow-covariance full at d = 400001 weights: a 400,001 x 400,001 matrix per task "
+        assert ("--arow-covariance full at d = 400001 weights (an intercept counts one): a 400,001 x 400,001 matrix per task "
                 "(1,220,709 MiB)") in r.stderr and "use --arow-covariance diagonal" in r.stderr
 
 

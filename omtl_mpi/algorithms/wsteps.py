@@ -64,10 +64,8 @@ def arow_form(covariance: str, dim: int) -> str:
     if covariance == "diagonal" or (covariance == "auto" and dim > AROW_DIAGONAL_ABOVE):
         return "diagonal"
     if covariance == "full" and dim > AROW_FULL_MAX:
-        # d counts the weights: the features and the intercept, which users miss at the edge
-        edge = (f" ({AROW_FULL_MAX} features and the intercept; --no-intercept drops it)"
-                if dim == AROW_FULL_MAX + 1 else "")
-        raise ConfigError(f"--arow-covariance full at d = {dim} weights{edge}: "
+        # d counts the weights, the intercept's among them: --dims 4096 gives 4097
+        raise ConfigError(f"--arow-covariance full at d = {dim} weights (an intercept counts one): "
                           f"{full_arow_cost(dim)}, out of proportion above d = {AROW_FULL_MAX}; "
                           "use --arow-covariance diagonal (d numbers per task, O(non-zeros) per "
                           "step) or a smaller --dims")

@@ -46,7 +46,7 @@ from .. import __version__
 from ..atomic import atomic_path
 from ..comm.clock import PHASES
 from ..errors import UserError
-from ..paths import cannot_create_in
+from ..paths import writable_folder
 
 FORMAT = "omtl-mpi-results"
 # 2: per-instance arrays task-major with /tasks/offsets (1 had a dataset per task and (K, T)
@@ -54,20 +54,10 @@ FORMAT = "omtl-mpi-results"
 VERSION = 2
 
 
-def check_writable(path: str) -> None:
-    """Fail before learning starts if the results file could not be written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UserError(f"cannot write results to {path}: folder {folder} does not exist "
-                        "(create it first, or choose another --out)")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"cannot write results to {path}: folder {folder} is not writable")
-    why = cannot_create_in(folder)
-    if why:
-        raise UserError(f"cannot write results to {path}: cannot create a file in folder "
-                        f"{folder} ({why}); choose another --out")
-    if os.path.isdir(path):
-        raise UserError(f"cannot write results to {path}: it is a folder; give a file name such as {path}/run.h5")
+def check_writable(path: str, option: str = "--out") -> None:
+    """Fail before learning starts if the file ``option`` names could not be written (its
+    folder missing, not writable or refusing a file, or the path a folder)."""
+    writable_folder(path, option)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

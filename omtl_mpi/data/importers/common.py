@@ -325,13 +325,14 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
     return decided
 
 
-def distinct_columns(path: str, header) -> None:
-    """Refuse a CSV header that names a column twice: which of the two a name means would be
-    a guess (csv.DictReader keeps the last one silently)."""
-    twice = sorted({c for c in header if header.count(c) > 1})
+def distinct_columns(path: str, header, read) -> None:
+    """Refuse a CSV header that names a column the import reads by name (``read``: the text,
+    label or task column) more than once: which of the two is meant would be a guess. Other
+    columns may repeat or be unnamed (a spreadsheet's trailing empty columns)."""
+    twice = [c for c in read if c is not None and header.count(c) > 1]
     if twice:
         raise DataError(f"{path}: the header names column(s) {_listed(twice, 4)} more than once; "
-                        "give every column its own name")
+                        "give the column it means its own name")
 
 
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):

@@ -29,7 +29,7 @@ def _csv_columns(src: str, header, label_col: str, task_col: str):
     """The label's, the task's and the features' column indices of ``header``."""
     if not header:
         raise DataError(f"{src}: empty file; expected a header row")
-    distinct_columns(src, header)
+    distinct_columns(src, header, (label_col, task_col))
     for need in (label_col, task_col):
         if need not in header:
             raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
@@ -111,6 +111,9 @@ def _libsvm_row(parts, where: str, task_field: str | None):
     for tok in parts:
         key, sep, value = tok.partition(":")
         if task_field and key == task_field:
+            if task is not None:
+                raise DataError(f"{where}: '{task_field}:' appears twice in the row; name its "
+                                "task once")
             task = value
             continue
         if not sep or not (key.isascii() and key.isdigit()) or int(key) < 1:

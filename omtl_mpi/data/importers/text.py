@@ -150,28 +150,30 @@ DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 
 def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
-                   seen: SeenLabels, tasks: dict, notices: list) -> None:
-    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)})."""
+                   seen: SeenLabels, tasks: dict) -> bool:
+    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)}); True if
+    the file has a column 'task' that is not read (each file is one task without --task-col)."""
     regular_file(path, "CSV file")
+    read = [text_col, label_col] + ([task_col] if task_col else [])
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:      # -sig: a spreadsheet's BOM
             reader = csv.reader(f)
             cols = next(reader, None) or []
-            distinct_columns(path, cols)
-            for need in [text_col, label_col] + ([task_col] if task_col else []):
+            distinct_columns(path, cols, read)
+            for need in read:
                 if need not in cols:
                     raise DataError(f"{path}: no column {need!r} (columns: {', '.join(cols)})")
-            if task_col is None and "task" in cols:
-                notices.append(f"{path}: its column 'task' is not read (each file is one task, "
-                               "named after it); --task-col task makes a task of each value")
-            at = {c: i for i, c in enumerate(cols)}
+            at = {c: cols.index(c) for c in read}
+            last = max(at.values())
             end = reader.line_num
             for fields in reader:
                 start, end = end + 1, reader.line_num
                 if not fields:                                   # a blank line
                     continue
-                if len(fields) != len(cols):
-                    # a quote left open swallows the lines after it into one field
+                # a field past the header's that is not empty (a comma in an unquoted text), or
+                # a row that stops before a column read (a quote left open swallows the lines
+                # after it into one field) is a broken row; trailing empty fields are not
+                if len(fields) <= last or any(f.strip() for f in fields[len(cols):]):
                     lines = f"line {start}" if start == end else f"lines {start}-{end}"
                     hint = "; a quote opened there and not closed?" if start != end else ""
                     raise DataError(f"{path}: {lines}: {len(fields)} fields, the header has "
@@ -185,6 +187,7 @@ def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | Non
         raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
         raise DataError(f"{path}: malformed CSV ({exc})") from None
+    return task_col is None and "task" in cols and "task" not in read
 
 
 def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label",
@@ -207,8 +210,12 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
         raise DataError(f"{src}: no .csv files")
     _source_fits(src, files, dims, featuriser)
     seen, tasks, notices = SeenLabels(), {}, []
-    for path in files:
-        _read_text_csv(path, text_col, label_col, task_col, seen, tasks, notices)
+    unread = [path for path in files
+              if _read_text_csv(path, text_col, label_col, task_col, seen, tasks)]
+    if unread:
+        where = unread[0] if len(unread) == 1 else f"{len(unread)} of {len(files)} files of {src}"
+        notices.append(f"{where}: the column 'task' is not read (each file is one task, named "
+                       "after it); --task-col task makes a task of each value")
     if not tasks:
         raise DataError(f"{src}: no data rows")
     names = sorted(tasks)
