@@ -50,7 +50,6 @@ import numpy as np
 
 from .algorithms import registry
 from .errors import UserError
-from .runtime.schedule import CHECK_EVERY
 
 FORMAT = "omtl-mpi-learner"
 # the layout of state_dict() and of saved files; bumped when a learner's state changes shape
@@ -76,6 +75,11 @@ CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-si
                "pmsc-log": "PMSCLog", "drom": "DROM", "pa": "PA", "adagrad": "AdaGrad",
                "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled"}
 
+
+# a call whose step overflows
+_NON_FINITE = ("this call would make the model non-finite (NaN or inf): its step grows without "
+               "bound (a small eta, a large class_weight, rho or lambda4, or features of a very "
+               "large scale: try scale='online'); the call is undone, the learner is as it was")
 
 # what numpy raises for a value that is no array of numbers (ragged, text, too large, ...)
 _NOT_NUMBERS = (TypeError, ValueError, OverflowError)
@@ -108,12 +112,24 @@ def _is_number(value) -> bool:
 
 
 def _api_text(message: str) -> str:
-    """An option error as a Python caller spells things: ``--w-step`` -> ``w_step``,
-    ``--no-experts`` -> ``experts=False``."""
+    """A message of the command line's as a Python caller spells things: ``--w-step`` ->
+    ``w_step``, ``--scale online`` -> ``scale='online'`` (a value among the option's choices),
+    ``--no-experts`` -> ``experts=False``, ``--algo hashed`` -> ``learner('hashed', ...)``."""
+    from .options import PRESETS, table
+    opts = {o.flag: o for o in table().values()}
     for cli, api in _API_PHRASES.items():
         message = message.replace(cli, api)
+    message = re.sub(r"--algo ([a-z0-9-]+)", r"learner('\1', ...)", message)
     message = re.sub(r"--no-([a-z0-9-]+)", lambda m: f"{m.group(1).replace('-', '_')}=False", message)
-    return re.sub(r"--([A-Za-z][A-Za-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
+
+    def keyword(m) -> str:
+        flag, value = m.group(1), m.group(2)
+        name = flag[2:].replace("-", "_")
+        choices = PRESETS if flag == "--preset" else getattr(opts.get(flag), "choices", None) or ()
+        if value is not None and value in choices:
+            return f"{name}={value!r}"
+        return name + (f" {value}" if value is not None else "")
+    return re.sub(r"(--[A-Za-z][A-Za-z0-9-]*)(?: ([A-Za-z][A-Za-z0-9-]*))?", keyword, message)
 
 
 # what the command line's advice says of the import, as a learner's keywords say it
@@ -255,12 +271,12 @@ class Learner:
         K = self.n_tasks
         self._scale_max = np.zeros((K, self.n_features)) if self.scale == "online" else None
         self._bool_labels = False
-        self._broken = None             # why the learner refuses every call, once non-finite
         if self.task_key is not None:
             _as_river_classifier()
         self.n_rounds_ = 0
         self.n_seen_ = np.zeros(K, dtype=np.int64)
-        self._touched = []              # the tasks that learned since the last finiteness check
+        from .algorithms.undo import Journal
+        self._journal = Journal(self._roles)   # what undoes a call that fails
 
     def get_params(self, deep: bool = True) -> dict:
         """The constructor parameters, by name (scikit-learn's convention).
@@ -460,15 +476,67 @@ class Learner:
         return Xa, ya, act
 
     # --------------------------------------------------------------------- rounds
+    def _transaction(self, tasks: np.ndarray, rounds: int, call):
+        """``call()``, the work of a call of ``rounds`` rounds that steps the ``tasks``
+        (increasing, unique), as a transaction: if it raises, or leaves any of their rows or a
+        shared array non-finite, the learner is put back exactly as it was before (its counters
+        too) and the error is raised, in the Python API's spelling. What this costs follows the
+        call's tasks, whatever K (:class:`~omtl_mpi.algorithms.undo.Journal`)."""
+        journal, roles = self._journal, self._roles
+        journal.begin(tasks, rounds)
+        before = (self.n_rounds_, self.n_seen_[tasks], self._bool_labels,
+                  None if self._scale_max is None else self._scale_max[tasks])
+        try:
+            # a step that overflows is found by the check below, not by numpy's warnings
+            with np.errstate(all="ignore"):
+                try:
+                    out = call()
+                except (ArithmeticError, np.linalg.LinAlgError):
+                    # what numpy raises on the way (an SVD of inf) where the step overflowed
+                    if roles.finite(tasks):
+                        raise
+                    raise UserError(_NON_FINITE) from None
+                if not roles.finite(tasks):
+                    raise UserError(_NON_FINITE)
+            journal.commit()
+            return out
+        except BaseException as exc:
+            with np.errstate(all="ignore"):
+                journal.undo(self._round)
+            self.n_rounds_, self.n_seen_[tasks], self._bool_labels = before[:3]
+            if before[3] is not None:
+                self._scale_max[tasks] = before[3]
+            if isinstance(exc, UserError):
+                raise type(exc)(_api_text(str(exc))) from None
+            raise
+
     def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray) -> np.ndarray:
         """One round of the learner on prepared inputs of the tasks ``tasks`` (increasing):
         Xp (B, n, d'), yf (B, n) with 0 for inactive instances; the predictions made before
         the labels, booleans (B, n). Tasks not in ``tasks``, and tasks without an instance,
-        are inactive: they take no step (what a round costs follows the tasks in it)."""
-        if self._broken is not None:
-            raise UserError(self._broken)
+        are inactive: they take no step (what a round costs follows the tasks in it). Called
+        within :meth:`_transaction`, which keeps the round for an undo."""
+        self._journal.add(Xp, yf, tasks)
         count = (yf != 0.0).sum(axis=0)
+        out = self._round(Xp, yf, tasks, count)
+        self.n_rounds_ += 1
+        self.n_seen_[tasks] += count
+        return out
+
+    def _round(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count=None) -> np.ndarray:
+        """:meth:`_step`'s work on the role objects, without the counters."""
+        if count is None:
+            count = (yf != 0.0).sum(axis=0)
         learning = count > 0
+        roles = self._roles
+        roles.preds = None              # sized by this round's batch
+        if len(self._blocks) == 1 and learning.all():
+            # one block (every learner but D-ADMM's and D-PSGD's nodes), every task given
+            # learning (learn_one): the inputs as they are
+            n = self._blocks[0][1]
+            active = slice(None) if len(tasks) == n else np.asarray(tasks, dtype=np.intp)
+            preds, _ = roles.run([_Round(Xp, yf, 1.0 / count, active, n)], self._clock, labels=False)
+            return preds[0].reshape(yf.shape)
         rounds, where = [], []
         cuts = np.searchsorted(tasks, self._edges).tolist()    # each block's columns, at once
         for i, (a, b) in enumerate(self._blocks):
@@ -478,44 +546,27 @@ class Learner:
                       else (tasks[mine] - a).astype(np.intp))
             rounds.append(_Round(Xp[:, mine], yf[:, mine], 1.0 / count[mine], active, b - a))
             where.append(mine)
-        roles = self._roles
-        roles.preds = None              # sized by this round's batch
-        with np.errstate(all="ignore"):     # a step that overflows is found just below
-            preds, _ = roles.run(rounds, self._clock, labels=False)
-        self.n_rounds_ += 1
-        self.n_seen_[tasks] += count
-        self._touched.append(tasks[learning])
-        if self.n_rounds_ % CHECK_EVERY == 0:
-            self._check_finite(np.unique(np.concatenate(self._touched)))
+        preds, _ = roles.run(rounds, self._clock, labels=False)
         out = np.zeros(yf.shape, dtype=bool)
         for p, mine, r in zip(preds, where, rounds):
             out[:, mine] = p.reshape(r.item[1].shape)
         return out
 
-    def _check_finite(self, tasks=None) -> None:
-        """Checked every CHECK_EVERY rounds (as a run checks; only the ``tasks`` that learned
-        since the last check, and the shared variables), and before a state is given out: a
-        model gone non-finite is an error, and the learner refuses every call after it."""
-        self._touched = []
-        if self._broken is None and not self._roles.finite(tasks):
-            self._broken = (f"the model went non-finite (NaN or inf) by round {self.n_rounds_}: "
-                            "its steps grew without bound (a small eta, a large class_weight, "
-                            "rho or lambda4, or features of a very large scale: try "
-                            "scale='online'); build a new learner")
-        if self._broken is not None:
-            raise UserError(self._broken)
-
     def _decisions(self, Xp: np.ndarray, tasks: np.ndarray) -> np.ndarray:
         """Decision values (B, n) on prepared instances of ``tasks`` (increasing), changing
-        nothing."""
-        if self._broken is not None:
-            raise UserError(self._broken)
+        nothing. The model is finite (every step that would make it otherwise is undone), so
+        a value is NaN only where an instance's features overflow against it: an error."""
         out = np.zeros(Xp.shape[:2])
-        for h, (a, b) in zip(self._roles.holders, self._blocks):
-            lo, hi = np.searchsorted(tasks, (a, b))
-            if hi > lo:
-                active = slice(None) if hi - lo == b - a else (tasks[lo:hi] - a).astype(np.intp)
-                out[:, lo:hi] = h.decide(Xp[:, lo:hi], active)
+        with np.errstate(all="ignore"):
+            for h, (a, b) in zip(self._roles.holders, self._blocks):
+                lo, hi = np.searchsorted(tasks, (a, b))
+                if hi > lo:
+                    active = slice(None) if hi - lo == b - a else (tasks[lo:hi] - a).astype(np.intp)
+                    out[:, lo:hi] = h.decide(Xp[:, lo:hi], active)
+        if np.isnan(out).any():
+            raise UserError("an instance's decision value is NaN: its features are of a scale "
+                            "at which the model's products overflow; scale them (or build the "
+                            "learner with scale='online')")
         return out
 
     def _out_labels(self, positive):
@@ -557,10 +608,13 @@ class Learner:
         Xa, ya, act = self._round_inputs(X, y, active)
         if ya is None:
             raise UserError("learn_round needs the labels y")
-        if as_array(y, "").dtype == bool:
-            self._bool_labels = True
         tasks = np.arange(self.n_tasks)
-        positive = self._step(self._prepared(Xa, act, tasks, update=True), ya.T, tasks).T
+
+        def call():
+            if as_array(y, "").dtype == bool:
+                self._bool_labels = True
+            return self._step(self._prepared(Xa, act, tasks, update=True), ya.T, tasks).T
+        positive = self._transaction(np.flatnonzero(act.any(axis=1)), 1, call)
         if self._bool_labels:
             return positive & act
         return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
@@ -614,10 +668,15 @@ class Learner:
         (True, [0, 0, 1])
         """
         label = self._label(y)
-        k, Xp = self._one(x, task, update=True)
-        if isinstance(y, (bool, np.bool_)):
-            self._bool_labels = True
-        self._step(Xp, np.array([[label]]), np.array([k]))
+        k = self._task(x, task)
+        tasks = np.array([k])
+
+        def call():
+            Xp = self._one(x, k, update=True)[1]
+            if isinstance(y, (bool, np.bool_)):
+                self._bool_labels = True
+            return self._step(Xp, np.array([[label]]), tasks)
+        self._transaction(tasks, 1, call)
 
     def decision_one(self, x, *, task=None) -> float:
         """The decision value of one instance (its sign is :meth:`predict_one`'s); nothing changes.
@@ -631,10 +690,7 @@ class Learner:
         (-1.0, -1)
         """
         k, Xp = self._one(x, task, update=False)
-        value = float(self._decisions(Xp, np.array([k]))[0, 0])
-        if not math.isfinite(value):
-            self._check_finite()
-        return value
+        return float(self._decisions(Xp, np.array([k]))[0, 0])
 
     def predict_one(self, x, *, task=None):
         """The prediction of one instance, -1 or +1 (a bool for a learner taught with bools)."""
@@ -731,11 +787,15 @@ class Learner:
         ((4,), (4,))
         """
         Xa, t, ya, rank = self._batch(X, tasks, y)
-        if as_array(y, "").dtype == bool:
-            self._bool_labels = True
-        for rows, tr, Xr, act in self._by_round(Xa, t, rank):
-            self._step(self._round_prepared(Xr, act, tr, True), ya[rows][None], tr)
-        return self
+
+        def call():
+            if as_array(y, "").dtype == bool:
+                self._bool_labels = True
+            for rows, tr, Xr, act in self._by_round(Xa, t, rank):
+                self._step(self._round_prepared(Xr, act, tr, True), ya[rows][None], tr)
+            return self
+        # the whole call is one transaction: a round that fails undoes the rounds before it
+        return self._transaction(np.unique(t), int(rank.max()) + 1 if len(rank) else 0, call)
 
     def decision_function(self, X, *, tasks) -> np.ndarray:
         """Decision values (n,) of instances of any tasks; nothing changes."""
@@ -803,7 +863,6 @@ class Learner:
         ...
         omtl_mpi.errors.UserError: the state is of a learner with n_tasks=2, this one has n_tasks=3; build the learner with the state's parameters (omtl_mpi.load does)
         """
-        self._check_finite()            # a state is never non-finite (it would not load)
         extra = {"n_rounds": np.int64(self.n_rounds_), "n_seen": self.n_seen_.copy(),
                  "bool_labels": np.bool_(self._bool_labels)}
         if self._scale_max is not None:
@@ -850,15 +909,12 @@ class Learner:
         tree = state.get("state")
         expected = self.state_dict()["state"]
         problem = first_difference(tree, expected, "state", _fits)
-        if problem is None:
-            extra = tree["learner"]
-            if int(extra["n_rounds"]) < 0 or (np.asarray(extra["n_seen"]) < 0).any():
-                problem = "state/learner holds a negative count"
         if problem:
             raise UserError(f"the state does not fit this learner: {problem}")
         import copy
         tree = copy.deepcopy(tree)
         self._roles.load_state(tree["roles"])
+        self._journal.forget()
         extra = tree["learner"]
         self.n_rounds_ = int(extra["n_rounds"])
         self.n_seen_ = np.array(extra["n_seen"], dtype=np.int64)
@@ -924,6 +980,13 @@ def _fits(got, want, where: str) -> str | None:
         return f"{where} holds {g.dtype}, this learner's {w.dtype}"
     if g.dtype.kind == "f" and not np.isfinite(g).all():
         return f"{where} holds NaN or inf"
+    if g.dtype.kind in "iu" and g.size:
+        # a count (rounds, instances, steps) is a whole number >= 0 that the learner's int64
+        # can hold; the prior's version of a task's matrices is -1 before the first
+        lowest = -1 if where.endswith("bayes_version") else 0
+        if g.min() < lowest or g.max() > np.iinfo(np.int64).max:
+            return (f"{where} holds {g.min() if g.min() < lowest else g.max()}, where a count "
+                    f"from {lowest} to 2**63 - 1 belongs")
     return None
 
 

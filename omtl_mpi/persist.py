@@ -1,7 +1,8 @@
 """Learners on disk: a learner's parameters (JSON) and state (arrays) in one HDF5 file.
 
-Layout: root attributes ``format`` (``omtl-mpi-learner``), ``format_version``, ``algo`` and
-``params`` (JSON); the group ``state`` holds the state tree of
+Layout: root attributes ``format`` (``omtl-mpi-learner``), ``format_version``, ``algo``,
+``params`` (JSON) and ``digest`` (SHA-256 of all of them and of the state, as checkpoints
+carry: a flipped byte anywhere is found); the group ``state`` holds the state tree of
 :meth:`omtl_mpi.learners.Learner.state_dict` as nested groups of plain arrays (the checkpoint's
 encoding, :mod:`omtl_mpi.runtime.checkpoint`). Written atomically; nothing in it is ever
 unpickled, and a link inside the file is refused, never followed.
@@ -25,12 +26,14 @@ def save_learner(path, state: dict) -> None:
     """Write a learner's :meth:`state_dict` to ``path`` (HDF5), atomically."""
     from .runtime.checkpoint import write_tree
     path = str(path)
+    params = json.dumps(state["params"], sort_keys=True)
     try:
         with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
             f.attrs["format"] = state["format"]
             f.attrs["format_version"] = int(state["version"])
             f.attrs["algo"] = state["algo"]
-            f.attrs["params"] = json.dumps(state["params"], sort_keys=True)
+            f.attrs["params"] = params
+            f.attrs["digest"] = _digest(int(state["version"]), state["algo"], params, state["state"])
             write_tree(f.create_group("state"), state["state"])
     except OSError as exc:
         raise UserError(f"cannot write the learner to {path}: {reason(exc)}") from None
@@ -63,12 +66,28 @@ def load_learner(path, expected=None) -> dict:
             if not isinstance(params, dict):
                 raise UserError(f"{path}: its parameters are damaged; save the learner again")
             want = expected(algo, params, version) if expected is not None else None
+            tree = _read(f, "state", want, f"{path}: state")
+            digest = f.attrs.get("digest")
+            if not isinstance(digest, str):
+                raise UserError(f"{path}: a learner file without a digest (an older omtl-mpi's, "
+                                "or damaged): its contents cannot be checked; save the learner "
+                                "again")
+            if digest != _digest(version, algo, str(f.attrs["params"]), tree):
+                raise UserError(f"{path}: its contents do not match its digest: the file is "
+                                "damaged (a changed or truncated byte); save the learner again")
             return {"format": FORMAT, "version": version, "algo": algo, "params": params,
-                    "state": _read(f, "state", want, f"{path}: state")}
+                    "state": tree}
     except UserError:
         raise
     except H5_ERRORS as exc:
         raise UserError(f"{path}: cannot read it as a learner file ({reason(exc)})") from None
+
+
+def _digest(version: int, algo: str, params: str, tree) -> str:
+    """The digest a learner file carries: of its version, learner, parameters (their JSON as
+    stored) and state."""
+    from .runtime.checkpoint import tree_digest
+    return tree_digest(f"{FORMAT} {version} {algo} {params}", tree)
 
 
 def _read(group, key: str, want, where: str):

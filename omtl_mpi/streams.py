@@ -318,7 +318,11 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     except UserError as exc:            # the same on every rank: in the API's words
         from .learners import _api_text
         raise SetupFailed(_api_text(str(exc))) from None
-    learn(job, progress)
+    try:
+        learn(job, progress)
+    except UserError as exc:            # a model gone non-finite, a divergence: the API's words
+        from .learners import _api_text
+        raise type(exc)(_api_text(str(exc))) from None
     # the states first, while every rank is still in the call: what follows (the results
     # file, the fitted learner) happens on rank 0 alone, and nothing waits on it there
     states = world.gather_objects(job.roles.state())

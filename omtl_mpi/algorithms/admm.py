@@ -22,6 +22,7 @@ import numpy as np
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
+from .contract import all_finite
 from . import mixture
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
@@ -409,6 +410,20 @@ class TaskBlock:
         self._weighted = class_weights(params.class_weight)
         self.class_seen = np.zeros((2, n_tasks)) if self._weighted != "none" else None
 
+    # for .undo: constants, and what a round computes for its own use (the deltas its worker
+    # sends, the pairs of its sparse step) before anything reads it
+    NOT_STATE = ("_rho", "_f", "_rho_f", "_g", "_rho_g", "_ones", "_pairs", "delta_pairs",
+                 "W_pairs", "delta_C", "delta_mistakes", "delta_H", "_active")
+
+    def row_axes(self) -> dict:
+        """{attribute: axis of the tasks} of the arrays a round changes only at its active
+        tasks (:mod:`.undo`): V and u are per task only for tasks learned alone (else the
+        consensus's, changed whole)."""
+        axes = {"W": 0, "Z": 0, "C": 0, "started": 0, "_inverse": 0, "class_seen": 1}
+        if self.mode == ALONE:
+            axes.update(V=0, u=0)
+        return axes
+
     def task_parts(self, active, u=None) -> np.ndarray:
         """v_k of the tasks ``active`` (rows), with the shared ``u`` (default: the last one)."""
         if self.mode == FIXED:
@@ -749,8 +764,10 @@ class TaskBlock:
             mode = self.related.mode
             arrays += ([self.related.H] if mode == MOMENT else [self.related.rows[rows]] if mode == ROWS
                        else [self.related.all_models, self.related.cos[rows]])
-        return (all(np.isfinite(a).all() for a in arrays) and self.w_step.finite(rows)
-                and (self.bayes is None or self.bayes.finite(rows)))
+        arrays += self.w_step.checked(rows)
+        if self.bayes is not None:
+            arrays += self.bayes.checked(rows)
+        return all_finite(arrays)
 
     @staticmethod
     def task_axis(mode: str = FIXED) -> dict:

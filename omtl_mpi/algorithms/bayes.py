@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .contract import all_finite
 from .wsteps import AROW_DIAGONAL_ABOVE
 
 # s2, the variance of the labels (-1/+1) around x . beta_k; chosen on the selection sets
@@ -196,6 +197,9 @@ class EmpiricalBayes:
     """
 
     TASK_AXIS = {"s": 0, "Q": 0, "n": 0, "A": 0, "h": 0, "version": 0}
+    # the attributes of the task axes, and scratch that no round leaves anything in (.undo)
+    ROW_AXES = {"_s": 1, "_Q": 1, "n": 0, "_A": 2, "_h": 1, "version": 0}
+    NOT_STATE = ("_work",)
 
     def __init__(self, n_tasks: int, dim: int):
         self.d = dim
@@ -362,8 +366,17 @@ class EmpiricalBayes:
         if bound is not None and self.totals[-2] + bound < GROWTH * self.estimated_at:
             M[...] = QT[...] = S1[...] = 0.0
         else:
-            M[...], QT[...], S1[...] = self._part(slice(None))
+            M[...], QT[...], S1[...] = self._part(self.seen())
         return stats
+
+    def seen(self):
+        """The block's tasks that have had an instance: every one (``slice(None)``, as in any
+        run after its first round), or their indices. A task without one adds nothing to a
+        sum over the tasks, and where few have one (a learner fed one instance at a time at
+        K = 100,000) the sums cost what those few do."""
+        if self._started == len(self.n):
+            return slice(None)
+        return np.flatnonzero(self.n > 0)
 
     def _update_matrices(self, x, y, count, active) -> None:
         """Keep ``A`` and ``h`` of the current tasks ``active`` up to date with one new
@@ -408,9 +421,11 @@ class EmpiricalBayes:
                 self.prior_version += 1
 
     def finite(self, rows) -> bool:
-        return bool(all(np.isfinite(a[..., rows]).all()
-                        for a in (self._s, self._Q, self._A, self._h))
-                    and np.isfinite(self.totals).all())
+        return all_finite(self.checked(rows))
+
+    def checked(self, rows) -> list:
+        """The arrays :meth:`finite` checks: the tasks ``rows``'s, and the totals."""
+        return [a[..., rows] for a in (self._s, self._Q, self._A, self._h)] + [self.totals]
 
     def state(self) -> dict:
         """The state, every per-task array with the tasks first."""

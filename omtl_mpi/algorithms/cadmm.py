@@ -34,6 +34,7 @@ from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_o
                    omega_arrays)
 from . import mixture
 from .bayes import stats_size
+from .contract import all_finite
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
                       related_rows, vote_experts)
@@ -166,6 +167,8 @@ class CAdmmWorker:
     the consensus; z-step (:class:`.contract.Worker`)."""
 
     TASK_AXIS = TaskBlock.task_axis()
+    # for .undo: the message's and the reply's layouts and views (message itself is saved)
+    NOT_STATE = ("_up", "_down", "_packed", "_packed_down", "_cached")
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
                  rows=None):
@@ -303,6 +306,9 @@ class CAdmmWorker:
 class CAdmmServer:
     """Server role: the consensus over every task's messages, the vote's sums and statistic,
     Omega every m rounds."""
+
+    # for .undo: the messages' and the reply's layouts and views (reply itself is saved)
+    NOT_STATE = ("_up_names", "_down_names", "_ups", "_downs", "_replies", "_cached")
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks, rows=None):
         K, d = n_tasks, dim
@@ -448,6 +454,15 @@ class CAdmmServer:
             if self._reduce is not None:
                 for _ in range(steps):
                     self._reduce(self._groups)
+
+    def finite(self) -> bool:
+        """Whether every array of :meth:`state` is finite, without copying them."""
+        arrays = [a for a in (self.S, self.u, self.totals, self.related, self.bayes, self.gram)
+                  if a is not None]
+        if self.given:
+            c = self.consensus
+            arrays += [c.u, c.V, c.rel.basis, c.rel.values]
+        return all_finite(arrays)
 
     def state(self) -> dict:
         out = {"S": self.S.copy(), "u": self.u.copy(), "totals": self.totals.copy()}

@@ -239,6 +239,14 @@ class Node(Protocol):
         """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
 
 
+def all_finite(arrays) -> bool:
+    """Whether every number of ``arrays`` (float arrays, any shapes) is finite: one pass over
+    them all, since a role object's finiteness check (``finite(rows)``) runs after every call
+    of the Python API and a check per small array would cost more than the call's step."""
+    flat = [a.reshape(-1) for a in arrays if a.size]
+    return not flat or bool(np.isfinite(np.concatenate(flat) if len(flat) > 1 else flat[0]).all())
+
+
 def task_blocks(n_tasks: int, n_holders: int) -> list[tuple[int, int]]:
     """Tasks 0..K-1 split into ``n_holders`` contiguous blocks whose sizes differ by at most
     one, the first ``K mod n`` blocks one larger: who holds what, in every layout (the workers

@@ -240,6 +240,8 @@ class ExpertVote:
     # the axis of the tasks in each per-task array of state() (contract.merge_states); the
     # totals and steps are the same in every block of a run
     TASK_AXIS = {"mistakes": 1}
+    ROW_AXES = {"mistakes": 1}  # the attributes of the task axes (.undo), and this round's
+    NOT_STATE = ("_votes",)     # votes, which only its own update reads
 
     def __init__(self, n_tasks: int, total_tasks: int, n_experts: int = len(EXPERTS)):
         self._rate = 8.0 * math.log(n_experts) * STEP_MULTIPLE ** 2    # eta_t^2 t

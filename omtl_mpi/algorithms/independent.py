@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
+from .contract import all_finite
 from .losses import gradient_coef, predict
 from .params import require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
@@ -52,6 +53,7 @@ class _SingleTaskNode(_NoMessage):
         # per-task arrays only: each is split by task on its first axis
         if "TASK_AXIS" not in vars(cls):
             cls.TASK_AXIS = {k: 0 for k in cls._STATE}
+        cls.ROW_AXES = {k: 0 for k in cls._STATE}       # the same attributes (.undo)
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins ``w_k . x`` (B, na) of ``X`` (B, na, d), instances of the block's tasks
@@ -70,7 +72,7 @@ class _SingleTaskNode(_NoMessage):
     def finite(self, rows=None) -> bool:
         """Whether the tasks ``rows`` (None: all) are finite, without copying the rest."""
         rows = slice(None) if rows is None else rows
-        return all(np.isfinite(getattr(self, k)[rows]).all() for k in self._STATE)
+        return all_finite([getattr(self, k)[rows] for k in self._STATE])
 
     def load_state(self, state: dict) -> None:
         for k in self._STATE:

@@ -98,6 +98,7 @@ class MixtureBayes(EmpiricalBayes):
     """
 
     TASK_AXIS = {**EmpiricalBayes.TASK_AXIS, "L": 0}
+    ROW_AXES = {**EmpiricalBayes.ROW_AXES, "_L": 1}
 
     def __init__(self, n_tasks: int, dim: int, total_tasks: int | None = None):
         super().__init__(n_tasks, dim)
@@ -187,8 +188,9 @@ class MixtureBayes(EmpiricalBayes):
         """The block's E-step sums (:func:`sums_size` numbers, the same buffer every call)
         under the current centres and weights; ``P = Sx^-2`` for the within moments, which
         only the last step's are read for (None: N1 and m left 0)."""
-        started = self.n > 0
-        Q, s, C = self._Q, self._s, self.centres_
+        seen = self.seen()
+        Q, s, counts, C = self._Q[:, seen], self._s[:, seen], self.n[seen], self.centres_
+        started = counts > 0
         quad = (C[:, self._rows] * C[:, self._cols] * self._double) @ Q       # c^T Q_k c (G, kb)
         log_r = C @ s
         log_r -= 0.5 * quad
@@ -204,9 +206,9 @@ class MixtureBayes(EmpiricalBayes):
         if P is None:
             N1[...] = m[...] = 0.0
             return self._sums
-        N1[...] = r @ np.maximum(self.n - 1.0, 0.0)
+        N1[...] = r @ np.maximum(counts - 1.0, 0.0)
         moments = np.einsum("ik,ik->k", s, P @ s) - (P[self._rows, self._cols] * self._double) @ Q
-        m[...] = r @ (moments * bayes._weights(self.n))
+        m[...] = r @ (moments * bayes._weights(counts))
         return self._sums
 
     # -- the tasks' matrices -----------------------------------------------------------------
@@ -269,8 +271,8 @@ class MixtureBayes(EmpiricalBayes):
         if not isinstance(active, slice):
             self._L[:width, active] = L
 
-    def finite(self, rows) -> bool:
-        return super().finite(rows) and bool(np.isfinite(self._L[:, rows]).all())
+    def checked(self, rows) -> list:
+        return super().checked(rows) + [self._L[:, rows]]
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
+from .contract import all_finite
 from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
@@ -195,7 +196,11 @@ class EuclidStep:
 
     def finite(self, rows) -> bool:
         """Whether the state of the tasks ``rows`` (indices, or a slice) is finite."""
-        return True
+        return all_finite(self.checked(rows))
+
+    def checked(self, rows) -> list:
+        """The arrays :meth:`finite` checks: the tasks ``rows``'s state."""
+        return []
 
 
 class AdagradStep(EuclidStep):
@@ -207,6 +212,7 @@ class AdagradStep(EuclidStep):
         self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
 
     TASK_AXIS = {"S": 0}
+    ROW_AXES = {"S": 0}         # the attributes of the task axes (.undo)
 
     def step(self, W, D, X, coef, inv_count, R, active):
         S = rows(self.S, active)
@@ -236,8 +242,8 @@ class AdagradStep(EuclidStep):
     def state(self) -> dict:
         return {"S": self.S.copy()}
 
-    def finite(self, rows) -> bool:
-        return bool(np.isfinite(self.S[rows]).all())
+    def checked(self, rows) -> list:
+        return [self.S[rows]]
 
     def load_state(self, state: dict) -> None:
         self.S = np.array(state["S"], dtype=np.float64)
@@ -283,6 +289,11 @@ class ArowStep(EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
 
     TASK_AXIS = {"M": 0, "r": 0}
+    NOT_STATE = ("_inv", "_keep", "_work")     # constants and scratch (.undo)
+
+    def row_axes(self) -> dict:
+        """The attributes of the task axes (:mod:`.undo`): M's follows its layout."""
+        return {"r": 0, "_M": 2 if self._tasks_last else 0}
 
     def _start_metric(self, k: np.ndarray) -> None:
         """M = (eta r + rho)^-1 I for the tasks ``k`` (indices)."""
@@ -302,6 +313,16 @@ class ArowStep(EuclidStep):
 
     def step(self, W, D, X, coef, inv_count, R, active):
         p = self.p
+        if self._can_tasks_last and self._tasks_last != isinstance(active, slice):
+            self._tasks_last = not self._tasks_last
+            if self._unsettled == len(self.r):
+                # no task has started: M is zeros, which need no copying (nor their pages
+                # touching: 350 MB at K = 100,000 and d = 21)
+                self._M = np.zeros(self._M.shape[1:] + self._M.shape[:1] if self._tasks_last
+                                   else self._M.shape[-1:] + self._M.shape[:-1])
+            else:
+                self._M = np.ascontiguousarray(np.moveaxis(self._M, 0, -1) if self._tasks_last
+                                               else np.moveaxis(self._M, -1, 0))
         if self._unsettled:
             r = rows(self.r, active)
             new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
@@ -311,10 +332,6 @@ class ArowStep(EuclidStep):
             self._unsettled -= int(np.count_nonzero(new))
         c = p.eta * inv_count
         X = rows_dense(X)           # the full metric is for small d: dense rows cost no more
-        if self._can_tasks_last and self._tasks_last != isinstance(active, slice):
-            self._tasks_last = not self._tasks_last
-            self._M = np.ascontiguousarray(np.moveaxis(self._M, 0, -1) if self._tasks_last
-                                           else np.moveaxis(self._M, -1, 0))
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
         G = W * p.rho
         G -= R
@@ -353,9 +370,8 @@ class ArowStep(EuclidStep):
         M = np.moveaxis(self._M, -1, 0) if self._tasks_last else self._M
         return {"M": M.copy(), "r": self.r.copy()}
 
-    def finite(self, rows) -> bool:
-        M = self._M[..., rows] if self._tasks_last else self._M[rows]
-        return bool(np.isfinite(M).all() and np.isfinite(self.r[rows]).all())
+    def checked(self, rows) -> list:
+        return [self._M[..., rows] if self._tasks_last else self._M[rows], self.r[rows]]
 
     def load_state(self, state: dict) -> None:
         M = np.array(state["M"], dtype=np.float64)
@@ -385,6 +401,7 @@ class ArowDiagStep(EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
     TASK_AXIS = {"P": 0, "r": 0}
+    ROW_AXES = {"P": 0, "r": 0}
 
     def _start_metric(self, k: np.ndarray) -> None:
         """P = eta r + rho for the tasks ``k`` (indices)."""
@@ -438,8 +455,8 @@ class ArowDiagStep(EuclidStep):
     def state(self) -> dict:
         return {"P": self.P.copy(), "r": self.r.copy()}
 
-    def finite(self, rows) -> bool:
-        return bool(np.isfinite(self.P[rows]).all() and np.isfinite(self.r[rows]).all())
+    def checked(self, rows) -> list:
+        return [self.P[rows], self.r[rows]]
 
     def load_state(self, state: dict) -> None:
         self.P = np.array(state["P"], dtype=np.float64)

@@ -35,6 +35,7 @@ class LocalStar:
 
     is_server = True
     is_worker = True
+    NOT_STATE = ("_up", "_down")   # a round's messages, handed over within it (..algorithms.undo)
 
     def __init__(self):
         self._up = None

@@ -205,12 +205,26 @@ def is_sparse(X) -> bool:
 
 def csr_arrays(X):
     """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix, in canonical CSR
-    form (columns increasing within a row, no repeat, no stored zero)."""
+    form (columns increasing within a row, no repeat, no stored zero); the caller's matrix is
+    never changed.
+
+    Raises
+    ------
+    UserError
+        For a matrix whose stored indices lie outside its shape (scipy builds one from arrays
+        without checking them: a column -1 would be learned into another weight).
+    """
+    from ..errors import UserError
     X = X.tocsr()
-    if not X.has_canonical_format:
-        X = X.copy()
+    try:
+        X.check_format(full_check=True)
+    except ValueError as exc:
+        raise UserError(f"a sparse matrix of shape {X.shape} whose stored indices do not fit "
+                        f"it ({exc}); build it with indices from 0 to {X.shape[1] - 1}") from None
+    if not X.has_canonical_format or (X.data == 0).any():
+        X = X.copy()                     # the caller's matrix stays as it was given
         X.sum_duplicates()
-    X.eliminate_zeros()
+        X.eliminate_zeros()
     return (np.asarray(X.data, dtype=np.float64), np.asarray(X.indices),
             np.asarray(X.indptr, dtype=np.int64), X.shape)
 

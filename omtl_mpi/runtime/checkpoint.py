@@ -89,6 +89,14 @@ def state_digest(done: int, ranks_state: list) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def tree_digest(head: str, tree) -> str:
+    """SHA-256 of the text ``head`` and a tree of dicts, lists, None and arrays (keys in sorted
+    order, each array's dtype, shape and bytes): a learner file's digest."""
+    h = hashlib.sha256(head.encode() + b"\0")
+    _digest(h, "state", tree)
+    return "sha256:" + h.hexdigest()
+
+
 def _digest(h, where: str, value) -> None:
     if isinstance(value, dict):
         h.update(f"{where}:dict:{len(value)}\0".encode())

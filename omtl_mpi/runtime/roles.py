@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..algorithms.contract import all_finite
 from ..comm.local import LocalStar
 from .graph import run_graph
 from .schedule import NO_HOOKS
@@ -24,6 +25,7 @@ class Roles:
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
                  rows=None):
         self.algo, self.server, self.holders = algo, None, []
+        self.server_tasks = K                   # every task of the run
         self.blocks = local if algo.pattern != "server" else (local[:1] if local else [])
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
@@ -122,16 +124,22 @@ class Roles:
         for holder, (a, b) in zip(self.holders, self.blocks):
             check = getattr(holder, "finite", None)
             if check is None:
-                if not all(np.isfinite(x).all() for x in _arrays(holder.state())):
+                if not all_finite(list(_arrays(holder.state()))):
                     return False
                 continue
             rows = None
             if tasks is not None:
-                lo, hi = np.searchsorted(tasks, (a, b))
+                lo, hi = (0, len(tasks)) if b - a == self.server_tasks else np.searchsorted(tasks, (a, b))
                 rows = np.asarray(tasks[lo:hi]) - a
+                if len(rows) and rows[-1] - rows[0] == len(rows) - 1:
+                    rows = slice(int(rows[0]), int(rows[-1]) + 1)     # views, not copies
+
             if not check(rows):
                 return False
-        return self.server is None or all(np.isfinite(x).all() for x in _arrays(self.server.state()))
+        if self.server is None:
+            return True
+        check = getattr(self.server, "finite", None)      # optional: without copying its state
+        return check() if check is not None else all_finite(list(_arrays(self.server.state())))
 
     def load_state(self, state: dict) -> None:
         for i, h in enumerate(self.holders):

@@ -1,0 +1,222 @@
+"""Undo a learner's calls: what its role objects were at a mark, and the rounds learned since.
+
+The Python API's calls are transactions: a call that raises (or whose step would make the model
+non-finite) leaves the learner exactly as it was. Copying the state before every call would
+cost O(K d) at K tasks where a ``learn_one`` costs O(d), and even the rows it steps cost more
+than its arithmetic at small d. So a :class:`Journal` keeps, since a mark:
+
+* the role objects as they were at the mark: every attribute (by reference: a round that
+  rebinds one is undone by rebinding it) and every array whole, except the arrays with a row
+  per task; of those, each task's rows the first time a call after the mark steps that task;
+* the rounds learned since the mark (their inputs), at most :data:`Journal.LIMIT`.
+
+Undoing a call puts the mark back and steps the rounds before the call again: the same inputs
+on the same state give the same bits. A call then costs a few row copies the first time it
+meets a task after a mark, and the mark's copy every :data:`Journal.LIMIT` rounds.
+
+What a role object declares, as class attributes:
+
+* ``ROW_AXES`` (or a method ``row_axes()`` where it depends on the instance): {name of an
+  attribute holding an array: the axis of the tasks in it}. A round changes only the rows of
+  the tasks active in it (the contract's rule, :mod:`.contract`), so the other rows of such an
+  array need no copy;
+* ``NOT_STATE``: constants, and scratch whose contents no later round reads (not copied).
+
+Every other array is copied whole, and the role objects an object holds (of this package;
+parameter dataclasses excepted, which no round changes) are walked the same way: an attribute
+a class forgets to declare costs a copy, never a wrong undo. Role objects of other packages (a
+learner of one's own, :func:`.registry.register`) are saved through their contract's
+``state()`` and put back by ``load_state()``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+_OWN = __name__.rsplit(".", 2)[0] + "."          # "omtl_mpi."
+# values kept by reference without a look inside (they cannot change in place)
+_ATOMS = frozenset({int, float, bool, str, bytes, type(None), slice, range, np.float64, np.int64,
+                    np.bool_, np.intp})
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
+
+class Journal:
+    """The undo record of a learner's role objects (:class:`~omtl_mpi.runtime.roles.Roles`).
+
+    Call :meth:`begin` before a call's rounds with the tasks they step, :meth:`add` with each
+    round's inputs, and on failure :meth:`undo` with the function that steps a round.
+    """
+
+    LIMIT = 64                  # rounds kept since the mark: an undo steps at most these again
+
+    def __init__(self, roles):
+        self.roles = roles
+        self.mark = None
+
+    def begin(self, tasks: np.ndarray, rounds: int) -> None:
+        """Before a call of ``rounds`` rounds that steps ``tasks`` (increasing): a new mark
+        where the rounds kept would pass :data:`LIMIT` (none is kept for a call longer than
+        that: the next call marks again), then the rows of the tasks not yet met since it."""
+        if self.mark is None or len(self.rounds) + rounds > self.LIMIT:
+            self.mark, self.per_task = _mark(self.roles)
+            self.rows, self.rounds, self.pending = [], [], []
+            self.met = np.zeros(self.roles.server_tasks, dtype=bool)
+        new = tasks[~self.met[tasks]]
+        if len(new):
+            self.met[new] = True
+            everything = self.roles.server_tasks
+            for array, axis, a, b in self.per_task:
+                if b - a == everything:                  # a holder of every task
+                    local = new
+                else:
+                    lo, hi = np.searchsorted(new, (a, b))
+                    if hi == lo:
+                        continue
+                    local = new[lo:hi] - a
+                self.rows.append(("rows", array, axis, local, array.take(local, axis=axis)))
+        self.keep = len(self.rounds) + rounds <= self.LIMIT
+        self.pending = []
+
+    def add(self, *inputs) -> None:
+        """A round of the call, stepped from ``inputs``."""
+        if self.keep:
+            self.pending.append(inputs)
+
+    def commit(self) -> None:
+        """The call succeeded: its rounds are kept (or, when too many, the next call marks)."""
+        if self.keep:
+            self.rounds += self.pending
+        else:
+            self.mark = None
+        self.pending = []
+
+    def undo(self, step) -> None:
+        """Put the role objects back as they were before the call: the mark, then
+        ``step(*inputs)`` of every round kept since."""
+        restore(self.mark)
+        restore(self.rows)
+        for inputs in self.rounds:
+            step(*inputs)
+        self.pending = []
+
+    def forget(self) -> None:
+        """The role objects were changed otherwise (a state loaded): mark again next time."""
+        self.mark = None
+
+
+def walkable(obj) -> bool:
+    """Whether ``obj`` is a role object of this package, walked attribute by attribute (the
+    others go through their ``state()``)."""
+    return type(obj).__module__.startswith(_OWN) and hasattr(obj, "__dict__")
+
+
+def _mark(roles):
+    """The role objects now, without the rows of their per-task arrays: (entries for
+    :func:`restore`, [(array, axis, start, stop)] of every per-task array, whose tasks
+    start..stop-1 of the run lie along ``axis``)."""
+    saved, per_task = [], []
+    owners = [(h, a, b) for h, (a, b) in zip(roles.holders, roles.blocks)]
+    if roles.server is not None:
+        owners.append((roles.server, 0, roles.server_tasks))
+    owners.append((roles.comm, 0, roles.server_tasks))
+    for role, a, b in owners:
+        if not walkable(role):
+            saved.append(("state", role, role.state()))
+            continue
+        entries: list = []
+        _save_object(role, _NO_ROWS, entries, set())
+        for entry in entries:
+            if entry[0] == "rows":
+                per_task.append((entry[1], entry[2], a, b))
+            else:
+                saved.append(entry)
+    return saved, per_task
+
+
+def save(obj, rows=None) -> list:
+    """Everything needed to put the role object ``obj`` back as it is now, after rounds that
+    step the tasks ``rows`` (indices along each declared task axis; None: every task): entries
+    for :func:`restore`."""
+    saved: list = []
+    _save_object(obj, rows, saved, set())
+    return saved
+
+
+def restore(saved: list) -> None:
+    """Put back what was saved: every attribute rebound as it was, every array given its saved
+    contents (in place, so that views of it, such as a message buffer's, see them too)."""
+    for entry in saved:
+        kind = entry[0]
+        if kind == "attrs":
+            _, obj, attrs = entry
+            obj.__dict__.clear()
+            obj.__dict__.update(attrs)
+        elif kind == "whole":
+            _, array, values = entry
+            array[...] = values
+        elif kind == "rows":
+            _, array, axis, rows, values = entry
+            index = [slice(None)] * array.ndim
+            index[axis] = rows
+            array[tuple(index)] = values
+        elif kind == "list":
+            entry[1][:] = entry[2]
+        elif kind == "dict":
+            entry[1].clear()
+            entry[1].update(entry[2])
+        elif kind == "rng":
+            entry[1].bit_generator.state = entry[2]
+        else:                                      # "state": a role object of another package
+            entry[1].load_state(entry[2])
+
+
+def _save_object(obj, rows, saved, seen) -> None:
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    attrs = obj.__dict__
+    saved.append(("attrs", obj, dict(attrs)))
+    axes = obj.row_axes() if hasattr(obj, "row_axes") else getattr(obj, "ROW_AXES", {})
+    scratch = getattr(obj, "NOT_STATE", ())
+    by_rows = rows is not None and not isinstance(rows, slice)
+    for name, value in attrs.items():
+        kind = type(value)
+        if kind in _ATOMS or name in scratch:
+            continue
+        if kind is np.ndarray:
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            axis = axes.get(name) if by_rows else None
+            if axis is None:
+                saved.append(("whole", value, value.copy()))
+            else:
+                saved.append(("rows", value, axis, rows, np.take(value, rows, axis=axis)))
+        else:
+            _save_value(value, rows, saved, seen)
+
+
+def _save_value(value, rows, saved, seen) -> None:
+    """An attribute's value other than an atom or an array: a container (its arrays and role
+    objects saved whole), a random generator, or a role object of this package."""
+    if isinstance(value, (list, tuple, dict)):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, list):
+            saved.append(("list", value, list(value)))
+        elif isinstance(value, dict):
+            saved.append(("dict", value, dict(value)))
+        for item in (value.values() if isinstance(value, dict) else value):
+            kind = type(item)
+            if kind is np.ndarray:
+                if id(item) not in seen:
+                    seen.add(id(item))
+                    saved.append(("whole", item, item.copy()))
+            elif kind not in _ATOMS:
+                _save_value(item, None, saved, seen)
+    elif isinstance(value, np.random.Generator):
+        saved.append(("rng", value, value.bit_generator.state))
+    elif walkable(value) and not dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _save_object(value, rows, saved, seen)

@@ -1,0 +1,193 @@
+"""A learner's calls are transactions: a call that raises, or whose step would make the model
+non-finite, leaves the learner exactly as before it (state, counters, scaling), and the learner
+goes on as a twin that never saw the call would, bit for bit."""
+import numpy as np
+import pytest
+
+import omtl_mpi
+from omtl_mpi.algorithms import registry
+from omtl_mpi.checks import _same_state
+from omtl_mpi.runtime.roles import Roles
+
+K, D = 7, 4
+
+# every learner, and the forms of C-ADMM and D-ADMM whose steps touch other state
+VARIANTS = [(algo, {}) for algo in registry.REGISTRY] + [
+    ("c-admm", {"relationship": True}),
+    ("c-admm", {"preset": "paper"}),
+    ("c-admm", {"w_step": "adagrad"}),
+    ("c-admm", {"w_step": "euclid", "eta": 1.0}),
+    ("c-admm", {"class_weight": "balanced"}),
+    ("c-admm", {"experts": False}),
+    ("c-admm", {"scale": "online"}),
+    ("d-admm", {"relationship": True}),
+    ("arow", {"arow_covariance": "diagonal"}),
+]
+IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in p.items())}" if p else a for a, p in VARIANTS]
+
+
+def _build(algo, params, n_tasks=K):
+    needed = {"rounds": 200} if "eta" in omtl_mpi.parameters(algo) and "eta" not in params else {}
+    return omtl_mpi.learner(algo, n_tasks, D, **needed, **params)
+
+
+class Injected(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def fail_after_round(monkeypatch):
+    """Make the next round run to its end, every role object stepped, then raise."""
+    run = Roles.run
+    armed = []
+
+    def failing(self, *args, **kwargs):
+        out = run(self, *args, **kwargs)
+        if armed:
+            armed.clear()
+            raise Injected("after the round")
+        return out
+    monkeypatch.setattr(Roles, "run", failing)
+    return armed
+
+
+def _state(m):
+    return m.state_dict()["state"]
+
+
+def _assert_same(a, b, what):
+    where = _same_state(_state(a), _state(b))
+    assert where is None, f"{what}: the states differ at {where}"
+    assert a.n_rounds_ == b.n_rounds_ and (a.n_seen_ == b.n_seen_).all(), f"{what}: counters differ"
+
+
+@pytest.mark.parametrize("algo, params", VARIANTS, ids=IDS)
+def test_a_call_that_fails_is_undone_and_the_learner_goes_on_as_its_twin(algo, params, fail_after_round):
+    m, twin = _build(algo, params), _build(algo, params)
+    rng = np.random.default_rng(3)
+    for call in range(90):
+        k = int(rng.integers(K))
+        x = rng.normal(size=D)
+        label = 1 if x.sum() + 0.3 * rng.normal() >= 0 else -1
+        if call % 9 == 4:            # a round that fails after every role object has stepped
+            before = _state(m)
+            fail_after_round.append(True)
+            with pytest.raises(Injected):
+                m.learn_one(x, label, task=k)
+            assert _same_state(before, _state(m)) is None
+            _assert_same(m, twin, f"after the failed call {call}")
+        if call % 11 == 6:           # features at which a step may overflow
+            huge = np.full(D, 1e200) * np.sign(rng.normal(size=D))
+            before = _state(m)
+            try:
+                m.learn_one(huge, label, task=k)
+            except omtl_mpi.UserError as exc:
+                assert "undone" in str(exc)
+                assert _same_state(before, _state(m)) is None
+            else:
+                twin.learn_one(huge, label, task=k)
+        assert m.decision_one(x, task=k) == twin.decision_one(x, task=k)
+        m.learn_one(x, label, task=k)
+        twin.learn_one(x, label, task=k)
+    _assert_same(m, twin, "at the end")
+    assert np.isfinite(m.W_).all()
+
+
+@pytest.mark.parametrize("algo, params", VARIANTS[:12], ids=IDS[:12])
+def test_failed_rounds_and_batches_are_undone(algo, params, fail_after_round):
+    m, twin = _build(algo, params), _build(algo, params)
+    rng = np.random.default_rng(5)
+    for t in range(12):
+        X = rng.normal(size=(K, 1, D))
+        y = np.where(X.sum(axis=2) >= 0, 1, -1)
+        active = rng.random(K) < 0.6
+        if t % 4 == 1:
+            fail_after_round.append(True)
+            with pytest.raises(Injected):
+                m.learn_round(X, y, active)
+            _assert_same(m, twin, "after a failed learn_round")
+        assert (m.learn_round(X, y, active) == twin.learn_round(X, y, active)).all()
+    # partial_fit: one transaction over all its rounds (here the third of four fails)
+    Xb = rng.normal(size=(20, D))
+    yb = np.where(Xb.sum(axis=1) >= 0, 1, -1)
+    tb = rng.integers(K, size=20)
+    calls = []
+    run = Roles.run
+
+    def third_fails(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Injected("third round")
+        return run(self, *args, **kwargs)
+    Roles.run = third_fails
+    try:
+        with pytest.raises(Injected):
+            m.partial_fit(Xb, yb, tasks=tb)
+    finally:
+        Roles.run = run
+    _assert_same(m, twin, "after a failed partial_fit")
+    m.partial_fit(Xb, yb, tasks=tb)
+    twin.partial_fit(Xb, yb, tasks=tb)
+    _assert_same(m, twin, "after partial_fit")
+
+
+def test_the_issues_cases_never_show_a_non_finite_state():
+    m = omtl_mpi.learner("c-admm", 2, 2)
+    m.learn_one([1.0, .5], 1, task=0)
+    before = m.state_dict()
+    with pytest.raises(omtl_mpi.UserError, match="undone"):
+        m.learn_one([1e200, 1e200], -1, task=0)
+    assert np.isfinite(m.W_).all() and m.n_rounds_ == 1
+    assert _same_state(before["state"], m.state_dict()["state"]) is None
+    m.learn_one([1.0, -0.5], -1, task=1)         # and it goes on
+
+    m = omtl_mpi.learner("arow", 3, 4)
+    refused = 0
+    for i in range(100):
+        seen, rounds = m.n_seen_.copy(), m.n_rounds_
+        try:
+            m.learn_one(1e200 * np.ones(4) * (1 if i % 2 else -1), 1, task=i % 3)
+        except omtl_mpi.UserError:
+            refused += 1
+            assert m.n_rounds_ == rounds and (m.n_seen_ == seen).all()
+    assert refused and np.isfinite(m.W_).all()
+
+    m = omtl_mpi.learner("c-admm", 3, 4, variant="paper", w_step="euclid", eta=1.0, lambda4=1e4,
+                         relationship=True, experts=False)
+    rng = np.random.default_rng(0)
+    for _ in range(24):
+        before = m.state_dict()["state"]
+        try:
+            m.learn_one(rng.normal(size=4), 1, task=int(rng.integers(3)))
+        except omtl_mpi.UserError as exc:
+            assert "--" not in str(exc), str(exc)         # the API's spelling, not the CLI's
+            assert _same_state(before, m.state_dict()["state"]) is None
+
+
+def test_no_numpy_warning_reaches_the_caller():
+    m = omtl_mpi.learner("c-admm", 2, 2)
+    m.learn_one([1.0, .5], 1, task=0)
+    with np.errstate(all="raise"):
+        with pytest.raises(omtl_mpi.UserError):
+            m.learn_one([1e200, 1e200], -1, task=0)
+        m.W_, m.predict_one([1e300, 1e300], task=0)
+
+
+@pytest.mark.parametrize("algo", ["c-admm", "arow", "pa", "adagrad", "admm-single", "pooled", "pmsc-log",
+                                  "mt-perceptron", "hashed"])
+def test_what_a_call_saves_does_not_grow_with_the_tasks(algo):
+    """A call saves the rows of its tasks the first time it meets them after a mark, and the
+    mark the shared arrays: as many bytes at K = 400 as at K = 200 (a learner whose step
+    touches every task, D-ADMM's and D-PSGD's nodes or DROM's K x K, saves what it touches)."""
+    sizes = []
+    for n_tasks in (200, 400):
+        m = _build(algo, {}, n_tasks)
+        rng = np.random.default_rng(0)
+        for i in range(3 * n_tasks):
+            m.learn_one(rng.normal(size=D), 1 if i % 2 else -1, task=i % n_tasks)
+        journal = m._journal
+        journal.forget()
+        m.learn_one(rng.normal(size=D), 1, task=5)
+        entries = journal.mark + journal.rows
+        sizes.append(sum(e[-1].nbytes for e in entries if isinstance(e[-1], np.ndarray)))
+    assert sizes[1] <= sizes[0] * 1.05 + 64, f"{algo}: {sizes[0]} bytes saved at K = 200, {sizes[1]} at 400"
