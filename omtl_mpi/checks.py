@@ -396,10 +396,58 @@ def learner_checks(obj, skip=()) -> list:
 
     def bound(check):
         def run(learner=None):
-            check((m if learner is None else learner).clone())
+            clone = (m if learner is None else learner).clone()
+            _watch_decisions(clone)
+            try:
+                check(clone)
+            except _Skip:
+                raise
+            except AssertionError as exc:       # the check's own finding says it all
+                raise AssertionError(f"{check.__name__}: {exc}") from None
+            except Exception as exc:
+                # a learner's own bug (a TypeError in its decide) named by the check that met
+                # it, the learner and where it was raised; its traceback stays chained
+                raise AssertionError(f"{check.__name__}: {type(clone).__name__} raised "
+                                     f"{type(exc).__name__}: {exc} ({_raised_at(exc)})") from exc
         run.__name__ = check.__name__
         return run
     return [(c.__name__, bound(c)) for c in CHECKS if c.__name__ not in skips]
+
+
+def _raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised: the deepest frame of its traceback outside numpy and scipy
+    (a broadcast error is the caller's line, not numpy's)."""
+    import traceback
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not re.search(r"[\\/](numpy|scipy)[\\/]", f.filename)]
+    if not frames:
+        return "in numpy"
+    f = frames[-1]
+    return f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}"
+
+
+def _watch_decisions(m) -> None:
+    """Wrap each of the learner's role holders' ``decide`` so that a result off the contract's
+    (decision values: an array (B, na) for instances X (B, na, d)) fails where it is returned,
+    naming the role, rather than as a broadcast error later, or not at all (a row (na,)
+    broadcasts over the instances silently)."""
+    for holder in getattr(getattr(m, "_roles", None), "holders", ()):
+        method = getattr(holder, "decide", None)
+        if method is None:
+            continue
+
+        def decide(X, *args, _method=method, _name=f"{type(holder).__name__}.decide", **kwargs):
+            out = _method(X, *args, **kwargs)
+            want = tuple(np.shape(X)[:2])
+            if not isinstance(out, np.ndarray) or out.shape != want or out.dtype.kind not in "fiu":
+                got = (f"an array of shape {out.shape} and dtype {out.dtype}"
+                       if isinstance(out, np.ndarray) else
+                       "None" if out is None else f"a {type(out).__name__}")
+                raise AssertionError(f"{_name} returned {got} for instances of shape "
+                                     f"{tuple(np.shape(X))}; the contract's decision values are "
+                                     f"an array of numbers of shape (B, na) = {want}")
+            return out
+        setattr(holder, "decide", decide)           # the learner looks it up per call
 
 
 def check_learner(obj, skip=(), mpi: bool = True) -> list:
@@ -422,7 +470,9 @@ def check_learner(obj, skip=(), mpi: bool = True) -> list:
     Raises
     ------
     AssertionError
-        Naming the first check that failed and what it found.
+        Naming the first check that failed and what it found; where the learner itself raised
+        (a TypeError in its ``decide``), the learner, the exception and where it was raised,
+        with the exception chained.
 
     Examples
     --------
@@ -434,11 +484,9 @@ def check_learner(obj, skip=(), mpi: bool = True) -> list:
     skip = set(skip) | (set() if mpi else {"check_one_process_equals_mpi"})
     for name, run in learner_checks(obj, skip):
         try:
-            run()
+            run()                   # a failure names its check (learner_checks)
         except _Skip as why:
             skipped.append(f"{name}: {why}")
-        except AssertionError as exc:
-            raise AssertionError(f"{name}: {exc}") from None
     return skipped
 
 

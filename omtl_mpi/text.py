@@ -4,9 +4,11 @@ written them only if they are hashed the same way, n-gram prefixes, signs and no
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping, Set
 
 from .data.embed import DEFAULT_HASH_DIMS
 from .data.featurise import hash_texts_sparse
+from .data.taskfile import SPARSE_MAX_DIM
 from .errors import UserError
 
 
@@ -34,7 +36,8 @@ def hash_texts(texts, n_features: int = DEFAULT_HASH_DIMS):
     Raises
     ------
     UserError
-        ``texts`` not a sequence of str, or ``n_features`` not a positive integer.
+        ``texts`` not a sequence of str, or ``n_features`` not an integer from 1 to
+        2**31 - 1.
 
     Examples
     --------
@@ -50,11 +53,23 @@ def hash_texts(texts, n_features: int = DEFAULT_HASH_DIMS):
     """
     if isinstance(texts, (str, bytes)):
         raise UserError("hash_texts takes a sequence of texts; for one text pass [text]")
-    texts = list(texts)
-    bad = next((t for t in texts if not isinstance(t, str)), None)
+    # rows come back in the order of texts: a dict (its keys) or a set has no order of its own
+    if isinstance(texts, (Mapping, Set)):
+        raise UserError(f"hash_texts takes a sequence of texts, got a {type(texts).__name__} "
+                        f"(its rows would follow no order of yours): pass a list")
+    try:
+        texts = list(texts)
+    except TypeError:           # a number, None: not iterable at all
+        raise UserError(f"hash_texts takes a sequence of str texts, got "
+                        f"{type(texts).__name__} {texts!r:.40}") from None
+    # the position, not the item, marks the first bad one: the item itself may be None
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
-        raise UserError(f"hash_texts takes str texts, got {type(bad).__name__} {bad!r:.40}")
+        raise UserError(f"hash_texts takes str texts; texts[{bad}] is "
+                        f"{type(texts[bad]).__name__} {texts[bad]!r:.40}")
+    # the columns are int32, as in a sparse task file: a larger n_features would wrap them
     if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) \
-            or n_features < 1:
-        raise UserError(f"n_features must be a positive integer, got {n_features!r}")
+            or not 1 <= n_features <= SPARSE_MAX_DIM:
+        raise UserError(f"n_features must be an integer from 1 to {SPARSE_MAX_DIM} (the columns "
+                        f"a sparse task file holds), got {n_features!r}")
     return hash_texts_sparse(texts, int(n_features))

@@ -623,6 +623,41 @@ def test_a_broken_learner_is_named_by_its_check(perceptron, monkeypatch):
         omtl_mpi.check_learner("perceptron", mpi=False)
 
 
+def test_a_learner_that_raises_or_breaks_the_decide_contract_is_named_by_its_check(perceptron, monkeypatch):
+    """A learner's own exception (a TypeError in its decide) comes back as the check that met
+    it, the learner, the exception and where it was raised, with the exception chained; a
+    decide of the wrong shape is named where it returns, where before it was a raw broadcast
+    ValueError, or (a row of (na,) broadcast over the instances) passed every check."""
+    decide = perceptron.PerceptronNode.decide
+
+    def raises(self, X, active=slice(None)):
+        raise TypeError("unsupported operand type(s)")
+    monkeypatch.setattr(perceptron.PerceptronNode, "decide", raises)
+    with pytest.raises(AssertionError, match=r"^check_predict_before_learning: Perceptron raised "
+                                             r"TypeError: unsupported operand type\(s\) \(test_api.py, "
+                                             r"line \d+, in raises\)$") as failed:
+        omtl_mpi.check_learner("perceptron", mpi=False)
+    assert isinstance(failed.value.__cause__, TypeError)
+    for wrong, shown in ((lambda out: out.T, "an array of shape (3, 1)"),
+                         (lambda out: out[0], "an array of shape (1,)"),
+                         (lambda out: out[..., None], "an array of shape (1, 1, 1)"),
+                         (lambda out: out.tolist(), "a list"), (lambda out: None, "None"),
+                         (lambda out: out.astype(str), "dtype <U")):
+        monkeypatch.setattr(perceptron.PerceptronNode, "decide",
+                            lambda self, X, active=slice(None), w=wrong: w(decide(self, X, active)))
+        with pytest.raises(AssertionError, match=r"^check_predict_before_learning: "
+                                                 r"PerceptronNode.decide returned ") as failed:
+            omtl_mpi.check_learner("perceptron", mpi=False)
+        assert shown in str(failed.value) and "the contract's decision values are an array of " \
+            "numbers of shape (B, na)" in str(failed.value), str(failed.value)
+    # pytest's form names the check too
+    from omtl_mpi.checks import learner_checks
+    monkeypatch.setattr(perceptron.PerceptronNode, "decide", raises)
+    name, run = learner_checks("perceptron")[0]
+    with pytest.raises(AssertionError, match=f"^{name}: Perceptron raised TypeError"):
+        run()
+
+
 # ------------------------------------------------------------------ hostile calls
 def test_hostile_calls_raise_only_user_errors_and_change_nothing():
     """Random garbage through every entry point: a result or omtl_mpi.UserError, nothing else,

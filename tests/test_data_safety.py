@@ -133,9 +133,9 @@ def test_a_fifo_inside_a_source_folder_never_blocks(tmp_path, capsys, name, fifo
         path.unlink()
     os.mkfifo(path)
     code, _, err = cli(capsys, "data", "import", *args, "-o", tmp_path / "o.h5")
-    # refused naming the pipe, or (LIBSVM, whose folder is a set of task files) left out
-    assert code == 0 or ("not a regular file" in err and code == 2), err
-    assert "Traceback" not in err
+    # refused naming the pipe, LIBSVM's folder of task files too (it was left out unseen)
+    assert code == 2 and "not a regular file" in err and fifo.split("/")[-1] in err, err
+    assert "Traceback" not in err and not (tmp_path / "o.h5").exists()
 
 
 def test_fetch_again_writes_its_default_output_again(tmp_path, capsys):

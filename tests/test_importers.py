@@ -10,7 +10,7 @@ from conftest import omtl
 from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
                            import_tudataset, import_tweeteval, info, load_tasks)
 from omtl_mpi.data.featurise import hash_texts
-from omtl_mpi.errors import DataError
+from omtl_mpi.errors import ConfigError, DataError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -235,6 +235,126 @@ def test_tasks_of_one_class_and_an_unread_task_column_are_told(tmp_path):
     r = omtl("data", "import", "text-csv", tmp_path / "l.csv", "--label-col", "task", "--dims", "16",
              "-o", tmp_path / "l.h5")
     assert r.returncode == 0 and "not read" not in r.stderr
+
+
+def _refused(*args, needle: str, inputs=()):
+    """``omtl-mpi ARGS`` exits 2 with one line holding ``needle``, no traceback, no output file
+    (every -o of the tests below ends in .h5) and each of ``inputs`` byte for byte as before."""
+    paths = [p for root in inputs for p in ([root] if root.is_file() else sorted(root.rglob("*")))
+             if p.is_file()]
+    before = {p: p.read_bytes() for p in paths}
+    r = omtl(*args)
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+    out = Path(args[args.index("-o") + 1])
+    assert not out.exists() and not list(out.parent.glob(out.name + ".tmp-*"))
+    assert {p: p.read_bytes() for p in paths} == before
+    return lines[0]
+
+
+def test_a_libsvm_index_beyond_a_task_files_columns_names_its_line(tmp_path):
+    """An index past 2^31 - 1 (a task file's int32 columns) is refused at its line, where
+    10^20 overflowed numpy's int64 as a traceback; more than 4300 digits too (int() refuses
+    them as a ValueError)."""
+    for name, index in (("big", "100000000000000000000"), ("edge", str(2 ** 31)),
+                        ("digits", "9" * 5000), ("padded", "0" * 30 + "100000000000000000000")):
+        (tmp_path / f"{name}.txt").write_text(f"1 qid:a 1:0.5\n-1 qid:a {index}:1\n")
+        line = _refused("data", "import", "libsvm", tmp_path / f"{name}.txt", "--task-field", "qid",
+                        "-o", tmp_path / "o.h5", needle=f"{name}.txt: line 2: feature index ",
+                        inputs=[tmp_path / f"{name}.txt"])
+        assert "is beyond 2147483647, the most columns a task file holds" in line
+    (tmp_path / "svm").mkdir()
+    (tmp_path / "svm" / "a.txt").write_text("1 100000000000000000000:1\n")
+    _refused("data", "import", "libsvm", tmp_path / "svm", "-o", tmp_path / "o.h5",
+             needle="a.txt: line 1: feature index 100000000000000000000 is beyond", inputs=[tmp_path / "svm"])
+    # the largest index a task file holds is imported
+    (tmp_path / "svm" / "a.txt").write_text(f"1 {2 ** 31 - 1}:1\n-1 1:1\n")
+    assert import_libsvm(tmp_path / "svm", tmp_path / "ok.h5").dim == 2 ** 31 - 1
+
+
+def _folders(tmp_path):
+    """A LIBSVM, a Vowpal Wabbit and a text CSV folder of one task each: (kind, folder, the
+    extension its task files have, options)."""
+    made = []
+    for kind, ext, text, options in (
+            ("libsvm", ".txt", "1 1:0.5\n-1 2:1\n", []),
+            ("vw", ".vw", "1 |w good\n-1 |w bad\n", ["--dims", "16"]),
+            ("text-csv", ".csv", "text,label\ngood,positive\nbad,negative\n", ["--dims", "16"])):
+        folder = tmp_path / kind
+        folder.mkdir()
+        (folder / f"de{ext}").write_text(text)
+        made.append((kind, folder, ext, options))
+    return made
+
+
+@pytest.mark.parametrize("what", ["fifo", "device", "dangling"])
+def test_a_pipe_device_or_dangling_link_in_a_source_folder_is_refused_alike(tmp_path, what):
+    """One rule for every folder importer (importers.common.folder_files): a task file that
+    is not a regular file is refused, naming it, where LIBSVM and VW folders left a FIFO or a
+    link to /dev/zero out unseen (text CSV refused them)."""
+    import os
+    for kind, folder, ext, options in _folders(tmp_path):
+        odd = folder / f"odd{ext}"
+        if what == "fifo":
+            os.mkfifo(odd)
+        else:
+            odd.symlink_to("/dev/zero" if what == "device" else tmp_path / "gone")
+        needle = "which does not exist" if what == "dangling" else "not a regular file"
+        line = _refused("data", "import", kind, folder, *options, "-o", tmp_path / "o.h5",
+                        needle=needle, inputs=[folder / f"de{ext}"])
+        assert f"odd{ext}" in line, line
+
+
+def test_what_a_folder_import_leaves_out_is_told(tmp_path):
+    """A task file that gives no row (empty, comments or a header only) is no task of the
+    output: one notice names it, as one does a subfolder left out; hidden files stay unread."""
+    for kind, folder, ext, options in _folders(tmp_path):
+        (folder / f"empty{ext}").write_text("")
+        if kind == "libsvm":
+            (folder / "comments.txt").write_text("# a comment only\n\n")
+        if kind == "text-csv":
+            (folder / "header.csv").write_text("text,label\n")
+        (folder / f".hidden{ext}").write_text("not read")
+        (folder / f"old{ext if kind == 'text-csv' else ''}").mkdir()
+        r = omtl("data", "import", kind, folder, *options, "-o", tmp_path / f"{kind}.h5")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        said = [line for line in r.stderr.splitlines() if "no data row" in line or "left out" in line]
+        empty = {"libsvm": "2 file(s)", "vw": "1 file(s)", "text-csv": "2 file(s)"}[kind]
+        assert said[0].startswith("notice: ") and "1 folder(s) inside it left out (old" in said[0], said
+        assert said[1] == (f"notice: {folder}: {empty} hold no data row (empty, comments or a "
+                           "header only) and are no task: " + {
+                               "libsvm": "comments.txt, empty.txt", "vw": "empty.vw",
+                               "text-csv": "empty.csv, header.csv"}[kind]), said
+        assert info(tmp_path / f"{kind}.h5")["tasks"] == 1
+    # a single file holding no row stays an error: there is nothing to import
+    _refused("data", "import", "text-csv", tmp_path / "text-csv" / "header.csv", "-o",
+             tmp_path / "h.h5", needle="header.csv: no data rows")
+
+
+def test_options_that_do_nothing_for_a_folder_and_ambiguous_lines_are_refused(tmp_path):
+    """--task-field / --task-namespace name each line's task in one file: with a folder, whose
+    files are its tasks, they would do nothing (refused, as every option that does nothing); a
+    VW line naming two tasks, and a text column that is the label column, are refused too."""
+    made = {kind: folder for kind, folder, _, _ in _folders(tmp_path)}
+    _refused("data", "import", "libsvm", made["libsvm"], "--task-field", "qid", "-o",
+             tmp_path / "o.h5", needle=f"--task-field qid does nothing with a folder: each file of "
+                                       f"{made['libsvm']} is one task", inputs=[made["libsvm"]])
+    _refused("data", "import", "vw", made["vw"], "--task-namespace", "task", "-o", tmp_path / "o.h5",
+             needle="--task-namespace task does nothing with a folder", inputs=[made["vw"]])
+    (tmp_path / "two.vw").write_text("1 |task de |w good\n-1 |task de |task en |w bad\n")
+    _refused("data", "import", "vw", tmp_path / "two.vw", "--task-namespace", "task", "-o",
+             tmp_path / "o.h5", needle="two.vw: line 2: '|task' appears twice in the line; name "
+                                       "its task once", inputs=[tmp_path / "two.vw"])
+    for options, needle in ((["--text-col", "label", "--label-col", "label"],
+                             "--text-col and --label-col both name column 'label'"),
+                            (["--text-col", "text", "--task-col", "text"],
+                             "--text-col and --task-col both name column 'text'")):
+        _refused("data", "import", "text-csv", made["text-csv"], *options, "-o", tmp_path / "o.h5",
+                 needle=needle, inputs=[made["text-csv"]])
+    with pytest.raises(ConfigError, match="--text-col and --label-col both name column 'label'"):
+        import_text_csv(made["text-csv"], tmp_path / "o.h5", text_col="label", label_col="label")
+    assert no_output(tmp_path)
 
 
 # ---------------------------------------------------------------- graphs

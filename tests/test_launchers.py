@@ -84,9 +84,10 @@ def test_lone_copies_stop_before_reading_data_or_writing(tmp_path):
 # ----------------------------------------------------------------------------- srun, sbatch
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
-    """sbatch, squeue and srun stand-ins first on PATH: sbatch records the script it is given
-    and answers job 4242 (4243, ...); squeue prints tmp/squeue.txt; srun runs the rank command
-    under this venv's mpiexec (one rank: directly) and notes its own options in tmp/srun.txt."""
+    """sbatch, squeue, scontrol and srun stand-ins first on PATH: sbatch records the script it
+    is given and answers job 4242 (4243, ...); squeue prints tmp/squeue.txt; scontrol ping says
+    the controller is up; srun runs the rank command under this venv's mpiexec (one rank:
+    directly) and notes its own options in tmp/srun.txt."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "sbatch").write_text(textwrap.dedent(f"""\
@@ -98,6 +99,8 @@ def fake_slurm(tmp_path, monkeypatch):
         print(4242 + n)
         """))
     (bin_ / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path}/squeue.txt 2>/dev/null\n")
+    # the controller is up (a machine's own Slurm, up or down, is never asked)
+    (bin_ / "scontrol").write_text("#!/bin/sh\necho 'Slurmctld(primary) at fake is UP'\n")
     (bin_ / "srun").write_text(textwrap.dedent(f"""\
         #!{sys.executable}
         import os, sys
@@ -260,3 +263,101 @@ def test_no_sbatch_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError, match="sbatch was not found"):
         get("slurm").submit("x.sbatch")
+
+
+# ----------------------------------------------------------------------------- Slurm unreachable
+DOWN = """#!/bin/sh
+echo 'Slurmctld(primary) at head is DOWN'
+echo '*****************************************'
+echo '** RESTORE SLURMCTLD DAEMON TO SERVICE **'
+echo '*****************************************'
+exit 1
+"""
+
+
+def _stub(path, text):
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_a_controller_that_cannot_be_reached_is_one_line_within_seconds(fake_slurm, tmp_path):
+    """srun and sbatch wait about 10 s for a controller that is down, then fail in their own
+    words with no line of ours: 'scontrol ping' first, which answers at once; nothing started,
+    submitted or written."""
+    import time
+    _stub(fake_slurm / "bin" / "scontrol", DOWN)
+    _stub(fake_slurm / "bin" / "srun", f"#!/bin/sh\ntouch {fake_slurm}/srun-started\nsleep 30\n")
+    omtl("data", "synth", "-o", tmp_path / "t.h5", "--tasks", "2", "--samples", "100")
+    t0 = time.monotonic()
+    r = omtl("run", "--data", tmp_path / "t.h5", "--np", "2", "--launcher", "slurm", "--out",
+             tmp_path / "r.h5")
+    assert time.monotonic() - t0 < 8, "waited for srun"
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "error: Slurm's controller cannot be reached (scontrol ping: Slurmctld(primary) at head is "
+        "DOWN): srun can do nothing until it is (is slurmctld running? sinfo, or ask the "
+        "cluster's administrators), or use --launcher local"], r.stderr
+    assert not (fake_slurm / "srun-started").exists() and not (tmp_path / "r.h5").exists()
+    # a sweep's submission: before its folder is made
+    (tmp_path / "s.toml").write_text(SWEEP)
+    r = omtl("sweep", tmp_path / "s.toml", "--out", tmp_path / "sw", "--launcher", "slurm")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: Slurm's controller cannot be reached") and "sbatch can do" in r.stderr
+    assert not (tmp_path / "sw").exists() and not (fake_slurm / "submitted").exists()
+    # no configuration at all; a backup controller up while the primary is down is reachable
+    _stub(fake_slurm / "bin" / "scontrol", "#!/bin/sh\necho 'scontrol: error: fetch_config: DNS "
+          "SRV lookup failed' >&2\necho 'scontrol: fatal: Could not establish a configuration "
+          "source' >&2\nexit 1\n")
+    with pytest.raises(UserError, match=r"\(scontrol ping: scontrol: fatal: Could not establish a "
+                                        r"configuration source\): srun can do nothing"):
+        get("slurm").ready()
+    _stub(fake_slurm / "bin" / "scontrol", "#!/bin/sh\necho 'Slurmctld(primary) at a is DOWN'\n"
+          "echo 'Slurmctld(backup) at b is UP'\nexit 1\n")
+    get("slurm").ready()
+
+
+def test_a_controller_that_does_not_answer_is_one_line(fake_slurm, monkeypatch):
+    from omtl_mpi.runtime.launchers import slurm
+    _stub(fake_slurm / "bin" / "scontrol", "#!/bin/sh\nexec sleep 30\n")
+    monkeypatch.setattr(slurm, "_PING_TIMEOUT", 0.5)
+    with pytest.raises(UserError, match="^Slurm's controller did not answer 'scontrol ping' within "
+                                        "0.5 s: sbatch can do nothing until it is"):
+        get("slurm").ready("sbatch")
+
+
+def test_a_dry_run_needs_no_slurm(tmp_path, monkeypatch):
+    """--dry-run submits nothing: it prints the scripts and commands where Slurm is not
+    installed (srun named by its name), and writes nothing."""
+    (tmp_path / "s.toml").write_text(SWEEP)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    r = omtl("sweep", tmp_path / "s.toml", "--out", tmp_path / "sw", "--launcher", "slurm",
+             "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["runs"][0]["command"][:2] == ["srun", "--mpi=pmi2"] and len(report["scripts"]) == 2
+    assert not (tmp_path / "sw").exists()
+    # submitting, or running, still needs Slurm: one line each
+    r = omtl("sweep", tmp_path / "s.toml", "--out", tmp_path / "sw", "--launcher", "slurm")
+    assert r.returncode == 2 and r.stderr.startswith("error: sbatch was not found") and not (tmp_path / "sw").exists()
+    r = omtl("run", "--np", "2", "--launcher", "slurm", "--synth-tasks", "2")
+    assert r.returncode == 2 and r.stderr.startswith("error: srun was not found"), r.stderr
+
+
+def test_a_refused_submission_leaves_no_files_to_number_past(fake_slurm, tmp_path):
+    """An array sbatch refuses leaves neither its manifest nor its script: submitted again, the
+    sweep writes one set of files per array, numbered from 001, not a new copy per attempt."""
+    working = (fake_slurm / "bin" / "sbatch").read_text()
+    _stub(fake_slurm / "bin" / "sbatch", "#!/bin/sh\necho 'sbatch: error: Batch job submission "
+          "failed: Invalid partition name specified' >&2\nexit 1\n")
+    (tmp_path / "s.toml").write_text(SWEEP)
+    for _ in range(3):
+        r = omtl("sweep", tmp_path / "s.toml", "--out", tmp_path / "sw", "--launcher", "slurm")
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "sbatch refused" in r.stderr and "Invalid partition name specified" in r.stderr
+        assert os.listdir(tmp_path / "sw" / "slurm") == []
+    _stub(fake_slurm / "bin" / "sbatch", working)
+    r = omtl("sweep", tmp_path / "s.toml", "--out", tmp_path / "sw", "--launcher", "slurm")
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmp_path / "sw" / "slurm")) == [
+        "001-r3-t4.json", "001-r3-t4.sbatch", "002-r1-t11.json", "002-r1-t11.sbatch"]

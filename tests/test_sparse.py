@@ -96,6 +96,68 @@ def test_sparse_files_refuse_bad_values_and_damage_in_one_line(tmp_path):
     assert "task 0 ('t0')" in str(err.value) and "columns /X/indices lie outside 0..d-1" in str(err.value)
 
 
+def _edited(tmp_path, name: str, most=None, entries=None):
+    """A copy of a valid sparse file with /X's max_row_nnz set to ``most``, or its entries'
+    arrays declared ``entries`` long (chunked, never written: a few KiB on disk) and the row
+    pointers ending there."""
+    sparse, _ = stored_both_ways(tmp_path, 3000)
+    path = tmp_path / name
+    path.write_bytes(sparse.read_bytes())
+    with h5py.File(path, "r+") as f:
+        g = f["X"]
+        if most is not None:
+            g.attrs["max_row_nnz"] = np.int64(most)
+        if entries is not None:
+            indptr = g["indptr"][()]
+            for key, dtype in (("data", "f8"), ("indices", "i4")):
+                del g[key]
+                g.create_dataset(key, shape=(entries,), dtype=dtype, chunks=(2 ** 16,))
+            indptr[-1] = entries
+            g["indptr"][...] = indptr
+    return path
+
+
+def test_sparse_metadata_that_contradicts_its_arrays_is_a_damaged_file(tmp_path, capsys):
+    """/X's max_row_nnz sizes a run's rounds and messages, and its entries the memory a run
+    asks for: each is checked against the arrays it describes, so that a wrong one is one line
+    naming a damaged file (before: a broadcast error mid-run, '[rank 1] ValueError' under
+    --np 2; a file of 10^12 declared entries, a few KiB on disk, shown at density 5e+05 by
+    'data info' and refused by 'run' for memory)."""
+    from test_data_safety import cli
+    Xs, _ = sparse_tasks(3000)
+    most = max(int(np.diff(X.indptr).max()) for X in Xs)
+    total = sum(X.nnz for X in Xs)
+    cases = {  # the edit, and what the one line says
+        "one.h5": ({"most": 1}, f"/X holds {total:,} entries in 100 rows, which its max_row_nnz "
+                                "attribute of 1 (the most entries of a row) contradicts"),
+        "two.h5": ({"most": 2}, "which its max_row_nnz attribute of 2"),
+        "zero.h5": ({"most": 0}, "which its max_row_nnz attribute of 0"),
+        # a row of more entries than declared, found where its rows are read (data info too)
+        "short.h5": ({"most": most - 1}, f"entries, more than the file's max_row_nnz attribute "
+                                         f"({most - 1}); the file is damaged"),
+        "huge.h5": ({"entries": 10 ** 12}, "/X holds 1,000,000,000,000 entries in 100 rows, which "
+                                           f"its max_row_nnz attribute of {most}")}
+    for name, (edit, needle) in cases.items():
+        path = _edited(tmp_path, name, **edit)
+        before = path.read_bytes()
+        out = tmp_path / f"{name}.out.h5"
+        for command in (["data", "info", path], ["run", "--data", path, "--out", out]):
+            code, _, err = cli(capsys, *command)
+            lines = [line for line in err.splitlines() if line.startswith("error:")]
+            assert code == 2 and len(lines) == 1 and needle in lines[0], (name, command, err)
+            assert "damaged" in lines[0] and "Traceback" not in err and "memory" not in err, err
+        assert not out.exists() and path.read_bytes() == before
+    # under --np 2 (a server and a worker): the worker's rows, one line, no results file
+    for name in ("two.h5", "short.h5"):
+        out = tmp_path / f"{name}.np.h5"
+        r = omtl("run", "--data", tmp_path / name, "--np", "2", "--out", out)
+        lines = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.returncode == 2 and len(lines) == 1 and cases[name][1] in lines[0], r.stderr
+        assert "[rank" not in r.stderr and "Traceback" not in r.stderr and not out.exists()
+    # the attribute as the writer wrote it (the largest row exactly) is read as before
+    assert read_meta(_edited(tmp_path, "same.h5", most=most)).max_row_nnz == most
+
+
 # ------------------------------------------------------------------ importers
 def test_hashed_text_and_libsvm_are_imported_sparse(tmp_path):
     folder = tmp_path / "reviews"
@@ -354,9 +416,16 @@ def test_new_text_hashed_in_python_is_the_imported_row(tmp_path):
     assert not meta.sparse
     np.testing.assert_array_equal(omtl_mpi.hash_texts(texts, 8).toarray(), load_block(meta, 0, 1).X)
     for bad, needle in (("one text", "for one text pass [text]"), ([b"bytes"], "str texts"),
-                        ([1.5], "str texts")):
-        with pytest.raises(omtl_mpi.UserError, match=re.escape(needle)):
+                        ([1.5], "str texts"), (["a", None], "texts[1] is NoneType None"),
+                        (5, "got int 5"), (None, "got NoneType"), ({"a": 1}, "got a dict"),
+                        ({"a", "b"}, "got a set")):
+        with pytest.raises(omtl_mpi.UserError, match=re.escape(needle)) as refused:
             omtl_mpi.hash_texts(bad)
-    for n in (0, -3, 2.0, True):
-        with pytest.raises(omtl_mpi.UserError, match="n_features must be a positive integer"):
+        assert len(refused.value.lines) == 1
+    # beyond 2**31 - 1 the int32 columns would wrap (2**63 overflowed the hash's int64)
+    for n in (0, -3, 2.0, True, 2 ** 31, 2 ** 63, np.int64(2 ** 40)):
+        with pytest.raises(omtl_mpi.UserError, match="n_features must be an integer from 1 to "
+                                                     "2147483647") as refused:
             omtl_mpi.hash_texts(texts, n_features=n)
+        assert len(refused.value.lines) == 1
+    assert omtl_mpi.hash_texts(["a b"], 2 ** 31 - 1).shape == (1, 2 ** 31 - 1)

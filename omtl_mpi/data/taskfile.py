@@ -926,12 +926,23 @@ def _sparse_shape(path: str, X, problems: list):
         if int(ends[0]) != 0 or int(ends[1]) != data.shape[0]:
             problems.append(f"{path}: /X/indptr runs from {int(ends[0])} to {int(ends[1])}; it "
                             f"must run from 0 to {data.shape[0]} (the entries)")
-    most = X.attrs.get("max_row_nnz", None)
-    if most is None or np.asarray(most).shape != () or not 0 <= int(most) <= d:
+    most = np.asarray(X.attrs.get("max_row_nnz", []))
+    if most.shape != () or most.dtype.kind not in "iu" or not 0 <= int(most) <= d:
         problems.append(f"{path}: /X has no valid max_row_nnz attribute (the most entries of a row)")
     if len(problems) > before:
         return None
-    return rows, d, int(data.shape[0]), int(most)
+    most, nnz = int(most), int(data.shape[0])
+    # the attributes size what a run allocates (each round's rows, the messages): checked
+    # against the arrays they describe, so that a wrong one is a damaged file, not a broadcast
+    # error in the middle of a run or a memory refusal of a file of a few KiB. Every row holds
+    # at most max_row_nnz entries and one row holds that many, so max_row_nnz <= nnz <=
+    # rows x max_row_nnz (<= rows x d); each block's rows are checked against it as read
+    if not most <= nnz <= rows * most:
+        problems.append(f"{path}: /X holds {nnz:,} entries in {rows:,} rows, which its "
+                        f"max_row_nnz attribute of {most:,} (the most entries of a row) "
+                        "contradicts; the file is damaged: import or copy it again")
+        return None
+    return rows, d, nnz, most
 
 
 def _index_values(path: str, ds, name: str, problems: list):
@@ -1255,18 +1266,35 @@ def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, li
                        notices=notices), problems
 
 
-def _read_sparse_rows(f, lo: int, hi: int, meta: TaskMeta):
-    """Rows lo..hi-1 of a sparse /X as a scipy.sparse CSR matrix, its structure checked (the
-    row pointers increase, the columns lie in 0..d-1 and increase within each row): a damaged
-    file is one line naming the first task concerned."""
-    from .sparse import csr_matrix
-    g = f["X"]
+def _row_pointers(g, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
+    """The row pointers of rows lo..hi-1 of the sparse /X group ``g`` (hi - lo + 1 of them),
+    checked: they increase within the entries, and no row holds more entries than the file's
+    max_row_nnz, which sizes each round's rows and messages in a run (a row holding more is a
+    damaged file, said by the rank that reads it, not a broadcast error rounds later)."""
     indptr = _read_rows(g, "indptr", lo, hi + 1, meta).astype(np.int64)
     a, b = int(indptr[0]), int(indptr[-1])
     steps = np.diff(indptr)
     if a < 0 or b > meta.nnz or (steps < 0).any():
         raise DataError(_damaged(meta, lo + int(np.argmax(steps < 0)) if (steps < 0).any() else lo,
                                  "its row pointers /X/indptr do not increase within the entries"))
+    over = steps > meta.max_row_nnz
+    if over.any():
+        row = int(np.argmax(over))
+        raise DataError(_damaged(meta, lo + row, f"it holds {int(steps[row])} entries, more than "
+                                 f"the file's max_row_nnz attribute ({meta.max_row_nnz})"))
+    return indptr
+
+
+def _read_sparse_rows(f, lo: int, hi: int, meta: TaskMeta):
+    """Rows lo..hi-1 of a sparse /X as a scipy.sparse CSR matrix, its structure checked (the
+    row pointers increase, no row holds more than max_row_nnz entries, the columns lie in
+    0..d-1 and increase within each row): a damaged file is one line naming the first task
+    concerned."""
+    from .sparse import csr_matrix
+    g = f["X"]
+    indptr = _row_pointers(g, lo, hi, meta)
+    a, b = int(indptr[0]), int(indptr[-1])
+    steps = np.diff(indptr)
     data = np.asarray(_read_rows(g, "data", a, b, meta, (lo, indptr)), dtype=np.float64)
     indices = _read_rows(g, "indices", a, b, meta, (lo, indptr))
     if len(indices):
@@ -1380,6 +1408,9 @@ def info(path, *, edges: int | None = None) -> dict:
             y = _read_rows(f, "y", 0, int(meta.offsets[-1]), meta)
             positives = np.add.reduceat((y == 1).view(np.int8), meta.offsets[:-1], dtype=np.int64)
             ratios = positives / lengths
+            if meta.sparse:         # the row counts it prints, checked as a run checks them
+                _check_declared(meta.path, "/X/indptr", 8 * (int(meta.offsets[-1]) + 1))
+                _row_pointers(f["X"], 0, int(meta.offsets[-1]), meta)
         else:
             ratios = np.empty(meta.n_tasks)
             for k, name in enumerate(meta.names):

@@ -58,6 +58,8 @@ def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None) -> i
     the job was stopped, and, before it starts, what the launcher overrides (Open MPI allowed to
     run as root, which it would refuse).
     """
+    # one line of ours within seconds, where the launcher would fail later in its own words
+    launcher.ready()
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     added, notices = launcher.environment(env)

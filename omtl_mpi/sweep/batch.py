@@ -113,6 +113,9 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
     ``retry_failed``); runs still queued or running are left to their jobs. Returns the arrays
     submitted, each recorded in the index run by run as it is accepted."""
     launcher = get_launcher("slurm").configured(settings)
+    # before the sweep's folder is made or anything written: sbatch missing, or Slurm's
+    # controller down, is one line within seconds
+    launcher.ready("sbatch")
     open_sweep(plan, folder)
     settle(folder)
     todo, counts = plan_status(plan, folder, retry_failed)
@@ -126,12 +129,27 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
     if arrays:
         make_folder(os.path.join(folder, "slurm"), "--out")
     for array in arrays:
-        with atomic_path(array.manifest) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            json.dump(_manifest(plan, folder, array, settings, checkpoint_every), f, indent=1)
-        with atomic_path(array.script) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            f.write(array.text)
-        # under the lock: an element that starts at once finds its run recorded as submitted
-        update(folder, lambda index, array=array: _submitted(index, array, launcher.submit(array.script)))
+        accepted = []
+
+        def submitted(index: dict, array=array, accepted=accepted) -> None:
+            accepted.append(launcher.submit(array.script))
+            _submitted(index, array, accepted[0])
+        try:
+            with atomic_path(array.manifest) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                json.dump(_manifest(plan, folder, array, settings, checkpoint_every), f, indent=1)
+            with atomic_path(array.script) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                f.write(array.text)
+            # under the lock: an element that starts at once finds its run recorded as submitted
+            update(folder, submitted)
+        except BaseException:
+            # an array sbatch did not accept leaves no files (its elements, were it accepted,
+            # read them): the next attempt writes its own under the same number, not a second
+            # numbered copy
+            if not accepted:
+                for path in (array.manifest, array.script):
+                    if os.path.lexists(path):
+                        os.remove(path)
+            raise
     return arrays
 
 

@@ -58,6 +58,98 @@ def check_output(src, out, what: str = "file", option: str = "-o", every_file: b
     writable_folder(out, option)
 
 
+def folder_files(src: str, what: str, suffix: str = "", notices: list | None = None) -> dict:
+    """{task: path} of a source folder whose every file is one task, named after the file.
+
+    Every entry whose name ends in ``suffix`` and does not start with a dot (an editor's lock
+    or swap file, a desktop's metadata) is a task file. Each must be a regular file: a FIFO
+    would block the import, a device (or a link to /dev/zero) stream forever, a dangling link
+    hold nothing, so any of them is refused, naming it, rather than left out unseen. A
+    subfolder holds no task rows: it is left out, with a notice.
+
+    Parameters
+    ----------
+    src : str
+        The folder.
+    what : str
+        What one of its files is, for the messages ("LIBSVM file").
+    suffix : str
+        The ending a task file's name has ("" for any).
+    notices : list, optional
+        Where the notice for subfolders left out is added.
+
+    Returns
+    -------
+    dict
+        Task name -> path, sorted by file name.
+
+    Raises
+    ------
+    UserError
+        An entry that is not a regular file, or two files that would be one task.
+    """
+    tasks: dict = {}
+    folders = []
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        if name.startswith(".") or not name.endswith(suffix):
+            continue
+        if os.path.isdir(path):
+            folders.append(name)
+            continue
+        regular_file(path, what)
+        task = os.path.splitext(name)[0]
+        if task in tasks:
+            raise DataError(f"{src}: {os.path.basename(tasks[task])} and {name} would both be task "
+                            f"{task!r}; rename one of them")
+        tasks[task] = path
+    if folders and notices is not None:
+        notices.append(f"{src}: {len(folders)} folder(s) inside it left out ({_listed(folders, 4)}): "
+                       f"only its files are tasks")
+    return tasks
+
+
+def rowless_files(src: str, files, read, notices: list) -> None:
+    """Say which files of a source folder gave no row (empty, comments or a header only): they
+    are no task of the output, where a user would look for them.
+
+    Parameters
+    ----------
+    src : str
+        The folder.
+    files : iterable of str
+        Its task files, as read.
+    read : set of str
+        The files that gave at least one row.
+    notices : list
+        Where the notice is added.
+    """
+    empty = [os.path.basename(f) for f in files if f not in read]
+    if empty:
+        notices.append(f"{src}: {len(empty)} file(s) hold no data row (empty, comments or a header "
+                       f"only) and are no task: {_listed(empty, 4)}")
+
+
+def folder_option(src: str, option: str, value) -> None:
+    """Refuse an option that names each line's task (``--task-field``) given with a folder,
+    whose tasks are its files: it would do nothing, and the project refuses such options."""
+    if value is not None and os.path.isdir(src):
+        raise ConfigError(f"{option} {value} does nothing with a folder: each file of {src} is one "
+                          f"task, named after it; leave {option} out, or give one file whose lines "
+                          "name their tasks")
+
+
+def distinct_options(**columns) -> None:
+    """Refuse two column options (``text_col``, ``label_col``, ...; None: not given) naming one
+    column: the label read as the text, or as the task, would be learned from silently."""
+    given = [(f"--{k.replace('_', '-')}", v) for k, v in columns.items() if v is not None]
+    for i, (a, value) in enumerate(given):
+        for b, other in given[i + 1:]:
+            if value == other:
+                raise ConfigError(f"{a} and {b} both name column {value!r}; each needs a column "
+                                  "of its own")
+
+
 def require_file(path, what: str) -> None:
     if not os.path.isfile(path):
         raise DataError(f"{path}: {what} not found")

@@ -8,10 +8,11 @@ import os
 
 import numpy as np
 
-from ...errors import ConfigError, DataError
+from ...errors import DataError
 from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
-from .common import (SeenLabels, check_output, decide_labels, distinct_columns, matrix_bytes,
-                     parse_label_map, relabel, require_memory, tell)
+from .common import (SeenLabels, check_output, decide_labels, distinct_columns, distinct_options,
+                     folder_files, folder_option, matrix_bytes, parse_label_map, relabel,
+                     require_memory, rowless_files, tell)
 
 
 def _number(text: str, where: str, column: str) -> float:
@@ -68,9 +69,7 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
     src, out = str(src), str(out)
     check_output(src, out, "CSV file")
     label_map = parse_label_map(label_map)
-    if label_col == task_col:
-        raise ConfigError(f"--label-col and --task-col both name column {label_col!r}; "
-                          "the label and the task need a column each")
+    distinct_options(label_col=label_col, task_col=task_col)
     seen = SeenLabels()
     if os.path.isfile(src):
         # before reading: a value takes 2 bytes of the file at least ("0,"), and 40 while it is
@@ -116,9 +115,16 @@ def _libsvm_row(parts, where: str, task_field: str | None):
                                 "task once")
             task = value
             continue
-        if not sep or not (key.isascii() and key.isdigit()) or int(key) < 1:
+        digits = key.lstrip("0")
+        if not sep or not (key.isascii() and key.isdigit()) or not digits:
             raise DataError(f"{where}: {tok!r} is not index:value with a 1-based integer index "
                             "(expected 'label index:value ...')")
+        # at the row, before the index meets an int64 array (which overflows at 2**63); the
+        # digits are counted first, since int() refuses more than 4300 of them
+        if len(digits) > len(str(SPARSE_MAX_DIM)) or int(digits) > SPARSE_MAX_DIM:
+            shown = digits if len(digits) <= 40 else f"{digits[:20]}... ({len(digits)} digits)"
+            raise DataError(f"{where}: feature index {shown} is beyond {SPARSE_MAX_DIM}, the most "
+                            "columns a task file holds; check the feature indices")
         if int(key) in feats:
             # LIBSVM gives each index once: keeping one of two values, or adding them, would
             # each be a silent guess at what the file meant
@@ -175,8 +181,10 @@ class _SparseRows:
 
 
 def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: dict,
-                 file_task: str | None = None) -> None:
-    """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)})."""
+                 file_task: str | None = None) -> bool:
+    """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)}); True if
+    it held a row."""
+    held = False
     try:
         with open(path, encoding="utf-8-sig") as f:
             for line_no, line in enumerate(f, start=1):
@@ -188,24 +196,12 @@ def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: 
                 rows, keys = per_task.setdefault(task, (_SparseRows(), []))
                 rows.append(feats)
                 keys.append(seen.add(task, parts[0], path, line_no))
+                held = True
     except FileNotFoundError:
         raise DataError(f"{path}: not found") from None
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
-
-
-def _task_files(src: str) -> dict:
-    """{task: file} of a LIBSVM folder: every regular file not hidden, named after the file."""
-    files = sorted(f for f in os.listdir(src)
-                   if not f.startswith(".") and os.path.isfile(os.path.join(src, f)))
-    tasks: dict = {}
-    for name in files:
-        task = os.path.splitext(name)[0]
-        if task in tasks:
-            raise DataError(f"{src}: {os.path.basename(tasks[task])} and {name} would both be task "
-                            f"{task!r}; rename one of them")
-        tasks[task] = os.path.join(src, name)
-    return tasks
+    return held
 
 
 def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
@@ -214,17 +210,20 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
     src, out = str(src), str(out)
     check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
+    folder_option(src, "--task-field", task_field)
     label_map = parse_label_map(label_map)
-    seen, per_task = SeenLabels(), {}
-    files = list(_task_files(src).values()) if os.path.isdir(src) else [src]
+    seen, per_task, notices = SeenLabels(), {}, []
+    tasks = folder_files(src, "LIBSVM file", notices=notices) if os.path.isdir(src) else {}
+    files = list(tasks.values()) if os.path.isdir(src) else [src]
     # before reading: an entry ("i:v ") takes 4 bytes of the source at least, about 10 in real
     # files; held as a value and a column (12 bytes), twice while it is written
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     require_memory(24.0 * size / _BYTES_PER_ENTRY, f"{src}: {size:,} bytes of LIBSVM rows",
                    "import fewer rows at a time")
     if os.path.isdir(src):
-        for task, path in _task_files(src).items():
-            _read_libsvm(path, None, seen, per_task, file_task=task)
+        held = {path for task, path in tasks.items()
+                if _read_libsvm(path, None, seen, per_task, file_task=task)}
+        rowless_files(src, files, held, notices)
     else:
         if not task_field:
             raise DataError(f"{src}: one LIBSVM file needs --task-field (for example qid) naming "
@@ -235,16 +234,13 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     for rows, _ in per_task.values():
         rows.flush()
     d = max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
-    if d > SPARSE_MAX_DIM:
-        raise DataError(f"{src}: feature index {d} is beyond {SPARSE_MAX_DIM}, the most columns a "
-                        "task file holds; check the feature indices")
     n = sum(len(rows) for rows, _ in per_task.values())
     entries = sum(rows.entries for rows, _ in per_task.values())
     sparse = store_sparse(entries, n, d)
     require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, d)),
                    f"{src}: {n} rows x {d} features (d is the largest index)",
                    "check the feature indices, or import fewer rows at a time")
-    names, notices = sorted(per_task), []
+    names = sorted(per_task)
     decided = decide_labels(seen, src, label_map, notices=notices)
     keys = [per_task[t][1] for t in names]
     names, X_list, y_list = relabel(names, [per_task[t][0].matrix(d) for t in names], keys,
@@ -276,6 +272,10 @@ def _vw_line(line: str, where: str, task_namespace: str | None, columns):
         if task_namespace is not None and space == task_namespace:
             if not tokens:
                 raise DataError(f"{where}: the namespace {task_namespace!r} names no task")
+            if task is not None:
+                # which of two tasks the line is of would be a guess (as a LIBSVM row's two)
+                raise DataError(f"{where}: '|{task_namespace}' appears twice in the line; name "
+                                "its task once")
             task = tokens[0].partition(":")[0]
             continue
         for tok in tokens:
@@ -301,9 +301,12 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
     src, out = str(src), str(out)
     check_output(src, out, "Vowpal Wabbit folder" if os.path.isdir(src) else "Vowpal Wabbit file",
                  every_file=True)
+    folder_option(src, "--task-namespace", task_namespace)
     dims = check_featuriser("hashing", dims)
     label_map = parse_label_map(label_map)
-    files = _task_files(src) if os.path.isdir(src) else {None: src}
+    notices: list = []
+    files = folder_files(src, "Vowpal Wabbit file", notices=notices) if os.path.isdir(src) \
+        else {None: src}
     if not os.path.isdir(src) and not task_namespace:
         raise DataError(f"{src}: one Vowpal Wabbit file needs --task-namespace NS (each line's "
                         "'|NS name' names its task), or give a folder with one file per task")
@@ -318,7 +321,7 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
             hit = cache[name] = feature_column(name, dims)
         return hit
 
-    seen, per_task, weighted = SeenLabels(), {}, 0
+    seen, per_task, weighted, held = SeenLabels(), {}, 0, set()
     for file_task, path in files.items():
         try:
             with open(path, encoding="utf-8-sig") as f:
@@ -333,8 +336,11 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
                     rows, keys = per_task.setdefault(task, (_SparseRows(), []))
                     rows.append(feats)
                     keys.append(seen.add(task, label, path, line_no))
+                    held.add(path)
         except UnicodeDecodeError:
             raise DataError(f"{path}: not UTF-8 text") from None
+    if os.path.isdir(src):
+        rowless_files(src, files.values(), held, notices)
     if not per_task:
         raise DataError(f"{src}: no data lines")
     for rows, _ in per_task.values():
@@ -344,7 +350,7 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
     sparse = store_sparse(entries, n, dims)
     require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, dims)),
                    f"{src}: {n} lines x {dims} features", "lower --dims")
-    names, notices = sorted(per_task), []
+    names = sorted(per_task)
     if weighted:
         notices.append(f"{src}: {weighted} line(s) give an importance weight or a tag; they are "
                        "not used (every instance counts once)")

@@ -13,8 +13,8 @@ from ..embed import DEFAULT_HASH_DIMS, check_featuriser, featurise
 from ..featurise import hash_texts_sparse
 from ..taskfile import TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
-                     distinct_columns, matrix_bytes, parse_label_map, relabel, require_memory,
-                     tell)
+                     distinct_columns, distinct_options, folder_files, matrix_bytes,
+                     parse_label_map, relabel, require_memory, rowless_files, tell)
 
 TWEETEVAL_TASKS = ("hate", "irony", "offensive")
 
@@ -150,15 +150,21 @@ DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 
 def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
-                   seen: SeenLabels, tasks: dict) -> bool:
-    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)}); True if
-    the file has a column 'task' that is not read (each file is one task without --task-col)."""
+                   seen: SeenLabels, tasks: dict) -> tuple:
+    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)}).
+
+    Returns (rows read, whether the file has a column 'task' that is not read: each file is
+    one task without --task-col). A file with no header at all, like one of a header only,
+    holds no row."""
     regular_file(path, "CSV file")
     read = [text_col, label_col] + ([task_col] if task_col else [])
+    rows = 0
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:      # -sig: a spreadsheet's BOM
             reader = csv.reader(f)
-            cols = next(reader, None) or []
+            cols = next(reader, None)
+            if cols is None:
+                return 0, False
             distinct_columns(path, cols, read)
             for need in read:
                 if need not in cols:
@@ -183,11 +189,12 @@ def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | Non
                 texts, keys = tasks.setdefault(task, ([], []))
                 texts.append(row[text_col])
                 keys.append(seen.add(task, row[label_col], path, start))
+                rows += 1
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
         raise DataError(f"{path}: malformed CSV ({exc})") from None
-    return task_col is None and "task" in cols and "task" not in read
+    return rows, task_col is None and "task" in cols and "task" not in read
 
 
 def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label",
@@ -202,16 +209,20 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     src, out = str(src), str(out)
     check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file", every_file=True)
     check_options(dims=dims)
+    distinct_options(text_col=text_col, label_col=label_col, task_col=task_col)
     mapping = parse_label_map(mapping)
     dims = check_featuriser(featuriser, dims)
-    files = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".csv")) \
+    notices: list = []
+    files = list(folder_files(src, "CSV file", ".csv", notices).values()) \
         if os.path.isdir(src) else [src]
     if not files:
         raise DataError(f"{src}: no .csv files")
     _source_fits(src, files, dims, featuriser)
-    seen, tasks, notices = SeenLabels(), {}, []
-    unread = [path for path in files
-              if _read_text_csv(path, text_col, label_col, task_col, seen, tasks)]
+    seen, tasks = SeenLabels(), {}
+    read = {path: _read_text_csv(path, text_col, label_col, task_col, seen, tasks) for path in files}
+    unread = [path for path, (_, unread_task) in read.items() if unread_task]
+    if os.path.isdir(src):
+        rowless_files(src, files, {path for path, (rows, _) in read.items() if rows}, notices)
     if unread:
         where = unread[0] if len(unread) == 1 else f"{len(unread)} of {len(files)} files of {src}"
         notices.append(f"{where}: the column 'task' is not read (each file is one task, named "

@@ -10,9 +10,12 @@
     nothing to start: this process is one rank of a job that mpiexec or srun started (or the
     only process). It checks that the launcher and MPI agree on how many ranks there are.
 
-A launcher is an object with a ``name``, ``command(n_ranks, args)`` (the command line that runs
-``omtl-mpi ARGS`` on ``n_ranks`` ranks) and ``environment(env)`` (the variables that command
-needs added to ``env``, with the notices that announce them). A launcher that submits batch jobs
+A launcher is an object with a ``name``, ``ready()`` (refuses, within seconds and before
+anything is started, a launcher that cannot start a job now: no mpiexec, no srun, Slurm's
+controller down), ``command(n_ranks, args)`` (the command line that runs ``omtl-mpi ARGS`` on
+``n_ranks`` ranks; made without starting anything, so that a dry run prints it anywhere) and
+``environment(env)`` (the variables that command needs added to ``env``, with the notices that
+announce them). A launcher that submits batch jobs
 (``batch = True``) also writes array scripts, submits them and says which of its jobs are still
 queued or running: :class:`BatchLauncher`. Adding a launcher is one module with a ``LAUNCHER``
 object and one line in :data:`MODULES`.
@@ -31,6 +34,10 @@ MODULES = {"local": "local", "slurm": "slurm", "launched": "launched"}
 class Launcher(Protocol):
     name: str
     batch: bool             # True: runs are submitted as batch jobs (BatchLauncher)
+
+    def ready(self) -> None:
+        """Raise UserError, in one line and within seconds, where this launcher cannot start
+        a job now (what it starts is missing, or the scheduler cannot be reached)."""
 
     def command(self, n_ranks: int, args: list[str]) -> list[str]:
         """The command line that runs ``omtl-mpi ARGS`` on ``n_ranks`` ranks."""

@@ -95,6 +95,10 @@ class Launched:
     name = "launched"
     batch = False
 
+    def ready(self) -> None:
+        """Refuse, as :meth:`command` does: there is nothing this launcher could start."""
+        self.command(0, [])
+
     def command(self, n_ranks: int, args: list[str]) -> list[str]:
         raise UserError("the 'launched' launcher starts nothing: leave out --np and start the "
                         "ranks yourself (mpiexec, or srun --mpi=pmi2/pmix)")

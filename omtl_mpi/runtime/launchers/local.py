@@ -97,6 +97,10 @@ class Local:
     name = "local"
     batch = False
 
+    def ready(self) -> None:
+        """Refuse, before anything starts, where no mpiexec is found."""
+        find_mpiexec()
+
     def command(self, n_ranks: int, args: list[str]) -> list[str]:
         return mpi_command(n_ranks, args)
 

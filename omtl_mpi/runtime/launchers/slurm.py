@@ -33,6 +33,9 @@ _KEYS = {"partition", "account", "time", "mpi", "options", "signal"}
 _WORD = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _CALL_TIMEOUT = 60      # seconds for one sbatch/squeue/sacct call
+# seconds for 'scontrol ping' before anything is started or submitted: a controller that is up
+# answers in milliseconds, and srun or sbatch would wait about 10 s for one that is down
+_PING_TIMEOUT = 5
 
 
 def minutes_of(value, where: str) -> int:
@@ -140,6 +143,50 @@ def _tool(name: str) -> str:
     return found
 
 
+def _why_down(text: str) -> str:
+    """The line of 'scontrol ping' (or of its failure) that says why the controller cannot be
+    reached: its fatal error, else the controller said DOWN, else its first line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("*")]
+    for mark in ("fatal", " is DOWN"):
+        hit = next((line for line in lines if mark in line), None)
+        if hit:
+            return hit
+    return lines[0] if lines else "no answer"
+
+
+def controller_reachable(tool: str) -> None:
+    """Refuse, within seconds, to start ``tool`` (srun, sbatch, squeue) where Slurm's
+    controller cannot be reached: asked by 'scontrol ping', which answers at once, where the
+    tool would retry for about 10 s and then fail in its own words, with no line of ours.
+
+    Where scontrol is missing, nothing is asked (the tool says what it finds). A controller is
+    reachable when 'scontrol ping' says one is UP (a backup, where the primary is down), or
+    exits 0 without saying one is DOWN.
+
+    Raises
+    ------
+    UserError
+        One line: why the controller cannot be reached, and what to do.
+    """
+    scontrol = shutil.which("scontrol")
+    if not scontrol:
+        return
+    fix = (f"{tool} can do nothing until it is (is slurmctld running? sinfo, or ask the "
+           "cluster's administrators), or use --launcher local")
+    try:
+        out = subprocess.run([scontrol, "ping"], capture_output=True, text=True,
+                             timeout=_PING_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"Slurm's controller did not answer 'scontrol ping' within "
+                        f"{_PING_TIMEOUT} s: {fix}") from None
+    except OSError:
+        return
+    said = out.stdout + "\n" + out.stderr
+    if " is UP" in said or (out.returncode == 0 and " is DOWN" not in said):
+        return
+    raise UserError(f"Slurm's controller cannot be reached (scontrol ping: {_why_down(said)}): {fix}")
+
+
 def _call(args: list[str]) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(args, capture_output=True, text=True, timeout=_CALL_TIMEOUT)
@@ -161,11 +208,23 @@ class Slurm:
         """This launcher with a sweep file's ``[slurm]`` settings (its srun plugin)."""
         return Slurm(settings.get("mpi"))
 
+    def ready(self, tool: str = "srun") -> None:
+        """Refuse, before anything is started or written, where ``tool`` (srun for a run,
+        sbatch for a sweep's submission) is missing or Slurm's controller cannot be reached.
+
+        Raises
+        ------
+        UserError
+        """
+        _tool(tool)
+        controller_reachable(tool)
+
     def command(self, n_ranks: int, args: list[str]) -> list[str]:
         """``srun [--mpi=PLUGIN] -n P --kill-on-bad-exit=1 python -m mpi4py -m omtl_mpi ARGS``:
-        a rank that dies ends the step at once."""
+        a rank that dies ends the step at once. Where srun is not installed the command names
+        it by its name: a dry run prints it anywhere; :meth:`ready` refuses to start it."""
         chosen = plugin(self.mpi)
-        return ([_tool("srun")] + ([f"--mpi={chosen}"] if chosen else [])
+        return ([shutil.which("srun") or "srun"] + ([f"--mpi={chosen}"] if chosen else [])
                 + ["-n", str(n_ranks), "--kill-on-bad-exit=1"] + rank_command(args))
 
     def environment(self, env) -> tuple[dict, list[str]]:
@@ -211,7 +270,9 @@ class Slurm:
             return {}
         found = {}
         user = os.environ.get("USER") or str(os.getuid())
-        out = _call([_tool("squeue"), "-h", "-r", "-u", user, "-o", "%i|%T"])
+        squeue = _tool("squeue")
+        controller_reachable("squeue")
+        out = _call([squeue, "-h", "-r", "-u", user, "-o", "%i|%T"])
         if out.returncode != 0:
             raise UserError(f"squeue failed: {out.stderr.strip() or out.returncode}")
         for line in out.stdout.splitlines():
