@@ -395,15 +395,15 @@ def test_bad_parameters_are_one_catchable_line():
         lambda: omtl_mpi.PA(3, 2).set_params(C=0): "C must be",
         lambda: omtl_mpi.PA(10**9, 9): "task(s) of 10 weights on one rank need about",
         lambda: omtl_mpi.AROW(3, 10**6, arow_covariance="full"):
-            "arow_covariance full at d = 1000001 weights (an intercept counts one): a 1,000,001 x 1,000,001 matrix per task",
+            "arow_covariance='full' at d = 1000001 weights (an intercept counts one): a 1,000,001 x 1,000,001 matrix per task",
         lambda: omtl_mpi.AROW(3, 4096, arow_covariance="full"):          # the keyword, not --dims
             "at d = 4097 weights (an intercept counts one): a 4,097 x 4,097 matrix per task (128 "
             "MiB) and about 34 ms per margin error, out of proportion above d = 4096; use "
-            "arow_covariance diagonal (d numbers per task, O(non-zeros) per step) or a smaller "
+            "arow_covariance='diagonal' (d numbers per task, O(non-zeros) per step) or a smaller "
             "n_features",
         lambda: omtl_mpi.AROW(10**5, 3000, arow_covariance="full"):      # advice, as the API says it
             "reduce d (a smaller n_features), spread the tasks over more ranks, or use "
-            "arow_covariance diagonal",
+            "arow_covariance='diagonal'",
         lambda: omtl_mpi.DROM(10**6, 2): "drom keeps a 1000000 x 1000000 task-relationship matrix",
         lambda: omtl_mpi.CADMM(10**9, 2): "task(s) on one rank need about",
         lambda: omtl_mpi.CADMM(3, 2, rounds=True): "rounds must be an integer >= 1",
@@ -443,7 +443,7 @@ def test_bad_instances_are_refused_and_change_nothing():
         lambda: m.learn_one({"user": 1, "a": 1.0}, 1, task=2): "task=2 but x['user'] is 1",
         lambda: m.load_state_dict({**m.state_dict(), "params": [1]}): "params are not a dict",
         lambda: m.load_state_dict({**m.state_dict(), "version": True}): "of version True",
-        lambda: m.load_state_dict(_with(m.state_dict(), "learner", "n_rounds", np.int64(-1))): "negative count",
+        lambda: m.load_state_dict(_with(m.state_dict(), "learner", "n_rounds", np.int64(-1))): "n_rounds holds -1, where a count from 0",
         lambda: m.load_state_dict(_with(m.state_dict(), "learner", "n_seen", np.zeros(3))): "n_seen holds float64",
         lambda: m.set_params(rho=1.0): "use clone",
     }
