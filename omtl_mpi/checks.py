@@ -1,23 +1,39 @@
-"""The generic checks every learner passes (river's ``check_estimator``, scikit-learn's
-``check_estimator``): named checks, each run on a fresh clone of the learner given.
+"""The generic checks every learner passes, in the manner of river's ``check_estimator`` and
+scikit-learn's (whose own suites run on the learners too: river's on every learner with a
+``task_key``, scikit-learn's on :class:`omtl_mpi.sklearn.MultiTaskClassifier`, in the project's
+tests): named checks, each run on a fresh clone of the learner given.
 
 :func:`check_learner` runs them all and raises AssertionError naming the check that failed;
 :func:`learner_checks` lists them, and :func:`parametrize_with_checks` turns them into one
 pytest case per learner and check. A learner may skip checks by name: a class attribute
-``check_skips`` (a set of names, each skip better explained in a comment beside it), or
-``skip=`` here.
+``check_skips`` of the learner's class, or ``CHECK_SKIPS`` of its role class (a set of names,
+each skip explained in a comment beside it), or ``skip=`` here.
 
-Besides the usual (predicting before any learning, inputs never changed, same inputs same
-bits, predictions change nothing, bad input changes nothing), the project's own: a state round
-trip (``state_dict``, and a saved file) continues bit for bit; ``learn_one`` is the round it
-stands for; ``partial_fit`` is ``omtl-mpi run``'s rounds; the decision's sign is the prediction
-the round makes; and one process equals MPI (``run_streams`` under ``mpiexec``), for the
-learners whose module can be imported by the ranks.
+What is checked, one check each:
+
+* the usual: a fresh learner predicts; the same inputs give the same bits; no method changes
+  its inputs, nor a role the arrays of its round; bad input raises one UserError and changes
+  nothing;
+* predicting changes nothing: not the state, and not any attribute of the role objects (a
+  counter kept outside ``state()`` included; scratch they declare in ``NOT_STATE`` aside), and
+  learning with predictions in between (progressive validation) is learning without them;
+* every task is its own: a task's decision is the same alone in a round as beside the others
+  (in the first rounds the active tasks are 0..j, where a role that ignores ``active`` cannot
+  be told from one that reads it), and learning one task moves no other task's model or dual
+  more than the others' (a shared part moves them alike);
+* state and copies: a state round trip (``state_dict``, and a saved file) continues bit for
+  bit, and so do ``copy.copy``, ``copy.deepcopy`` and a pickle round trip, mid-stream;
+* rounds: ``learn_one`` is the round it stands for; ``partial_fit`` is ``omtl-mpi run``'s
+  rounds; the decision's sign is the prediction the round makes; mini-batches predict every
+  active instance;
+* one process equals MPI (``run_streams`` under ``mpiexec``, with several tasks on a rank),
+  for the learners whose module the ranks can import.
 """
 from __future__ import annotations
 
 import copy
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -184,6 +200,140 @@ def check_predict_changes_nothing(m):
     assert where is None, f"predicting changed the learner's state at {where}"
 
 
+def _fingerprint(m) -> list:
+    """Every attribute of the learner's role objects, as comparable values: arrays by dtype,
+    shape and bytes, other values by repr, objects by their attributes, walked depth first
+    (the scratch a class declares in ``NOT_STATE`` left out: it is rewritten before it is
+    read). A counter a role keeps outside its ``state()`` shows here."""
+    out, seen = [], set()
+
+    def walk(value, where):
+        if isinstance(value, np.ndarray):
+            out.append((where, value.dtype.str, value.shape, value.tobytes()))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(value, dict):
+            for key in sorted(value, key=repr):
+                walk(value[key], f"{where}[{key!r}]")
+        elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value):
+            if id(value) in seen:
+                return
+            seen.add(id(value))
+            scratch = set(getattr(value, "NOT_STATE", ()))
+            for key in sorted(vars(value)):
+                if key not in scratch:
+                    walk(vars(value)[key], f"{where}.{key}")
+        elif isinstance(value, (int, float, str, bool, bytes, type(None), np.generic)):
+            out.append((where, repr(value)))
+    roles = m._roles
+    walk(roles.holders, "holders")
+    walk(roles.server, "server")
+    return out
+
+
+def _first_change(before: list, after: list) -> str | None:
+    """Where two fingerprints first differ (None: identical)."""
+    for a, b in zip(before, after):
+        if a != b:
+            return a[0]
+    if len(before) != len(after):
+        return (after if len(after) > len(before) else before)[min(len(before), len(after))][0]
+    return None
+
+
+def check_predicting_changes_no_attribute(m):
+    """Predicting leaves every attribute of the role objects as it was, and learning with
+    predictions between the calls (river's progressive validation) is learning without."""
+    X, y = _streams(m)
+    quiet = m.clone()
+    K = m.n_tasks
+    for t in range(12):
+        for k in range(K):
+            if t < len(y[k]):
+                before = _fingerprint(m)
+                m.predict_one(X[k][t], task=k)
+                m.decision_one(X[k][t], task=k)
+                m.predict_proba_one(X[k][t], task=k)
+                where = _first_change(before, _fingerprint(m))
+                assert where is None, f"predicting task {k} changed {where}"
+                m.learn_one(X[k][t], int(y[k][t]), task=k)
+                quiet.learn_one(X[k][t], int(y[k][t]), task=k)
+    where = _same_state(m.state_dict()["state"], quiet.state_dict()["state"])
+    assert where is None, (f"learning with predictions between the calls differs from learning "
+                           f"without them at {where}")
+
+
+def check_a_task_alone_decides_as_beside_others(m):
+    """A task's decision is the same alone in a round as beside every other task, for each
+    task, the last one included (in the first rounds of the other checks the active tasks are
+    0..j, where a role that ignores its argument ``active`` cannot be told from one that
+    reads it)."""
+    X, y = _streams(m)
+    _learn(m, X, y, rounds=10)
+    K = m.n_tasks
+    Xr = np.stack([X[k][-1] for k in range(K)])[:, None]          # (K, 1, d): every task
+    together = m.decision_round(Xr)[:, 0]
+    for k in range(K):
+        alone = np.zeros(K, dtype=bool)
+        alone[k] = True
+        values = np.array([m.decision_round(Xr, alone)[k, 0], m.decision_one(X[k][-1], task=k)])
+        # equal up to rounding: a sum over one task's row or over every task's rows
+        assert np.allclose(values, together[k], rtol=1e-9, atol=1e-12), (
+            f"task {k}'s decision alone in a round ({values[0]!r}, decision_one {values[1]!r}) "
+            f"is not the one beside the other tasks ({together[k]!r}): does a role read the "
+            "rows of the round's active tasks (its argument active)?")
+
+
+def check_learning_a_task_leaves_the_others(m):
+    """Learning one task (the last, then the first) moves the model (W_) and dual (Z_) of
+    every other task that has learned by the same amount: not at all where each task's are
+    its own, a shared part's change where they hold one (pooled, hashed): never one task
+    more than the others."""
+    X, y = _streams(m)
+    _learn(m, X, y, rounds=10)
+    K = m.n_tasks
+    for k in (K - 1, 0):
+        before = {name: getattr(m, name) for name in ("W_", "Z_") if hasattr(m, name)}
+        others = m.n_seen_ > 0
+        others[k] = False
+        m.learn_one(X[k][-1], int(y[k][-1]), task=k)
+        for name, value in before.items():
+            moved = (getattr(m, name) - value)[others]
+            if not len(moved):
+                continue
+            scale = np.abs(value).max() + 1.0
+            odd = np.flatnonzero(~np.isclose(moved, moved[0], rtol=1e-9, atol=1e-12 * scale).all(axis=1))
+            assert not len(odd), (f"learning task {k} moved {name} of task "
+                                  f"{np.flatnonzero(others)[odd[0]]} otherwise than the other "
+                                  "tasks without an instance in the round")
+
+
+def check_copies_continue(m):
+    """copy.copy, copy.deepcopy and a pickle round trip, made mid-stream, continue bit for
+    bit as the learner does (river's ensembles and process pools copy learners so)."""
+    X, y = _streams(m)
+    rounds = list(_round_major(X, y))
+    half = len(rounds) // 2
+    for Xr, yr, act in rounds[:half]:
+        m.learn_round(Xr, yr, act)
+    copies = {}
+    for how, make in (("copy.copy", copy.copy), ("copy.deepcopy", copy.deepcopy),
+                      ("pickle", lambda m: pickle.loads(pickle.dumps(m)))):
+        try:
+            copies[how] = make(m)
+        except (TypeError, AttributeError, pickle.PicklingError) as exc:
+            raise AssertionError(f"a {how} of the learner cannot be made: {exc}") from exc
+    for Xr, yr, act in rounds[half:]:
+        made = m.learn_round(Xr, yr, act)
+        for how, other in copies.items():
+            assert np.array_equal(made, other.learn_round(Xr, yr, act)), \
+                f"a {how} of the learner predicts otherwise than the learner"
+    for how, other in copies.items():
+        where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
+        assert where is None, f"a {how} of the learner learned otherwise, at {where}"
+
+
 def check_decision_is_the_rounds_prediction(m):
     """The sign of the decision before a round is the prediction the round makes."""
     X, y = _streams(m)
@@ -308,13 +458,17 @@ def check_one_process_equals_mpi(m):
                     "import: put it in a module (a .py file) that the script imports")
     X, y = _streams(m, longest=30)
     params = {k: v for k, v in m.get_params().items()
-              if k not in ("n_tasks", "n_features", "task_key")}
+              if k not in ("n_tasks", "n_features", "task_key", "default_task")}
     K = m.n_tasks
+    # fewer holders than tasks, so that some rank holds several (a role that ignores which of
+    # its tasks are active passes with one task a rank)
     if spec.pattern == "neighbours":
-        ranks = params.get("nodes") or K
+        ranks = params.get("nodes") or (K if spec.one_task_per_node else max(2, K - 1))
         params["nodes"] = ranks
+    elif spec.pattern == "server":
+        ranks = 1 + max(1, min(2, K - 1))
     else:
-        ranks = min(3, K + 1 if spec.pattern == "server" else K)
+        ranks = max(1, min(2, K - 1))
     params.pop("rounds")            # a run knows its length (eta = sqrt(T) is derived from it)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if not os.access(mpiexec, os.X_OK):
@@ -380,9 +534,12 @@ class _Skip(Exception):
 
 
 CHECKS = (check_predict_before_learning, check_deterministic, check_inputs_not_mutated,
-          check_predict_changes_nothing, check_decision_is_the_rounds_prediction,
-          check_state_round_trip, check_learn_one_is_a_round, check_partial_fit_is_rounds,
-          check_mini_batches, check_bad_input_changes_nothing, check_one_process_equals_mpi)
+          check_predict_changes_nothing, check_predicting_changes_no_attribute,
+          check_a_task_alone_decides_as_beside_others, check_learning_a_task_leaves_the_others,
+          check_decision_is_the_rounds_prediction,
+          check_state_round_trip, check_copies_continue, check_learn_one_is_a_round,
+          check_partial_fit_is_rounds, check_mini_batches, check_bad_input_changes_nothing,
+          check_one_process_equals_mpi)
 
 
 def learner_checks(obj, skip=()) -> list:

@@ -39,7 +39,6 @@ what to fix, before anything changes.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import numbers
@@ -69,6 +68,8 @@ def _other_version(version, where: str) -> UserError:
 # options of a run that shape the learner object itself (the others, data, seed, batch...,
 # describe a run over a data set: run_streams takes them)
 _RUN_OPTIONS = ("intercept", "scale")
+# the parameters that say how an instance names its task (no learned state depends on them)
+_NAMING = ("task_key", "default_task")
 _GRAPH_OPTIONS = ("topology", "nodes")
 # the public class of every built-in learner
 CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-single": "ADMMSingle",
@@ -169,7 +170,7 @@ def parameters(algo: str) -> dict:
 
     ``n_tasks`` and ``n_features`` come first (required), then the run options that shape the
     learner (``intercept``, ``scale``; ``topology`` and ``nodes`` for the neighbour learners),
-    ``rounds`` and ``task_key``, then the learner's hyper-parameters: the same names, defaults
+    ``rounds``, ``task_key`` and ``default_task``, then the learner's hyper-parameters: the same names, defaults
     and checks as ``omtl-mpi run`` and sweep files (:mod:`omtl_mpi.options`).
 
     Examples
@@ -177,7 +178,7 @@ def parameters(algo: str) -> dict:
     >>> import omtl_mpi
     >>> params = omtl_mpi.parameters("pa")
     >>> list(params)[2:], params["C"]
-    (['intercept', 'scale', 'rounds', 'task_key', 'C'], 1.0)
+    (['intercept', 'scale', 'rounds', 'task_key', 'default_task', 'C'], 1.0)
     """
     from .options import table
     spec = registry.get(algo)
@@ -187,6 +188,7 @@ def parameters(algo: str) -> dict:
     out.update({name: opts[name].default for name in names})
     out["rounds"] = None
     out["task_key"] = None
+    out["default_task"] = 0
     out.update({f.name: f.default for f in fields(spec.params)})
     return out
 
@@ -201,6 +203,9 @@ def _help(algo: str, name: str) -> str:
            "rounds": "Rounds the stream will last, for the hyper-parameters whose default depends "
                      "on the run's length (eta of the euclid w-step: sqrt(rounds)); None: not "
                      "known (then such a hyper-parameter must be given).",
+           "default_task": "The task of a dict x without the task_key entry (river's "
+                           "convention: a feature may go missing; river's own checks send "
+                           "such instances); None: such an x is an error.",
            "task_key": "Key of x holding the task when x is a dict (river's progressive "
                        "validation passes x alone); None: give task= to every call."}
     if name in own:
@@ -209,7 +214,16 @@ def _help(algo: str, name: str) -> str:
     return _api_text(opt.helps.get(algo, opt.help))
 
 
-class Learner:
+try:
+    # where river is installed a learner is one of its classifiers (its progressive validation,
+    # pipelines and ensembles take only those, and its check_estimator runs on them); river is
+    # optional, and its base costs some 20 ms to import
+    from river.base import Classifier as _Base
+except ImportError:                 # pragma: no cover (river is a test dependency)
+    _Base = object
+
+
+class Learner(_Base):
     """A learner of ``omtl-mpi algos`` as a Python object (see the module's docstring).
 
     Build one with :func:`learner` or a class of its own (:class:`CADMM`, ...); the parameters
@@ -254,6 +268,20 @@ class Learner:
     # river reads it: a learner learns from labels
     _supervised = True
 
+    @classmethod
+    def _unit_test_params(cls):
+        """The parameters river's checks build a learner of this class with (river's hook):
+        a few tasks, dict features hashed into 16, the task named by ``x["task"]``."""
+        from .checks import _needed
+        yield {"n_tasks": 3, "n_features": 16, "task_key": "task", **_needed(cls.algo)}
+
+    def __reduce__(self):
+        # copy.copy, copy.deepcopy and pickle (process pools, river's ensembles and checks)
+        # carry the parameters and state_dict(), so a copy continues bit for bit: the role
+        # objects' buffers and views of them (a worker's message) are built afresh, not split.
+        # Within one release only: files are HDF5 (save), and nothing from a file is unpickled.
+        return _restore, (self.algo, self.get_params(), self.state_dict())
+
     def __init__(self, n_tasks, n_features, **params):
         built = _build(self.algo, n_tasks, n_features, params)
         self._install(built)
@@ -271,8 +299,6 @@ class Learner:
         K = self.n_tasks
         self._scale_max = np.zeros((K, self.n_features)) if self.scale == "online" else None
         self._bool_labels = False
-        if self.task_key is not None:
-            _as_river_classifier()
         self.n_rounds_ = 0
         self.n_seen_ = np.zeros(K, dtype=np.int64)
         from .algorithms.undo import Journal
@@ -301,9 +327,12 @@ class Learner:
         self._install(_build(self.algo, merged.pop("n_tasks"), merged.pop("n_features"), merged))
         return self
 
-    def clone(self, new_params: dict | None = None, **params) -> "Learner":
+    def clone(self, new_params: dict | None = None, include_attributes: bool = False,
+              **params) -> "Learner":
         """A fresh learner with the same parameters, nothing learned; ``new_params`` (river's
-        spelling) or keyword arguments change some.
+        spelling) or keyword arguments change some. ``include_attributes`` (river's): the
+        learned state too, a copy that continues bit for bit (with the same parameters only: a
+        state belongs to the parameters it was learned with).
 
         Examples
         --------
@@ -313,8 +342,19 @@ class Learner:
         >>> twin = m.clone(C=0.25)
         >>> twin, twin.n_rounds_
         (PA(n_tasks=2, n_features=3, C=0.25), 0)
+        >>> m.clone(include_attributes=True).n_rounds_
+        1
         """
-        return type(self)(**{**self.get_params(), **(new_params or {}), **params})
+        given = {**self.get_params(), **(new_params or {}), **params}
+        fresh = type(self)(**given)
+        if include_attributes:
+            if any(not _same(fresh.get_params()[k], v) for k, v in self.get_params().items()
+                   if k not in _NAMING):
+                raise UserError("clone(include_attributes=True) copies the learned state, which "
+                                "belongs to the parameters it was learned with: change "
+                                "parameters in a fresh clone (include_attributes=False)")
+            fresh.load_state_dict(self.state_dict())
+        return fresh
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | {f"{k}_" for k in self._model()})
@@ -336,8 +376,10 @@ class Learner:
                 raise UserError("which task? give task=k (0..n_tasks-1), or build the learner "
                                 "with task_key= and pass x as a dict holding the task")
             if self.task_key not in x:
-                raise UserError(f"x has no {self.task_key!r} (the learner's task_key): every "
-                                "instance must say its task")
+                if self.default_task is None:
+                    raise UserError(f"x has no {self.task_key!r} (the learner's task_key), and "
+                                    "default_task is None: every instance must say its task")
+                return self.default_task
             task = x[self.task_key]
         if isinstance(task, (bool, np.bool_)) or not isinstance(task, (int, np.integer)) \
                 or not 0 <= task < self.n_tasks:
@@ -700,12 +742,28 @@ class Learner:
         return 1 if positive else -1
 
     def predict_proba_one(self, x, *, task=None) -> dict:
-        """A score for each label, ``{+1: s, -1: 1 - s}`` (bools for a learner taught with
-        bools), s the logistic of the decision value: monotone in it, so that river's ranking
-        metrics (ROCAUC) work, but not a calibrated probability (the learners are margin-based).
+        """A score for each label, ``{1: s, -1: 1 - s}`` for a learner taught with -1/+1 (and
+        ``{True: s, False: 1 - s}`` before any label and for one taught with bools, as river's
+        binary classifiers key theirs), s the logistic of the decision value: monotone in it,
+        so that river's ranking metrics (ROCAUC) work, but not a calibrated probability (the
+        learners are margin-based).
+
+        Examples
+        --------
+        >>> import omtl_mpi
+        >>> m = omtl_mpi.PA(n_tasks=1, n_features=2)
+        >>> m.predict_proba_one([1.0, 0.0], task=0)
+        {False: 0.5, True: 0.5}
+        >>> m.learn_one([1.0, 0.0], -1, task=0)
+        >>> sorted(m.predict_proba_one([1.0, 0.0], task=0))
+        [-1, 1]
         """
         s = 0.5 * (1.0 + math.tanh(0.5 * self.decision_one(x, task=task)))    # the logistic
-        return {True: s, False: 1.0 - s} if self._bool_labels else {1: s, -1: 1.0 - s}
+        # keyed by the labels learned, as river's classifiers key theirs; before any, as a
+        # binary river classifier does (False/True)
+        if self._bool_labels or self.n_rounds_ == 0:
+            return {False: 1.0 - s, True: s}
+        return {-1: 1.0 - s, 1: s}
 
     # --------------------------------------------------------------------- scikit-learn's shape
     def _batch(self, X, tasks, y=None):
@@ -894,9 +952,9 @@ class Learner:
         theirs, mine = state.get("params"), self.get_params()
         if not isinstance(theirs, dict):
             raise UserError("the state's params are not a dict of parameters (state_dict() gives one)")
-        # task_key says how instances name their task: it shapes no state
-        mine = {k: v for k, v in mine.items() if k != "task_key"}
-        theirs = {k: v for k, v in theirs.items() if k != "task_key"}
+        # task_key and default_task say how instances name their task: they shape no state
+        mine = {k: v for k, v in mine.items() if k not in _NAMING}
+        theirs = {k: v for k, v in theirs.items() if k not in _NAMING}
         for name in mine:
             if name in theirs and _same(theirs[name], mine[name]):
                 continue
@@ -930,16 +988,11 @@ class Learner:
         save_learner(path, self.state_dict())
 
 
-@functools.cache
-def _as_river_classifier() -> None:
-    """Make learners river classifiers where river is installed: river's progressive
-    validation takes only instances of its Classifier class (an abstract class, so a learner
-    can be registered as one without river being needed to import this module)."""
-    try:
-        from river import base
-    except ImportError:
-        return
-    base.Classifier.register(Learner)
+def _restore(algo: str, params: dict, state: dict) -> Learner:
+    """A learner of ``algo`` with ``params``, continuing from ``state``: what a copy or a pickle
+    of one is rebuilt from (:meth:`Learner.__reduce__`)."""
+    rest = dict(params)
+    return learner(algo, rest.pop("n_tasks"), rest.pop("n_features"), **rest).load_state_dict(state)
 
 
 def _same(a, b) -> bool:
@@ -1029,6 +1082,13 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
                                           or isinstance(given["task_key"], bool)):
         raise UserError(f"task_key must be a dict key (a string or an integer) or None, got "
                         f"{given['task_key']!r}")
+    default = given["default_task"]
+    if default is not None and (isinstance(default, (bool, np.bool_)) or not isinstance(default, (int, np.integer))
+                                or not 0 <= default < n_tasks):
+        raise UserError(f"default_task must be a task (an integer from 0 to {n_tasks - 1}) or None, "
+                        f"got {default!r}")
+    if default is not None:
+        given["default_task"] = int(default)
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer))
                                or rounds < 1):
         raise UserError(f"rounds must be an integer >= 1 or None, got {rounds!r}")
@@ -1039,7 +1099,7 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     # clone (every parameter passed) is never refused for a default that does nothing
     values = {"algo": algo}
     values.update({k: v for k, v in given.items()
-                   if k not in ("n_tasks", "n_features", "rounds", "task_key") and v != known[k]})
+                   if k not in ("n_tasks", "n_features", "rounds") + _NAMING and v != known[k]})
     try:
         cfg = run_config(values)
     except UserError as exc:
@@ -1103,7 +1163,11 @@ def _make_class(algo: str, name: str) -> type:
         inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD if k in ("n_tasks", "n_features")
                           else inspect.Parameter.KEYWORD_ONLY, default=v)
         for k, v in parameters(algo).items()])
-    cls = type(name, (Learner,), {"algo": algo, "__doc__": _docstring(algo), "__module__": __name__})
+    spec = registry.get(algo)
+    # the generic checks a learner's role class says do not apply to it (omtl_mpi.checks)
+    skips = frozenset(getattr(spec.worker or spec.node, "CHECK_SKIPS", ()))
+    cls = type(name, (Learner,), {"algo": algo, "__doc__": _docstring(algo), "__module__": __name__,
+                                  "check_skips": skips})
     cls.__init__ = _init_with(sig)
     return cls
 

@@ -362,17 +362,20 @@ def _fitted(job, states: list, source):
     if algo.pattern == "neighbours":
         params.update(topology=cfg.topology, nodes=job.topology.n_nodes)
     m = learner(algo.name, job.meta.n_tasks, job.meta.dim, rounds=job.rounds, **params)
-    if len(states) == 1:
-        merged = states[0]
-    elif algo.pattern == "server":
-        merged = {"holder0": merge_states(algo.worker, [s["holder0"] for s in states[1:]]),
-                  "server": states[0]["server"]}
-    elif algo.pattern == "none":
-        merged = {"holder0": merge_states(algo.node, [s["holder0"] for s in states])}
-    else:
-        merged = {f"holder{r}": s["holder0"] for r, s in enumerate(states)}
     from .learners import _fits, first_difference
-    problem = first_difference(merged, m._roles.state(), "state", _fits)
+    try:
+        if len(states) == 1:
+            merged = states[0]
+        elif algo.pattern == "server":
+            merged = {"holder0": merge_states(algo.worker, [s["holder0"] for s in states[1:]]),
+                      "server": states[0]["server"]}
+        elif algo.pattern == "none":
+            merged = {"holder0": merge_states(algo.node, [s["holder0"] for s in states])}
+        else:
+            merged = {f"holder{r}": s["holder0"] for r, s in enumerate(states)}
+        problem = first_difference(merged, m._roles.state(), "state", _fits)
+    except ValueError as exc:
+        problem = str(exc)
     if problem:
         raise UserError(f"the ranks' states do not join into one learner of {algo.name} "
                         f"({problem}): its role class's TASK_AXIS must name every per-task array "

@@ -425,7 +425,8 @@ def test_bad_instances_are_refused_and_change_nothing():
         lambda: m.learn_one([1.0, 0.0], 0, task=0): "a label is -1 or +1",
         lambda: m.learn_one([1.0, 0.0], 1, task=3): "task must be an integer from 0 to 2",
         lambda: m.learn_one([1.0, 0.0, 2.0], 1, task=0): "x must have shape (2,)",
-        lambda: m.learn_one({"a": 1.0}, 1): "x has no 'user'",
+        lambda: m.clone(default_task=None).learn_one({"a": 1.0}, 1):
+            "x has no 'user' (the learner's task_key), and default_task is None",
         lambda: m.learn_one({"user": 1, "a": "text"}, 1): "not a number",
         lambda: m.predict_one([1.0, 0.0]): "x has no|which task",
         lambda: m.learn_round(np.zeros((3, 1, 2)), [[1], [2], [1]]): r"y\[1, 0\] is 2$",
@@ -725,7 +726,7 @@ def test_run_streams_on_a_communicator_of_ones_own(mpiexec, tmp_path):
 def test_a_learner_declares_the_checks_it_skips(perceptron, monkeypatch):
     from omtl_mpi.checks import learner_checks
     names = [name for name, _ in learner_checks("perceptron")]
-    assert "check_mini_batches" in names and len(names) == 11
+    assert "check_mini_batches" in names and len(names) == 15
     cls = type(omtl_mpi.learner("perceptron", 3, 4))
     monkeypatch.setattr(cls, "check_skips", {"check_mini_batches"}, raising=False)
     assert "check_mini_batches" not in [name for name, _ in learner_checks("perceptron")]
@@ -748,7 +749,8 @@ def test_a_wrong_task_axis_is_caught_under_mpi(tmp_path, monkeypatch):
     try:
         with pytest.raises(AssertionError, match="check_one_process_equals_mpi: the MPI run failed: "
                                                  ".*UserError: the ranks' states do not join .*"
-                                                 "holder0/W has shape .* TASK_AXIS must name"):
+                                                 "'W' of shapes .* do not join along axis 1.* "
+                                                 "TASK_AXIS must name"):
             omtl_mpi.check_learner("bad-axis")
     finally:
         REGISTRY.pop("bad-axis", None)
@@ -772,6 +774,9 @@ def test_rivers_score_metrics_work():
     auc = evaluate.progressive_val_score(data, omtl_mpi.PA(2, 4, task_key="t"), metrics.ROCAUC())
     assert auc.get() > 0.9
     m = omtl_mpi.PA(2, 4)
+    scores = m.predict_proba_one([1.0, 0, 0, 0], task=0)      # before any label: river's keys
+    assert list(scores) == [False, True] and sum(scores.values()) == pytest.approx(1.0)
+    m.learn_one([1.0, 0, 0, 0], -1, task=0)                      # then the labels learned
     scores = m.predict_proba_one([1.0, 0, 0, 0], task=0)
     assert set(scores) == {1, -1} and scores[1] + scores[-1] == pytest.approx(1.0)
 
@@ -826,3 +831,81 @@ def test_omega_of_many_tasks_is_its_factors():
     assert basis.shape[0] == 2000 and abs(rest * (2000 - len(values)) + values.sum() - 1) < 1e-12
     with pytest.raises(AttributeError, match="omega_ is kept as a K x K matrix up to 1,024 tasks"):
         m.omega_
+
+
+# ------------------------------------------------------------------ bugs the checks must find
+def _learns_the_first_tasks(self, X, y, inv_count, active=slice(None)):
+    """local_step that ignores active: the round's instances learned into the block's first
+    rows (learning task 2 moves task 0's weights)."""
+    first = slice(0, X.shape[1])
+    W = self.W[first]
+    positive = np.einsum("kd,bkd->bk", W, X) >= 0.0
+    wrong = (y != 0) & ((y > 0) != positive)
+    self.W[first] = W + self.step * np.einsum("bk,bkd->kd", wrong * y, X) * inv_count[:, None]
+    return positive
+
+
+def _decides_with_the_first_tasks(self, X, active=slice(None)):
+    """decide that ignores active: task 2 predicted with task 0's model."""
+    return np.einsum("kd,bkd->bk", self.W[:X.shape[1]], X)
+
+
+@pytest.mark.parametrize("planted, check", [
+    ({"local_step": _learns_the_first_tasks}, "check_learning_a_task_leaves_the_others"),
+    ({"decide": _decides_with_the_first_tasks}, "check_a_task_alone_decides_as_beside_others"),
+    ("counter", "check_predicting_changes_no_attribute"),
+])
+def test_the_checks_find_the_bugs_the_earlier_ones_missed(perceptron, monkeypatch, planted, check):
+    """Three bugs of a learner written outside the package, each of which passed every
+    earlier check (whose streams made each round's active tasks 0..j and whose MPI check held a
+    task a rank): each is now named by its check."""
+    node = perceptron.PerceptronNode
+    if planted == "counter":
+        decide, step = node.decide, node.local_step
+
+        def counts(self, X, active=slice(None)):       # a counter kept outside state()
+            self.calls = getattr(self, "calls", 0) + 1
+            return decide(self, X, active)
+
+        def steps_by_it(self, X, y, inv_count, active=slice(None)):
+            self.step = 1.0 + 0.01 * getattr(self, "calls", 0)
+            return step(self, X, y, inv_count, active)
+        planted = {"decide": counts, "local_step": steps_by_it}
+    for name, method in planted.items():
+        monkeypatch.setattr(node, name, method)
+    with pytest.raises(AssertionError, match=f"^{check}: "):
+        omtl_mpi.check_learner("perceptron", mpi=False)
+
+
+def test_a_copy_that_splits_a_message_from_its_views_is_found(monkeypatch):
+    """A deep copy made as Python makes one of any object (attribute by attribute: the views
+    of C-ADMM's message become arrays of their own), as copies were made before
+    Learner.__reduce__: it does not continue, and the check says so."""
+    import copy as copying
+
+    def attribute_by_attribute(self, memo):
+        twin = object.__new__(type(self))
+        for key, value in vars(self).items():
+            setattr(twin, key, copying.deepcopy(value, memo))
+        return twin
+    monkeypatch.setattr(omtl_mpi.learners.Learner, "__deepcopy__", attribute_by_attribute, raising=False)
+    with pytest.raises(AssertionError, match="^check_copies_continue: a copy.deepcopy of the "
+                                             "learner (predicts|learned) otherwise"):
+        omtl_mpi.check_learner(omtl_mpi.CADMM(3, 4, relationship=True), mpi=False)
+
+
+def test_the_mpi_check_puts_several_tasks_on_a_rank(perceptron, monkeypatch):
+    """With a task a rank, a decide that ignores active passes under MPI too: the check's
+    ranks hold several tasks each."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.path.join(ROOT, "docs", "examples"), ROOT]))
+    from omtl_mpi.checks import check_one_process_equals_mpi
+    recorded = []
+    real = subprocess.run
+
+    def spy(cmd, *args, **kwargs):
+        recorded.append(cmd)
+        return real(cmd, *args, **kwargs)
+    monkeypatch.setattr(subprocess, "run", spy)
+    check_one_process_equals_mpi(omtl_mpi.learner("perceptron", 3, 4))
+    ranks = int(recorded[-1][recorded[-1].index("-n") + 1])
+    assert ranks < 3, f"{ranks} ranks for 3 tasks"

@@ -416,7 +416,12 @@ def merge_states(cls: type, states: list[dict]) -> dict:
     for key in keys:
         values = [np.asarray(state[key]) for state in states]
         if key in axes:
-            out[key] = np.concatenate(values, axis=axes[key])
+            try:
+                out[key] = np.concatenate(values, axis=axes[key])
+            except (ValueError, np.exceptions.AxisError):
+                raise ValueError(f"{cls.__name__}: the blocks' {key!r} of shapes "
+                                 f"{', '.join(str(v.shape) for v in values)} do not join along "
+                                 f"axis {axes[key]}, its TASK_AXIS") from None
             continue
         for i, value in enumerate(values[1:], 1):
             if value.shape != values[0].shape or not np.array_equal(value, values[0], equal_nan=True):
