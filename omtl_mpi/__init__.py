@@ -11,6 +11,9 @@ The Python API (what ``omtl_mpi.NAME`` gives; see :data:`__all__`)::
     check_learner(learner_or_name)                 the generic learner checks (omtl_mpi.checks)
     UserError                                      every bad input (a ValueError)
 
+and, with scikit-learn installed, ``from omtl_mpi.sklearn import MultiTaskClassifier``: any
+learner as a scikit-learn classifier.
+
 Importing the package loads none of it (the names are resolved on first use), starts no MPI
 and changes no environment variable.
 
@@ -18,8 +21,8 @@ The package is layered (each layer imports only from the ones below it; tests/te
 
     cli                  what users type and read (click, matplotlib)
     learners, streams,   the Python API: learner objects, whole runs from arrays, the checks,
-      checks, persist,   text hashed as the importers hash it
-      text
+      checks, persist,   text hashed as the importers hash it, a scikit-learn classifier
+      text, sklearn
     sweep, report        grids of runs as separate jobs; tables and figures from them
     runtime              roles by rank, the round loop, timing, results file
       fast               the speed plug-in (address layout): imported by the runtime only

@@ -14,6 +14,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "omtl_mpi"
 LAYERS = {
     "__main__": 7, "cli": 6,
     "learners": 5.5, "streams": 5.5, "checks": 5.5, "persist": 5.5, "text": 5.5,  # the Python API
+    "sklearn": 5.5,                 # the Python API as a scikit-learn estimator
     "sweep": 5, "report": 5,
     "runtime": 4,
     "fast": 3.5,                    # the plug-in: between the runtime and what it speeds up
