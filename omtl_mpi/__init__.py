@@ -40,7 +40,7 @@ _PUBLIC = {
     "learner": "learners", "load": "learners", "Learner": "learners", "parameters": "learners",
     "CADMM": "learners", "DADMM": "learners", "DPSGD": "learners", "ADMMSingle": "learners",
     "PMSCLog": "learners", "DROM": "learners", "PA": "learners", "AdaGrad": "learners",
-    "AROW": "learners", "MTPerceptron": "learners", "Pooled": "learners",
+    "AROW": "learners", "MTPerceptron": "learners", "Pooled": "learners", "Hashed": "learners",
     "run_streams": "streams", "load_result": "streams", "Result": "streams",
     "check_learner": "checks",
     "hash_texts": "text",

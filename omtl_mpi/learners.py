@@ -74,7 +74,8 @@ _GRAPH_OPTIONS = ("topology", "nodes")
 # the public class of every built-in learner
 CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-single": "ADMMSingle",
                "pmsc-log": "PMSCLog", "drom": "DROM", "pa": "PA", "adagrad": "AdaGrad",
-               "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled"}
+               "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled",
+               "hashed": "Hashed"}
 
 
 # a call whose step overflows
@@ -758,7 +759,7 @@ class Learner(_Base):
         >>> sorted(m.predict_proba_one([1.0, 0.0], task=0))
         [-1, 1]
         """
-        s = 0.5 * (1.0 + math.tanh(0.5 * self.decision_one(x, task=task)))    # the logistic
+        s = _score(self.decision_one(x, task=task))
         # keyed by the labels learned, as river's classifiers key theirs; before any, as a
         # binary river classifier does (False/True)
         if self._bool_labels or self.n_rounds_ == 0:
@@ -867,6 +868,22 @@ class Learner(_Base):
         """Predictions (n,) of instances of any tasks, -1/+1 (bools for a learner taught with
         bools); nothing changes."""
         return self._out_labels(self.decision_function(X, tasks=tasks) >= 0.0)
+
+    def predict_proba(self, X, *, tasks) -> np.ndarray:
+        """The scores (n, 2) of -1 and +1 (columns in that order) of instances of any tasks:
+        :meth:`predict_proba_one`'s, for many at once; nothing changes.
+
+        Examples
+        --------
+        >>> import numpy as np, omtl_mpi
+        >>> m = omtl_mpi.PA(n_tasks=2, n_features=2).partial_fit(np.eye(2), [1, -1], tasks=[0, 1])
+        >>> p = m.predict_proba(np.eye(2), tasks=[0, 1])
+        >>> p.shape, bool((p.sum(axis=1) == 1.0).all()), bool(p[0, 1] > 0.5 > p[1, 1])
+        ((2, 2), True, True)
+        """
+        decisions = self.decision_function(X, tasks=tasks)
+        s = np.fromiter(map(_score, decisions.tolist()), dtype=np.float64, count=len(decisions))
+        return np.stack([1.0 - s, s], axis=1)
 
     # --------------------------------------------------------------------- learned arrays
     def _model(self) -> dict:
@@ -986,6 +1003,13 @@ class Learner(_Base):
         :func:`load` reads it back. Arrays and JSON only, never pickle."""
         from .persist import save_learner
         save_learner(path, self.state_dict())
+
+
+def _score(decision: float) -> float:
+    """The logistic of a decision value: the score of +1 that predict_proba_one and
+    predict_proba give (monotone in the decision, 0.5 at 0). One number at a time, so that the
+    two agree to the bit (numpy's vectorised tanh may round otherwise than its scalar one)."""
+    return 0.5 * (1.0 + math.tanh(0.5 * decision))
 
 
 def _restore(algo: str, params: dict, state: dict) -> Learner:

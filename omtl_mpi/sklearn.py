@@ -485,12 +485,7 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
         ``predict_proba_one``: the logistic of the decision value, monotone in it (for ranking
         metrics such as ROC AUC), not a calibrated probability; nothing changes."""
         X, t = self._predicting(X, tasks)
-        m, sparse = self.learner_, hasattr(X, "tocsr")
-        out = np.empty((X.shape[0], 2))
-        for i, k in enumerate(t.tolist()):
-            score = m.predict_proba_one(X[i:i + 1] if sparse else X[i], task=k)
-            out[i] = score[-1], score[1]
-        return out
+        return self.learner_.predict_proba(X, tasks=t)
 
     def score(self, X, y, sample_weight=None, tasks=None) -> float:
         """The accuracy of :meth:`predict` on X (its tasks as predict reads them) against y."""
