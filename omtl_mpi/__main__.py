@@ -1,10 +1,25 @@
-"""``python -m omtl_mpi`` (and ``python -m mpi4py -m omtl_mpi`` under mpiexec)."""
-import sys
+"""``python -m omtl_mpi`` (and ``python -m mpi4py -m omtl_mpi`` under mpiexec), and the
+``omtl-mpi`` console script (:func:`main`)."""
+# First of all, before the imports that take a noticeable time (click, numpy, MPI): from here
+# on SIGINT, SIGTERM and SIGHUP end the command with one line and no traceback, removing any
+# temporary file (omtl_mpi.errors.stop_on_signals; errors imports nothing heavy). The console
+# script imports this module for the same reason, not the command line's.
+from .errors import stop_on_signals
 
-if __name__ == "__main__":
+stop_on_signals()
+
+import sys  # noqa: E402  (after the handler, as everything else)
+
+
+def main() -> None:
+    """The command line, as ``python -m omtl_mpi`` and the ``omtl-mpi`` script start it."""
     from . import threads  # noqa: F401  (before numpy: one BLAS thread per rank)
     # a rank told `--aslr off` re-executes itself without ASLR before importing the command line
     from .runtime.launch import reexec_early
     reexec_early(sys.argv[1:])
-    from .cli import main
+    from .cli import main as cli_main
+    cli_main()
+
+
+if __name__ == "__main__":
     main()

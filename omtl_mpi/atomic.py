@@ -1,20 +1,144 @@
 """Write a file under a temporary name and rename it into place, so a crash or an error never
-leaves a half-written file under the final name."""
+leaves a half-written file under the final name, and never renamed over anything but a regular
+file; and remove what a process that was killed left under such a name."""
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
+
+from .errors import at_stop
+from .paths import as_path, refuse_special
+
+# the temporary files atomic_path is writing now, which a signal that stops the command removes
+_WRITING: set = set()
+
+
+@at_stop
+def _remove_writing() -> bool:
+    """Remove every temporary file being written (one already renamed into place is not
+    there any more: nothing to do); whether there was one."""
+    for tmp in list(_WRITING):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+    return bool(_WRITING)
+
+
+def temporary_name(path: str, pid: int | None = None) -> str:
+    """The name :func:`atomic_path` writes ``path`` under in process ``pid`` (this one)."""
+    return f"{path}.tmp-{os.getpid() if pid is None else pid}"
 
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path next to ``path``; on success rename it to ``path``, else delete it."""
-    path = str(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Yield a temporary path next to ``path``; on success rename it to ``path``, else delete it.
+
+    ``path`` is checked first, before anything is written, and again just before the rename
+    (:func:`replace`): a device, FIFO, socket or folder there (or a link to one) is refused in
+    one line, whichever writer forgot to check it in its preflight. On any exception the
+    temporary file is removed, and so it is when a signal stops the command
+    (:func:`omtl_mpi.errors.stop_on_signals`).
+
+    Raises
+    ------
+    UserError
+        ``path`` is not a file name, or names something that is not a regular file.
+    """
+    path = as_path(path, "path")
+    refuse_special(path)
+    tmp = temporary_name(path)
+    _WRITING.add(tmp)
     try:
         yield tmp
-        os.replace(tmp, path)
+        replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        _WRITING.discard(tmp)
+
+
+def replace(tmp: str, path: str) -> None:
+    """``os.replace(tmp, path)``, unless ``path`` is now something other than a regular file.
+
+    The check is made just before the rename, so that the window in which another process
+    could put a device there is as small as the system allows (rename(2) itself cannot be told
+    to refuse one). Every writer that renames a finished file into place calls this.
+
+    Raises
+    ------
+    UserError
+    """
+    refuse_special(path)
+    os.replace(tmp, path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (a zombie, which can write nothing more,
+    does not count)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:             # someone else's: alive
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _outlives(pid: int, grace: float) -> bool:
+    """Whether process ``pid`` is still alive after up to ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while _alive(pid):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def remove_stale(paths, grace: float = 0.0) -> list[str]:
+    """Remove the temporary files of ``paths`` (``PATH.tmp-PID``) whose process has ended on
+    this machine: what a writer killed by SIGKILL had no chance to clean up. Only regular
+    files are removed; a live writer's file is kept.
+
+    Parameters
+    ----------
+    paths : iterable of str or os.PathLike
+        The files whose writers' leftovers to remove (each folder is listed once).
+    grace : float
+        Seconds to wait for a writer still alive to end (a launcher whose job was stopped:
+        its ranks, killed, may take a moment to be gone).
+
+    Returns
+    -------
+    list of str
+        The files removed.
+    """
+    wanted: dict[str, set] = {}
+    for path in paths:
+        folder, base = os.path.split(os.fspath(path))
+        wanted.setdefault(folder, set()).add(base)
+    removed = []
+    for folder, bases in wanted.items():
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for name in names:
+            base, sep, pid = name.rpartition(".tmp-")
+            if not sep or base not in bases or not pid.isdigit() or _outlives(int(pid), grace):
+                continue
+            stale = os.path.join(folder, name)
+            if os.path.isfile(stale) and not os.path.islink(stale):
+                try:
+                    os.remove(stale)
+                    removed.append(stale)
+                except FileNotFoundError:
+                    pass
+    return removed

@@ -12,7 +12,7 @@ import traceback
 import click
 
 from . import __version__
-from .errors import ConfigError, UserError
+from .errors import ConfigError, UserError, one_line, printable
 
 EPILOG_RUN = """\b
 Examples:
@@ -185,15 +185,15 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
         args = _strip_option(_strip_option(sys.argv[1:], "--np"), "--launcher")
         if progress and "--progress" not in args:
             args.append("--progress")
+        from .runtime.checkpoint import default_path
+        saved = checkpoint_path or (default_path(out) if checkpoint_every else None)
         return launch.launch(get_launcher(launcher), n_ranks, args,
                              before=launch.for_launch(aslr, n_ranks),
-                             echo=lambda line: click.echo(line, err=True))
+                             echo=lambda line: click.echo(line, err=True), outputs=(out, saved))
     from .runtime.checkpoint import default_path
-    from .runtime.results import check_writable
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     if checkpoint_every is not None:
         checkpoint_path = checkpoint_path or default_path(out)
-        check_writable(checkpoint_path, "--checkpoint")
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
@@ -210,8 +210,9 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
 
 def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> None:
     """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume)
-    nor each other, and the checkpoint options make sense together; before anything starts."""
-    from .paths import refuse_each_other, refuse_inputs
+    nor each other, the checkpoint can be written, and the checkpoint options make sense
+    together; before anything starts (with --np, before the ranks are)."""
+    from .paths import output_file, refuse_each_other, refuse_inputs
     from .runtime.checkpoint import default_path
     if checkpoint_every is None:
         if checkpoint_path is not None:
@@ -232,6 +233,7 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> N
         # resuming from a checkpoint and writing the next ones to it is the usual way to go on
         refuse_inputs(checkpoint_path, inputs[:2], "--checkpoint")
         refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
+        output_file(checkpoint_path, "--checkpoint")
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:
@@ -301,8 +303,8 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
     """
     from .data.importers.common import check_options
     from .data.taskfile import TaskFileWriter
-    from .paths import writable_folder
-    writable_folder(out, "-o")
+    from .paths import output_file
+    output_file(out, "-o")
     check_options(tasks=tasks, samples=samples, seed=seed, dims=dims, clusters=clusters,
                   groups=groups)
     testbed = {"dims": dims, "clusters": clusters, "spread": spread, "noise": noise}
@@ -739,8 +741,8 @@ def topo_show(spec, nodes, png, as_json):
     (the closer to 1, the slower gossip spreads)."""
     from .topology import describe, draw_png, load_topology, topology_file
     if png:
-        from .paths import refuse_inputs, writable_folder
-        writable_folder(png, "--png")
+        from .paths import output_file, refuse_inputs
+        output_file(png, "--png")
         refuse_inputs(png, [(topology_file(spec), "the topology file")], "--png")
     topology = load_topology(spec, nodes)
     facts = describe(topology)
@@ -944,10 +946,10 @@ def sweep(config, folder, launcher, jobs, max_ranks, checkpoint_every, retry_fai
         final = run_sweep(plan, folder, jobs=jobs or 1, retry_failed=retry_failed,
                           echo=lambda line: click.echo(line, err=True),
                           tty=sys.stderr.isatty() and not as_json, checkpoint_every=checkpoint_every)
-    except Interrupted:
-        click.echo(f"interrupted: finished runs are kept in {folder}; run the same command "
-                   "again to continue", err=True)
-        return 130
+    except Interrupted as exc:
+        click.echo(f"interrupted by {exc}: finished runs are kept in "
+                   f"{folder}; run the same command again to continue", err=True)
+        return exc.exit_code
     failed = final.get("failed", 0) + final.get("timeout", 0)
     if as_json:
         click.echo(json.dumps({"sweep": plan.name, "folder": folder, "states": final,
@@ -1005,12 +1007,15 @@ def _sweep_submit(plan, folder, retry_failed, checkpoint_every, jobs, wait, as_j
         echo("nothing to submit")
     counts = None
     if wait:
+        import signal
+        from .runtime.launch import Stopped, signals_raise
         try:
-            counts = follow(plan, folder, echo=echo)
-        except KeyboardInterrupt:
+            with signals_raise():       # Ctrl-C stops the following, not the jobs
+                counts = follow(plan, folder, echo=echo)
+        except (Stopped, KeyboardInterrupt) as exc:
             echo(f"stopped following; the jobs go on (omtl-mpi sweep {plan.path} --out {folder} "
                  "--status; scancel JOB cancels them)")
-            return 130
+            return 128 + getattr(exc, "signum", signal.SIGINT)
     if as_json:
         click.echo(json.dumps({"sweep": plan.name, "folder": folder, "states": counts,
                                "jobs": [{"job": a.job, "runs": [r.id for r in a.runs],
@@ -1105,9 +1110,13 @@ def main(argv=None) -> None:
     """Console entry point: user errors as one line per problem and exit 2, never a hang.
 
     Under MPI, an error found on every rank (SetupFailed) is printed once by rank 0 and every
-    rank exits 2; an error or crash on a single rank aborts the whole job at once.
+    rank exits 2; an error or crash on a single rank aborts the whole job at once. (A signal
+    that stops the command is :func:`omtl_mpi.errors.stop_on_signals`', installed by the entry
+    points before this runs.)
     """
     from .runtime.world import SetupFailed
+    for word in sys.argv[1:] if argv is None else argv:
+        one_line(word)                  # a message quoting it keeps it on one line
     try:
         code = cli.main(args=argv, prog_name="omtl-mpi", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -1115,10 +1124,10 @@ def main(argv=None) -> None:
     except click.UsageError as exc:
         # one line, as for every other bad input: what is wrong, and where the options are
         where = exc.ctx.command_path if exc.ctx is not None else "omtl-mpi"
-        click.echo(f"error: {exc.format_message()} (see '{where} --help')", err=True)
+        _error(f"{exc.format_message()} (see '{where} --help')")
         code = exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        _error(exc.format_message())
         code = exc.exit_code
     except click.Abort:
         click.echo("aborted", err=True)
@@ -1129,7 +1138,7 @@ def main(argv=None) -> None:
         rank, size = _mpi_rank_size()
         if rank == 0:
             for line in exc.lines:
-                click.echo(f"error: {line}", err=True)
+                _error(line)
         _exit_all(size, exc.exit_code)
         code = exc.exit_code
     except UserError as exc:
@@ -1150,6 +1159,13 @@ def main(argv=None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def _error(line: str) -> None:
+    """Print one error line: every line of an error goes out here, its control characters
+    escaped (:func:`omtl_mpi.errors.printable`), so that a path holding a newline or an
+    escape sequence cannot break the line in two or move the terminal's cursor."""
+    click.echo(f"error: {printable(line)}", err=True)
+
+
 def _details() -> str:
     """The traceback, when OMTL_MPI_TRACEBACK=1 asks for it (for bug reports)."""
     return traceback.format_exc() if os.environ.get("OMTL_MPI_TRACEBACK") else ""
@@ -1160,7 +1176,7 @@ def _fail_this_rank(lines, code: int, details: str = "") -> int:
     rank, size = _mpi_rank_size()
     prefix = f"[rank {rank}] " if size > 1 else ""
     for line in lines:
-        click.echo(f"error: {prefix}{line}", err=True)
+        _error(prefix + line)
     sys.stderr.write(details)
     _abort_if_parallel(size, code)
     return code

@@ -1,4 +1,62 @@
-"""Errors that reach the user as clear lines and a non-zero exit code."""
+"""Errors that reach the user as clear lines and a non-zero exit code, and the signals that
+stop a command (:func:`stop_on_signals`)."""
+import re
+import signal
+import sys
+
+# C0 and C1 control characters, DEL and the Unicode line and paragraph separators: any of them
+# in a value shown to the user (a path typed with $'...', a file name from a folder) would break
+# its line in two, or move the terminal's cursor, or be invisible
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text) -> str:
+    """``text`` with every control character written as a Python escape (``\\n``, ``\\x1b``).
+
+    Parameters
+    ----------
+    text : object
+        What to show (converted with ``str``).
+
+    Returns
+    -------
+    str
+        One line that shows every character of ``text``: only control characters change, so
+        applying it twice changes nothing more.
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+# values the user gave that hold a newline (a path typed as $'no\nsuch/x.h5'), as they were
+# checked: wherever a message quotes one, it is shown escaped, not as two lines
+_MULTILINE: dict = {}
+_MULTILINE_KEPT = 64
+
+
+def one_line(value):
+    """Note ``value`` (a str the user gave: a path, an option's value) so that every
+    :class:`UserError` that quotes it shows it escaped, on its line, not broken in two by a
+    newline it holds; return it unchanged.
+
+    :func:`omtl_mpi.paths.as_path` notes every path it checks and the command line every word
+    of its own, so that a message formed anywhere (a writer's, a reader's, the system's words
+    quoted) keeps the rule of one line per problem. The last 64 such values are kept.
+
+    Parameters
+    ----------
+    value : object
+        Noted when it is a str holding a newline; anything else is passed through.
+
+    Returns
+    -------
+    object
+        ``value``.
+    """
+    if isinstance(value, str) and "\n" in value:
+        _MULTILINE[value] = None
+        while len(_MULTILINE) > _MULTILINE_KEPT:         # the oldest go first
+            del _MULTILINE[next(iter(_MULTILINE))]
+    return value
 
 
 class UserError(ValueError):
@@ -11,12 +69,20 @@ class UserError(ValueError):
     The message is shown prefixed with ``error:``, one line per problem (a message may list
     several problems, one per line); the process exits with :attr:`exit_code` (2, like
     click's usage errors). Nothing is half-written.
+
+    Within a line every control character is shown escaped (:func:`printable`). A newline is
+    the only separator of problems: one inside a value the user gave is shown escaped where
+    that value was noted by :func:`one_line` (every path checked, every word of the command
+    line), or passed through :func:`printable` where the message is formed.
     """
 
     exit_code = 2
 
     def __init__(self, message: str):
-        lines = [" ".join(line.split()) for line in str(message).splitlines()]
+        text = str(message)
+        for value in sorted((v for v in _MULTILINE if v in text), key=len, reverse=True):
+            text = text.replace(value, printable(value))
+        lines = [" ".join(printable(line).split()) for line in text.split("\n")]
         super().__init__("\n".join(line for line in lines if line))
 
     @property
@@ -30,3 +96,105 @@ class DataError(UserError):
 
 class ConfigError(UserError):
     """A hyper-parameter or option value is invalid."""
+
+
+# What a user, a terminal or a scheduler sends to stop a command
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# what the handler of stop_on_signals runs before the process ends (omtl_mpi.atomic registers
+# the removal of the temporary files being written)
+_AT_STOP: list = []
+_stopping = False
+
+
+def at_stop(fn):
+    """Register ``fn()`` to be run when a signal stops the command (:func:`stop_on_signals`),
+    before the process ends: the cleanup a ``finally`` would do. It must be quick and must not
+    raise (what it raises is ignored).
+
+    Parameters
+    ----------
+    fn : callable
+        Returns True when it had something to clean up.
+
+    Returns
+    -------
+    callable
+        ``fn`` (usable as a decorator).
+    """
+    _AT_STOP.append(fn)
+    return fn
+
+
+def _rank_prefix() -> str:
+    """``[rank R] `` in an MPI job of more than one rank (asked of MPI only if it was started),
+    else nothing."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
+                and mpi.COMM_WORLD.Get_size() > 1:
+            return f"[rank {mpi.COMM_WORLD.Get_rank()}] "
+    except Exception:                   # noqa: BLE001 - the line goes out without it
+        pass
+    return ""
+
+
+def _stop(signum, frame):
+    """The handler of :data:`STOPPING`: run the :func:`at_stop` cleanups, print one line and end
+    the process with 128 + the signal's number, at once.
+
+    It does not raise an exception for the code below to unwind: one raised where Python
+    cannot raise (a ``__del__`` or weakref callback of the garbage collector, a callback from
+    C such as h5py's type conversions) is printed as a traceback and swallowed, and the
+    command would run on; nor does it wait for MPI (the launcher ends the other ranks, which
+    got the same signal). A second signal while it runs is ignored.
+    """
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    import os
+    cleaned = False
+    for fn in _AT_STOP:
+        try:
+            cleaned = bool(fn()) or cleaned
+        except Exception:               # noqa: BLE001 - the others and the exit still run
+            pass
+    rank = _rank_prefix()
+    if rank and not cleaned:
+        # mpiexec ends the whole job as soon as one rank exits: a rank with nothing to clean
+        # up leaves the one writing a file (rank 0, which got the same signal) a moment to
+        # remove it first
+        import time
+        time.sleep(0.5)
+    try:
+        sys.stdout.flush()              # what the command printed so far (a progress line)
+    except Exception:                   # noqa: BLE001 - interrupted inside a write: let it go
+        pass
+    # straight to the descriptor: the signal may have come in the middle of a write to stderr
+    line = f"error: {rank}interrupted by {signal.Signals(signum).name}\n"
+    try:
+        os.write(2, line.encode(errors="replace"))
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def stop_on_signals() -> None:
+    """Make SIGINT, SIGTERM and SIGHUP end the command line, and each of its MPI ranks, with
+    the temporary files being written removed, one line (``error: interrupted by SIGTERM``)
+    and exit code 128 + the signal's number (the Python API leaves a program's signals alone).
+
+    A signal the process was started with ignored stays ignored (``nohup`` ignores SIGHUP; a
+    shell's background job, SIGINT), as does one a program set a handler of its own for.
+    Called first thing by the entry points, before the heavy imports, so that an interrupt at
+    any moment after it, start-up included, ends in one line and no traceback. Where a
+    command must act on a signal itself (``run --np`` passes it on to its ranks, a sweep
+    stops its runs), it sets its own handler for that while (``runtime.launch.signals_raise``).
+    """
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOPPING:
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(sig, _stop)

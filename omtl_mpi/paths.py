@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 
-from .errors import UserError
+from .errors import UserError, one_line, printable
 
 
 def _identity(path: str):
@@ -64,8 +64,8 @@ def refuse_inputs(output, inputs, option: str) -> None:
             clash = path if inside(out, path) else _hard_link_under(path, out)
         if clash is not None:
             name = path if clash == path else f"{clash}, in {path}"
-            raise UserError(f"{option} {out} is {what} ({name}); writing there would destroy it: "
-                            f"choose another {option}")
+            raise UserError(f"{option} {printable(out)} is {what} ({printable(name)}); writing "
+                            f"there would destroy it: choose another {option}")
 
 
 def inside(path, folder) -> bool:
@@ -99,8 +99,8 @@ def refuse_each_other(outputs) -> None:
             continue
         for other, other_option in seen:
             if same_file(path, other):
-                raise UserError(f"{option} {path} and {other_option} {other} are the same file; "
-                                f"give them different names")
+                raise UserError(f"{option} {printable(path)} and {other_option} "
+                                f"{printable(other)} are the same file; give them different names")
         seen.append((os.fspath(path), option))
 
 
@@ -114,47 +114,159 @@ def regular_file(path, what: str = "file") -> str:
     ------
     UserError
     """
-    path = os.fspath(path)
+    path = as_path(path, what)
     try:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise UserError(f"{path}: a link to {os.readlink(path)}, which does not exist") from None
-        raise UserError(f"{path}: no such {what}") from None
+            raise UserError(f"{printable(path)}: a link to {printable(os.readlink(path))}, which "
+                            "does not exist") from None
+        raise UserError(f"{printable(path)}: no such {what}") from None
     except OSError as exc:
-        raise UserError(f"{path}: cannot read this {what} ({exc.strerror})") from None
+        raise UserError(f"{printable(path)}: cannot read this {what} ({exc.strerror})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise UserError(f"{path}: is a folder, not a {what}")
+        raise UserError(f"{printable(path)}: is a folder, not a {what}")
     if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{path}: not a regular file (a pipe, socket or device); give a {what} "
-                        "on disk")
+        raise UserError(f"{printable(path)}: not a regular file (a pipe, socket or device); give a "
+                        f"{what} on disk")
     if not os.access(path, os.R_OK):
-        raise UserError(f"{path}: permission denied; make the {what} readable")
+        raise UserError(f"{printable(path)}: permission denied; make the {what} readable")
     return path
 
 
-def writable_folder(path, option: str) -> None:
-    """Refuse, before any work, an output whose folder is missing or not writable, or that is
-    a folder itself.
+def as_path(path, option: str) -> str:
+    """``path`` as the str the system is given, or one line saying what a path must be.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file's name, as the caller gave it.
+    option : str
+        What names it (``--out``; ``path`` in the Python API; "learner file"), for the message.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UserError
+        For None, a number or anything else that is not a path (``str(None)`` would write a
+        file named ``None``), an empty name, or a name holding a NUL character (which the
+        system would cut there, writing another file).
+    """
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        raise UserError(f"{option} must be a file name (a str or os.PathLike), got "
+                        f"{printable(repr(path))[:80]} of type {type(path).__name__}") from None
+    name = one_line(os.fsdecode(name))
+    if not name:
+        raise UserError(f"{option} is empty; give a file name")
+    if "\0" in name:
+        raise UserError(f"{option} {printable(name)}: a file name cannot hold a NUL character")
+    return name
+
+
+def _kind(mode: int) -> str:
+    """What a file of this mode is, in words."""
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def refuse_special(path, option: str | None = None) -> None:
+    """Refuse an output ``path`` where something other than a regular file is (a device, a
+    FIFO, a socket, a folder, or a link to one of them); an absent one, a regular file or a
+    dangling link passes.
+
+    Renaming a finished file into place replaces whatever the name held: as root, ``--out
+    /dev/null`` would replace the system's device, and writing to a FIFO blocks. Called by
+    :func:`output_file` before any work, and by :func:`omtl_mpi.atomic.replace` just before
+    the rename, as the last guard.
 
     Raises
     ------
     UserError
     """
-    path = os.fspath(path)
+    name = os.fspath(path)
+    try:
+        st = os.stat(name)              # through links: a link to a device is refused too
+    except (OSError, ValueError):       # absent (or unreadable: the write says why)
+        return
+    if stat.S_ISREG(st.st_mode):
+        return
+    what = _kind(st.st_mode)
+    if os.path.islink(name):
+        what = f"a link to {printable(os.path.realpath(name))}, which is {what}"
+    where = f"{option} {printable(name)}" if option else printable(name)
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{where}: is {what}; give a file name such as "
+                        f"{printable(os.path.join(name, 'out.h5'))}")
+    raise UserError(f"{where}: is {what}, not a regular file, and writing there would replace "
+                    "it; give the name of a file on disk")
+
+
+def output_name(path, option: str) -> str:
+    """``path`` as a str if it is a file name (:func:`as_path`) where nothing but a regular
+    file is (:func:`refuse_special`): the checks of an output that need no look at its
+    folder.
+
+    Raises
+    ------
+    UserError
+    """
+    path = as_path(path, option)
+    refuse_special(path, option)
+    return path
+
+
+def output_file(path, option: str) -> str:
+    """Check, before any work, a file that is about to be written; return it as a str.
+
+    The one check of a command's output file (``run --out``, ``--checkpoint``, ``data synth
+    -o``, every import's ``-o``, ``data fetch -o``, ``topo show --png``, ``Result.save``, and
+    rank 0's for ``run_streams(out=)``): a path, absent or a regular file
+    (:func:`output_name`), in a folder that exists and takes a new file. The files of a
+    folder a command fills (a sweep's, a report's, ``data fetch --dest``) are checked by
+    :func:`refuse_special` each, their folder once; ``Learner.save`` checks
+    :func:`output_name`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    option : str
+        What names the output, for the messages.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UserError
+    """
+    path = output_name(path, option)
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UserError(f"{option} {path}: is a folder; give a file name such as "
-                        f"{os.path.join(path, 'out.h5')}")
+    shown = f"{option} {printable(path)}"
     if not os.path.isdir(folder):
-        raise UserError(f"{option} {path}: folder {folder} does not exist; create it first, or "
-                        f"choose another {option}")
+        raise UserError(f"{shown}: folder {printable(folder)} does not exist; create it first, "
+                        f"or choose another {option}")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path}: folder {folder} is not writable; choose another {option}")
+        raise UserError(f"{shown}: folder {printable(folder)} is not writable; choose another "
+                        f"{option}")
     why = cannot_create_in(folder)
     if why:
-        raise UserError(f"{option} {path}: cannot create a file in folder {folder} ({why}); "
+        raise UserError(f"{shown}: cannot create a file in folder {printable(folder)} ({why}); "
                         f"choose another {option}")
+    return path
+
+
+# the name the importers call it by (it checked the folder only, once)
+writable_folder = output_file
 
 
 def cannot_create_in(folder: str) -> str | None:
@@ -184,11 +296,11 @@ def make_folder(path, option: str) -> None:
     """
     path = os.fspath(path)
     if os.path.lexists(path) and not os.path.isdir(path):
-        raise UserError(f"{option} {path}: is a file, not a folder; choose another {option}")
+        raise UserError(f"{option} {printable(path)}: is a file, not a folder; choose another {option}")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{option} {path}: cannot create this folder ({exc.strerror}); "
+        raise UserError(f"{option} {printable(path)}: cannot create this folder ({exc.strerror}); "
                         f"choose another {option}") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise UserError(f"{option} {path}: folder is not writable; choose another {option}")
+        raise UserError(f"{option} {printable(path)}: folder is not writable; choose another {option}")

@@ -198,8 +198,7 @@ class Result:
     def save(self, path) -> None:
         """Write the results file of ``omtl-mpi run --out`` (HDF5, atomically)."""
         from .runtime.results import check_writable, write_results
-        path = str(path)
-        check_writable(path, "path")
+        path = check_writable(path, "path")
         attrs, config, learned, measured = self._run()
         write_results(path, attrs=attrs, config=config, learned=learned, measured=measured)
 
@@ -293,8 +292,12 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     """
     from .options import run_config
     from .runtime.run import collect, learn, set_up
+    from .paths import as_path
     from .runtime.world import SetupFailed, collective
     world = _world(comm)
+    # a file name, on every rank alike (5 or None-like values are no name); its folder is
+    # checked by rank 0 in set_up, which every rank hears of
+    out = None if out is None else as_path(out, "out")
     foreign = sorted(k for k in options if k == "data" or k.startswith("synth_"))
     if foreign:
         raise UserError(f"run_streams learns from X_list and y_list: {', '.join(foreign)} "

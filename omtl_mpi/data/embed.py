@@ -15,7 +15,9 @@ import os
 
 import numpy as np
 
+from ..atomic import atomic_path
 from ..errors import ConfigError, UserError
+from ..paths import refuse_special
 from .featurise import hash_texts
 from .taskfile import SPARSE_MAX_DIM
 
@@ -93,9 +95,9 @@ def _load_cache(path: str | None) -> dict:
 def _save_cache(path: str, cached: dict) -> None:
     keys = np.array(list(cached), dtype="S32")
     emb = np.array(list(cached.values()), dtype=np.float64).reshape(len(keys), MINILM_DIMS)
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, keys=keys, emb=emb)
-    os.replace(tmp, path)
+    # a file object: given a name, np.savez would add '.npz' to the temporary one
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, keys=keys, emb=emb)
 
 
 @functools.lru_cache(maxsize=1)
@@ -119,6 +121,9 @@ def embed_minilm(texts, cache: str | None = None) -> np.ndarray:
     """all-MiniLM-L6-v2 sentence embeddings of ``texts`` (n x 384, unit rows), via ``cache``."""
     texts = list(texts)
     keys = _keys(texts)
+    if cache:
+        # read, then written: a FIFO would block the read, a device be replaced
+        refuse_special(cache, "the embedding cache")
     cached = _load_cache(cache)
     missing = list(dict.fromkeys(k for k in keys if k not in cached))
     if missing:

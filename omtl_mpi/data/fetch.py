@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..errors import ConfigError, UserError
-from ..paths import refuse_inputs, writable_folder
+from ..atomic import replace
+from ..paths import output_file, refuse_inputs, refuse_special
 from .fetch_manifest import DATASETS
 
 READ_CHUNK_BYTES = 1 << 20         # read (hashing) and written (downloading) this much at a time
@@ -339,7 +340,7 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
             raise FetchError(f"{spec['path']}: {what} mismatch: expected {expected}, got {got} "
                              f"(from {url}); deleted the download; run the same command again, "
                              "or use --mirror URL for another source")
-        os.replace(part, final)
+        replace(part, final)
         how = "completed from an earlier partial download" if action == "completed earlier" \
             else f"{action} from {host}"
         echo(f"{label}  {how}, {algo} ok")
@@ -364,6 +365,13 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
         raise ConfigError(f"--retries must be >= 0, got {retries}")
     variants = select_files(name, groups)
     dest = os.path.abspath(str(dest))
+    # every file it may read back and rename into place, before anything is downloaded: a
+    # FIFO there would block the check of what is present, a device would be replaced
+    for _, files in variants:
+        for spec in files:
+            final = os.path.join(dest, *spec["path"].split("/"))
+            refuse_special(final, "--dest")
+            refuse_special(final + ".part", "--dest")
     # a variant already on disk goes first (it verifies without the network); one that has no
     # canonical URLs (MNIST's npz) needs --mirror unless it is on disk
     variants.sort(key=lambda vf: not _sized(dest, vf[1]))
@@ -410,7 +418,7 @@ def check_out(name: str, dest, out, groups=None) -> None:
                    for f in files]
     refuse_inputs(out, inputs, "-o")
     if os.path.dirname(os.path.abspath(out)) != dest or os.path.isdir(dest):
-        writable_folder(out, "-o")
+        output_file(out, "-o")
 
 
 def import_fetched(fetched: Fetched, out, **options):

@@ -24,7 +24,7 @@ import json
 import os
 
 from ..atomic import atomic_path
-from ..paths import make_folder
+from ..paths import make_folder, refuse_special
 from .collect import Sweep, load_sweep
 from .figures import figure1, omega_figure, timing_figure
 from .tables import metric_table, runs_table, table3, table4
@@ -73,28 +73,34 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     metrics = ("mean_error", "overall_error", "balanced_error", "f1")
     tables = [*(metric_table(sweep, m) for m in metrics), table3(sweep, goals),
               *(table4(sweep, m) for m in metrics), runs_table(sweep)]
+    first = _first_seed(sweep)
+    data_order = list(sweep.data)
+    first_data = next((d for d in data_order if any(o.data == d for o in sweep.outcomes)), None)
+    timed = _select(sweep, timing, [o for (d, _), o in first.items() if d == first_data and o.ranks > 1])
+    default_omega = [o for o in first.values() if o.algo in ("c-admm", "d-admm") and o.relationship]
+    omegas = _select(sweep, omega, default_omega)
+    texts = [(f"{t.name}.{ext}", t) for t in tables for ext in ("md", "csv")
+             if not (t.name == "runs" and ext == "md")]
+    # every file the report writes, checked before the first is written (a FIFO or a device
+    # among them would block the report, or be replaced, half-way)
+    for name in [n for n, _ in texts] + ["figure1.png", "report.md", "report.json"] + \
+            [f"timing-{o.id}.png" for o in timed] + [f"omega-{o.id}.png" for o in omegas]:
+        refuse_special(os.path.join(out, name), "-o/--out")
     written = {}
-    for t in tables:
-        for ext, text in (("md", t.markdown()), ("csv", t.csv())):
-            if t.name == "runs" and ext == "md":
-                continue
-            path = os.path.join(out, f"{t.name}.{ext}")
-            _write(path, text)
-            written[f"{t.name}.{ext}"] = path
+    for name, t in texts:
+        path = os.path.join(out, name)
+        _write(path, t.markdown() if name.endswith(".md") else t.csv())
+        written[name] = path
     figures = []
     if sweep.outcomes:
         path = os.path.join(out, "figure1.png")
         figure1(sweep, path)
         figures.append(("Figure 1: mean cumulative error against rounds", path))
-    first = _first_seed(sweep)
-    data_order = list(sweep.data)
-    first_data = next((d for d in data_order if any(o.data == d for o in sweep.outcomes)), None)
-    for o in _select(sweep, timing, [o for (d, _), o in first.items() if d == first_data and o.ranks > 1]):
+    for o in timed:
         path = os.path.join(out, f"timing-{o.id}.png")
         timing_figure(o, path)
         figures.append((f"per-rank time of {o.id}", path))
-    default_omega = [o for o in first.values() if o.algo in ("c-admm", "d-admm") and o.relationship]
-    for o in _select(sweep, omega, default_omega):
+    for o in omegas:
         path = os.path.join(out, f"omega-{o.id}.png")
         if omega_figure(o, path):
             figures.append((f"learned Omega of {o.id}", path))

@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 
+from ..atomic import remove_stale
+from ..errors import STOPPING
 # with --aslr off, ranks sharing cores re-start without address randomisation before MPI starts
 from ..fast.addresses import for_launch, reexec_early, reexec_if_sharing  # noqa: F401
 
-
 # What a user or a scheduler sends to stop a command: passed on to the whole MPI job
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED = STOPPING
 
 
 class Stopped(Exception):
@@ -44,7 +45,7 @@ def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float
         pass
 
 
-def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None) -> int:
+def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None, outputs=()) -> int:
     """Run ``omtl-mpi ARGS`` on ``n_ranks`` ranks started by ``launcher`` (mpiexec, srun);
     return its exit code.
 
@@ -57,9 +58,20 @@ def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None) -> i
     such as :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that
     the job was stopped, and, before it starts, what the launcher overrides (Open MPI allowed to
     run as root, which it would refuse).
+
+    ``outputs`` are the files the job writes (results, checkpoint): once it has ended, the
+    temporary files its ranks left of them are removed (:func:`omtl_mpi.atomic.remove_stale`).
+    Each rank removes its own when it is stopped, but mpiexec may kill a rank before it can.
     """
     # one line of ours within seconds, where the launcher would fail later in its own words
     launcher.ready()
+    try:
+        return _launch(launcher, n_ranks, args, before, echo)
+    finally:
+        remove_stale([o for o in outputs if o], grace=3.0)
+
+
+def _launch(launcher, n_ranks: int, args: list[str], before, echo) -> int:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     added, notices = launcher.environment(env)
@@ -82,7 +94,9 @@ def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None) -> i
         except Stopped as stop:
             for relay in relays:        # mpiexec's banner about the ranks it is told to stop
                 relay.quiet = True
-            stop_group(proc, first=stop.signum)
+            # SIGHUP kills MPICH's mpiexec, which then kills the ranks before they can remove
+            # their temporary files; SIGTERM it passes on to them (as srun does), and waits
+            stop_group(proc, first=signal.SIGTERM if stop.signum == signal.SIGHUP else stop.signum)
             for relay in relays:
                 relay.join()
             if echo is not None:

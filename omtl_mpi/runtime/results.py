@@ -46,7 +46,7 @@ from .. import __version__
 from ..atomic import atomic_path
 from ..comm.clock import PHASES
 from ..errors import UserError
-from ..paths import writable_folder
+from ..paths import output_file
 
 FORMAT = "omtl-mpi-results"
 # 2: per-instance arrays task-major with /tasks/offsets (1 had a dataset per task and (K, T)
@@ -54,10 +54,11 @@ FORMAT = "omtl-mpi-results"
 VERSION = 2
 
 
-def check_writable(path: str, option: str = "--out") -> None:
-    """Fail before learning starts if the file ``option`` names could not be written (its
-    folder missing, not writable or refusing a file, or the path a folder)."""
-    writable_folder(path, option)
+def check_writable(path, option: str = "--out") -> str:
+    """Fail before learning starts if the file ``option`` names could not be written (not a
+    file name, its folder missing, not writable or refusing a file, or the path a folder, a
+    device, a FIFO or a socket: :func:`omtl_mpi.paths.output_file`); the path as a str."""
+    return output_file(path, option)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

@@ -92,7 +92,7 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
     _check_memory(cfg, meta, size, algo.pattern,
                   topology.n_nodes if topology is not None else None)
-    if out:
+    if out is not None:                 # '' or 0 is a bad name, not "no results file"
         check_writable(out)
     return algo, meta, topology
 

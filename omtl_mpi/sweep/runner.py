@@ -17,7 +17,6 @@ scheduler the same runs are submitted instead: sweep/batch.py.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -28,11 +27,12 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from ..atomic import remove_stale
 from ..errors import UserError
-from ..paths import make_folder, refuse_inputs
-from ..runtime.launch import FORWARDED, Stopped, stop_group
+from ..paths import make_folder, refuse_inputs, refuse_special
+from ..runtime.launch import Stopped, signals_raise, stop_group
 from ..runtime.launchers import get as get_launcher
-from .index import FORMAT, IN_FLIGHT, INDEX, read_index, set_record, update, write_index  # noqa: F401
+from .index import FORMAT, IN_FLIGHT, INDEX, LOCK, read_index, set_record, update, write_index  # noqa: F401
 from .plan import Plan, Run
 
 _KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds",
@@ -40,7 +40,21 @@ _KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", 
 
 
 class Interrupted(Exception):
-    """The sweep was stopped by a signal; what finished is recorded."""
+    """The sweep was stopped by a signal (``signum``); what finished is recorded."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as for every command a signal stops."""
+        return 128 + self.signum
+
+
+def outputs_of(run: Run, folder: str) -> tuple[str, str]:
+    """The files ``run`` writes itself: its results file and its checkpoint."""
+    return os.path.join(folder, "runs", run.id + ".h5"), checkpoint_of(run, folder)
 
 
 def checkpoint_of(run: Run, folder: str) -> str:
@@ -162,6 +176,10 @@ class Executor:
                 with self.lock:
                     self.running.pop(run.id, None)
             log.write(stdout or "")
+        if proc.returncode != 0:
+            # a run stopped (timeout, signal: SIGKILL after the grace) or crashed in its
+            # write: its temporary files are its no more
+            remove_stale(outputs_of(run, self.folder))
         seconds = time.perf_counter() - t0
         if self.stopping:
             raise Interrupted()
@@ -236,15 +254,23 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
 
 
 def open_sweep(plan: Plan, folder: str) -> dict:
-    """Make the sweep folder (runs/, logs/), refuse outputs over inputs, and record this plan's
-    description in the index (refused if the folder holds another sweep); the index."""
+    """Make the sweep folder (runs/, logs/), refuse outputs over inputs or over what is not a
+    regular file, record this plan's description in the index (refused if the folder holds
+    another sweep), and remove what runs and writers killed before they could clean up left
+    under temporary names; the index."""
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
-    _refuse_inputs(plan, folder)
+    _check_outputs(plan, folder)
 
     def describe(index: dict) -> None:
         if index.get("name") not in (None, plan.name):
             raise UserError(f"{folder} holds sweep '{index['name']}', not '{plan.name}'; choose another --out")
+        # under the index's lock, so no process is writing the index; a run still in a
+        # scheduler's hands may be writing its files on another machine: left alone
+        remove_stale([os.path.join(folder, INDEX)] + [
+            path for run in plan.runs
+            if index["runs"].get(run.id, {}).get("status") not in IN_FLIGHT
+            for path in outputs_of(run, folder)])
         index.update(name=plan.name, sweep_file=plan.path,
                      data={d.key: {"label": d.label, "tasks": d.tasks, "target": d.target,
                                    "describe": d.describe} for d in plan.data},
@@ -282,32 +308,14 @@ def _announce(plan: Plan, todo: list, counts: dict, retry_failed: bool, echo, la
              + ("" if retry_failed or not (kept.keys() - {"done"}) else " (--retry-failed runs those again)"))
 
 
-@contextlib.contextmanager
-def _signals_interrupt():
-    """While inside, SIGINT and SIGTERM raise KeyboardInterrupt in the main thread (a thread
-    other than the main one cannot set handlers: there the signals keep theirs)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.getsignal(s) for s in FORWARDED}
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt
-    for sig in FORWARDED:
-        signal.signal(sig, on_signal)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def _launch(todo: list, index: dict, folder: str, jobs: int, progress, launcher: Executor) -> None:
     """Run ``todo``, ``jobs`` at a time, recording each run in the index as it finishes."""
     pool = ThreadPoolExecutor(max_workers=jobs)
     pending = list(todo)
     futures = {}
-    with _signals_interrupt():
+    # in the main thread, the first of SIGINT, SIGTERM and SIGHUP raises Stopped (a second
+    # one must not interrupt the stopping of the running jobs)
+    with signals_raise():
         try:
             while pending or futures:
                 while pending and len(futures) < jobs:
@@ -323,25 +331,29 @@ def _launch(todo: list, index: dict, folder: str, jobs: int, progress, launcher:
                     set_record(folder, run.id, record)
                     progress.finished(run, record)
                 progress.tick()
-        except (KeyboardInterrupt, Interrupted):
+        except (Stopped, KeyboardInterrupt, Interrupted) as exc:
             launcher.stop_all()
             pool.shutdown(wait=True, cancel_futures=True)
             progress.close()
-            raise Interrupted() from None
+            raise Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
     pool.shutdown(wait=True)
     progress.close()
 
 
-def _refuse_inputs(plan: Plan, folder: str) -> None:
-    """No file of the sweep folder is the sweep file or a data set (a run's own --out is
-    checked by the run command too, but its log would be written first)."""
+def _check_outputs(plan: Plan, folder: str) -> None:
+    """No file of the sweep folder is the sweep file or a data set, nor anything but a regular
+    file (a FIFO as a log or the index's lock would block the sweep, a device be written to or
+    replaced): a run's own --out is checked by the run command too, but its log would be
+    written first."""
     inputs = [(plan.path, "the sweep file")]
     inputs += [(d.values["data"], f"data set {d.key}") for d in plan.data
                if d.values.get("data", "synthetic") != "synthetic"]
-    refuse_inputs(os.path.join(folder, "index.json"), inputs, "--out")
+    outputs = [os.path.join(folder, INDEX), os.path.join(folder, LOCK)]
     for run in plan.runs:
-        for sub, ext in (("runs", ".h5"), ("logs", ".log")):
-            refuse_inputs(os.path.join(folder, sub, run.id + ext), inputs, "--out")
+        outputs += [*outputs_of(run, folder), os.path.join(folder, "logs", run.id + ".log")]
+    for path in outputs:
+        refuse_inputs(path, inputs, "--out")
+        refuse_special(path, "--out")
 
 
 def describe_run(run: Run) -> dict:

@@ -15,6 +15,7 @@ import os
 import tomllib
 from pathlib import Path
 
+from ..atomic import atomic_path
 from ..errors import ConfigError, UserError
 from ..paths import regular_file
 from .core import ALIASES, GENERATORS, MAX_DENSE, Topology, generate
@@ -131,7 +132,9 @@ def draw_png(topo: Topology, path) -> None:
     ax.set_title(f"{topo.name}: {n} nodes, {len(topo.edges)} edges{slem}")
     ax.set_aspect("equal")
     ax.axis("off")
-    tmp = f"{path}.tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        # the format named: the temporary name's suffix is not .png
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
