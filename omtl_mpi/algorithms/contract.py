@@ -240,11 +240,18 @@ class Node(Protocol):
 
 
 def all_finite(arrays) -> bool:
-    """Whether every number of ``arrays`` (float arrays, any shapes) is finite: one pass over
-    them all, since a role object's finiteness check (``finite(rows)``) runs after every call
-    of the Python API and a check per small array would cost more than the call's step."""
-    flat = [a.reshape(-1) for a in arrays if a.size]
-    return not flat or bool(np.isfinite(np.concatenate(flat) if len(flat) > 1 else flat[0]).all())
+    """Whether every number of ``arrays`` (float arrays, any shapes) is finite: the small ones
+    in one pass over them all, since a role object's finiteness check (``finite(rows)``) runs
+    after every call of the Python API and a check per small array would cost more than the
+    call's step; a large one on its own (joining it to the others would copy it)."""
+    small = [a.reshape(-1) for a in arrays if 0 < a.size <= _JOINED]
+    if any(not np.isfinite(a).all() for a in arrays if a.size > _JOINED):
+        return False
+    return not small or bool(np.isfinite(np.concatenate(small) if len(small) > 1 else small[0]).all())
+
+
+# the largest array all_finite joins to the others before checking them in one pass
+_JOINED = 4096
 
 
 def task_blocks(n_tasks: int, n_holders: int) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..data.sparse import SparseRows
 from ..errors import ConfigError
+from .contract import all_finite
 from .independent import AROW_R_PER_MEAN_SQ_NORM
 from .losses import predict
 from .params import require_positive
@@ -219,6 +220,9 @@ class HashedServer:
     """The table: adds the workers' steps (rank order) at their indices, steps the weights
     they touched, and sends each worker the table at its indices."""
 
+    # for .undo: the tasks' indices, and what a step computes and sends within its round
+    NOT_STATE = ("_index", "_offsets", "_step", "_extra", "reply")
+
     def __init__(self, params: HashedParams, n_tasks: int, dim: int, blocks):
         self.p, self.dim = params, dim
         size = 1 << params.bits
@@ -260,6 +264,10 @@ class HashedServer:
 
     def state(self) -> dict:
         return {"w": self.w.copy(), "acc": self.acc.copy()}
+
+    def finite(self) -> bool:
+        """Whether the table is finite, without copying it."""
+        return all_finite([self.w, self.acc])
 
     def load_state(self, state: dict) -> None:
         self.w[...] = state["w"]
