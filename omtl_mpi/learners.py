@@ -78,6 +78,10 @@ CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-si
                "hashed": "Hashed"}
 
 
+# the instances a learn_one round holds of its task (never written)
+_ONE = np.ones(1, dtype=np.int64)
+_ONE.flags.writeable = False
+
 # a call whose step overflows
 _NON_FINITE = ("this call would make the model non-finite (NaN or inf): its step grows without "
                "bound (a small eta, a large class_weight, rho or lambda4, or features of a very "
@@ -553,14 +557,16 @@ class Learner(_Base):
                 raise type(exc)(_api_text(str(exc))) from None
             raise
 
-    def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count=None) -> np.ndarray:
         """One round of the learner on prepared inputs of the tasks ``tasks`` (increasing):
         Xp (B, n, d'), yf (B, n) with 0 for inactive instances; the predictions made before
         the labels, booleans (B, n). Tasks not in ``tasks``, and tasks without an instance,
         are inactive: they take no step (what a round costs follows the tasks in it). Called
-        within :meth:`_transaction`, which keeps the round for an undo."""
+        within :meth:`_transaction`, which keeps the round for an undo. ``count``: each
+        task's instances in the round, where the caller knows them (learn_one: one)."""
         self._journal.add(Xp, yf, tasks)
-        count = (yf != 0.0).sum(axis=0)
+        if count is None:
+            count = (yf != 0.0).sum(axis=0)
         out = self._round(Xp, yf, tasks, count)
         self.n_rounds_ += 1
         self.n_seen_[tasks] += count
@@ -718,7 +724,7 @@ class Learner(_Base):
             Xp = self._one(x, k, update=True)[1]
             if isinstance(y, (bool, np.bool_)):
                 self._bool_labels = True
-            return self._step(Xp, np.array([[label]]), tasks)
+            return self._step(Xp, np.array([[label]]), tasks, _ONE)
         self._transaction(tasks, 1, call)
 
     def decision_one(self, x, *, task=None) -> float:

@@ -22,7 +22,6 @@ import numpy as np
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
 from .bayes import EmpiricalBayes
-from .contract import all_finite
 from . import mixture
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
@@ -752,9 +751,10 @@ class TaskBlock:
             out["U"] = self.u
         return out
 
-    def finite(self, rows=None) -> bool:
-        """Whether the block's variables are finite: the tasks ``rows`` (indices; None: every
-        task) and the shared ones (u, the related expert's H), without copying the rest."""
+    def checked(self, rows=None) -> list:
+        """The arrays whose finiteness says the block's is (:meth:`.contract.Worker.checked`):
+        the tasks ``rows``'s (indices or a slice; None: every task) and the shared ones (u, the
+        related expert's H), views where they can be."""
         rows = slice(None) if rows is None else rows
         arrays = [self.W[rows], self.Z[rows], self.C[rows],
                   self.u[rows] if self.mode == ALONE else self.u]
@@ -767,7 +767,7 @@ class TaskBlock:
         arrays += self.w_step.checked(rows)
         if self.bayes is not None:
             arrays += self.bayes.checked(rows)
-        return all_finite(arrays)
+        return arrays
 
     @staticmethod
     def task_axis(mode: str = FIXED) -> dict:

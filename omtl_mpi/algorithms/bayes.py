@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .contract import all_finite
 from .wsteps import AROW_DIAGONAL_ABOVE
 
 # s2, the variance of the labels (-1/+1) around x . beta_k; chosen on the selection sets
@@ -420,11 +419,9 @@ class EmpiricalBayes:
                 self._prior = new
                 self.prior_version += 1
 
-    def finite(self, rows) -> bool:
-        return all_finite(self.checked(rows))
-
     def checked(self, rows) -> list:
-        """The arrays :meth:`finite` checks: the tasks ``rows``'s, and the totals."""
+        """The arrays whose finiteness says this expert's is: the tasks ``rows``'s, and the
+        totals."""
         return [a[..., rows] for a in (self._s, self._Q, self._A, self._h)] + [self.totals]
 
     def state(self) -> dict:

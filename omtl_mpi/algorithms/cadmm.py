@@ -34,7 +34,6 @@ from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_o
                    omega_arrays)
 from . import mixture
 from .bayes import stats_size
-from .contract import all_finite
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
                       related_rows, vote_experts)
@@ -293,9 +292,9 @@ class CAdmmWorker:
     def load_state(self, state: dict) -> None:
         self.block.load_state(state)
 
-    def finite(self, rows=None) -> bool:
-        """Whether the tasks ``rows`` (None: all) and the shared variables are finite."""
-        return self.block.finite(rows)
+    def checked(self, rows=None) -> list:
+        """The arrays of the tasks ``rows`` (None: all) and the shared ones, to be finite."""
+        return self.block.checked(rows)
 
     def task_rows(self) -> dict:
         """Final per-task arrays of this block (one row per task) for the results file."""
@@ -455,14 +454,14 @@ class CAdmmServer:
                 for _ in range(steps):
                     self._reduce(self._groups)
 
-    def finite(self) -> bool:
-        """Whether every array of :meth:`state` is finite, without copying them."""
+    def checked(self) -> list:
+        """Every array of :meth:`state`, to be finite, without copying them."""
         arrays = [a for a in (self.S, self.u, self.totals, self.related, self.bayes, self.gram)
                   if a is not None]
         if self.given:
             c = self.consensus
             arrays += [c.u, c.V, c.rel.basis, c.rel.values]
-        return all_finite(arrays)
+        return arrays
 
     def state(self) -> dict:
         out = {"S": self.S.copy(), "u": self.u.copy(), "totals": self.totals.copy()}

@@ -80,8 +80,13 @@ class Worker(Protocol):
     Notes
     -----
     Optional members: ``sync_every`` (rounds between exchanges; 1 when absent; the same on
-    the server), and ``message``, the array :meth:`up` returns when it is the same array
-    every round, which MPI then binds a persistent request to once.
+    the server); ``message``, the array :meth:`up` returns when it is the same array every
+    round, which MPI then binds a persistent request to once; ``checked(rows)``, the arrays
+    (views where they can be) whose finiteness says the block's is, of the tasks ``rows``
+    (indices or a slice into the block; None: all) and the shared ones, so that the check
+    after a call of the Python API costs what the call's tasks do (without it, every array of
+    :meth:`state`); and for the undo of such a call (:mod:`.undo`), ``ROW_AXES`` (or
+    ``row_axes()``) and ``NOT_STATE``, and the generic checks it skips, ``CHECK_SKIPS``.
     """
 
     TASK_AXIS: ClassVar[dict]
@@ -146,8 +151,10 @@ class Server(Protocol):
 
     Notes
     -----
-    Optional members: ``sync_every`` (as the workers'), and ``reply``, the array
-    :meth:`step` returns when it is the same array every round (MPI binds to it once).
+    Optional members: ``sync_every`` (as the workers'); ``reply``, the array :meth:`step`
+    returns when it is the same array every round (MPI binds to it once); ``checked()``, the
+    arrays of :meth:`state` (without their copies), to be finite; ``ROW_AXES`` and
+    ``NOT_STATE``, as the workers'.
     """
 
     def __init__(self, params, n_tasks: int, dim: int, blocks) -> None: ...
@@ -198,7 +205,8 @@ class Node(Protocol):
     writes the neighbours' messages into, so that none is copied; ``plan(instances,
     first_round)``, every round's instances over all the tasks, before the first round;
     ``sums``, None or a callable whose generator, after each round, yields this node's parts
-    of sums over every node and is sent each sum (:func:`drive_sums`).
+    of sums over every node and is sent each sum (:func:`drive_sums`); ``checked(rows)``,
+    ``ROW_AXES``, ``NOT_STATE`` and ``CHECK_SKIPS``, as the workers'.
     """
 
     TASK_AXIS: ClassVar[dict | None]
@@ -244,10 +252,14 @@ def all_finite(arrays) -> bool:
     in one pass over them all, since a role object's finiteness check (``finite(rows)``) runs
     after every call of the Python API and a check per small array would cost more than the
     call's step; a large one on its own (joining it to the others would copy it)."""
-    small = [a.reshape(-1) for a in arrays if 0 < a.size <= _JOINED]
-    if any(not np.isfinite(a).all() for a in arrays if a.size > _JOINED):
-        return False
-    return not small or bool(np.isfinite(np.concatenate(small) if len(small) > 1 else small[0]).all())
+    small = []
+    for a in arrays:
+        if a.size > _JOINED:
+            if not np.isfinite(a).all():
+                return False
+        elif a.size:
+            small.append(a.ravel())
+    return not small or bool(np.isfinite(np.concatenate(small)).all())
 
 
 # the largest array all_finite joins to the others before checking them in one pass

@@ -263,14 +263,14 @@ class DAdmmNode:
         self.table[...] = state["table"]          # in place: the exchange is bound to this buffer
         self.round = int(state["round"])
 
-    def finite(self, rows=None) -> bool:
-        """Whether the tasks ``rows`` (None: all), the table and the node's own consensus
-        are finite."""
-        ok = self.block.finite(rows) and np.isfinite(self.table).all()
-        if ok and self.consensus is not None:
+    def checked(self, rows=None) -> list:
+        """The arrays of the tasks ``rows`` (None: all), the table and the node's own
+        consensus, to be finite."""
+        arrays = self.block.checked(rows) + [self.table]
+        if self.consensus is not None:
             c = self.consensus
-            ok = all(np.isfinite(a).all() for a in (c.u, c.V, c.rel.basis, c.rel.values))
-        return bool(ok)
+            arrays += [c.u, c.V, c.rel.basis, c.rel.values]
+        return arrays
 
     def task_rows(self) -> dict:
         rows = self.block.task_rows()

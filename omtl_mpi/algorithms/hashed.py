@@ -31,7 +31,6 @@ import numpy as np
 
 from ..data.sparse import SparseRows
 from ..errors import ConfigError
-from .contract import all_finite
 from .independent import AROW_R_PER_MEAN_SQ_NORM
 from .losses import predict
 from .params import require_positive
@@ -208,8 +207,8 @@ class HashedWorker:
         self.P[0], self.P[1:] = state["P_shared"], state["P_own"]
         self.r[...] = state["r"]
 
-    def finite(self, rows=None) -> bool:
-        return bool(np.isfinite(self.w).all() and np.isfinite(self.P).all())
+    def checked(self, rows=None) -> list:
+        return [self.w, self.P]
 
     def task_rows(self) -> dict:
         """Each task's effective model: its shared part plus its own (kb, d)."""
@@ -265,9 +264,9 @@ class HashedServer:
     def state(self) -> dict:
         return {"w": self.w.copy(), "acc": self.acc.copy()}
 
-    def finite(self) -> bool:
-        """Whether the table is finite, without copying it."""
-        return all_finite([self.w, self.acc])
+    def checked(self) -> list:
+        """The table, to be finite, without copying it."""
+        return [self.w, self.acc]
 
     def load_state(self, state: dict) -> None:
         self.w[...] = state["w"]

@@ -17,7 +17,6 @@ import numpy as np
 from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
-from .contract import all_finite
 from .losses import gradient_coef, predict
 from .params import require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
@@ -69,10 +68,10 @@ class _SingleTaskNode(_NoMessage):
     def state(self) -> dict:
         return {k: getattr(self, k).copy() for k in self._STATE}
 
-    def finite(self, rows=None) -> bool:
-        """Whether the tasks ``rows`` (None: all) are finite, without copying the rest."""
+    def checked(self, rows=None) -> list:
+        """The arrays of the tasks ``rows`` (None: all), to be finite, without copying the rest."""
         rows = slice(None) if rows is None else rows
-        return all_finite([getattr(self, k)[rows] for k in self._STATE])
+        return [getattr(self, k)[rows] for k in self._STATE]
 
     def load_state(self, state: dict) -> None:
         for k in self._STATE:
@@ -116,8 +115,8 @@ class AdmmSingleNode(_NoMessage):
     def load_state(self, state: dict) -> None:
         self.block.load_state(state)
 
-    def finite(self, rows=None) -> bool:
-        return self.block.finite(rows)
+    def checked(self, rows=None) -> list:
+        return self.block.checked(rows)
 
     def task_rows(self) -> dict:
         return self.block.task_rows()

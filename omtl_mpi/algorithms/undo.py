@@ -62,7 +62,9 @@ class Journal:
             self.mark, self.per_task = _mark(self.roles)
             self.rows, self.rounds, self.pending = [], [], []
             self.met = np.zeros(self.roles.server_tasks, dtype=bool)
-        new = tasks[~self.met[tasks]]
+        new = tasks if len(tasks) > 1 or not self.met[tasks[0]] else ()
+        if len(new) > 1:
+            new = tasks[~self.met[tasks]]
         if len(new):
             self.met[new] = True
             everything = self.roles.server_tasks

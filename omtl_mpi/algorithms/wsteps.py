@@ -35,7 +35,6 @@ import numpy as np
 
 from ..data.sparse import SparseRows, rows_dense
 from ..errors import ConfigError, UserError
-from .contract import all_finite
 from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
@@ -194,12 +193,9 @@ class EuclidStep:
     def load_state(self, state: dict) -> None:
         pass
 
-    def finite(self, rows) -> bool:
-        """Whether the state of the tasks ``rows`` (indices, or a slice) is finite."""
-        return all_finite(self.checked(rows))
-
     def checked(self, rows) -> list:
-        """The arrays :meth:`finite` checks: the tasks ``rows``'s state."""
+        """The arrays whose finiteness says the w-step's is: the state of the tasks ``rows``
+        (indices, or a slice)."""
         return []
 
 

@@ -118,28 +118,30 @@ class Roles:
         """True when every variable of this rank's learner objects is finite.
 
         ``tasks`` (increasing indices of the run's tasks): only these tasks' rows changed
-        since the last check, so only they and the shared arrays are checked, where a holder
-        can say (its optional ``finite(rows)``); None: everything.
+        since the last check, so only they and the shared arrays are checked, where a role
+        can say which those are (its optional ``checked(rows)``, :mod:`..algorithms.contract`);
+        None: everything. One pass over all of them: the Python API checks after every call.
         """
+        arrays = []
         for holder, (a, b) in zip(self.holders, self.blocks):
-            check = getattr(holder, "finite", None)
-            if check is None:
-                if not all_finite(list(_arrays(holder.state()))):
-                    return False
+            checked = getattr(holder, "checked", None)
+            if checked is None:
+                arrays += _arrays(holder.state())
                 continue
             rows = None
-            if tasks is not None:
+            if tasks is not None and len(tasks) == 1:       # learn_one: one task, a view
+                k = int(tasks[0]) - a
+                rows = slice(k, k + 1) if 0 <= k < b - a else slice(0, 0)
+            elif tasks is not None:
                 lo, hi = (0, len(tasks)) if b - a == self.server_tasks else np.searchsorted(tasks, (a, b))
                 rows = np.asarray(tasks[lo:hi]) - a
                 if len(rows) and rows[-1] - rows[0] == len(rows) - 1:
                     rows = slice(int(rows[0]), int(rows[-1]) + 1)     # views, not copies
-
-            if not check(rows):
-                return False
-        if self.server is None:
-            return True
-        check = getattr(self.server, "finite", None)      # optional: without copying its state
-        return check() if check is not None else all_finite(list(_arrays(self.server.state())))
+            arrays += checked(rows)
+        if self.server is not None:
+            checked = getattr(self.server, "checked", None)
+            arrays += checked() if checked is not None else _arrays(self.server.state())
+        return all_finite(arrays)
 
     def load_state(self, state: dict) -> None:
         for i, h in enumerate(self.holders):
