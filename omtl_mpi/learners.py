@@ -43,6 +43,7 @@ import inspect
 import math
 import numbers
 import re
+import warnings
 from dataclasses import fields
 
 import numpy as np
@@ -51,10 +52,9 @@ from .algorithms import registry
 from .errors import UserError
 
 FORMAT = "omtl-mpi-learner"
-# the layout of state_dict() and of saved files; bumped when a learner's state changes shape
-# (2: the ADMM learners keep the sums of their tasks' messages, and step only active rows;
-# 3: AROW's diagonal covariance from 641 weights, not 2049, and single-task AROW's r in it)
-VERSION = 3
+# the layout of state_dict() and of saved files (their parameters, state and digest): bumped
+# whenever either changes, so that another release's is refused in one line naming the versions
+VERSION = 4
 
 
 def _other_version(version, where: str) -> UserError:
@@ -82,6 +82,10 @@ CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-si
 _ONE = np.ones(1, dtype=np.int64)
 _ONE.flags.writeable = False
 
+# a call whose step meets numbers too large for float64's operations (a singular matrix)
+_TOO_LARGE = ("this call's step met numbers too large to compute with (an instance's features "
+              "of a very large scale: try scale='online'); the call is undone, the learner is as "
+              "it was")
 # a call whose step overflows
 _NON_FINITE = ("this call would make the model non-finite (NaN or inf): its step grows without "
                "bound (a small eta, a large class_weight, rho or lambda4, or features of a very "
@@ -210,7 +214,8 @@ def _help(algo: str, name: str) -> str:
                      "known (then such a hyper-parameter must be given).",
            "default_task": "The task of a dict x without the task_key entry (river's "
                            "convention: a feature may go missing; river's own checks send "
-                           "such instances); None: such an x is an error.",
+                           "such instances), said once by a UserWarning; None: such an x is "
+                           "an error.",
            "task_key": "Key of x holding the task when x is a dict (river's progressive "
                        "validation passes x alone); None: give task= to every call."}
     if name in own:
@@ -285,7 +290,11 @@ class Learner(_Base):
         # carry the parameters and state_dict(), so a copy continues bit for bit: the role
         # objects' buffers and views of them (a worker's message) are built afresh, not split.
         # Within one release only: files are HDF5 (save), and nothing from a file is unpickled.
-        return _restore, (self.algo, self.get_params(), self.state_dict())
+        # A class of one's own (a subclass) is rebuilt as itself, with what it set beside
+        cls = type(self)
+        how = self.algo if cls is _CLASSES.get(self.algo) else cls
+        beside = {k: v for k, v in vars(self).items() if k not in self._own}
+        return _restore, (how, self.get_params(), self.state_dict()), beside or None
 
     def __init__(self, n_tasks, n_features, **params):
         built = _build(self.algo, n_tasks, n_features, params)
@@ -304,10 +313,13 @@ class Learner(_Base):
         K = self.n_tasks
         self._scale_max = np.zeros((K, self.n_features)) if self.scale == "online" else None
         self._bool_labels = False
+        self._unknown = False           # an interrupted undo left the state half restored
+        self._defaulted = False         # a dict without the task key was given its default
         self.n_rounds_ = 0
         self.n_seen_ = np.zeros(K, dtype=np.int64)
         from .algorithms.undo import Journal
         self._journal = Journal(self._roles)   # what undoes a call that fails
+        self._own = frozenset(vars(self)) | {"_own"}   # the learner's attributes (copies rebuild them)
 
     def get_params(self, deep: bool = True) -> dict:
         """The constructor parameters, by name (scikit-learn's convention).
@@ -384,6 +396,12 @@ class Learner(_Base):
                 if self.default_task is None:
                     raise UserError(f"x has no {self.task_key!r} (the learner's task_key), and "
                                     "default_task is None: every instance must say its task")
+                if not self._defaulted:         # said once: a misspelt task_key is not silent
+                    self._defaulted = True
+                    warnings.warn(f"x has no {self.task_key!r} (the learner's task_key): such "
+                                  f"an x is of task {self.default_task} (default_task); give "
+                                  "default_task=None to make it an error", UserWarning,
+                                  stacklevel=3)
                 return self.default_task
             task = x[self.task_key]
         if isinstance(task, (bool, np.bool_)) or not isinstance(task, (int, np.integer)) \
@@ -529,6 +547,7 @@ class Learner(_Base):
         shared array non-finite, the learner is put back exactly as it was before (its counters
         too) and the error is raised, in the Python API's spelling. What this costs follows the
         call's tasks, whatever K (:class:`~omtl_mpi.algorithms.undo.Journal`)."""
+        self._known()
         journal, roles = self._journal, self._roles
         journal.begin(tasks, rounds)
         before = (self.n_rounds_, self.n_seen_[tasks], self._bool_labels,
@@ -539,23 +558,33 @@ class Learner(_Base):
                 try:
                     out = call()
                 except (ArithmeticError, np.linalg.LinAlgError):
-                    # what numpy raises on the way (an SVD of inf) where the step overflowed
-                    if roles.finite(tasks):
-                        raise
-                    raise UserError(_NON_FINITE) from None
+                    # what numpy raises on the way where a step meets numbers it cannot
+                    # compute with (an SVD of inf, a matrix singular in float64)
+                    raise UserError(_NON_FINITE if not roles.finite(tasks) else _TOO_LARGE) from None
                 if not roles.finite(tasks):
                     raise UserError(_NON_FINITE)
             journal.commit()
             return out
         except BaseException as exc:
+            # an interrupt in the middle of the undo (a second Ctrl-C) would leave a state that
+            # is neither: every call says so until a state is loaded
+            self._unknown = True
             with np.errstate(all="ignore"):
                 journal.undo(self._round)
             self.n_rounds_, self.n_seen_[tasks], self._bool_labels = before[:3]
             if before[3] is not None:
                 self._scale_max[tasks] = before[3]
+            self._unknown = False
             if isinstance(exc, UserError):
                 raise type(exc)(_api_text(str(exc))) from None
             raise
+
+    def _known(self) -> None:
+        """Refuse to go on from a state an interrupted undo left half restored."""
+        if self._unknown:
+            raise UserError("a call of this learner was interrupted while it was being undone: "
+                            "its state is not known; load a saved state (load_state_dict, or "
+                            "omtl_mpi.load) or build the learner again")
 
     def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count=None) -> np.ndarray:
         """One round of the learner on prepared inputs of the tasks ``tasks`` (increasing):
@@ -605,6 +634,7 @@ class Learner(_Base):
         """Decision values (B, n) on prepared instances of ``tasks`` (increasing), changing
         nothing. The model is finite (every step that would make it otherwise is undone), so
         a value is NaN only where an instance's features overflow against it: an error."""
+        self._known()
         out = np.zeros(Xp.shape[:2])
         with np.errstate(all="ignore"):
             for h, (a, b) in zip(self._roles.holders, self._blocks):
@@ -684,10 +714,11 @@ class Learner(_Base):
         return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
 
     # --------------------------------------------------------------------- one at a time
-    def _one(self, x, task, update: bool):
+    def _one(self, x, task, update: bool, known: bool = False):
         """Task k and its one instance, prepared (1, 1, d'): the round holds only task k (a
-        dict or a scipy.sparse row as sparse rows, whose non-zero features alone are read)."""
-        k = self._task(x, task)
+        dict or a scipy.sparse row as sparse rows, whose non-zero features alone are read);
+        ``known``: ``task`` is the checked task of ``x`` already."""
+        k = task if known else self._task(x, task)
         if isinstance(x, dict) or hasattr(x, "tocsr"):
             cols, values = self._entries(x)
             return k, self._prepared_sparse(np.array([0, len(cols)]), cols, values,
@@ -721,7 +752,7 @@ class Learner(_Base):
         tasks = np.array([k])
 
         def call():
-            Xp = self._one(x, k, update=True)[1]
+            Xp = self._one(x, k, update=True, known=True)[1]
             if isinstance(y, (bool, np.bool_)):
                 self._bool_labels = True
             return self._step(Xp, np.array([[label]]), tasks, _ONE)
@@ -910,6 +941,7 @@ class Learner(_Base):
         # learned arrays (W_, u_, V_, Z_, omega_, U_): computed on demand from the roles, so
         # that they are always the current ones; a copy, so that nobody edits the learner
         if name.endswith("_") and not name.startswith("_") and "_roles" in self.__dict__:
+            self._known()
             model = self._model()
             if name[:-1] in model:
                 return np.array(model[name[:-1]])
@@ -944,6 +976,7 @@ class Learner(_Base):
         ...
         omtl_mpi.errors.UserError: the state is of a learner with n_tasks=2, this one has n_tasks=3; build the learner with the state's parameters (omtl_mpi.load does)
         """
+        self._known()
         extra = {"n_rounds": np.int64(self.n_rounds_), "n_seen": self.n_seen_.copy(),
                  "bool_labels": np.bool_(self._bool_labels)}
         if self._scale_max is not None:
@@ -996,6 +1029,7 @@ class Learner(_Base):
         tree = copy.deepcopy(tree)
         self._roles.load_state(tree["roles"])
         self._journal.forget()
+        self._unknown = False
         extra = tree["learner"]
         self.n_rounds_ = int(extra["n_rounds"])
         self.n_seen_ = np.array(extra["n_seen"], dtype=np.int64)
@@ -1018,11 +1052,13 @@ def _score(decision: float) -> float:
     return 0.5 * (1.0 + math.tanh(0.5 * decision))
 
 
-def _restore(algo: str, params: dict, state: dict) -> Learner:
-    """A learner of ``algo`` with ``params``, continuing from ``state``: what a copy or a pickle
-    of one is rebuilt from (:meth:`Learner.__reduce__`)."""
+def _restore(how, params: dict, state: dict) -> Learner:
+    """A learner, built by its name or its class ``how`` with ``params``, continuing from
+    ``state``: what a copy or a pickle of one is rebuilt from (:meth:`Learner.__reduce__`)."""
+    if not isinstance(how, str):
+        return how(**params).load_state_dict(state)
     rest = dict(params)
-    return learner(algo, rest.pop("n_tasks"), rest.pop("n_features"), **rest).load_state_dict(state)
+    return learner(how, rest.pop("n_tasks"), rest.pop("n_features"), **rest).load_state_dict(state)
 
 
 def _same(a, b) -> bool:

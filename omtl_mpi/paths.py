@@ -265,9 +265,6 @@ def output_file(path, option: str) -> str:
     return path
 
 
-# the name the importers call it by (it checked the folder only, once)
-writable_folder = output_file
-
 
 def cannot_create_in(folder: str) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), None if one can: found by

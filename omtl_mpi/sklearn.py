@@ -407,18 +407,26 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
             Whole numbers >= 0: a row of weight k is learned k times, where it stands (as
             ``np.repeat``; the learners have no per-instance weights).
         """
-        for name in _FITTED:
-            self.__dict__.pop(name, None)
-        X, y, t = self._learning(X, y, tasks, sample_weight, fitted=False)
-        classes = _two_classes(np.unique(y), "y")
-        kwargs = self._learner_kwargs(classes)
-        if kwargs.get("rounds") is None:
-            kwargs["rounds"] = int(np.bincount(t).max())      # the rounds of this one pass
-        from .learners import learner
-        m = learner(self.algo, self._n_tasks(t), X.shape[1], **kwargs)
-        m.partial_fit(X, self._signs(y, classes), tasks=t)
+        self._unfit()
+        try:
+            X, y, t = self._learning(X, y, tasks, sample_weight, fitted=False)
+            classes = _two_classes(np.unique(y), "y")
+            kwargs = self._learner_kwargs(classes)
+            if kwargs.get("rounds") is None:
+                kwargs["rounds"] = int(np.bincount(t).max())      # the rounds of this one pass
+            from .learners import learner
+            m = learner(self.algo, self._n_tasks(t), X.shape[1], **kwargs)
+            m.partial_fit(X, self._signs(y, classes), tasks=t)
+        except BaseException:
+            self._unfit()            # a fit that fails leaves nothing half made
+            raise
         self.learner_, self.classes_, self.n_tasks_ = m, classes, m.n_tasks
         return self
+
+    def _unfit(self) -> None:
+        """Forget what a fit set (the input checks set n_features_in_ on the way)."""
+        for name in _FITTED:
+            self.__dict__.pop(name, None)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None,
                     tasks=None) -> "MultiTaskClassifier":
@@ -444,8 +452,7 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
         """
         fitted = self.__sklearn_is_fitted__()
         if not fitted:
-            for name in _FITTED:
-                self.__dict__.pop(name, None)
+            self._unfit()
             if classes is None:
                 raise UserError("classes must be passed on the first call to partial_fit: the "
                                 "two labels (this call's y may hold only one)")
@@ -457,14 +464,19 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
             classes = _two_classes(given, "classes")
         else:
             classes = self.classes_
-        X, y, t = self._learning(X, y, tasks, sample_weight, fitted)
-        signs = self._signs(y, classes)
-        if fitted:
-            m = self.learner_
-        else:
-            from .learners import learner
-            m = learner(self.algo, self._n_tasks(t), X.shape[1], **self._learner_kwargs(classes))
-        m.partial_fit(X, signs, tasks=t)
+        try:
+            X, y, t = self._learning(X, y, tasks, sample_weight, fitted)
+            signs = self._signs(y, classes)
+            if fitted:
+                m = self.learner_
+            else:
+                from .learners import learner
+                m = learner(self.algo, self._n_tasks(t), X.shape[1], **self._learner_kwargs(classes))
+            m.partial_fit(X, signs, tasks=t)      # a call that fails changes nothing (undone)
+        except BaseException:
+            if not fitted:
+                self._unfit()
+            raise
         if not fitted:
             self.learner_, self.classes_, self.n_tasks_ = m, classes, m.n_tasks
         return self

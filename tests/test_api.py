@@ -845,6 +845,16 @@ def _learns_the_first_tasks(self, X, y, inv_count, active=slice(None)):
     return positive
 
 
+def _learns_into_every_task(self, X, y, inv_count, active=slice(None)):
+    """local_step that adds the round's update to every task's row, not its active tasks'
+    only (every other task moved alike: a shared part's change would look so)."""
+    W = self.W[active]
+    positive = np.einsum("kd,bkd->bk", W, X) >= 0.0
+    wrong = (y != 0) & ((y > 0) != positive)
+    self.W += (self.step * np.einsum("bk,bkd->kd", wrong * y, X) * inv_count[:, None]).sum(axis=0)
+    return positive
+
+
 def _decides_with_the_first_tasks(self, X, active=slice(None)):
     """decide that ignores active: task 2 predicted with task 0's model."""
     return np.einsum("kd,bkd->bk", self.W[:X.shape[1]], X)
@@ -852,6 +862,7 @@ def _decides_with_the_first_tasks(self, X, active=slice(None)):
 
 @pytest.mark.parametrize("planted, check", [
     ({"local_step": _learns_the_first_tasks}, "check_learning_a_task_leaves_the_others"),
+    ({"local_step": _learns_into_every_task}, "check_learning_a_task_leaves_the_others"),
     ({"decide": _decides_with_the_first_tasks}, "check_a_task_alone_decides_as_beside_others"),
     ("counter", "check_predicting_changes_no_attribute"),
 ])

@@ -11,7 +11,7 @@ import pytest
 from conftest import omtl
 from omtl_mpi import memory
 from omtl_mpi.errors import UserError
-from omtl_mpi.paths import writable_folder
+from omtl_mpi.paths import output_file
 
 MIB = 2 ** 20
 
@@ -97,7 +97,7 @@ def test_a_folder_whose_bits_allow_writing_but_that_refuses_a_file_is_refused(tm
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
     with pytest.raises(UserError, match=r"-o .*o.h5: cannot create a file in folder .* \(Permission "
                                         r"denied\); choose another -o"):
-        writable_folder(tmp_path / "o.h5", "-o")
+        output_file(tmp_path / "o.h5", "-o")
 
 
 def test_results_and_checkpoints_are_checked_the_same_way(tmp_path, monkeypatch):

@@ -59,23 +59,28 @@ def test_a_learner_is_a_river_classifier_in_a_fresh_process():
 @pytest.mark.parametrize("algo", ALGOS)
 def test_copies_and_pickles_learn_as_the_learner(algo):
     """The issue's snippet: the same online error from a learner, its deep copy and its pickle
-    round trip (before: 0.1395 against 0.5055 for C-ADMM, whose copies stopped sharing)."""
+    round trip (before: 0.1395 against 0.5055 for C-ADMM, whose copies stopped sharing), for
+    copies of a fresh learner and of one half-way through the streams."""
     from omtl_mpi.data import generate
     names, X, y = generate(tasks=6, samples=40, seed=0)
     K, d, T = 6, 9, 40
     make = lambda: omtl_mpi.learner(algo, K, d, **_needed(algo))          # noqa: E731
 
-    def error(m):
+    def error(m, rounds):
         wrong = 0
-        for t in range(T):
+        for t in rounds:
             for k in range(K):
                 wrong += m.predict_one(X[k][t], task=k) != y[k][t]
                 m.learn_one(X[k][t], y[k][t], task=k)
-        return wrong / (K * T), m.state_dict()["state"]
-    first, state = error(make())
-    for other in (copy.deepcopy(make()), pickle.loads(pickle.dumps(make())), copy.copy(make())):
-        e, s = error(other)
-        assert e == first and _same_state(state, s) is None
+        return wrong, m.state_dict()["state"]
+    first, state = error(make(), range(T))
+    for copy_of in (copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m)), copy.copy):
+        wrong, s = error(copy_of(make()), range(T))
+        assert wrong == first and _same_state(state, s) is None
+        m = make()
+        early, _ = error(m, range(T // 2))
+        late, s = error(copy_of(m), range(T // 2, T))
+        assert early + late == first and _same_state(state, s) is None
 
 
 def test_rivers_default_rocauc_agrees_with_the_exact_auc():
@@ -94,11 +99,17 @@ def test_rivers_default_rocauc_agrees_with_the_exact_auc():
 
 
 def test_a_missing_task_key_is_the_default_task_or_one_error():
-    m = omtl_mpi.PA(3, 4, task_key="user")                   # default_task=0
-    m.learn_one({"a": 1.0}, 1)
-    assert m.n_seen_.tolist() == [1, 0, 0]
+    m = omtl_mpi.PA(3, 4, task_key="user")                   # default_task=0, said once
+    with pytest.warns(UserWarning, match="x has no 'user' .* of task 0 .* default_task=None"):
+        m.learn_one({"a": 1.0}, 1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m.learn_one({"a": 1.0}, 1)                          # not again
+    assert m.n_seen_.tolist() == [2, 0, 0]
     m = omtl_mpi.PA(3, 4, task_key="user", default_task=2)
-    m.learn_one({"a": 1.0}, 1)
+    with pytest.warns(UserWarning):
+        m.learn_one({"a": 1.0}, 1)
     assert m.n_seen_.tolist() == [0, 0, 1]
     with pytest.raises(omtl_mpi.UserError, match="x has no 'user' .* default_task is None"):
         omtl_mpi.PA(3, 4, task_key="user", default_task=None).learn_one({"a": 1.0}, 1)
@@ -140,7 +151,21 @@ def test_progressive_validation_through_a_pipeline_and_bagging():
     pipeline = scaled | omtl_mpi.learner("arow", 2, 16, task_key="ip_in_url")
     acc = evaluate.progressive_val_score(datasets.Phishing(), pipeline, metrics.Accuracy())
     assert acc.get() > 0.85
-    assert repr(pipeline.clone(include_attributes=True)) == repr(pipeline)
+    twin = pipeline.clone(include_attributes=True)           # the learned state comes along
+    assert twin[-1].n_rounds_ == pipeline[-1].n_rounds_ > 0
+    assert _same_state(twin[-1].state_dict()["state"], pipeline[-1].state_dict()["state"]) is None
     bagged = ensemble.BaggingClassifier(omtl_mpi.learner("pa", 2, 16, task_key="ip_in_url"),
                                         n_models=3, seed=0)
     assert evaluate.progressive_val_score(datasets.Phishing(), bagged, metrics.Accuracy()).get() > 0.8
+
+
+def test_a_copy_of_a_subclass_is_of_that_class_with_what_it_set():
+    class Noted(omtl_mpi.PA):
+        def hello(self):
+            return "hello"
+    m = Noted(3, 4)
+    m.note = {"kept": 1}
+    m.learn_one([1.0, 0, 0, 0], 1, task=0)
+    for twin in (copy.copy(m), copy.deepcopy(m)):
+        assert type(twin) is Noted and twin.hello() == "hello" and twin.note == {"kept": 1}
+        assert _same_state(twin.state_dict()["state"], m.state_dict()["state"]) is None

@@ -311,3 +311,15 @@ def test_a_fitted_classifier_pickles_and_goes_on_as_the_original():
     clf.partial_fit(X[1::2], y[1::2])
     assert np.array_equal(twin.decision_function(X), clf.decision_function(X))
     assert np.array_equal(twin.learner_.W_, clf.learner_.W_)
+
+
+def test_a_fit_that_fails_leaves_nothing_half_made():
+    from sklearn.exceptions import NotFittedError
+    X, y, t = _rows()
+    for bad in (MultiTaskClassifier("c-admm", rho=-1.0), MultiTaskClassifier("pooled", gamma0=1e300)):
+        with pytest.raises(ValueError):
+            bad.fit(np.vstack([X, [[1e300] * X.shape[1]]]), np.append(y, y[0]),
+                    tasks=np.append(t, 0))
+        assert not hasattr(bad, "n_features_in_") and not hasattr(bad, "learner_")
+        with pytest.raises(NotFittedError):
+            bad.predict(X, tasks=t)

@@ -155,13 +155,16 @@ def test_the_issues_cases_never_show_a_non_finite_state():
     m = omtl_mpi.learner("c-admm", 3, 4, variant="paper", w_step="euclid", eta=1.0, lambda4=1e4,
                          relationship=True, experts=False)
     rng = np.random.default_rng(0)
+    refused = 0
     for _ in range(24):
         before = m.state_dict()["state"]
         try:
             m.learn_one(rng.normal(size=4), 1, task=int(rng.integers(3)))
         except omtl_mpi.UserError as exc:
+            refused += 1
             assert "--" not in str(exc), str(exc)         # the API's spelling, not the CLI's
             assert _same_state(before, m.state_dict()["state"]) is None
+    assert refused                                          # the variant diverged, and was refused
 
 
 def test_no_numpy_warning_reaches_the_caller():

@@ -369,11 +369,14 @@ class EmpiricalBayes:
         return stats
 
     def seen(self):
-        """The block's tasks that have had an instance: every one (``slice(None)``, as in any
-        run after its first round), or their indices. A task without one adds nothing to a
-        sum over the tasks, and where few have one (a learner fed one instance at a time at
-        K = 100,000) the sums cost what those few do."""
-        if self._started == len(self.n):
+        """The tasks the sums over the block's tasks run over: every one (``slice(None)``), or,
+        while fewer than an eighth of them have had an instance (a learner fed one instance
+        at a time at K = 100,000), the indices of those that have. A task without one adds
+        zeros, so the sums are the same but for their rounding (the order of the additions
+        changes with the number of terms): a run, whose every task starts in its first round,
+        always takes every task; the sums of a learner's first calls cost what their few
+        tasks do, not what K would."""
+        if self._started * 8 >= len(self.n):
             return slice(None)
         return np.flatnonzero(self.n > 0)
 

@@ -52,7 +52,7 @@ class _SingleTaskNode(_NoMessage):
         # per-task arrays only: each is split by task on its first axis
         if "TASK_AXIS" not in vars(cls):
             cls.TASK_AXIS = {k: 0 for k in cls._STATE}
-        cls.ROW_AXES = {k: 0 for k in cls._STATE}       # the same attributes (.undo)
+        cls.ROW_AXES = {k: 0 for k in cls._STATE}       # its state's keys are its attributes (.undo)
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins ``w_k . x`` (B, na) of ``X`` (B, na, d), instances of the block's tasks

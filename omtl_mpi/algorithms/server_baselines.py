@@ -199,7 +199,7 @@ class MtPerceptronWorker:
     every worker, and a round touches only the tasks with an instance in it."""
 
     TASK_AXIS = {"O": 0}
-    ROW_AXES = {"O": 0}         # the attributes of the task axes (.undo)
+    ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
 
     def __init__(self, params, n_tasks, dim, start, stop):
         self.dim = dim

@@ -8,7 +8,8 @@ than its arithmetic at small d. So a :class:`Journal` keeps, since a mark:
 * the role objects as they were at the mark: every attribute (by reference: a round that
   rebinds one is undone by rebinding it) and every array whole, except the arrays with a row
   per task; of those, each task's rows the first time a call after the mark steps that task;
-* the rounds learned since the mark (their inputs), at most :data:`Journal.LIMIT`.
+* the rounds learned since the mark (their inputs), at most :data:`Journal.LIMIT` of them and
+  :data:`Journal.BYTES` of their arrays.
 
 Undoing a call puts the mark back and steps the rounds before the call again: the same inputs
 on the same state give the same bits. A call then costs a few row copies the first time it
@@ -49,6 +50,8 @@ class Journal:
     """
 
     LIMIT = 64                  # rounds kept since the mark: an undo steps at most these again
+    BYTES = 8 << 20             # and at most this much of their inputs (a round of every task
+                                # of many is as large as the rows a mark would copy)
 
     def __init__(self, roles):
         self.roles = roles
@@ -56,18 +59,23 @@ class Journal:
 
     def begin(self, tasks: np.ndarray, rounds: int) -> None:
         """Before a call of ``rounds`` rounds that steps ``tasks`` (increasing): a new mark
-        where the rounds kept would pass :data:`LIMIT` (none is kept for a call longer than
-        that: the next call marks again), then the rows of the tasks not yet met since it."""
-        if self.mark is None or len(self.rounds) + rounds > self.LIMIT:
-            self.mark, self.per_task = _mark(self.roles)
-            self.rows, self.rounds, self.pending = [], [], []
+        where the rounds kept would pass :data:`LIMIT` or their inputs :data:`BYTES` (none is
+        kept of a call longer than that: the next call marks again), then the rows of the
+        tasks not yet met since it. Nothing is recorded as met before its rows are saved, so
+        an interrupt in here leaves the journal as it was, or (in a new mark) unmarked."""
+        if (self.mark is None or len(self.rounds) + rounds > self.LIMIT
+                or self.kept >= self.BYTES):
+            self.mark = None
+            mark, per_task = _mark(self.roles)
+            self.rows, self.rounds, self.kept = [], [], 0
             self.met = np.zeros(self.roles.server_tasks, dtype=bool)
-        new = tasks if len(tasks) > 1 or not self.met[tasks[0]] else ()
-        if len(new) > 1:
+            self.mark, self.per_task = mark, per_task
+        if len(tasks) == 1:
+            new = () if self.met[tasks[0]] else tasks
+        else:
             new = tasks[~self.met[tasks]]
         if len(new):
-            self.met[new] = True
-            everything = self.roles.server_tasks
+            rows, everything = [], self.roles.server_tasks
             for array, axis, a, b in self.per_task:
                 if b - a == everything:                  # a holder of every task
                     local = new
@@ -76,19 +84,25 @@ class Journal:
                     if hi == lo:
                         continue
                     local = new[lo:hi] - a
-                self.rows.append(("rows", array, axis, local, array.take(local, axis=axis)))
+                rows.append(("rows", array, axis, local, array.take(local, axis=axis)))
+            self.rows += rows
+            self.met[new] = True
         self.keep = len(self.rounds) + rounds <= self.LIMIT
-        self.pending = []
+        self.pending, self.pending_bytes = [], 0
 
     def add(self, *inputs) -> None:
-        """A round of the call, stepped from ``inputs``."""
+        """A round of the call, stepped from ``inputs`` (arrays)."""
         if self.keep:
             self.pending.append(inputs)
+            self.pending_bytes += sum(map(_nbytes, inputs))
+            if self.kept + self.pending_bytes > self.BYTES:     # the next call marks again
+                self.keep, self.pending = False, []
 
     def commit(self) -> None:
         """The call succeeded: its rounds are kept (or, when too many, the next call marks)."""
         if self.keep:
             self.rounds += self.pending
+            self.kept += self.pending_bytes
         else:
             self.mark = None
         self.pending = []
@@ -105,6 +119,13 @@ class Journal:
     def forget(self) -> None:
         """The role objects were changed otherwise (a state loaded): mark again next time."""
         self.mark = None
+
+
+def _nbytes(value) -> int:
+    """The bytes of an input of a round: an array, or sparse rows (their arrays)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    return value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
 
 
 def walkable(obj) -> bool:

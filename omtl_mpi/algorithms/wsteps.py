@@ -208,7 +208,7 @@ class AdagradStep(EuclidStep):
         self.S = np.zeros((n_tasks, dim))        # sum of squared past loss gradients
 
     TASK_AXIS = {"S": 0}
-    ROW_AXES = {"S": 0}         # the attributes of the task axes (.undo)
+    ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
 
     def step(self, W, D, X, coef, inv_count, R, active):
         S = rows(self.S, active)
@@ -397,7 +397,7 @@ class ArowDiagStep(EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
     TASK_AXIS = {"P": 0, "r": 0}
-    ROW_AXES = {"P": 0, "r": 0}
+    ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
 
     def _start_metric(self, k: np.ndarray) -> None:
         """P = eta r + rho for the tasks ``k`` (indices)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import ConfigError, DataError, UserError
 from ...memory import size_text
-from ...paths import inside, refuse_inputs, regular_file, writable_folder
+from ...paths import inside, output_file, refuse_inputs, regular_file
 from .. import taskfile
 
 
@@ -55,7 +55,7 @@ def check_output(src, out, what: str = "file", option: str = "-o", every_file: b
         if os.path.exists(src):
             regular_file(src, what)
         refuse_inputs(out, [(src, f"the {what} being imported")], option)
-    writable_folder(out, option)
+    output_file(out, option)
 
 
 def folder_files(src: str, what: str, suffix: str = "", notices: list | None = None) -> dict:
