@@ -977,6 +977,10 @@ class Learner(_Base):
         omtl_mpi.errors.UserError: the state is of a learner with n_tasks=2, this one has n_tasks=3; build the learner with the state's parameters (omtl_mpi.load does)
         """
         self._known()
+        return self._state()
+
+    def _state(self) -> dict:
+        """:meth:`state_dict`, of any state (load_state_dict's template)."""
         extra = {"n_rounds": np.int64(self.n_rounds_), "n_seen": self.n_seen_.copy(),
                  "bool_labels": np.bool_(self._bool_labels)}
         if self._scale_max is not None:
@@ -1021,7 +1025,7 @@ class Learner(_Base):
         if extra_names:
             raise UserError(f"the state has parameters this learner does not: {', '.join(extra_names)}")
         tree = state.get("state")
-        expected = self.state_dict()["state"]
+        expected = self._state()["state"]
         problem = first_difference(tree, expected, "state", _fits)
         if problem:
             raise UserError(f"the state does not fit this learner: {problem}")

@@ -194,3 +194,84 @@ def test_what_a_call_saves_does_not_grow_with_the_tasks(algo):
         entries = journal.mark + journal.rows
         sizes.append(sum(e[-1].nbytes for e in entries if isinstance(e[-1], np.ndarray)))
     assert sizes[1] <= sizes[0] * 1.05 + 64, f"{algo}: {sizes[0]} bytes saved at K = 200, {sizes[1]} at 400"
+
+
+@pytest.mark.parametrize("algo, params", [("c-admm", {}), ("d-admm", {}), ("c-admm", {"relationship": True}),
+                                          ("c-admm", {"w_step": "adagrad"})])
+def test_a_step_that_cannot_compute_is_one_error_and_undone(algo, params):
+    """Features of 1e50 make the mixture prior's matrices singular in float64 (numpy raises
+    LinAlgError with every number still finite): one UserError, nothing changed."""
+    m = omtl_mpi.learner(algo, 12, 4, **params)
+    m.learn_one([1.0, 0.5, -0.3, 0.2], 1, task=0)
+    for scale in (1e50, 1e150, 1e300):
+        before = _state(m)
+        try:
+            m.learn_one(np.array([1.0, 2.0, -1.0, 3.0]) * scale, -1, task=1)
+        except omtl_mpi.UserError as exc:
+            assert "undone" in str(exc)
+            assert _same_state(before, _state(m)) is None
+
+
+def test_calls_with_no_active_task():
+    m = omtl_mpi.CADMM(4, 3)
+    m.learn_round(np.zeros((4, 1, 3)), np.ones((4, 1)), active=np.zeros(4, dtype=bool))
+    m.partial_fit(np.zeros((0, 3)), np.zeros(0), tasks=np.zeros(0, dtype=int))
+    m.learn_one([1.0, 0.0, 0.0], 1, task=2)
+    assert m.n_seen_.tolist() == [0, 0, 1, 0]
+
+
+def test_an_interrupt_during_the_undo_leaves_a_learner_that_says_so(monkeypatch):
+    from omtl_mpi.algorithms import undo
+    m = omtl_mpi.CADMM(3, 4)
+    m.learn_one(np.ones(4), 1, task=0)
+    state = m.state_dict()
+
+    def interrupted(self, step):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(undo.Journal, "undo", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m.learn_one(np.full(4, 1e200), 1, task=1)
+    monkeypatch.undo()
+    for call in (lambda: m.learn_one(np.ones(4), 1, task=0), lambda: m.predict_one(np.ones(4), task=0),
+                 m.state_dict, lambda: m.W_):
+        with pytest.raises(omtl_mpi.UserError, match="interrupted while it was being undone"):
+            call()
+    m.load_state_dict(state)                                   # a state loaded: known again
+    m.learn_one(np.ones(4), 1, task=0)
+
+
+def test_an_interrupt_while_the_journal_saves_rows_leaves_it_right():
+    """Ctrl-C inside the journal's begin, between two of a task's arrays (before any step):
+    the call raises and changes nothing, and a later undo is still exact (no task is recorded
+    as met before its rows are saved)."""
+    class Interrupting(list):
+        def __iter__(self):
+            yield next(super().__iter__())
+            raise KeyboardInterrupt
+    m, twin = omtl_mpi.AdaGrad(3, 4), omtl_mpi.AdaGrad(3, 4)
+    for learner in (m, twin):
+        learner.learn_one(np.ones(4), 1, task=0)            # the journal's mark
+    kept = m._journal.per_task
+    m._journal.per_task = Interrupting(kept)
+    with pytest.raises(KeyboardInterrupt):
+        m.learn_one(np.ones(4), -1, task=1)
+    m._journal.per_task = kept
+    _assert_same(m, twin, "after an interrupt in begin")
+    for learner in (m, twin):
+        learner.learn_one(np.array([1.0, -1.0, 0.5, 0.0]), -1, task=1)
+    with pytest.raises(omtl_mpi.UserError):
+        m.learn_one(np.full(4, 1e308), 1, task=1)
+    _assert_same(m, twin, "after an undo following it")
+
+
+def test_the_inputs_the_journal_keeps_are_bounded():
+    """Rounds of every task of many: the journal keeps at most its BYTES of their inputs (the
+    next call marks again), not 64 rounds' worth."""
+    from omtl_mpi.algorithms.undo import Journal
+    m = omtl_mpi.PA(20000, 50)
+    X = np.ones((20000, 1, 50))
+    y = np.ones((20000, 1))
+    for _ in range(6):
+        m.learn_round(X, y)
+        kept = sum(sum(a.nbytes for a in r) for r in m._journal.rounds)
+        assert kept <= Journal.BYTES
