@@ -563,7 +563,6 @@ class Learner(_Base):
                     raise UserError(_NON_FINITE if not roles.finite(tasks) else _TOO_LARGE) from None
                 if not roles.finite(tasks):
                     raise UserError(_NON_FINITE)
-            journal.commit()
             return out
         except BaseException as exc:
             # an interrupt in the middle of the undo (a second Ctrl-C) would leave a state that

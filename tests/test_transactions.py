@@ -275,3 +275,29 @@ def test_the_inputs_the_journal_keeps_are_bounded():
         m.learn_round(X, y)
         kept = sum(sum(a.nbytes for a in r) for r in m._journal.rounds)
         assert kept <= Journal.BYTES
+
+
+@pytest.mark.parametrize("rounds", [3, 80])      # within the journal's rounds, and beyond them
+def test_an_interrupt_after_a_calls_last_step_is_undone(monkeypatch, rounds):
+    """Ctrl-C once every round of a call has stepped (here: as its finiteness is checked): the
+    call raises and changes nothing, for calls the journal keeps and calls too long to keep."""
+    m, twin = omtl_mpi.AROW(2, 3), omtl_mpi.AROW(2, 3)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2 * rounds, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    tasks = np.tile([0, 1], rounds)
+    for learner in (m, twin):
+        learner.partial_fit(X, y, tasks=tasks)
+    finite = Roles.finite
+
+    def interrupted(self, tasks=None):
+        finite(self, tasks)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Roles, "finite", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m.partial_fit(X[::-1], y[::-1], tasks=tasks)
+    monkeypatch.undo()
+    _assert_same(m, twin, "after the interrupted call")
+    for learner in (m, twin):
+        learner.partial_fit(X, y, tasks=tasks)
+    _assert_same(m, twin, "after the next call")

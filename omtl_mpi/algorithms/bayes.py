@@ -423,9 +423,10 @@ class EmpiricalBayes:
                 self.prior_version += 1
 
     def checked(self, rows) -> list:
-        """The arrays whose finiteness says this expert's is: the tasks ``rows``'s, and the
-        totals."""
-        return [a[..., rows] for a in (self._s, self._Q, self._A, self._h)] + [self.totals]
+        """The arrays whose finiteness says this expert's is: the tasks ``rows``'s, the totals
+        and the prior estimated from them."""
+        arrays = [a[..., rows] for a in (self._s, self._Q, self._A, self._h)] + [self.totals]
+        return arrays + list(self._prior) if self._prior is not None else arrays
 
     def state(self) -> dict:
         """The state, every per-task array with the tasks first."""

@@ -272,7 +272,8 @@ class MixtureBayes(EmpiricalBayes):
             self._L[:width, active] = L
 
     def checked(self, rows) -> list:
-        return super().checked(rows) + [self._L[:, rows]]
+        shared = [self._V, self._const] + ([self.centres_, self.share_] if self.centres_ is not None else [])
+        return super().checked(rows) + [self._L[:, rows]] + shared
 
     # -- checkpoints -------------------------------------------------------------------------
     def state(self) -> dict:

@@ -46,7 +46,10 @@ class Journal:
     """The undo record of a learner's role objects (:class:`~omtl_mpi.runtime.roles.Roles`).
 
     Call :meth:`begin` before a call's rounds with the tasks they step, :meth:`add` with each
-    round's inputs, and on failure :meth:`undo` with the function that steps a round.
+    round's inputs, and on failure :meth:`undo` with the function that steps a round. A call
+    that succeeds needs nothing more (its rounds are kept as :meth:`add` kept them), so an
+    interrupt after its last step is undone like any: an undo steps again only the rounds
+    kept before the call began.
     """
 
     LIMIT = 64                  # rounds kept since the mark: an undo steps at most these again
@@ -59,15 +62,14 @@ class Journal:
 
     def begin(self, tasks: np.ndarray, rounds: int) -> None:
         """Before a call of ``rounds`` rounds that steps ``tasks`` (increasing): a new mark
-        where the rounds kept would pass :data:`LIMIT` or their inputs :data:`BYTES` (none is
-        kept of a call longer than that: the next call marks again), then the rows of the
-        tasks not yet met since it. Nothing is recorded as met before its rows are saved, so
-        an interrupt in here leaves the journal as it was, or (in a new mark) unmarked."""
-        if (self.mark is None or len(self.rounds) + rounds > self.LIMIT
+        where the rounds kept would pass :data:`LIMIT` or their inputs :data:`BYTES`, then the
+        rows of the tasks not yet met since it. Nothing is recorded as met before its rows are
+        saved, so an interrupt in here leaves the journal as it was, or unmarked."""
+        if (self.mark is None or self.full or len(self.rounds) + rounds > self.LIMIT
                 or self.kept >= self.BYTES):
             self.mark = None
             mark, per_task = _mark(self.roles)
-            self.rows, self.rounds, self.kept = [], [], 0
+            self.rows, self.rounds, self.kept, self.full = [], [], 0, False
             self.met = np.zeros(self.roles.server_tasks, dtype=bool)
             self.mark, self.per_task = mark, per_task
         if len(tasks) == 1:
@@ -87,34 +89,31 @@ class Journal:
                 rows.append(("rows", array, axis, local, array.take(local, axis=axis)))
             self.rows += rows
             self.met[new] = True
-        self.keep = len(self.rounds) + rounds <= self.LIMIT
-        self.pending, self.pending_bytes = [], 0
+        self.start, self.started_at = len(self.rounds), self.kept
+        self.full = self.full or len(self.rounds) + rounds > self.LIMIT
 
     def add(self, *inputs) -> None:
-        """A round of the call, stepped from ``inputs`` (arrays)."""
-        if self.keep:
-            self.pending.append(inputs)
-            self.pending_bytes += sum(map(_nbytes, inputs))
-            if self.kept + self.pending_bytes > self.BYTES:     # the next call marks again
-                self.keep, self.pending = False, []
-
-    def commit(self) -> None:
-        """The call succeeded: its rounds are kept (or, when too many, the next call marks)."""
-        if self.keep:
-            self.rounds += self.pending
-            self.kept += self.pending_bytes
-        else:
-            self.mark = None
-        self.pending = []
+        """A round of the call, stepped from ``inputs`` (arrays): kept for later undos, while
+        the record holds fewer than :data:`LIMIT` rounds and :data:`BYTES` of inputs (past
+        that, this call's are dropped, and the next call marks again)."""
+        if self.full:
+            return
+        self.rounds.append(inputs)
+        self.kept += sum(map(_nbytes, inputs))
+        if self.kept > self.BYTES:
+            self.full = True
+            del self.rounds[self.start:]
+            self.kept = self.started_at
 
     def undo(self, step) -> None:
         """Put the role objects back as they were before the call: the mark, then
-        ``step(*inputs)`` of every round kept since."""
+        ``step(*inputs)`` of every round kept before the call began."""
         restore(self.mark)
         restore(self.rows)
+        del self.rounds[self.start:]
+        self.kept = self.started_at
         for inputs in self.rounds:
             step(*inputs)
-        self.pending = []
 
     def forget(self) -> None:
         """The role objects were changed otherwise (a state loaded): mark again next time."""
