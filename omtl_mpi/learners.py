@@ -43,6 +43,7 @@ import inspect
 import math
 import numbers
 import re
+import reprlib
 import warnings
 from dataclasses import fields
 
@@ -104,10 +105,22 @@ def as_array(value, what: str, dtype=None) -> np.ndarray:
         if dtype is not None:
             if a.dtype.kind not in "biuf":
                 raise TypeError(a.dtype)
-            a = np.array(a, dtype=dtype)
+            # a longdouble beyond float64 becomes inf here, which the checks after refuse in
+            # one line: numpy's overflow warning would be a second
+            with np.errstate(over="ignore", invalid="ignore"):
+                a = np.array(a, dtype=dtype)
         return a
     except _NOT_NUMBERS:
         raise UserError(f"{what}") from None
+
+
+def _encodes(text: str) -> bool:
+    """Whether UTF-8 can write ``text`` (a lone surrogate it cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_number(value) -> bool:
@@ -418,10 +431,16 @@ class Learner(_Base):
             items = {k: v for k, v in x.items() if k != self.task_key}
             try:
                 cols, values = hash_entries(items, self.n_features)
+            except UnicodeEncodeError:
+                bad = next(k for k in items if not _encodes(str(k)))
+                raise UserError(f"a dict x's feature names are hashed as UTF-8 text, and "
+                                f"{reprlib.repr(bad)} is not text that UTF-8 can write (a lone "
+                                "surrogate)") from None
             except _NOT_NUMBERS:
                 bad = next(k for k, value in items.items() if not _is_number(value))
-                raise UserError(f"a dict x maps feature names to numbers; x[{bad!r}] is "
-                                f"{items[bad]!r}, not a number") from None
+                raise UserError(f"a dict x maps feature names to numbers; "
+                                f"x[{reprlib.repr(bad)}] is {reprlib.repr(items[bad])}, not a "
+                                "number") from None
         else:
             if x.ndim != 2 or x.shape != (1, self.n_features):
                 raise UserError(f"a sparse x must have shape (1, {self.n_features}) (one row of "

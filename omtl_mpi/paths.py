@@ -221,7 +221,29 @@ def output_name(path, option: str) -> str:
     """
     path = as_path(path, option)
     refuse_special(path, option)
+    _fits_a_name(path, option)
     return path
+
+
+# the temporary name a writer adds to the file's (omtl_mpi.atomic: ".tmp-" and a process id)
+_TEMPORARY_SUFFIX = len(".tmp-") + 7
+
+
+def _fits_a_name(path: str, option: str) -> None:
+    """Refuse a file name longer than its file system takes once the temporary suffix of an
+    atomic write is added (the system would say so only when the file is created, after the
+    work)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        longest = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255                   # the usual limit, where the folder does not say
+    size = len(os.fsencode(os.path.basename(path)))
+    if size + _TEMPORARY_SUFFIX > longest:
+        raise UserError(f"{option} {printable(path)[:60]}...: a file name of {size} bytes; this "
+                        f"file system takes {longest}, and a name is written under a "
+                        f"temporary one {_TEMPORARY_SUFFIX} bytes longer first: give a name of "
+                        f"at most {longest - _TEMPORARY_SUFFIX} bytes")
 
 
 def output_file(path, option: str) -> str:
@@ -253,6 +275,11 @@ def output_file(path, option: str) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     shown = f"{option} {printable(path)}"
     if not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            mode = os.stat(folder).st_mode if os.path.exists(folder) else 0
+            what = "a regular file" if stat.S_ISREG(mode) else _kind(mode) if mode else "a dangling link"
+            raise UserError(f"{shown}: {printable(folder)} is not a folder ({what}); choose "
+                            f"another {option}")
         raise UserError(f"{shown}: folder {printable(folder)} does not exist; create it first, "
                         f"or choose another {option}")
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -17,7 +17,7 @@ import numpy as np
 from .atomic import atomic_path
 from .data.taskfile import H5_ERRORS, own_item, reason
 from .errors import UserError
-from .paths import output_name, regular_file
+from .paths import output_file, regular_file
 
 FORMAT = "omtl-mpi-learner"
 
@@ -25,7 +25,7 @@ FORMAT = "omtl-mpi-learner"
 def save_learner(path, state: dict) -> None:
     """Write a learner's :meth:`state_dict` to ``path`` (HDF5), atomically."""
     from .runtime.checkpoint import write_tree
-    path = output_name(path, "path")        # a file name, of a regular file or none, before any work
+    path = output_file(path, "path")        # a file name, of a regular file or none, in a folder that takes it, before any work
     params = json.dumps(state["params"], sort_keys=True)
     try:
         with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:

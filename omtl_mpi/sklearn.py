@@ -91,9 +91,10 @@ def _task_ids(values, where: str, hint: str = "") -> np.ndarray:
     if a.dtype.kind not in "iuf":
         raise UserError(f"{where} must hold task ids (whole numbers >= 0), got {a.dtype} values{hint}")
     with np.errstate(invalid="ignore"):
-        # a float beyond int64 is no task either (its cast would wrap round)
-        bad = (~np.isfinite(a) | (a < 0) | (a != np.round(a)) | (a >= 2.0 ** 63)
-               if a.dtype.kind == "f" else a < 0)
+        # a number beyond int64 is no task either (its cast would wrap round)
+        bad = ((~np.isfinite(a) | (a < 0) | (a != np.round(a)) | (a >= 2.0 ** 63))
+               if a.dtype.kind == "f" else (a > np.iinfo(np.int64).max) if a.dtype.kind == "u"
+               else a < 0)
     if bad.any():
         i = int(np.argmax(bad))
         raise UserError(f"{where} must hold task ids (whole numbers >= 0): row {i} holds "
@@ -255,6 +256,9 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
     def _split(self, X, tasks, fitted: bool):
         """Validated rows X as (the features, every row's task, int64), from task_column or
         ``tasks`` (or one task), checked against the tasks learned when ``fitted``."""
+        if hasattr(X, "tocsr"):            # before scipy slices it: its indices checked
+            from .data.sparse import checked_csr
+            X = checked_csr(X)
         n, cols = X.shape
         j = self.task_column
         if j is not None:
@@ -299,7 +303,8 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
     def _learning(self, X, y, tasks, sample_weight, fitted: bool):
         """Checked inputs of fit and partial_fit: (features, labels, tasks), every row
         repeated as many times as its sample weight says."""
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=not fitted)
+        with np.errstate(over="ignore", invalid="ignore"):     # scikit-learn refuses the inf
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=not fitted)
         check_classification_targets(y)
         X, t = self._split(X, tasks, fitted)
         if sample_weight is not None:
@@ -313,6 +318,11 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
                                 f"times), got {bad:g}")
             if not w.any():
                 raise UserError("sample_weight is zero for every instance: nothing to learn")
+            from .data.importers.common import require_memory
+            n_rows = float(w.sum())
+            require_memory(n_rows * (X.shape[1] + 3) * 8.0 * 2, f"sample_weight's {n_rows:.0f} "
+                           "rows (each row learned as many times as its weight)",
+                           "give smaller weights")
             # np.repeat's order: each row where it was, as many times as its weight
             rows = np.repeat(np.arange(len(w)), w.astype(np.int64))
             X, y, t = X[rows], y[rows], t[rows]
@@ -388,7 +398,8 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
     def _predicting(self, X, tasks):
         """Checked inputs of the predicting methods: (features, every row's task)."""
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        with np.errstate(over="ignore", invalid="ignore"):     # scikit-learn refuses the inf
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return self._split(X, tasks, fitted=True)
 
     # ----------------------------------------------------------------- learning
@@ -413,7 +424,8 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
             classes = _two_classes(np.unique(y), "y")
             kwargs = self._learner_kwargs(classes)
             if kwargs.get("rounds") is None:
-                kwargs["rounds"] = int(np.bincount(t).max())      # the rounds of this one pass
+                # the rounds of this one pass (counted without an array of every task id)
+                kwargs["rounds"] = int(np.unique(t, return_counts=True)[1].max())
             from .learners import learner
             m = learner(self.algo, self._n_tasks(t), X.shape[1], **kwargs)
             m.partial_fit(X, self._signs(y, classes), tasks=t)

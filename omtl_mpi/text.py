@@ -67,6 +67,13 @@ def hash_texts(texts, n_features: int = DEFAULT_HASH_DIMS):
     if bad is not None:
         raise UserError(f"hash_texts takes str texts; texts[{bad}] is "
                         f"{type(texts[bad]).__name__} {texts[bad]!r:.40}")
+    # n-grams are hashed as UTF-8: a text it cannot write (a lone surrogate) would hash to less
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"texts[{i}] is not text that UTF-8 can write (a lone surrogate): "
+                            f"{text!r:.40}; decode its bytes with errors='replace'") from None
     # the columns are int32, as in a sparse task file: a larger n_features would wrap them
     if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) \
             or not 1 <= n_features <= SPARSE_MAX_DIM:

@@ -214,19 +214,38 @@ def csr_arrays(X):
         For a matrix whose stored indices lie outside its shape (scipy builds one from arrays
         without checking them: a column -1 would be learned into another weight).
     """
-    from ..errors import UserError
-    X = X.tocsr()
-    try:
-        X.check_format(full_check=True)
-    except ValueError as exc:
-        raise UserError(f"a sparse matrix of shape {X.shape} whose stored indices do not fit "
-                        f"it ({exc}); build it with indices from 0 to {X.shape[1] - 1}") from None
+    X = checked_csr(X)
     if not X.has_canonical_format or (X.data == 0).any():
         X = X.copy()                     # the caller's matrix stays as it was given
         X.sum_duplicates()
         X.eliminate_zeros()
     return (np.asarray(X.data, dtype=np.float64), np.asarray(X.indices),
             np.asarray(X.indptr, dtype=np.int64), X.shape)
+
+
+def checked_csr(X):
+    """A scipy.sparse matrix as CSR of float64 numbers (the caller's matrix, where it is one
+    already), its stored indices checked against its shape before anything reads them.
+
+    Raises
+    ------
+    UserError
+        For indices outside its shape (scipy builds a matrix from arrays without checking
+        them: a column -1 would be learned into another weight, and scipy's own slicing of
+        one reads memory it does not own), or a matrix of values that are no real numbers.
+    """
+    from ..errors import UserError
+    if X.dtype.kind not in "biuf":
+        raise UserError(f"a sparse matrix holds numbers, got dtype {X.dtype}")
+    try:
+        if X.format == "csr":
+            X.check_format(full_check=True)
+        X = X.astype(np.float64).tocsr()
+        X.check_format(full_check=True)
+    except ValueError as exc:
+        raise UserError(f"a sparse matrix of shape {X.shape} whose stored indices do not fit "
+                        f"it ({exc}); build it with indices from 0 to {X.shape[1] - 1}") from None
+    return X
 
 
 def csr_matrix(data, indices, indptr, shape):
