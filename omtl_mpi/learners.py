@@ -79,6 +79,9 @@ CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-si
                "hashed": "Hashed"}
 
 
+# the largest count a loaded state may hold (learners._fits)
+_COUNT_MAX = 2 ** 53
+
 # the instances a learn_one round holds of its task (never written)
 _ONE = np.ones(1, dtype=np.int64)
 _ONE.flags.writeable = False
@@ -1122,12 +1125,13 @@ def _fits(got, want, where: str) -> str | None:
     if g.dtype.kind == "f" and not np.isfinite(g).all():
         return f"{where} holds NaN or inf"
     if g.dtype.kind in "iu" and g.size:
-        # a count (rounds, instances, steps) is a whole number >= 0 that the learner's int64
-        # can hold; the prior's version of a task's matrices is -1 before the first
+        # a count (rounds, instances, steps) is a whole number >= 0, and far enough below
+        # int64's largest that learning on cannot overflow it (2**53 rounds: some 285 years at
+        # a round a microsecond); the prior's version of a task's matrices is -1 before the first
         lowest = -1 if where.endswith("bayes_version") else 0
-        if g.min() < lowest or g.max() > np.iinfo(np.int64).max:
+        if g.min() < lowest or g.max() > _COUNT_MAX:
             return (f"{where} holds {g.min() if g.min() < lowest else g.max()}, where a count "
-                    f"from {lowest} to 2**63 - 1 belongs")
+                    f"from {lowest} to 2**53 belongs")
     return None
 
 

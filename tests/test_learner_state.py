@@ -30,6 +30,8 @@ def _edit(state, path, value):
 
 @pytest.mark.parametrize("path, value", [
     (("state", "learner", "n_rounds"), 2 ** 64 - 1),
+    (("state", "learner", "n_rounds"), np.int64(2 ** 63 - 1)),
+    (("state", "learner", "n_seen"), np.full(3, 2 ** 63 - 1)),
     (("state", "learner", "n_rounds"), -1),
     (("state", "learner", "n_rounds"), 2 ** 70),
     (("state", "learner", "n_rounds"), 3.5),
@@ -45,13 +47,15 @@ def test_counters_out_of_range_are_refused_and_change_nothing(path, value):
     assert _same_state(state["state"], m.state_dict()["state"]) is None
 
 
+@pytest.mark.parametrize("value", [-3, 2 ** 63 - 1])
 @pytest.mark.parametrize("algo, key", [("pooled", ("holder0", "round")), ("d-psgd", ("holder0", "round")),
                                        ("drom", ("holder0", "round")), ("drom", ("server", "steps"))])
-def test_negative_rounds_and_steps_of_a_learner_are_refused(algo, key):
+def test_rounds_and_steps_of_a_learner_out_of_range_are_refused(algo, key, value):
+    """A negative count, or one so large that the next round overflows int64."""
     m = _learned(algo)
     state = m.state_dict()
-    bad = _edit(state, ("state", "roles") + key, np.int64(-3))
-    with pytest.raises(omtl_mpi.UserError, match="holds -3"):
+    bad = _edit(state, ("state", "roles") + key, np.int64(value))
+    with pytest.raises(omtl_mpi.UserError, match=f"holds {value}, where a count"):
         omtl_mpi.learner(algo, 3, 2).load_state_dict(bad)
 
 
