@@ -4,7 +4,7 @@
 # on SIGINT, SIGTERM and SIGHUP end the command with one line and no traceback, removing any
 # temporary file (omtl_mpi.errors.stop_on_signals; errors imports nothing heavy). The console
 # script imports this module for the same reason, not the command line's.
-from .errors import stop_on_signals
+from .errors import ended, stop_on_signals
 
 stop_on_signals()
 
@@ -18,7 +18,10 @@ def main() -> None:
     from .runtime.launch import reexec_early
     reexec_early(sys.argv[1:])
     from .cli import main as cli_main
-    cli_main()
+    try:
+        cli_main()
+    finally:
+        ended()
 
 
 if __name__ == "__main__":

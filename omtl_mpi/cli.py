@@ -186,14 +186,15 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
         if progress and "--progress" not in args:
             args.append("--progress")
         from .runtime.checkpoint import default_path
-        saved = checkpoint_path or (default_path(out) if checkpoint_every else None)
+        saved = checkpoint_path if checkpoint_path is not None else (
+            default_path(out) if checkpoint_every else None)
         return launch.launch(get_launcher(launcher), n_ranks, args,
                              before=launch.for_launch(aslr, n_ranks),
                              echo=lambda line: click.echo(line, err=True), outputs=(out, saved))
     from .runtime.checkpoint import default_path
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
     if checkpoint_every is not None:
-        checkpoint_path = checkpoint_path or default_path(out)
+        checkpoint_path = checkpoint_path if checkpoint_path is not None else default_path(out)
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
@@ -220,7 +221,7 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> N
                               "both, or leave --checkpoint out")
     elif checkpoint_every < 1:
         raise ConfigError(f"--checkpoint-every must be >= 1 (rounds), got {checkpoint_every}")
-    elif not (checkpoint_path or out):
+    elif checkpoint_path is None and not out:
         raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
                           "then goes next to the results file)")
     from .topology import topology_file
@@ -229,7 +230,7 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> N
               (resume, "the checkpoint to resume")]
     refuse_inputs(out, inputs, "--out")
     if checkpoint_every is not None:
-        checkpoint_path = checkpoint_path or default_path(out)
+        checkpoint_path = checkpoint_path if checkpoint_path is not None else default_path(out)
         # resuming from a checkpoint and writing the next ones to it is the usual way to go on
         refuse_inputs(checkpoint_path, inputs[:2], "--checkpoint")
         refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
@@ -740,7 +741,7 @@ def topo_show(spec, nodes, png, as_json):
     """Nodes, edges, degrees, diameter and the SLEM of the Metropolis-Hastings mixing matrix
     (the closer to 1, the slower gossip spreads)."""
     from .topology import describe, draw_png, load_topology, topology_file
-    if png:
+    if png is not None:                 # "" too: output_file refuses it in one line
         from .paths import output_file, refuse_inputs
         output_file(png, "--png")
         refuse_inputs(png, [(topology_file(spec), "the topology file")], "--png")
@@ -947,7 +948,7 @@ def sweep(config, folder, launcher, jobs, max_ranks, checkpoint_every, retry_fai
                           echo=lambda line: click.echo(line, err=True),
                           tty=sys.stderr.isatty() and not as_json, checkpoint_every=checkpoint_every)
     except Interrupted as exc:
-        click.echo(f"interrupted by {exc}: finished runs are kept in "
+        click.echo(f"error: interrupted by {exc}: finished runs are kept in "
                    f"{folder}; run the same command again to continue", err=True)
         return exc.exit_code
     failed = final.get("failed", 0) + final.get("timeout", 0)

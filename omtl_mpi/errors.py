@@ -180,6 +180,16 @@ def _stop(signum, frame):
     os._exit(128 + signum)
 
 
+def ended() -> None:
+    """The command's work is done (its outputs written, its last line printed): from here a
+    signal stops nothing, and is ignored. Python's exit would set the default action back for
+    the signals with a handler (it leaves ignored ones ignored), so a signal in its last
+    milliseconds would end the process silently, with -15 for its status."""
+    for sig in STOPPING:
+        if signal.getsignal(sig) is _stop:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def stop_on_signals() -> None:
     """Make SIGINT, SIGTERM and SIGHUP end the command line, and each of its MPI ranks, with
     the temporary files being written removed, one line (``error: interrupted by SIGTERM``)

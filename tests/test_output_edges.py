@@ -18,6 +18,7 @@ from omtl_mpi.atomic import atomic_path, replace
 from omtl_mpi.data import generate
 from omtl_mpi.errors import UserError, printable
 from omtl_mpi.paths import output_file
+from conftest import omtl
 from test_data_safety import sources
 from test_hostile_cli import files, forked  # noqa: F401  (files: a fixture)
 
@@ -310,3 +311,30 @@ def test_the_embedding_cache_is_never_replaced(tmp_path, kind):
         _save_cache(str(cache), {})
     assert_unchanged(kind, cache)
     assert temporary_files(tmp_path) == []
+
+
+def test_empty_output_names_are_refused(tmp_path):
+    """--png "" and --checkpoint "" were taken as not given (the one drew nothing, the other
+    wrote the default checkpoint): an empty name is refused as for every writer."""
+    data = tmp_path / "t.h5"
+    assert omtl("data", "synth", "-o", data, "--tasks", "2", "--samples", "30").returncode == 0
+    for args, option in ((("topo", "show", "ring", "--nodes", "4", "--png", ""), "--png"),
+                         (("run", "--data", data, "--out", tmp_path / "r.h5", "--checkpoint-every",
+                           "10", "--checkpoint", ""), "--checkpoint")):
+        r = omtl(*args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr == f"error: {option} is empty; give a file name\n", r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.h5"]
+
+
+def test_data_fetch_never_reads_a_pipe_of_a_mirror_nor_writes_into_a_device(tmp_path):
+    mirror = tmp_path / "m" / "landmine"
+    mirror.mkdir(parents=True)
+    os.mkfifo(mirror / "LandmineData.mat")
+    r = omtl("data", "fetch", "landmine", "--dest", tmp_path / "d", "--mirror",
+             f"file://{tmp_path / 'm'}", timeout=60)
+    assert r.returncode == 2 and "is not a regular file of the mirror" in r.stderr, r.stderr
+    os.mkfifo(tmp_path / "fifo")
+    r = omtl("data", "fetch", "landmine", "--dest", tmp_path / "fifo", "--mirror",
+             f"file://{tmp_path / 'm'}", timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("error: --dest ") and "not a folder" in r.stderr
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)

@@ -151,7 +151,7 @@ def test_np_2_stopped_while_writing_leaves_no_temporary_file(mpiexec, long_tasks
     wait_for(proc, tmp_path / "r.ckpt.h5.tmp-*")
     code, lines = stop(proc, sig)
     assert code == 128 + sig, lines
-    assert lines == [f"stopped by {sig.name}: every rank of the job has ended"]
+    assert lines == [f"error: stopped by {sig.name}: every rank of the job has ended"]
     assert temporary_files(tmp_path) == [] and not out.exists()
     deadline = time.monotonic() + 5
     while _ranks_of(str(out)) and time.monotonic() < deadline:
@@ -237,3 +237,14 @@ def test_an_interrupt_where_python_cannot_raise_still_ends_the_command(tmp_path)
     assert r.returncode == 128 + signal.SIGTERM, (r.stdout, r.stderr)
     assert r.stdout == "" and r.stderr == "error: interrupted by SIGTERM\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_signal_after_the_work_is_done_is_ignored():
+    """Python's exit sets the default action back for signals with a handler, so a SIGTERM in
+    a command's last milliseconds ended it with -15 and no line (its outputs complete): once
+    the work is done (omtl_mpi.errors.ended) the signals are ignored instead."""
+    code = ("import os, signal; from omtl_mpi.errors import ended, stop_on_signals; "
+            "stop_on_signals(); ended(); os.kill(os.getpid(), signal.SIGTERM); "
+            "os.kill(os.getpid(), signal.SIGHUP); print('done')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "done\n" and r.stderr == "", (r.returncode, r.stderr)

@@ -177,6 +177,13 @@ def _default_groups(name: str) -> tuple:
 
 # --------------------------------------------------------------------------- one file
 def _open(url: str, headers: dict, timeout: float):
+    if url.startswith("file:"):
+        # a mirror's file is read as a download: a FIFO or a device there would block or
+        # stream forever, so nothing but a regular file is opened
+        local = urllib.request.url2pathname(urllib.parse.urlparse(url).path)
+        if os.path.lexists(local) and not os.path.isfile(local):
+            raise UserError(f"{url} is not a regular file of the mirror (a pipe, socket, "
+                            "device or folder): a mirror holds the files themselves")
     req = urllib.request.Request(url, headers={"User-Agent": f"omtl-mpi/{__version__}", **headers})
     try:
         return urllib.request.urlopen(req, timeout=timeout)
@@ -365,6 +372,9 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
         raise ConfigError(f"--retries must be >= 0, got {retries}")
     variants = select_files(name, groups)
     dest = os.path.abspath(str(dest))
+    if os.path.lexists(dest) and not os.path.isdir(dest):
+        raise UserError(f"--dest {dest}: not a folder (a file, pipe or device is there); give "
+                        "a folder, or a name where none is")
     # every file it may read back and rename into place, before anything is downloaded: a
     # FIFO there would block the check of what is present, a device would be replaced
     for _, files in variants:

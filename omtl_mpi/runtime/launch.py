@@ -100,7 +100,7 @@ def _launch(launcher, n_ranks: int, args: list[str], before, echo) -> int:
             for relay in relays:
                 relay.join()
             if echo is not None:
-                echo(f"stopped by {stop}: every rank of the job has ended")
+                echo(f"error: stopped by {stop}: every rank of the job has ended")
             return 128 + stop.signum
         for relay in relays:
             relay.join()
