@@ -148,3 +148,33 @@ def test_a_callers_sparse_matrix_is_never_changed():
     m.partial_fit(X, [1, -1], tasks=[0, 1])
     m.learn_one(X[0], 1, task=0)
     assert all((a == b).all() for a, b in zip(kept, (X.data, X.indices, X.indptr)))
+
+
+def test_what_the_second_hunt_found_in_the_api_is_one_error(tmp_path):
+    """Each of these reached the caller as a raw exception, a warning or a model with NaN in it."""
+    import copy as copying
+    import warnings
+    import scipy.sparse as sp
+    m = omtl_mpi.learner("arow", 1, 3)
+    with pytest.raises(omtl_mpi.UserError, match="not text that UTF-8 can write"):
+        m.learn_one({"\ud800": 1.0}, 1, task=0)
+    with pytest.raises(omtl_mpi.UserError, match="not text that UTF-8 can write"):
+        omtl_mpi.hash_texts(["\ud800"], 16)
+    x = sp.dia_matrix(np.ones((1, 3))).astype(np.float16)          # any format, any dtype
+    m.learn_one(x, 1, task=0)
+    assert m.decision_function(x, tasks=[0]).shape == (1,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                             # no overflow warning
+        with pytest.raises(omtl_mpi.UserError, match="NaN or inf"):
+            m.predict_one(np.array([np.longdouble("1e4000"), 1, 2]), task=0)
+    r = omtl_mpi.run_streams([np.ones((3, 2))], [np.array([1, -1, 1])])
+    for save in (r.save, lambda p: omtl_mpi.run_streams([np.ones((3, 2))], [np.array([1, -1, 1])], out=p),
+                 r.learner.save):
+        with pytest.raises(omtl_mpi.UserError, match="a file name of 253 bytes"):
+            save(tmp_path / ("a" * 250 + ".h5"))
+    assert not list(tmp_path.iterdir())
+    for algo in ("c-admm", "d-admm"):           # the empirical-Bayes prior went NaN, accepted
+        m = omtl_mpi.learner(algo, 3, 1)
+        with pytest.raises(omtl_mpi.UserError, match="non-finite"):
+            m.learn_one([-1e154], -1, task=0)
+        copying.deepcopy(m).learn_one([1.0], 1, task=0)

@@ -323,3 +323,34 @@ def test_a_fit_that_fails_leaves_nothing_half_made():
         assert not hasattr(bad, "n_features_in_") and not hasattr(bad, "learner_")
         with pytest.raises(NotFittedError):
             bad.predict(X, tasks=t)
+
+
+def test_what_the_second_hunt_found_in_the_classifier_is_one_error():
+    """A sparse X whose indices pass its shape crashed the process once scipy sliced out the
+    task column; huge weights and task ids ran out of memory; a longdouble warned."""
+    import warnings
+    import scipy.sparse as sp
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 3, 60), rng.normal(size=(60, 4))])
+    y = np.where(X[:, 1] > 0, "a", "b")
+    bad = sp.csr_matrix(X)
+    bad.indices = bad.indices.copy()
+    bad.indices[0] = 5
+    with pytest.raises(ValueError, match="indices do not fit"):
+        MultiTaskClassifier("arow", task_column=0).fit(bad, y)
+    fitted = MultiTaskClassifier("c-admm", task_column=0).fit(X, y)
+    with pytest.raises(ValueError, match="indices do not fit"):
+        fitted.decision_function(bad)
+    with pytest.raises(ValueError, match="would need .* of memory"):
+        MultiTaskClassifier("pa").fit(X[:, 1:], y, sample_weight=[1e12] + [1] * 59)
+    for task in (2 ** 40, 2 ** 62):
+        huge = X.copy()
+        huge[0, 0] = task
+        with pytest.raises(ValueError, match="need about"):
+            MultiTaskClassifier("pa", task_column=0).fit(huge, y)
+    with pytest.raises(ValueError, match="task ids"):
+        MultiTaskClassifier("pa").fit(X[:, 1:], y, tasks=np.array([2 ** 63] + [0] * 59, dtype=np.uint64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="infinity"):
+            MultiTaskClassifier("pa").fit(np.array([[np.longdouble("1e4000"), 1], [1, 2]]), [0, 1])
