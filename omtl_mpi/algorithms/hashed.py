@@ -219,8 +219,9 @@ class HashedServer:
     """The table: adds the workers' steps (rank order) at their indices, steps the weights
     they touched, and sends each worker the table at its indices."""
 
-    # for .undo: the tasks' indices, and what a step computes and sends within its round
-    NOT_STATE = ("_index", "_offsets", "_step", "_extra", "reply")
+    # for .undo: the tasks' indices, and what a step sends within its round (its sums, zero
+    # between rounds, are kept: a step undone midway leaves some)
+    NOT_STATE = ("_index", "_offsets", "reply")
 
     def __init__(self, params: HashedParams, n_tasks: int, dim: int, blocks):
         self.p, self.dim = params, dim
@@ -234,10 +235,12 @@ class HashedServer:
         self._offsets = np.concatenate(([0], np.cumsum(sizes)))
         self._step = np.zeros(size)
         self._extra = np.zeros(size)
+        self._unchecked = []            # the weights each round since the last check changed
 
     def step(self, up_all: np.ndarray) -> np.ndarray:
-        self._step[...] = 0.0
-        self._extra[...] = 0.0
+        # the step's sums are zero but at the weights the last round touched (a round's work
+        # follows its instances, not the table's 2^bits weights)
+        at = []
         for idx, lo, hi in zip(self._index, self._offsets[:-1], self._offsets[1:]):
             half = (hi - lo) // 2
             # only the indices of the round's active tasks carry a step (a weight with no
@@ -245,13 +248,18 @@ class HashedServer:
             used = np.flatnonzero(up_all[lo + half:hi])
             np.add.at(self._step, idx[used], up_all[lo:lo + half][used])
             np.add.at(self._extra, idx[used], up_all[lo + half:hi][used])
-        touched = np.flatnonzero(self._extra)
+            at.append(idx[used])
+        every = np.unique(np.concatenate(at))
+        touched = every[self._extra[every] != 0.0]          # as flatnonzero of the sums
         if self.p.hash_step == "adagrad":
             self.acc[touched] += self._extra[touched]
             self.w[touched] -= self.p.gamma0 * self._step[touched] / np.sqrt(self.acc[touched])
         else:
             self.acc[touched] += self._extra[touched]
             self.w[touched] += self._step[touched] / self.acc[touched]
+        self._step[every] = 0.0
+        self._extra[every] = 0.0
+        self._unchecked.append(touched)
         for idx, lo, hi in zip(self._index, self._offsets[:-1], self._offsets[1:]):
             half = (hi - lo) // 2
             self.reply[lo:lo + half] = self.w[idx]
@@ -265,8 +273,11 @@ class HashedServer:
         return {"w": self.w.copy(), "acc": self.acc.copy()}
 
     def checked(self) -> list:
-        """The table, to be finite, without copying it."""
-        return [self.w, self.acc]
+        """The weights of the table the rounds since the last check changed, to be finite
+        (the others were, and no round changed them)."""
+        changed = np.unique(np.concatenate(self._unchecked)) if self._unchecked else []
+        self._unchecked.clear()
+        return [self.w[changed], self.acc[changed]]
 
     def load_state(self, state: dict) -> None:
         self.w[...] = state["w"]
