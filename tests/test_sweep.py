@@ -277,7 +277,7 @@ algo = "c-admm"
 options = { fail-at = 20, fail-rank = 1 }
 [algorithms.fine]
 algo = "c-admm"
-timeout = 5
+timeout = 3
 """)
     folder = tmp_path / "sweep"
     r = _sweep(path, folder)
@@ -286,7 +286,7 @@ timeout = 5
     assert runs["small.fine.s0"]["status"] == "done"
     assert runs["small.crash.s0"]["status"] == "failed"
     assert "[rank 1] InjectedFailure" in runs["small.crash.s0"]["error"]
-    assert runs["huge.fine.s0"]["status"] == "timeout" and "5 s timeout" in runs["huge.fine.s0"]["error"]
+    assert runs["huge.fine.s0"]["status"] == "timeout" and "3 s timeout" in runs["huge.fine.s0"]["error"]
     assert len(runs) == 4
     assert not (folder / "runs" / "huge.fine.s0.h5").exists()
 

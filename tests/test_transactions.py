@@ -65,7 +65,7 @@ def _assert_same(a, b, what):
 def test_a_call_that_fails_is_undone_and_the_learner_goes_on_as_its_twin(algo, params, fail_after_round):
     m, twin = _build(algo, params), _build(algo, params)
     rng = np.random.default_rng(3)
-    for call in range(90):
+    for call in range(60):
         k = int(rng.integers(K))
         x = rng.normal(size=D)
         label = 1 if x.sum() + 0.3 * rng.normal() >= 0 else -1
