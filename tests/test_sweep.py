@@ -294,6 +294,14 @@ timeout = 3
     again = _sweep(path, folder)
     assert again.returncode == 1 and "--retry-failed" in again.stderr
     assert _index(folder)["runs"] == runs
+    # a folder at a failed run's results stops only the sweep that would write them
+    (folder / "runs" / "small.crash.s0.h5").mkdir()
+    again = _sweep(path, folder)
+    assert again.returncode == 1 and "--retry-failed" in again.stderr
+    refused = _sweep(path, folder, "--retry-failed")
+    assert refused.returncode == 2 and "small.crash.s0.h5: is a folder" in refused.stderr
+    assert _index(folder)["runs"] == runs
+    (folder / "runs" / "small.crash.s0.h5").rmdir()
     plan = json.loads(omtl("sweep", path, "--out", folder, "--retry-failed", "--dry-run", "--json").stdout)
     assert sorted(x["id"] for x in plan["runs"] if x["state"] == "to run") == \
         ["huge.crash.s0", "huge.fine.s0", "small.crash.s0"]

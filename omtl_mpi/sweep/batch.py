@@ -116,7 +116,7 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
     # before the sweep's folder is made or anything written: sbatch missing, or Slurm's
     # controller down, is one line within seconds
     launcher.ready("sbatch")
-    open_sweep(plan, folder)
+    open_sweep(plan, folder, retry_failed)
     settle(folder)
     todo, counts = plan_status(plan, folder, retry_failed)
     kept = {k: v for k, v in counts.items() if k in ("done", "failed", "timeout", "submitted", "running")}

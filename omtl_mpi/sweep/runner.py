@@ -240,7 +240,7 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     executor = Executor(folder, launcher, checkpoint_every)
-    index = open_sweep(plan, folder)
+    index = open_sweep(plan, folder, retry_failed)
     refuse_in_flight(plan, folder)
     todo, counts = plan_status(plan, folder, retry_failed)
     _announce(plan, todo, counts, retry_failed, echo, executor.launcher)
@@ -253,14 +253,16 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     return final
 
 
-def open_sweep(plan: Plan, folder: str) -> dict:
-    """Make the sweep folder (runs/, logs/), refuse outputs over inputs or over what is not a
-    regular file, record this plan's description in the index (refused if the folder holds
+def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
+    """Make the sweep folder (runs/, logs/), refuse outputs of the runs to launch now (with
+    ``retry_failed``, the failed ones too) over inputs or over what is not a regular file, record this plan's description in the index (refused if the folder holds
     another sweep), and remove what runs and writers killed before they could clean up left
     under temporary names; the index."""
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
-    _check_outputs(plan, folder)
+    # only the runs to launch now: a run done, failed or in a scheduler's hands writes nothing,
+    # and a folder at a failed run's name must not stop the sweep from following the others
+    _check_outputs(plan, folder, plan_status(plan, folder, retry_failed)[0])
 
     def describe(index: dict) -> None:
         if index.get("name") not in (None, plan.name):
@@ -340,7 +342,7 @@ def _launch(todo: list, index: dict, folder: str, jobs: int, progress, launcher:
     progress.close()
 
 
-def _check_outputs(plan: Plan, folder: str) -> None:
+def _check_outputs(plan: Plan, folder: str, runs: list) -> None:
     """No file of the sweep folder is the sweep file or a data set, nor anything but a regular
     file (a FIFO as a log or the index's lock would block the sweep, a device be written to or
     replaced): a run's own --out is checked by the run command too, but its log would be
@@ -349,7 +351,7 @@ def _check_outputs(plan: Plan, folder: str) -> None:
     inputs += [(d.values["data"], f"data set {d.key}") for d in plan.data
                if d.values.get("data", "synthetic") != "synthetic"]
     outputs = [os.path.join(folder, INDEX), os.path.join(folder, LOCK)]
-    for run in plan.runs:
+    for run in runs:
         outputs += [*outputs_of(run, folder), os.path.join(folder, "logs", run.id + ".log")]
     for path in outputs:
         refuse_inputs(path, inputs, "--out")

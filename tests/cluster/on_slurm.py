@@ -239,23 +239,48 @@ seeds = [0, 1]
 synthetic = { tasks = 2, samples = 200 }
 [algorithms.c-admm]
 ranks = 3
+[slurm]
+options = ["--hold"]
 """
 
 
+def release(folder):
+    """Let the held jobs of the sweep in ``folder`` start (``scontrol release``)."""
+    jobs = sorted({str(rec["job"]).split("_")[0] for rec in index(folder).values()
+                   if rec["status"] == "submitted"})
+    assert jobs
+    out = subprocess.run(["scontrol", "release", ",".join(jobs)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
 def test_a_failed_run_is_retried(tmp_path):
+    """A run whose results cannot be written when its job starts (a folder made at its
+    results' name while the job waited in the queue: before submission the sweep refuses such
+    a folder itself) is recorded as failed, left alone by a plain resubmission, and submitted
+    again by --retry-failed."""
     (tmp_path / "pair.toml").write_text(PAIR)
     folder = tmp_path / "sw"
+    r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm")
+    assert r.returncode == 0, r.stderr
     (folder / "runs" / "s.c-admm.s1.h5").mkdir(parents=True)     # its results cannot be written
+    release(folder)
     r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm", "--wait")
-    assert r.returncode == 1
+    assert r.returncode == 1, r.stderr
     rec = index(folder)["s.c-admm.s1"]
-    assert rec["status"] == "failed" and "is a directory" in rec["error"]
+    assert rec["status"] == "failed" and "is a directory" in rec["error"]   # run --out's line
+    assert index(folder)["s.c-admm.s0"]["status"] == "done"
     r = sweep(tmp_path / "pair.toml", folder, "--status")
     assert "  failed  s.c-admm.s1  job " in r.stdout and "is a directory" in r.stdout
     r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm")
     assert "nothing to submit" in r.stderr and "--retry-failed submits those again" in r.stderr
+    r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm", "--retry-failed")
+    assert "is a folder" in r.stderr and r.returncode == 2       # refused before submitting
     (folder / "runs" / "s.c-admm.s1.h5").rmdir()
-    r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm", "--retry-failed", "--wait")
+    r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm", "--retry-failed")
+    assert r.returncode == 0, r.stderr
+    release(folder)
+    r = sweep(tmp_path / "pair.toml", folder, "--launcher", "slurm", "--wait")
     assert r.returncode == 0, r.stderr
     assert {rec["status"] for rec in index(folder).values()} == {"done"}
 
