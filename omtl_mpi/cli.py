@@ -70,6 +70,30 @@ class _RunCommand(click.Command):
             ctx.meta["omtl_mpi.options"] = [_click_option(o, opts["algo"].default) for o in opts.values()]
         return ctx.meta["omtl_mpi.options"] + super().get_params(ctx)
 
+    def format_options(self, ctx, formatter):
+        """The options in three sections: what is learned and from what (the option table's),
+        how this run is carried out, and what only tests and measurements need."""
+        rows = {title: [] for title in _RUN_SECTIONS}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                title = next((t for t, names in _RUN_SECTIONS.items() if param.name in names),
+                             "Learning options")
+                rows[title].append(record)
+        for title, records in rows.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+# run --help's sections after the option table's (every option not named here): fault injection
+# and the address layout are for testing deployments and measuring, not for learning
+_RUN_SECTIONS = {
+    "Learning options": (),
+    "Run options": ("out", "as_json", "n_ranks", "launcher", "checkpoint_every", "checkpoint_path",
+                    "resume", "progress", "help"),
+    "Testing and tuning": ("fail_at", "fail_rank", "fail_mode", "aslr"),
+}
+
 
 def _click_option(opt, default_algo: str) -> click.Option:
     """An option of the table as a click option. A hyper-parameter defaults to None (not

@@ -16,6 +16,14 @@ def test_help_teaches():
     r = omtl("run", "--help")
     assert r.returncode == 0 and "--no-relationship" in r.stdout and "mpiexec" in r.stdout
     assert "algos NAME" in " ".join(r.stdout.split())     # where each learner's own help is
+    # learning options first, then the run's, then what tests and measurements need
+    sections = [line for line in r.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert sections == ["Learning options:", "Run options:", "Testing and tuning:"]
+    learning, run, testing = re.split(r"\n(?:Run options|Testing and tuning):\n", r.stdout)
+    assert "--algo" in learning and "--rho" in learning and "--data" in learning
+    assert "--out" in run and "--np" in run and "--resume" in run and "--fail-at" not in run
+    assert all(f in testing for f in ("--fail-at", "--fail-rank", "--fail-mode", "--aslr"))
+    assert "hashed: hashed:" not in r.stdout and "spread" not in r.stdout
 
 
 def test_algos_name_shows_one_learner():

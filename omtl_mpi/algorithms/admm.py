@@ -95,10 +95,9 @@ class AdmmParams:
                 "missed margin, as AROW does).", "choices": LOSSES})
     relationship: bool = field(default=False, metadata={
         "help": "Learn the task-relationship matrix Omega from V (the paper's model, which "
-                "--preset paper turns on). Off, Omega stays I/K (the paper's ablation 'W/O "
-                "RL'): the default, since with the experts' vote learning Omega changed the "
-                "error by less than the seeds' spread, at an SVD of the K x d matrix V per "
-                "round (docs/GUIDE.md)."})
+                "--preset paper turns on), at one SVD of the K x d matrix V every "
+                "--omega-every rounds. Off, Omega stays I/K (the paper's ablation 'W/O RL'; "
+                "docs/GUIDE.md, The defaults, says why it is the default)."})
     omega_every: int = field(default=1, metadata={
         "help": "Update Omega every m rounds.", "metavar": "ROUNDS"})
     omega_eps: float = field(default=1e-8, metadata={

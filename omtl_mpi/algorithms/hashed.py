@@ -67,11 +67,11 @@ class HashedParams:
     """Hashed personalisation: the table's size and its per-coordinate step."""
 
     bits: int = field(default=18, metadata={
-        "help": "hashed: the table holds 2^BITS weights, shared by the features and their "
+        "help": "The table holds 2^BITS weights, shared by the features and their "
                 "copies per task (collisions cancel on average; 18: Vowpal Wabbit's default).",
         "metavar": "BITS"})
     hash_step: str = field(default="adagrad", metadata={
-        "help": "hashed: the step of each weight of the table: adagrad (gamma0 / sqrt(delta + "
+        "help": "The step of each weight of the table: adagrad (gamma0 / sqrt(delta + "
                 "sum of squared gradients)) or arow (diagonal AROW).", "choices": HASH_STEPS})
     gamma0: float = field(default=0.1, metadata={
         "help": "Step size of the table's AdaGrad steps (> 0)."})
