@@ -29,6 +29,29 @@ def pytest_configure(config):
             compileall.compile_dir(os.path.join(ROOT, folder), quiet=1)
 
 
+# what a test not marked mpi finds as hydra's launcher: mpiexec then refuses to start, naming it
+NOT_MARKED_MPI = "a-test-not-marked-mpi"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for mpiexec is marked mpi without saying so."""
+    for item in items:
+        if "mpiexec" in getattr(item, "fixturenames", ()) and item.get_closest_marker("mpi") is None:
+            item.add_marker(pytest.mark.mpi)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Every test that starts an MPI job, itself or through a fixture, is marked ``mpi`` (so
+    that ``pytest -m 'not mpi'`` is the quick loop): for one that is not, before its fixtures
+    are made, mpiexec is set to refuse to start ("unrecognized launcher:
+    a-test-not-marked-mpi"), in the test's own processes and the package's alike."""
+    if item.get_closest_marker("mpi") is None:
+        os.environ["HYDRA_LAUNCHER"] = NOT_MARKED_MPI
+    else:
+        os.environ.pop("HYDRA_LAUNCHER", None)
+
+
 def _env():
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"

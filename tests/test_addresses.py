@@ -52,6 +52,7 @@ def _expected(ranks):
 ARGS = ["run", "--synth-samples", "100", "--no-progress", "--json"]
 
 
+@pytest.mark.mpi
 @linux_only
 def test_ranks_keep_randomisation_by_default_even_sharing_cores(mpiexec):
     """Through --np; under mpiexec, test_aslr_off_gives_the_same_results's first run."""
@@ -60,6 +61,7 @@ def test_ranks_keep_randomisation_by_default_even_sharing_cores(mpiexec):
     assert json.loads(r.stdout)["aslr"] == "on"
 
 
+@pytest.mark.mpi
 @linux_only
 @pytest.mark.parametrize("launch", ["mpiexec --aslr=off", "--np"])
 def test_aslr_off_runs_ranks_sharing_cores_without_randomisation(mpiexec, launch):
@@ -75,6 +77,7 @@ def test_aslr_off_runs_ranks_sharing_cores_without_randomisation(mpiexec, launch
     assert json.loads(r.stdout)["aslr"] == _expected(6)
 
 
+@pytest.mark.mpi
 @linux_only
 def test_aslr_off_gives_the_same_results(mpiexec, tmp_path):
     """6 ranks under mpiexec: by default every rank keeps its randomisation; told `--aslr

@@ -46,6 +46,7 @@ def ranks_for(name):
     return 3, []
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("name", ALL)
 def test_in_process_equals_mpiexec(name, mpiexec, small_tasks, tmp_path):
     """Unequal streams and mini-batches, in one process and under mpiexec: the same

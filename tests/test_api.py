@@ -184,6 +184,7 @@ for name in sys.argv[2:]:          # one job runs every learner in turn, on the 
 """
 
 
+@pytest.mark.mpi
 def test_run_streams_under_mpiexec_is_one_process(mpiexec, tmp_path):
     """C-ADMM, D-ADMM and AROW, one after the other in one process and in one job of 3 ranks
     (which also shows that run_streams can be called again on the same ranks)."""
@@ -215,6 +216,7 @@ def test_run_streams_under_mpiexec_is_one_process(mpiexec, tmp_path):
      "the ranks were given different streams: every rank must call run_streams with the same "
      "X_list and y_list (seed any random draw)"),
 ])
+@pytest.mark.mpi
 def test_run_streams_errors_are_one_line_on_every_rank(call, message, mpiexec, tmp_path):
     script = tmp_path / "bad.py"
     script.write_text("import sys, omtl_mpi\nfrom mpi4py import MPI\ntry:\n"
@@ -238,6 +240,7 @@ def test_run_streams_refuses_what_does_not_apply():
 
 
 # ------------------------------------------------------------------ the generic checks
+@pytest.mark.mpi
 @parametrize_with_checks(ALL)
 def test_every_learner_passes_the_checks(learner, check):
     check(learner)
@@ -540,6 +543,7 @@ def _python_block(path, after):
     return text[start:text.index("```", start)]
 
 
+@pytest.mark.mpi
 def test_readme_example_runs_as_written_and_under_mpiexec(mpiexec, tmp_path):
     (tmp_path / "example.py").write_text(_python_block("README.md", "## From Python"))
     env = {**_env(), "PYTHONPATH": ROOT, "MPLBACKEND": "Agg"}
@@ -595,6 +599,7 @@ def test_the_design_example_is_the_file():
     assert shown == open(os.path.join(ROOT, "docs", "examples", "perceptron.py")).read()
 
 
+@pytest.mark.mpi
 def test_a_learner_written_outside_passes_every_check(perceptron, monkeypatch):
     """In one process and under mpiexec (each rank imports the example's module)."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.path.join(ROOT, "docs", "examples"), ROOT]))
@@ -700,6 +705,7 @@ def test_hostile_calls_raise_only_user_errors_and_change_nothing():
     call()
 
 
+@pytest.mark.mpi
 def test_run_streams_on_a_communicator_of_ones_own(mpiexec, tmp_path):
     """comm= injects the communicator: 4 ranks split into two jobs of 2 (a server and a
     worker each), which run side by side and each give the one-process result."""
@@ -735,6 +741,7 @@ def test_a_learner_declares_the_checks_it_skips(perceptron, monkeypatch):
         learner_checks("perceptron", skip={"check_everything"})
 
 
+@pytest.mark.mpi
 def test_a_wrong_task_axis_is_caught_under_mpi(tmp_path, monkeypatch):
     """The states of the ranks' blocks join by TASK_AXIS into the fitted learner: a wrong axis
     is named by the one-process == MPI check."""
@@ -905,6 +912,7 @@ def test_a_copy_that_splits_a_message_from_its_views_is_found(monkeypatch):
         omtl_mpi.check_learner(omtl_mpi.CADMM(3, 4, relationship=True), mpi=False)
 
 
+@pytest.mark.mpi
 def test_the_mpi_check_puts_several_tasks_on_a_rank(perceptron, monkeypatch):
     """With a task a rank, a decide that ignores active passes under MPI too: the check's
     ranks hold several tasks each."""

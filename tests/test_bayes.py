@@ -206,6 +206,7 @@ def test_the_vote_has_it_only_with_more_tasks_than_features():
     assert not any(k.startswith("bayes_") for k in few.state_dict()["state"]["roles"]["holder0"])
 
 
+@pytest.mark.mpi
 def test_a_learner_with_it_passes_every_check():
     """The generic checks, on a C-ADMM of more tasks than features (so with the empirical-Bayes
     expert): determinism, the state's round trip, learn_one as its round, one process == MPI

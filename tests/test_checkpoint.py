@@ -53,12 +53,14 @@ def test_resume_with_adaptive_w_steps(tmp_path, small_tasks, name):
 @pytest.mark.parametrize("algo, ranks, fail_rank, mode", [("c-admm", 4, 2, "kill"),
                                                            ("d-admm", 3, 1, "raise"),
                                                            ("drom", 3, 0, "raise")])
+@pytest.mark.mpi
 def test_resume_under_mpi(mpiexec, tmp_path, small_tasks, algo, ranks, fail_rank, mode):
     """With the defaults: the ADMM learners' AROW w-step (its inverse on every worker) too."""
     assert AdmmParams().w_step == "arow"
     interrupted_then_resumed(tmp_path, ["--algo", algo, "--data", small_tasks], ranks, fail_rank, mode)
 
 
+@pytest.mark.mpi
 def test_resume_under_mpi_with_scaling_and_class_weights(mpiexec, tmp_path, small_tasks):
     """--scale online (every task's largest |x| so far) and --class-weight balanced (every
     task's counts of each label) survive the checkpoint on 3 ranks: both in one job."""
@@ -86,6 +88,7 @@ def test_resume_with_omega_learned(tmp_path, small_tasks, algo, settings):
     ("c-admm", ["--preset", "paper", "--omega-every", "7"], 0, "kill"),
     ("d-admm", ["--relationship", "--omega-every", "7"], 2, "raise"),
 ], ids=["c-admm-paper-3-ranks", "d-admm-relationship-3-ranks"])
+@pytest.mark.mpi
 def test_resume_with_omega_learned_under_mpi(mpiexec, tmp_path, small_tasks, algo, settings,
                                              fail_rank, mode):
     """The same on 3 ranks: C-ADMM's server holds the round count; every D-ADMM node its own."""
@@ -94,6 +97,7 @@ def test_resume_with_omega_learned_under_mpi(mpiexec, tmp_path, small_tasks, alg
     assert np.abs(full["model/omega"] - np.eye(5) / 5).max() > 1e-2
 
 
+@pytest.mark.mpi
 def test_foreign_checkpoints_are_refused(mpiexec, tmp_path, small_tasks):
     ckpt = tmp_path / "c.ckpt.h5"
     r = omtl("run", "--data", small_tasks, "--checkpoint", ckpt, "--checkpoint-every", "40",

@@ -72,6 +72,7 @@ def test_summary_shows_tasks_and_rank_timing(small_tasks):
     assert "task4" in r.stdout and "mean" in r.stdout and "per-rank time per round" in r.stdout
 
 
+@pytest.mark.mpi
 def test_np_launches_mpiexec(mpiexec, small_tasks, tmp_path):
     r = omtl("run", "--data", small_tasks, "--np", "3", "--json", "--out", tmp_path / "r.h5")
     assert r.returncode == 0, r.stderr
@@ -115,6 +116,7 @@ def bad_file(tmp_path):
     return tmp_path / "bad.h5"
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [None, 3])
 def test_bad_file_stops_every_rank_with_one_message(mpiexec, tmp_path, ranks):
     path = bad_file(tmp_path)
@@ -150,6 +152,7 @@ def test_bad_options_give_one_clear_line(args, message):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.mpi
 def test_too_many_ranks_says_what_to_use(mpiexec):
     r = omtl("run", "--synth-tasks", "2", "--synth-samples", "50", np_ranks=4, timeout=60)
     assert r.returncode == 2
@@ -159,6 +162,7 @@ def test_too_many_ranks_says_what_to_use(mpiexec):
     assert r.returncode == 2 and "uses at most 3 ranks" in r.stderr and "(--np, or mpiexec" in r.stderr
 
 
+@pytest.mark.mpi
 def test_bad_option_under_mpi_is_printed_once(mpiexec):
     r = omtl("run", "--rho", "-1", np_ranks=3, timeout=60)
     assert r.returncode == 2

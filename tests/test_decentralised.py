@@ -40,6 +40,7 @@ def test_dadmm_full_equals_cadmm_in_process(small_tasks, tmp_path, extra):
     assert_same_predictions(c, d)
 
 
+@pytest.mark.mpi
 def test_dadmm_full_equals_cadmm_under_mpi(mpiexec, small_tasks, tmp_path):
     omega = ["--relationship", "--omega-every", "2"]        # Omega learned, every other round
     c = run_file(tmp_path, "c", "--data", small_tasks, *omega)
@@ -54,6 +55,7 @@ def test_dadmm_full_equals_cadmm_under_mpi(mpiexec, small_tasks, tmp_path):
 
 # D-ADMM on 3 nodes of the (default) ring, and D-PSGD on 5, in one process and under mpiexec:
 # tests/test_algorithm_checks.py::test_in_process_equals_mpiexec (every model array)
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks, topology", [(5, "ring"), (4, "star")])
 def test_dadmm_in_process_equals_mpi(mpiexec, small_tasks, tmp_path, ranks, topology):
     args = ["--data", small_tasks, "--algo", "d-admm", "--topology", topology]
@@ -127,6 +129,7 @@ def test_rows_from_h_hops_are_h_minus_1_rounds_old(kind):
     (["--algo", "d-psgd", "--synth-tasks", "4"], "d-psgd runs one task per node: use 4 nodes"),
     (["--synth-tasks", "2"], "uses at most 2 nodes"),
 ])
+@pytest.mark.mpi
 def test_bad_topology_stops_every_rank(mpiexec, tmp_path, args, message):
     f = tmp_path / "disc.toml"
     f.write_text("nodes = 3\nedges = [[0, 1]]\n")
@@ -180,6 +183,7 @@ if rank == 0:
 """
 
 
+@pytest.mark.mpi
 def test_sums_over_the_graph_reach_every_node_in_node_order(mpiexec, tmp_path):
     """MpiGraph.sum_nodes (a flood through the neighbours, diameter hops) gives every rank the
     bits of LocalGraph's sum in node order, on graphs of diameter 1 to 3, for parts of

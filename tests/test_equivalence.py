@@ -29,6 +29,7 @@ def in_process(small_tasks, tmp_path_factory):
     return out
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3, 6])
 @pytest.mark.parametrize("variant", ["exact", "paper"])
 def test_mpi_equals_in_process(mpiexec, small_tasks, tmp_path, in_process, ranks, variant):
@@ -49,6 +50,7 @@ def assert_omega_learned(results, K=5):
         assert np.abs(omega - start).max() > 1e-2, omega
 
 
+@pytest.mark.mpi
 def test_minibatch_and_other_losses_match_under_mpi(mpiexec, small_tasks, tmp_path):
     # --relationship: without it Omega stays I/K and --omega-every does nothing
     args = ["--data", small_tasks, "--batch", "4", "--loss", "logistic", "--relationship",
@@ -64,6 +66,7 @@ def test_minibatch_and_other_losses_match_under_mpi(mpiexec, small_tasks, tmp_pa
 
 @pytest.mark.parametrize("settings", [["--relationship", "--omega-every", "3"], ["--preset", "paper"]],
                          ids=["relationship-every-3", "preset-paper"])
+@pytest.mark.mpi
 @pytest.mark.parametrize("algo, local", [("c-admm", []), ("d-admm", ["--nodes", "3"])])
 def test_mpi_equals_in_process_with_omega_learned(mpiexec, tmp_path, algo, local, settings):
     """Omega learned (every 3rd round with the defaults' vote and AROW w-step; every round with
@@ -83,6 +86,7 @@ def test_mpi_equals_in_process_with_omega_learned(mpiexec, tmp_path, algo, local
     assert_same_run(a, b)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("algo, local", [("c-admm", []), ("d-admm", ["--nodes", "3"])])
 def test_mpi_equals_in_process_with_scaling_and_class_weights(mpiexec, small_tasks, tmp_path, algo, local):
     """What a learner sees of an instance (--scale online, with the default intercept) and

@@ -145,6 +145,7 @@ def test_links_in_a_version_2_file_are_refused_without_being_followed(tmp_path, 
     refused(omtl("data", "info", soft, timeout=QUICK), "/X is a soft link to /nowhere")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_damaged_chunk_names_the_file_and_the_task(mpiexec, tmp_path, tasks, tasks_v1, version):
     bad_x, bad_y = (copy_of(tasks if version == 2 else tasks_v1, tmp_path, n) for n in ("x.h5", "y.h5"))
@@ -245,6 +246,7 @@ def test_a_damaged_checkpoint_is_one_line(tmp_path, made, damage, message):
     assert not out.exists()
 
 
+@pytest.mark.mpi
 def test_checkpoints_under_mpi_are_checked_on_every_rank(mpiexec, tmp_path, tasks):
     """Rank 1's part is checked on rank 1, and every rank agrees: one line from rank 0."""
     data = copy_of(tasks, tmp_path, "d.h5")

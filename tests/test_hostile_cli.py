@@ -179,6 +179,7 @@ DAMAGE = dict(how=st.sampled_from(["truncate", "flip", "garbage"]), where=st.flo
               seed=st.integers(0, 2**16))
 
 
+@pytest.mark.mpi
 @CASES
 @given(**DAMAGE, command=st.sampled_from(["run", "info"]))
 def test_damaged_task_files(files, tmp_path, how, where, seed, command):
@@ -191,6 +192,7 @@ def test_damaged_task_files(files, tmp_path, how, where, seed, command):
     assert digests([bad]) == before
 
 
+@pytest.mark.mpi
 @settings(CASES, max_examples=30)
 @given(**DAMAGE)
 def test_damaged_checkpoints(files, tmp_path, how, where, seed):
@@ -202,6 +204,7 @@ def test_damaged_checkpoints(files, tmp_path, how, where, seed):
     assert digests([bad, files["data"]]) == before
 
 
+@pytest.mark.mpi
 @settings(CASES, max_examples=30)
 @given(**DAMAGE)
 def test_damaged_topology_and_sweep_files(files, tmp_path, how, where, seed):
@@ -229,6 +232,7 @@ def _alias(path, kind: str, folder):
 @given(case=st.sampled_from(["run-out", "run-ckpt", "run-resume-out", "import-csv", "topo-png",
                              "sweep-index", "report-into-sweep"]),
        kind=st.sampled_from(["same", "symlink", "hardlink"]))
+@pytest.mark.mpi
 def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
     data, ckpt = files["data"], tmp_path / "copy.ckpt.h5"
     shutil.copy(files["ckpt"], ckpt)
@@ -266,6 +270,7 @@ def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
     ["--data", "{bad}"],
     ["--resume", "{bad}"],
 ])
+@pytest.mark.mpi
 def test_hostile_runs_under_two_ranks(files, tmp_path, args):
     bad = tmp_path / "bad.h5"
     bad.write_bytes(damaged(files["data"].read_bytes(), "truncate", 0.5, 1))

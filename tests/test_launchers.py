@@ -134,6 +134,7 @@ def test_srun_command_fits_the_mpi_and_respects_slurm_mpi_type(fake_slurm, monke
     assert get("slurm").command(2, [])[1] == "-n"
 
 
+@pytest.mark.mpi
 def test_np_through_srun(fake_slurm, tmp_path):
     r = omtl("run", "--np", "3", "--launcher", "slurm", "--synth-tasks", "2", "--synth-samples",
              "50", "--json", "--out", tmp_path / "r.h5")
@@ -206,6 +207,7 @@ def _element(manifest, job, task, **env):
                           capture_output=True, text=True, timeout=TIMEOUT, env=env)
 
 
+@pytest.mark.mpi
 def test_submitted_runs_are_recorded_and_each_element_records_its_own(fake_slurm, tmp_path):
     from omtl_mpi.sweep.batch import status_rows, submit
     path = tmp_path / "s.toml"

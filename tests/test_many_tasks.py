@@ -211,6 +211,7 @@ def test_d_admm_nodes_hold_one_mixture_on_any_graph(graph):
     np.testing.assert_allclose(ring[0].centres_, one.centres_, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.mpi
 def test_skewed_streams_four_workers_equal_one_process(mpiexec, tmp_path):
     """C-ADMM's four workers, whose blocks have unequal activity (one long stream, many short
     ones ending at different rounds), learn as the one process's single block."""
@@ -240,6 +241,7 @@ def ten_thousand(tmp_path_factory):
     return path
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("algo, ranks", [("c-admm", 3), ("d-admm", 4)])
 def test_ten_thousand_tasks_in_process_equal_mpiexec(mpiexec, tmp_path, ten_thousand, algo, ranks):
     """Spec equivalence 1 at 10,000 tasks: the same predictions and mistakes, W, Z, V and u to
@@ -252,6 +254,7 @@ def test_ten_thousand_tasks_in_process_equal_mpiexec(mpiexec, tmp_path, ten_thou
     assert len(a["tasks/offsets"]) == 10_001 and a["predictions"].shape == (a["tasks/offsets"][-1],)
 
 
+@pytest.mark.mpi
 def test_ten_thousand_tasks_resume_bit_for_bit(mpiexec, tmp_path, ten_thousand):
     """Killed under mpiexec after a checkpoint and resumed, a run of 10,000 tasks ends with the
     bits of the run left alone."""

@@ -193,6 +193,7 @@ def test_it_is_used_and_resumes_from_a_checkpoint_bit_for_bit(monkeypatch, algo,
 @pytest.mark.parametrize("algo, extra", [
     ("c-admm", []), ("d-admm", ["--topology", "ring"]),
     ("d-admm", ["--topology", "star", "--batch", "2"])])
+@pytest.mark.mpi
 def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path, algo, extra):
     """C-ADMM's EM steps through the server, D-ADMM's over a ring and a star (sums flooded
     through the neighbours): the same predictions and models in one process and on 4 ranks."""

@@ -148,6 +148,7 @@ WRITERS = ["run --out", "run --np 2 --out", "run --checkpoint", "run --np 2 --ch
                                                     "mnist-folder", "npz"))]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("writer", WRITERS)
 def test_no_writer_replaces_what_is_not_a_regular_file(corpus, tmp_path, writer, kind):
@@ -288,6 +289,7 @@ def test_every_error_line_escapes_its_control_characters():
     assert "no\\x1bsuch.h5" in line and "\x1b" not in stderr
 
 
+@pytest.mark.mpi
 def test_an_output_folder_holding_nodes_refuses_only_them(corpus, tmp_path):
     """Nodes beside the outputs are nobody's business: a sweep whose folder holds a FIFO under
     another name runs."""

@@ -97,6 +97,7 @@ def test_a_run_never_writes_over_its_topology_file(tmp_path, extra):
                    "does not exist")
 
 
+@pytest.mark.mpi
 def test_sweep_and_report_folders_that_are_files_are_one_line(tmp_path):
     sweep = tmp_path / "s.toml"
     sweep.write_text('[data.s]\nsynthetic = { tasks = 2, samples = 30 }\n[algorithms.pa]\n')
@@ -174,6 +175,7 @@ def test_the_options_that_do_act_are_accepted(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.mpi
 def test_fail_rank_beyond_the_world_under_mpiexec(mpiexec):
     one_line_error(omtl("run", *SMALL, "--fail-at", "3", "--fail-rank", "5", np_ranks=2),
                    "--fail-rank 5 is not a rank of this job (ranks 0..1)")
@@ -187,6 +189,7 @@ def test_fail_rank_beyond_the_world_under_mpiexec(mpiexec):
     ["--w-step", "euclid"],
     ["--checkpoint-every", "50"],
 ])
+@pytest.mark.mpi
 def test_a_model_gone_non_finite_is_an_error_not_a_result(tmp_path, args):
     out = tmp_path / "run.h5"
     r = omtl("run", "--synth-samples", "300", "--class-weight", "1e12", "--out", out, *args)
@@ -199,6 +202,7 @@ def test_a_model_gone_non_finite_is_an_error_not_a_result(tmp_path, args):
     assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
 
 
+@pytest.mark.mpi
 def test_a_sweep_records_a_non_finite_run_as_failed(tmp_path):
     sweep = tmp_path / "s.toml"
     sweep.write_text('[data.s]\nsynthetic = { tasks = 3, samples = 300 }\n'
@@ -227,6 +231,7 @@ def _ranks_of(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_stopping_the_np_launcher_stops_every_rank_and_writes_nothing(tmp_path, sig):
     out = tmp_path / f"stopped-{sig.name}.h5"

@@ -68,6 +68,7 @@ def _root_env(user_set: bool) -> dict:
     return env
 
 
+@pytest.mark.mpi
 @as_root
 @pytest.mark.parametrize("user_set", [False, True])
 def test_np_as_root_prints_the_notice_on_stderr_only(mpiexec, user_set):
@@ -94,6 +95,7 @@ ranks = 1
 """
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("user_set", [False, True])
 def test_a_sweep_says_it_once_not_once_per_run(mpiexec, tmp_path, monkeypatch, user_set):
     # in this process, as root whoever runs the tests: two runs under mpiexec, two in one process

@@ -155,6 +155,7 @@ def test_results_synthetic(tmp_path):
     assert "`omtl-mpi run --preset paper --synth-tasks 2 --synth-samples 50`" in "\n".join(lines)
 
 
+@pytest.mark.mpi
 def test_results_learners(tmp_path):
     docs = tmp_path / "learners.md"
     script("results_learners.py", "--tasks", "2", "--samples", "50", "--repeats", "1",
@@ -173,6 +174,7 @@ def test_results_learners_refuses_an_unknown_learner(tmp_path):
     assert not (tmp_path / "l.md").exists()
 
 
+@pytest.mark.mpi
 def test_results_real(tmp_path, raw):
     """Landmine only (each set costs two mpiexec runs; test_paper imports TweetEval)."""
     (tmp_path / "raw").mkdir()

@@ -140,6 +140,7 @@ def test_an_interrupt_during_start_up_is_one_line(tmp_path, sig, delay):
 
 
 # ------------------------------------------------------------------ MPI
+@pytest.mark.mpi
 @pytest.mark.parametrize("sig", STOPPING, ids=lambda s: s.name)
 def test_np_2_stopped_while_writing_leaves_no_temporary_file(mpiexec, long_tasks, tmp_path, sig):
     """The launcher passes the signal on (SIGHUP as SIGTERM: MPICH's mpiexec dies of SIGHUP
@@ -159,6 +160,7 @@ def test_np_2_stopped_while_writing_leaves_no_temporary_file(mpiexec, long_tasks
     assert _ranks_of(str(out)) == []
 
 
+@pytest.mark.mpi
 def test_every_rank_handles_sigterm_under_mpiexec(mpiexec, long_tasks, tmp_path):
     """mpiexec started by hand passes SIGTERM on to the ranks: each one ends in one line
     naming its rank, rank 0 having removed its temporary file."""
@@ -180,6 +182,7 @@ SWEEP = ('seeds = [0, 1, 2]\n[data.s]\nsynthetic = {{ tasks = 2, samples = {samp
          '[algorithms.pa]\n')
 
 
+@pytest.mark.mpi
 def test_a_sweep_stopped_by_sigterm_keeps_what_finished_and_exits_143(tmp_path):
     (tmp_path / "s.toml").write_text(SWEEP.format(samples=60000))
     proc = start(["sweep", "s.toml", "--out", "sw"], tmp_path)
@@ -191,6 +194,7 @@ def test_a_sweep_stopped_by_sigterm_keeps_what_finished_and_exits_143(tmp_path):
     assert temporary_files(tmp_path / "sw") == []
 
 
+@pytest.mark.mpi
 def test_a_resumed_sweep_removes_what_killed_runs_left(tmp_path):
     (tmp_path / "s.toml").write_text(SWEEP.format(samples=30))
     from omtl_mpi.sweep import load_plan

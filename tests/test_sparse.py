@@ -117,6 +117,7 @@ def _edited(tmp_path, name: str, most=None, entries=None):
     return path
 
 
+@pytest.mark.mpi
 def test_sparse_metadata_that_contradicts_its_arrays_is_a_damaged_file(tmp_path, capsys):
     """/X's max_row_nnz sizes a run's rounds and messages, and its entries the memory a run
     asks for: each is checked against the arrays it describes, so that a wrong one is one line
@@ -292,6 +293,7 @@ def test_the_diagonal_arow_w_step_without_consensus_is_diagonal_arow(tmp_path):
     np.testing.assert_allclose(admm[1]["W"], arow[1]["W"], rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.mpi
 def test_in_process_equals_mpi_on_sparse_data(mpiexec, tmp_path):
     """The default path at large d (AROW's diagonal, the instances' coordinates, C-ADMM's
     messages of entries sized by the data): one process and 3 ranks agree."""

@@ -194,6 +194,7 @@ def _index(folder):
     return json.loads((folder / "index.json").read_text())
 
 
+@pytest.mark.mpi
 def test_tiny_sweep_interrupted_resumed_and_reported(mpiexec, tmp_path):
     path = write(tmp_path, TINY)
     folder = tmp_path / "sweep"
@@ -265,6 +266,7 @@ def test_tiny_sweep_interrupted_resumed_and_reported(mpiexec, tmp_path):
         assert len(list(csv.DictReader(f))) == 4
 
 
+@pytest.mark.mpi
 def test_failed_and_timed_out_runs_are_recorded_and_the_sweep_goes_on(mpiexec, tmp_path):
     path = write(tmp_path, """
 seeds = [0]

@@ -23,6 +23,7 @@ def three_ranks(mpiexec, tmp_path_factory):
     return json.loads(as_json.stdout), out, summary.stdout
 
 
+@pytest.mark.mpi
 def test_the_report_says_how_the_messages_travelled(three_ranks):
     report, _, summary = three_ranks
     assert report["transport"] == "mpi"
@@ -31,6 +32,7 @@ def test_the_report_says_how_the_messages_travelled(three_ranks):
     assert json.loads(r.stdout)["transport"] == "local"
 
 
+@pytest.mark.mpi
 def test_every_rank_reports_the_cpu_it_used_during_the_rounds(three_ranks):
     import h5py
     report, out, summary = three_ranks
@@ -60,6 +62,7 @@ os.write(1, (line + "\n").encode())            # one write: the ranks share the 
 """
 
 
+@pytest.mark.mpi
 def test_ranks_that_wait_in_a_set_up_collective_leave_the_cpu_to_the_late_one(mpiexec):
     # MPI's own collectives poll: an early rank would spin for the whole 1.5 s
     r = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-c", LATE_RANK], capture_output=True,

@@ -163,6 +163,7 @@ def test_generic_checks_with_every_w_step(name, w_step):
     omtl_mpi.check_learner(omtl_mpi.learner(name, 4, 5, rounds=40, **params), mpi=False)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("name,ranks,extra", [("c-admm", 3, []), ("d-admm", 3, ["--nodes", "3"])])
 def test_w_steps_in_process_equal_mpiexec(name, ranks, extra, mpiexec, small_tasks, tmp_path):
     """AdaGrad here; AROW is the default w-step, whose run (these options and ranks) is

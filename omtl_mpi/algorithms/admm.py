@@ -36,9 +36,9 @@ W_STEPS = tuple(W_STEP_CLASSES)
 # --coordinates: a round steps every coordinate of its tasks' models (the paper's), or only
 # those where the round's instances are non-zero; auto: nonzero above LARGE_DIM weights with
 # a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*). Its own d, above AROW's
-# diagonal one: below it stepping every coordinate costs little (a diagonal round at d = 2048 is
-# 0.34 ms: docs/PERFORMANCE.md, *AROW's covariance*), and with large lambdas (the paper's)
-# nonzero is an approximation (experiments/PROTOCOL.md, step 9)
+# diagonal one: below it a diagonal round that steps every coordinate costs little
+# (docs/PERFORMANCE.md, *AROW's covariance*), and nonzero only approximates the paper's step,
+# the more so the larger the lambdas
 COORDINATES = ("auto", "all", "nonzero")
 LARGE_DIM = 2048
 # The paper's model and settings (docs/ALGORITHMS.md section 1): what --preset paper gives the

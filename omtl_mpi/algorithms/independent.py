@@ -248,8 +248,8 @@ class AdagradNode(_SingleTaskNode):
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
 # one), chosen on the selection sets (docs/GUIDE.md, *How the defaults were
 # chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM); in the
-# diagonal form the second, chosen on the review corpus at large d (experiments/PROTOCOL.md,
-# step 9 (c))
+# diagonal form the second, chosen on the synthetic review corpus at large d, where the
+# diagonal form is the one used
 AROW_R_PER_MEAN_SQ_NORM = 0.5
 AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 0.2
 

