@@ -74,10 +74,12 @@ class _RunCommand(click.Command):
         """The options in three sections: what is learned and from what (the option table's),
         how this run is carried out, and what only tests and measurements need."""
         rows = {title: [] for title in _RUN_SECTIONS}
+        help_option = self.get_help_option(ctx)
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is not None:
-                title = next((t for t, names in _RUN_SECTIONS.items() if param.name in names),
+                name = "help" if param is help_option else param.name
+                title = next((t for t, names in _RUN_SECTIONS.items() if name in names),
                              "Learning options")
                 rows[title].append(record)
         for title, records in rows.items():

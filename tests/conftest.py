@@ -31,6 +31,7 @@ def pytest_configure(config):
 
 # what a test not marked mpi finds as hydra's launcher: mpiexec then refuses to start, naming it
 NOT_MARKED_MPI = "a-test-not-marked-mpi"
+_USERS_LAUNCHER = os.environ.get("HYDRA_LAUNCHER")      # what a marked test gets
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,8 +49,10 @@ def pytest_runtest_setup(item):
     a-test-not-marked-mpi"), in the test's own processes and the package's alike."""
     if item.get_closest_marker("mpi") is None:
         os.environ["HYDRA_LAUNCHER"] = NOT_MARKED_MPI
-    else:
+    elif _USERS_LAUNCHER is None:
         os.environ.pop("HYDRA_LAUNCHER", None)
+    else:
+        os.environ["HYDRA_LAUNCHER"] = _USERS_LAUNCHER
 
 
 def _env():

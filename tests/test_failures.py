@@ -53,7 +53,8 @@ def test_killed_rank_ends_the_job(mpiexec, tmp_path):
     out = tmp_path / "killed.h5"
     r = omtl("run", "--synth-samples", "5000", "--fail-at", "300", "--fail-rank", "2",
              "--fail-mode", "kill", "--out", out, np_ranks=4, timeout=60)
-    assert r.returncode == 9, r.stderr          # hydra's status: the signal that killed rank 2
+    # the signal that killed rank 2, as each mpiexec says it: hydra's status 9, Open MPI's 128 + 9
+    assert r.returncode in (9, 128 + 9), (r.returncode, r.stderr)
     assert not out.exists()
     assert not leftover(str(out))
 

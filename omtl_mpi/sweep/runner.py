@@ -254,15 +254,19 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
 
 
 def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
-    """Make the sweep folder (runs/, logs/), refuse outputs of the runs to launch now (with
+    """Make the sweep folder (runs/, logs/), refuse outputs of the runs it may launch (with
     ``retry_failed``, the failed ones too) over inputs or over what is not a regular file, record this plan's description in the index (refused if the folder holds
     another sweep), and remove what runs and writers killed before they could clean up left
     under temporary names; the index."""
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
-    # only the runs to launch now: a run done, failed or in a scheduler's hands writes nothing,
-    # and a folder at a failed run's name must not stop the sweep from following the others
-    _check_outputs(plan, folder, plan_status(plan, folder, retry_failed)[0])
+    _check_outputs(plan, folder, [])        # the index and its lock, before the index is read
+    # then every run this sweep may launch: not those done, nor the failed ones left alone (a
+    # folder at a failed run's results must not stop the sweep from following the others);
+    # the runs in a scheduler's hands are checked, as settling them may make them runs to launch
+    index = read_index(folder) if os.path.isdir(folder) else {"runs": {}}
+    kept = {"done"} | (set() if retry_failed else {"failed", "timeout"})
+    _check_outputs(plan, folder, [run for run in plan.runs if status_of(run, index, folder) not in kept])
 
     def describe(index: dict) -> None:
         if index.get("name") not in (None, plan.name):
