@@ -328,115 +328,21 @@ def data_synth(out, family, tasks, samples, seed, normalize, dims, clusters, spr
     with the w_k around a few unit centres (each task in a random group) and log-normal stream
     lengths. The data is generated and written a block of tasks at a time.
     """
+    from .data.families import plan_family
     from .data.importers.common import check_options
     from .data.taskfile import TaskFileWriter
     from .paths import output_file
     output_file(out, "-o")
     check_options(tasks=tasks, samples=samples, seed=seed, dims=dims, clusters=clusters,
                   groups=groups)
-    testbed = {"dims": dims, "clusters": clusters, "spread": spread, "noise": noise}
-    lengths = {"groups": groups, "length-median": length_median, "length-sigma": length_sigma,
-               "length-max": length_max}
-    given = [k for k, v in lengths.items() if v is not None]
-    if given and family != "personal":
-        other = "to the paper's family" if family == "paper" else family
-        raise ConfigError(f"--{given[0]} applies to --family personal, not {other}")
-    if family == "paper":
-        plan = _paper_plan(out, tasks, samples, seed, normalize, testbed)
-    elif family == "personal":
-        plan = _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths)
-    else:
-        plan = _testbed_plan(out, family, tasks, samples, seed, normalize, testbed)
-    blocks, source, description, rows, said = plan
-    with TaskFileWriter(out, source=source, description=description, rows=rows) as w:
-        for block in blocks:
+    plan = plan_family(out, family, tasks=tasks, samples=samples, seed=seed, normalize=normalize,
+                       testbed={"dims": dims, "clusters": clusters, "spread": spread, "noise": noise},
+                       lengths={"groups": groups, "length-median": length_median,
+                                "length-sigma": length_sigma, "length-max": length_max})
+    with TaskFileWriter(out, source=plan.source, description=plan.description, rows=plan.rows) as w:
+        for block in plan.blocks:
             w.add(*block)
-    click.echo(f"wrote {out}: {said}")
-
-
-def _paper_plan(out, tasks, samples, seed, normalize, testbed):
-    """(blocks, source, description, instances, what is written) of the paper's family."""
-    from .data.synthetic import blocks
-    given = [k for k, v in testbed.items() if v is not None]
-    if given:
-        raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
-                          "clustered or unrelated) and --family personal, not to the paper's "
-                          "family")
-    tasks = 5 if tasks is None else tasks
-    samples = 10000 if samples is None else samples
-    _synth_fits(out, tasks, samples, 9, "")
-    return (blocks(tasks=tasks, samples=samples, seed=seed, normalize=normalize),
-            "omtl-mpi synthetic (Li et al. 2025)",
-            f"paper tasks={tasks} samples={samples} seed={seed} normalize={normalize}",
-            tasks * samples, f"{tasks} tasks x {samples} instances, d=9")
-
-
-def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
-    """(blocks, source, description, instances, what is written) of a test bed."""
-    from .data.testbeds import DEFAULTS, testbed_blocks
-    if testbed["clusters"] is not None and family != "clustered":
-        raise ConfigError(f"--clusters applies to --family clustered, not {family}")
-    tasks = DEFAULTS["tasks"] if tasks is None else tasks
-    samples = DEFAULTS["samples"] if samples is None else samples
-    given = {k: v for k, v in testbed.items() if v is not None}
-    dims = given.get("dims", DEFAULTS["dims"])
-    _synth_fits(out, tasks, samples, dims, " or --dims")
-    blocks = testbed_blocks(family, tasks=tasks, samples=samples, seed=seed, normalize=normalize,
-                            **given)
-    what = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
-                    if v is not None)
-    return (blocks, f"omtl-mpi test bed '{family}'",
-            f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip(),
-            tasks * samples, f"{tasks} tasks x {samples} instances, d={dims}")
-
-
-def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
-    """(blocks, source, description, instances, what is written) of the personal family."""
-    import numpy as np
-
-    from .data import personal
-    from .data.importers.common import require_disk, require_memory
-    if samples is not None:
-        raise ConfigError("--samples does not apply to --family personal: its stream lengths are "
-                          "drawn (--length-median, --length-sigma, --length-max)")
-    if testbed["clusters"] is not None:
-        raise ConfigError("--clusters applies to --family clustered, not personal (personal: "
-                          "--groups)")
-    given = {k.replace("-", "_"): v for k, v in {**testbed, **lengths}.items()
-             if v is not None and k != "clusters"}
-    options = {**personal.DEFAULTS, "tasks": tasks or personal.DEFAULTS["tasks"], **given}
-    personal.check_options(**options, seed=seed)
-    drawn = personal.stream_lengths(options["tasks"], options["length_median"],
-                                    options["length_sigma"], options["length_max"], seed)
-    K, N, d = len(drawn), int(drawn.sum()), options["dims"]
-    what = (f"{K} tasks x {N} instances (stream lengths {int(drawn.min())}..{int(drawn.max())}) "
-            f"x {d} features")
-    fix = "lower --tasks, --length-median, --length-sigma or --dims, or cap --length-max"
-    require_memory(personal.footprint(drawn, d), what, fix)
-    require_disk(_file_bytes(N, d, K), out, what, fix)
-    shown = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
-                     if v is not None)
-    return (personal.personal_blocks(**options, seed=seed, normalize=normalize),
-            "omtl-mpi personal (latent groups, heavy-tailed streams)",
-            f"personal tasks={K} seed={seed} {shown}".strip(), N,
-            f"{K} tasks, {N} instances (stream lengths {int(drawn.min())} to {int(drawn.max())}, "
-            f"median {float(np.median(drawn)):g}), d={d}")
-
-
-def _synth_fits(out, tasks: int, samples: int, dims: int, also: str) -> None:
-    """Refuse, before generating it, a data set that this machine's free memory (one block of
-    tasks at a time) or the output's free disk space cannot hold."""
-    from .data.importers.common import require_disk, require_memory
-    from .data.synthetic import footprint
-    what = f"{tasks} tasks x {samples} samples x {dims} features"
-    require_memory(footprint(tasks, samples, dims), what, f"lower --tasks or --samples{also}")
-    require_disk(_file_bytes(tasks * samples, dims, tasks), out, what,
-                 f"lower --tasks or --samples{also}")
-
-
-def _file_bytes(instances: int, dims: int, tasks: int) -> float:
-    """Bytes of a task file of so many instances, features and tasks (names of ~10 bytes)."""
-    return float(instances) * (8 * dims + 1) + tasks * 26.0
+    click.echo(f"wrote {out}: {plan.said}")
 
 
 @data.group("import")

@@ -72,11 +72,8 @@ _RUN_OPTIONS = ("intercept", "scale")
 # the parameters that say how an instance names its task (no learned state depends on them)
 _NAMING = ("task_key", "default_task")
 _GRAPH_OPTIONS = ("topology", "nodes")
-# the public class of every built-in learner
-CLASS_NAMES = {"c-admm": "CADMM", "d-admm": "DADMM", "d-psgd": "DPSGD", "admm-single": "ADMMSingle",
-               "pmsc-log": "PMSCLog", "drom": "DROM", "pa": "PA", "adagrad": "AdaGrad",
-               "arow": "AROW", "mt-perceptron": "MTPerceptron", "pooled": "Pooled",
-               "hashed": "Hashed"}
+# the public class of every built-in learner, as its registry entry names it
+CLASS_NAMES = {name: spec.class_name for name, spec in registry.REGISTRY.items() if spec.class_name}
 
 
 # the largest count a loaded state may hold (learners._fits)

@@ -102,3 +102,24 @@ def test_the_checker_sees_imports():
     assert "omtl_mpi.comm.mpi" in graph["omtl_mpi.runtime.roles"]      # a lazy import
     assert "omtl_mpi.algorithms.experts" in graph["omtl_mpi.algorithms.admm"]
     assert "omtl_mpi.runtime.run" in graph["omtl_mpi.cli"]          # a lazy import, in a function
+
+
+def test_a_learners_facts_are_on_its_registry_entry():
+    """No layer above the algorithms asks which learner it has by name (``cfg.algo ==``): what
+    differs from learner to learner (its class, its memory and the advice when it does not fit)
+    is on its entry; every built-in learner has a public class of that name."""
+    import re
+
+    import omtl_mpi
+    from omtl_mpi.algorithms import registry
+    asks = re.compile(r"\balgo\s*(==|!=|in\s*[(\[{])")
+    above = [*(PACKAGE / "runtime").rglob("*.py"), PACKAGE / "cli.py", PACKAGE / "learners.py",
+             PACKAGE / "streams.py"]
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in above
+             for n, line in enumerate(path.read_text().splitlines(), 1) if asks.search(line)]
+    assert found == []
+    built_in = {name: spec for name, spec in registry.REGISTRY.items()   # not the tests' toys
+                if (spec.worker or spec.node).__module__.startswith("omtl_mpi.")}
+    assert len(built_in) == 12
+    for name, spec in built_in.items():
+        assert spec.class_name and getattr(omtl_mpi, spec.class_name).algo == name, name

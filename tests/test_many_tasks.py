@@ -282,12 +282,12 @@ def test_the_defaults_need_nothing_k_by_k():
     million tasks of 10 weights about 5.3 GB; DROM's K x K is named."""
     from omtl_mpi.options import run_config
     from omtl_mpi.runtime.run import model_bytes
-    total = {K: sum(b for b, _ in model_bytes(run_config({}), K, 10, 1, "server"))
+    total = {K: sum(part.bytes for part in model_bytes(run_config({}), K, 10, 1, "server"))
              for K in (1_000_000, 2_000_000)}
     assert abs(total[2_000_000] - 2 * total[1_000_000]) < 10**6     # the messages: O(d^2)
     assert total[1_000_000] < 1_000_000 * (30 * 10 + 7 * 10 * 10) * 8
     drom = model_bytes(run_config({"algo": "drom"}), 100_000, 10, 1, "server")
-    assert max(drom)[0] >= 100_000 ** 2 * 8 and "100000 x 100000" in max(drom)[1]
+    assert max(drom).bytes >= 100_000 ** 2 * 8 and "100000 x 100000" in max(drom).what
 
 
 def test_a_task_starts_from_the_shared_model():

@@ -87,6 +87,13 @@ class Worker(Protocol):
     after a call of the Python API costs what the call's tasks do (without it, every array of
     :meth:`state`); and for the undo of such a call (:mod:`.undo`), ``ROW_AXES`` (or
     ``row_axes()``) and ``NOT_STATE``, and the generic checks it skips, ``CHECK_SKIPS``.
+    Of the messages: a keyword ``rows`` of the constructor, :meth:`up_size` and
+    :meth:`down_size` (and the server's constructor), the run's RowFormat, taken by a learner
+    that sizes its messages by the rows' stored entries (sparse data); ``sized(params,
+    n_tasks, dim)`` (static), True when a message fills only a prefix of its buffer, which MPI
+    then sends with its length; ``bind(reduce)``, called under MPI before the first round with
+    ``reduce(values)``, the sum of ``values`` over every worker, on every rank (the exchange of
+    sums a round may need beside its messages: the mixture prior's EM steps).
     """
 
     TASK_AXIS: ClassVar[dict]
@@ -153,8 +160,8 @@ class Server(Protocol):
     -----
     Optional members: ``sync_every`` (as the workers'); ``reply``, the array :meth:`step`
     returns when it is the same array every round (MPI binds to it once); ``checked()``, the
-    arrays of :meth:`state` (without their copies), to be finite; ``ROW_AXES`` and
-    ``NOT_STATE``, as the workers'.
+    arrays of :meth:`state` (without their copies), to be finite; ``ROW_AXES``,
+    ``NOT_STATE``, ``rows`` and ``bind(reduce)``, as the workers'.
     """
 
     def __init__(self, params, n_tasks: int, dim: int, blocks) -> None: ...

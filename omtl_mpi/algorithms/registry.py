@@ -6,7 +6,9 @@ Adding an algorithm is one module plus one entry here; the generic checks in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
+from . import footprint
 from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
 from .contract import check_roles
@@ -60,6 +62,13 @@ class Algorithm:
         ``independent._SingleTaskNode`` (docs/DESIGN.md, *Adding a learner*).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks (d-psgd).
+    class_name : str
+        Its public class in ``omtl_mpi`` (``omtl_mpi.CADMM``); "" for a learner registered
+        outside the package, which ``omtl_mpi.learner(name, ...)`` makes.
+    footprint : callable
+        ``footprint(params, held)``: what the learner keeps on the rank that holds the most, as
+        :class:`.footprint.Part` (bytes, what, the fix) for the :class:`.footprint.Held` of a
+        run, checked before any array is allocated; default four d-vectors per task.
     """
 
     name: str
@@ -72,6 +81,8 @@ class Algorithm:
     server: type | None = None
     node: type | None = None
     one_task_per_node: bool = False
+    class_name: str = ""
+    footprint: Callable = footprint.per_task(4)
 
 
 REGISTRY: dict[str, Algorithm] = {}
@@ -104,6 +115,8 @@ register(Algorithm(
     params=AdmmParams,
     worker=CAdmmWorker,
     server=CAdmmServer,
+    class_name="CADMM",
+    footprint=footprint.admm,
 ))
 
 
@@ -116,6 +129,8 @@ register(Algorithm(
     reconstruction=False,
     params=AdmmParams,
     node=DAdmmNode,
+    class_name="DADMM",
+    footprint=footprint.admm,
 ))
 
 register(Algorithm(
@@ -128,6 +143,7 @@ register(Algorithm(
     params=DpsgdParams,
     node=DPsgdNode,
     one_task_per_node=True,
+    class_name="DPSGD",
 ))
 
 
@@ -139,6 +155,8 @@ register(Algorithm(
     reconstruction=False,
     params=SingleParams,
     node=AdmmSingleNode,
+    class_name="ADMMSingle",
+    footprint=footprint.admm,
 ))
 
 register(Algorithm(
@@ -151,6 +169,8 @@ register(Algorithm(
     params=PmscLogParams,
     worker=CAdmmWorker,
     server=CAdmmServer,
+    class_name="PMSCLog",
+    footprint=footprint.admm,
 ))
 
 register(Algorithm(
@@ -164,6 +184,8 @@ register(Algorithm(
     params=DromParams,
     worker=DromWorker,
     server=DromServer,
+    class_name="DROM",
+    footprint=footprint.drom,
 ))
 
 register(Algorithm(
@@ -174,6 +196,7 @@ register(Algorithm(
     reconstruction=False,
     params=PaParams,
     node=PaNode,
+    class_name="PA",
 ))
 
 register(Algorithm(
@@ -185,6 +208,7 @@ register(Algorithm(
     reconstruction=False,
     params=AdagradParams,
     node=AdagradNode,
+    class_name="AdaGrad",
 ))
 
 register(Algorithm(
@@ -196,6 +220,8 @@ register(Algorithm(
     reconstruction=False,
     params=ArowParams,
     node=ArowNode,
+    class_name="AROW",
+    footprint=footprint.arow,
 ))
 
 register(Algorithm(
@@ -208,6 +234,7 @@ register(Algorithm(
     params=NoParams,
     worker=MtPerceptronWorker,
     server=SumServer,
+    class_name="MTPerceptron",
 ))
 
 register(Algorithm(
@@ -219,6 +246,7 @@ register(Algorithm(
     params=PooledParams,
     worker=PooledWorker,
     server=SumServer,
+    class_name="Pooled",
 ))
 
 register(Algorithm(
@@ -232,6 +260,8 @@ register(Algorithm(
     params=HashedParams,
     worker=HashedWorker,
     server=HashedServer,
+    class_name="Hashed",
+    footprint=footprint.hashed,
 ))
 
 

@@ -11,7 +11,7 @@ from time import perf_counter
 import numpy as np
 
 from .. import metrics
-from ..algorithms import bayes, registry
+from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim
@@ -160,68 +160,20 @@ def _chunk_rows(meta) -> int:
 
 def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                 n_nodes: int | None = None, rows=None) -> list:
-    """What the chosen learner keeps on the rank that holds the most, as (bytes, what it is)
-    pairs: its per-task arrays, and the arrays it keeps of every task or node (the learner
-    objects of the Python API are checked the same way); ``rows``, the run's RowFormat,
-    sizes C-ADMM's messages of entries (None: as many as every coordinate)."""
-    from ..algorithms.admm import GIVEN, AdmmParams, coupling
-    from ..algorithms.cadmm import down_parts, up_parts
-    from ..algorithms.wsteps import arow_form
-    params, algo = cfg.params, registry.get(cfg.algo)
+    """What the chosen learner keeps on the rank that holds the most, as its registry entry
+    says (:class:`~omtl_mpi.algorithms.footprint.Part`: bytes, what it is, the fix): its
+    per-task arrays, and those it keeps of every task or node (the learner objects of the
+    Python API are checked the same way); ``rows``, the run's RowFormat, sizes C-ADMM's
+    messages of entries (None: as many as every coordinate)."""
+    from ..algorithms.footprint import Held
+    algo = registry.get(cfg.algo)
     blocks = _blocks(K, size, pattern, n_nodes)
-    kb = max((sum(b - a for a, b in rank) for rank in blocks), default=0)
-    held = max((len(rank) for rank in blocks), default=0)
-    out = []
-    if isinstance(params, AdmmParams):
-        per_task = 5 * d + 8
-        if params.w_step == "arow" and arow_form(params.arow_covariance, d) == "full":
-            # each task's d x d matrix, and a round's copy of the active ones
-            out.append((2 * kb * d * d * 8, f"the arow w-step keeps a {d} x {d} matrix per task: "
-                        f"{kb} task(s) on one rank"))
-        elif params.w_step in ("arow", "adagrad"):
-            per_task += d
-        out.append((kb * per_task * 8, f"{kb} task(s) of {d} weights on one rank"))
-        if coupling(params) == GIVEN:
-            out.append((6 * K * d * 8 + K * min(K, d) * 8,
-                        f"a learned Omega (or --variant paper) couples every task: the consensus "
-                        f"keeps {K} tasks' messages and models"))
-        if params.experts and K <= d:
-            out.append((2 * K * d * 8, f"the vote's related expert keeps a row per task ({K} x {d})"))
-        if params.experts and bayes.used(K, d, params.class_weight):
-            # Q_k (packed: d (d + 1) / 2) and (Pi + Q_k / s2)^-1 per task, a new prior's copies
-            # (d^2) and the work array (d (d + 1))
-            out.append(((2 * d * d + 3 * d * (d + 1) // 2) * kb * 8,
-                        f"the vote's empirical-Bayes expert keeps two {d} x {d} matrices per "
-                        f"task: {kb} task(s) on one rank"))
-        if algo.pattern == "server":
-            # the messages, sized for the fullest round: the server holds every worker's
-            sizes = [sum(n for _, n in up_parts(params, K, b - a, d, rows))
-                     + sum(n for _, n in down_parts(params, K, b - a, d, rows))
-                     for a, b in task_blocks(K, max(size - 1, 1))]
-            out.append((8 * sum(sizes), f"{algo.name}'s messages, sized for the fullest round"))
-        if algo.pattern == "neighbours":
-            nodes = n_nodes or (size if size > 1 else K)
-            width = 1 + d + 3 + (d * d if params.experts and nodes * d < K else 0)
-            rows = (2 * d if coupling(params) == GIVEN else 0) + (d if params.experts and nodes * d >= K else 0)
-            out.append((held * 3 * (nodes * width + K * rows) * 8,
-                        f"d-admm's gossiped table: {nodes} nodes" + (f" and {K} tasks" if rows else "")
-                        + " per copy, a few copies per node"))
-    elif cfg.algo == "arow" and arow_form(params.arow_covariance, d) == "full":
-        out.append((kb * (d * d + 2 * d) * 8, f"AROW keeps a {d} x {d} matrix per task: {kb} "
-                    "task(s) on one rank"))
-    elif cfg.algo == "hashed":
-        # the server's table, its accumulators and a round's sums; a worker's copy of its part
-        # (its tasks' rows at d: what fewer --bits cannot shrink)
-        out.append((4 * (1 << params.bits) * 8,
-                    f"the hashed table of 2^{params.bits} weights and its accumulators"))
-        out.append((kb * 6 * d * 8, f"{kb} task(s) of {d} weights on one rank (the hashed "
-                    "learner's rows of each task)"))
-    elif cfg.algo == "drom":
-        out.append((4 * K * K * 8 + kb * 3 * d * 8, f"drom keeps a {K} x {K} task-relationship "
-                    "matrix and its inverse"))
-    else:
-        out.append((kb * 4 * d * 8, f"{kb} task(s) of {d} weights on one rank"))
-    return out
+    held = Held(name=algo.name, pattern=algo.pattern, n_tasks=K, dim=d,
+                tasks=max((sum(b - a for a, b in rank) for rank in blocks), default=0),
+                blocks=max((len(rank) for rank in blocks), default=0),
+                worker_blocks=task_blocks(K, max(size - 1, 1)),
+                nodes=n_nodes or (size if size > 1 else K), rows=rows)
+    return algo.footprint(cfg.params, held)
 
 
 def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
@@ -234,27 +186,12 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     if free is None:
         return
     parts = model_bytes(cfg, K, d, size, pattern, n_nodes, rows)
-    need = sum(b for b, _ in parts)
+    need = sum(part.bytes for part in parts)
     if need <= free:
         return
-    largest, what = max(parts)
-    fix = {"arow w-step": "reduce d (import with a smaller --dims), spread the tasks over more "
-                          "ranks, or use --arow-covariance diagonal (d numbers per task)",
-           "AROW keeps": "reduce d (import with a smaller --dims), spread the tasks over more "
-                         "ranks, or use --arow-covariance diagonal (d numbers per task)",
-           "learned Omega": "drop --relationship (Omega fixed at I/K needs no row per task), or "
-                            "use more memory",
-           "drom keeps": "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)",
-           "hashed table": "use fewer --bits (2^bits weights of 8 bytes, four arrays of them)",
-           "empirical-Bayes": "spread the tasks over more ranks, reduce d, or use --no-experts",
-           "gossiped table": "use fewer nodes (--nodes, or fewer ranks): each node keeps a row per node",
-           "related expert": "use --no-experts (the vote's related expert keeps every task's "
-                             "model), or fewer tasks or features",
-           }
-    advice = next((v for k, v in fix.items() if k in what),
-                  "use fewer tasks or features, or more ranks so that each holds fewer tasks")
-    raise SetupFailed(f"{what} need about {size_text(largest)} ({size_text(need)} in all), "
-                      f"more than the {size_text(free)} of memory available: {advice}")
+    largest = max(parts)
+    raise SetupFailed(f"{largest.what} need about {size_text(largest.bytes)} ({size_text(need)} "
+                      f"in all), more than the {size_text(free)} of memory available: {largest.fix}")
 
 
 def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:

@@ -1,0 +1,121 @@
+"""The generated families of ``omtl-mpi data synth`` (the paper's, the known-answer test beds,
+personal): which options each takes, their defaults, and whether what they would write fits this
+machine's memory and the output's disk, before anything is generated (:func:`plan_family`)."""
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from ..errors import ConfigError
+
+
+class Plan(NamedTuple):
+    """What ``data synth`` writes: its blocks of tasks (X, y, names), the file's source and
+    description attributes, the instances in all, and the line saying what was written."""
+
+    blocks: Iterable
+    source: str
+    description: str
+    rows: int
+    said: str
+
+
+def plan_family(out, family: str, *, tasks, samples, seed, normalize, testbed: dict,
+                lengths: dict) -> Plan:
+    """The plan of ``family`` with the options given (None: not given): ``testbed`` the test
+    beds' and personal's options (dims, clusters, spread, noise), ``lengths`` personal's own
+    (groups, length-median, length-sigma, length-max), by their option names. Raises
+    ConfigError for an option the family does not take, UserError for what does not fit."""
+    given = [k for k, v in lengths.items() if v is not None]
+    if given and family != "personal":
+        other = "to the paper's family" if family == "paper" else family
+        raise ConfigError(f"--{given[0]} applies to --family personal, not {other}")
+    if family == "paper":
+        return _paper_plan(out, tasks, samples, seed, normalize, testbed)
+    if family == "personal":
+        return _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths)
+    return _testbed_plan(out, family, tasks, samples, seed, normalize, testbed)
+
+
+def _paper_plan(out, tasks, samples, seed, normalize, testbed):
+    """The :class:`Plan` of the paper's family."""
+    from .synthetic import blocks
+    given = [k for k, v in testbed.items() if v is not None]
+    if given:
+        raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
+                          "clustered or unrelated) and --family personal, not to the paper's "
+                          "family")
+    tasks = 5 if tasks is None else tasks
+    samples = 10000 if samples is None else samples
+    _synth_fits(out, tasks, samples, 9, "")
+    return Plan(blocks(tasks=tasks, samples=samples, seed=seed, normalize=normalize),
+            "omtl-mpi synthetic (Li et al. 2025)",
+            f"paper tasks={tasks} samples={samples} seed={seed} normalize={normalize}",
+            tasks * samples, f"{tasks} tasks x {samples} instances, d=9")
+
+
+def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
+    """The :class:`Plan` of a test bed."""
+    from .testbeds import DEFAULTS, testbed_blocks
+    if testbed["clusters"] is not None and family != "clustered":
+        raise ConfigError(f"--clusters applies to --family clustered, not {family}")
+    tasks = DEFAULTS["tasks"] if tasks is None else tasks
+    samples = DEFAULTS["samples"] if samples is None else samples
+    given = {k: v for k, v in testbed.items() if v is not None}
+    dims = given.get("dims", DEFAULTS["dims"])
+    _synth_fits(out, tasks, samples, dims, " or --dims")
+    blocks = testbed_blocks(family, tasks=tasks, samples=samples, seed=seed, normalize=normalize,
+                            **given)
+    what = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
+                    if v is not None)
+    return Plan(blocks, f"omtl-mpi test bed '{family}'",
+            f"{family} tasks={tasks} samples={samples} seed={seed} {what}".strip(),
+            tasks * samples, f"{tasks} tasks x {samples} instances, d={dims}")
+
+
+def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
+    """The :class:`Plan` of the personal family."""
+    import numpy as np
+
+    from . import personal
+    from .importers.common import require_disk, require_memory
+    if samples is not None:
+        raise ConfigError("--samples does not apply to --family personal: its stream lengths are "
+                          "drawn (--length-median, --length-sigma, --length-max)")
+    if testbed["clusters"] is not None:
+        raise ConfigError("--clusters applies to --family clustered, not personal (personal: "
+                          "--groups)")
+    given = {k.replace("-", "_"): v for k, v in {**testbed, **lengths}.items()
+             if v is not None and k != "clusters"}
+    options = {**personal.DEFAULTS, "tasks": tasks or personal.DEFAULTS["tasks"], **given}
+    personal.check_options(**options, seed=seed)
+    drawn = personal.stream_lengths(options["tasks"], options["length_median"],
+                                    options["length_sigma"], options["length_max"], seed)
+    K, N, d = len(drawn), int(drawn.sum()), options["dims"]
+    what = (f"{K} tasks x {N} instances (stream lengths {int(drawn.min())}..{int(drawn.max())}) "
+            f"x {d} features")
+    fix = "lower --tasks, --length-median, --length-sigma or --dims, or cap --length-max"
+    require_memory(personal.footprint(drawn, d), what, fix)
+    require_disk(file_bytes(N, d, K), out, what, fix)
+    shown = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
+                     if v is not None)
+    return Plan(personal.personal_blocks(**options, seed=seed, normalize=normalize),
+            "omtl-mpi personal (latent groups, heavy-tailed streams)",
+            f"personal tasks={K} seed={seed} {shown}".strip(), N,
+            f"{K} tasks, {N} instances (stream lengths {int(drawn.min())} to {int(drawn.max())}, "
+            f"median {float(np.median(drawn)):g}), d={d}")
+
+
+def _synth_fits(out, tasks: int, samples: int, dims: int, also: str) -> None:
+    """Refuse, before generating it, a data set that this machine's free memory (one block of
+    tasks at a time) or the output's free disk space cannot hold."""
+    from .importers.common import require_disk, require_memory
+    from .synthetic import footprint
+    what = f"{tasks} tasks x {samples} samples x {dims} features"
+    require_memory(footprint(tasks, samples, dims), what, f"lower --tasks or --samples{also}")
+    require_disk(file_bytes(tasks * samples, dims, tasks), out, what,
+                 f"lower --tasks or --samples{also}")
+
+
+def file_bytes(instances: int, dims: int, tasks: int) -> float:
+    """Bytes of a task file of so many instances, features and tasks (names of ~10 bytes)."""
+    return float(instances) * (8 * dims + 1) + tasks * 26.0
