@@ -1135,7 +1135,7 @@ def _fits(got, want, where: str) -> str | None:
 def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     """Check a learner's parameters and build its roles; raises UserError, changes nothing."""
     from .options import run_config
-    from .runtime.layout import graph_nodes, task_blocks
+    from .runtime.layout import graph_nodes, placement
     from .runtime.roles import Roles
     spec = registry.get(algo)
     for name, value in (("n_tasks", n_tasks), ("n_features", n_features)):
@@ -1213,11 +1213,8 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     topology = None
     if spec.pattern == "neighbours":
         from .topology import load_topology
-        nodes = graph_nodes(1, n_tasks, spec, cfg.nodes)
-        topology = load_topology(cfg.topology, nodes)
-        blocks = task_blocks(n_tasks, nodes)
-    else:
-        blocks = task_blocks(n_tasks, 1)
+        topology = load_topology(cfg.topology, graph_nodes(1, n_tasks, spec, cfg.nodes))
+    blocks = placement(n_tasks, 1, spec.pattern, topology.n_nodes if topology else None)[0]
     roles = Roles(spec, resolved, n_tasks, dim, blocks, blocks, 0, 1, topology)
     return {"given": given, "spec": spec, "cfg": cfg, "roles": roles, "blocks": blocks, "dim": dim}
 

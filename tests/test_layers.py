@@ -123,3 +123,12 @@ def test_a_learners_facts_are_on_its_registry_entry():
     assert len(built_in) == 12
     for name, spec in built_in.items():
         assert spec.class_name and getattr(omtl_mpi, spec.class_name).algo == name, name
+
+
+def test_one_function_places_the_tasks():
+    """Which tasks a rank holds is runtime.layout.placement's answer everywhere (the runtime,
+    the Python API's learners, the test driver); a d-admm node knows the other nodes' blocks by
+    the contract's same rule (task_blocks)."""
+    calls = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+             if "task_blocks(" in path.read_text().replace("def task_blocks(", "")}
+    assert calls == {"runtime/layout.py", "algorithms/dadmm.py", "algorithms/contract.py"}

@@ -6,6 +6,21 @@ from ..algorithms.contract import task_blocks  # noqa: F401  (who holds what: th
 from ..errors import UserError
 
 
+def placement(n_tasks: int, size: int, pattern: str, nodes: int | None = None) -> tuple[list, list]:
+    """Who holds which tasks: ``(blocks, by_rank)``, the run's blocks of tasks in holder order
+    (the star's workers in rank order, a graph's nodes in node order) and each rank's blocks.
+
+    The one placement of every layout: a star puts rank 0's server beside ``size - 1``
+    workers of a block each; a graph or a run without communication ``nodes`` blocks (default
+    one per rank), one per rank under MPI; in one process (``size`` 1) the one rank holds every
+    block.
+    """
+    blocks = task_blocks(n_tasks, max(size - 1, 1) if pattern == "server" else nodes or size)
+    if size == 1:
+        return blocks, [blocks]
+    return blocks, ([[]] if pattern == "server" else []) + [[b] for b in blocks]
+
+
 def check_star_world(size: int, n_tasks: int, algo: str) -> None:
     """A server-pattern run needs 1 rank (in-process) or 2..K+1 ranks (server + 1..K workers)."""
     if size == 1:

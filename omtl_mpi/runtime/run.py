@@ -21,7 +21,7 @@ from ..fast import addresses
 from ..memory import size_text
 from . import checkpoint as ckpt
 from .faults import NEVER
-from .layout import check_none_world, check_star_world, graph_nodes, task_blocks
+from .layout import check_none_world, check_star_world, graph_nodes, placement
 from .progress import Progress
 from .results import Learned, Measured, check_writable, write_results
 from .roles import Roles
@@ -128,11 +128,7 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
 
 def _blocks(K: int, size: int, pattern: str, n_nodes: int | None) -> list:
     """Every rank's blocks of tasks, in rank order (what set_up gives each rank)."""
-    if pattern == "server":
-        blocks = task_blocks(K, max(size - 1, 1))
-        return [blocks] if size == 1 else [[]] + [[b] for b in blocks]
-    blocks = task_blocks(K, n_nodes or size)
-    return [blocks] if size == 1 else [[b] for b in blocks]
+    return placement(K, size, pattern, n_nodes)[1]
 
 
 # bytes of features read from a task file at a time while a rank lays its streams out in
@@ -167,11 +163,11 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     messages of entries (None: as many as every coordinate)."""
     from ..algorithms.footprint import Held
     algo = registry.get(cfg.algo)
-    blocks = _blocks(K, size, pattern, n_nodes)
+    everyone, blocks = placement(K, size, pattern, n_nodes)
     held = Held(name=algo.name, pattern=algo.pattern, n_tasks=K, dim=d,
                 tasks=max((sum(b - a for a, b in rank) for rank in blocks), default=0),
                 blocks=max((len(rank) for rank in blocks), default=0),
-                worker_blocks=task_blocks(K, max(size - 1, 1)),
+                worker_blocks=everyone if pattern == "server" else [],
                 nodes=n_nodes or (size if size > 1 else K), rows=rows)
     return algo.footprint(cfg.params, held)
 
@@ -305,12 +301,9 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
                           "same command and data")
 
     # who holds what: blocks of tasks, and which of them live on this rank
-    if algo.pattern == "server":
-        blocks = task_blocks(K, max(size - 1, 1))
-        local = blocks if size == 1 else ([] if rank == 0 else [blocks[rank - 1]])
-    else:
-        blocks = task_blocks(K, topology.n_nodes if topology is not None else size)
-        local = blocks if size == 1 else [blocks[rank]]
+    blocks, by_rank = placement(K, size, algo.pattern,
+                                topology.n_nodes if topology is not None else None)
+    local = by_rank[rank]
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)

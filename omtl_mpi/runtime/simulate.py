@@ -12,7 +12,7 @@ import numpy as np
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..data.rounds import RoundLayout, round_instances, rounds_needed
-from .layout import task_blocks
+from .layout import placement
 from .schedule import Hooks
 
 
@@ -41,14 +41,10 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     T = rounds_needed(lengths, batch)
     resolved = params.resolved(T)
     topo = None
-    if algo.pattern == "server":
-        blocks = task_blocks(K, 1)
-    else:
-        n = nodes or (K if algo.pattern == "neighbours" else 1)
-        if algo.pattern == "neighbours":
-            from ..topology import load_topology
-            topo = load_topology(topology, n)
-        blocks = task_blocks(K, n)
+    if algo.pattern == "neighbours":
+        from ..topology import load_topology
+        topo = load_topology(topology, nodes or K)
+    blocks = placement(K, 1, algo.pattern, topo.n_nodes if topo else nodes)[0]
     batches = []
     for a, b in blocks:
         layout = RoundLayout(lengths[a:b], batch, T, d)
