@@ -36,7 +36,7 @@ from ..runtime.launch import Stopped, signals_raise
 from ..runtime.launchers import get as get_launcher
 from .index import IN_FLIGHT, read_index, set_record, update
 from .plan import Plan, Run
-from .runner import Executor, describe_run, open_sweep, plan_status
+from .runner import Executor, check_outputs, describe_run, open_sweep, plan_status
 
 MANIFEST = "omtl-mpi-sweep-array"
 # Slurm's states of a job that is still queued or running (squeue's long names)
@@ -119,6 +119,7 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
     open_sweep(plan, folder, retry_failed)
     settle(folder)
     todo, counts = plan_status(plan, folder, retry_failed)
+    check_outputs(plan, folder, todo)       # runs that settling made runs to submit, too
     kept = {k: v for k, v in counts.items() if k in ("done", "failed", "timeout", "submitted", "running")}
     if kept:
         echo("already recorded: " + ", ".join(f"{n} {SHOWN[k]}" for k, n in sorted(kept.items()))

@@ -254,19 +254,21 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
 
 
 def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
-    """Make the sweep folder (runs/, logs/), refuse outputs of the runs it may launch (with
-    ``retry_failed``, the failed ones too) over inputs or over what is not a regular file, record this plan's description in the index (refused if the folder holds
-    another sweep), and remove what runs and writers killed before they could clean up left
-    under temporary names; the index."""
+    """Make the sweep folder (runs/, logs/), refuse outputs of the runs it launches (with
+    ``retry_failed``, the failed ones too) over inputs or over what is not a regular file,
+    record this plan's description in the index (refused if the folder holds another sweep),
+    and remove what runs and writers killed before they could clean up left under temporary
+    names; the index."""
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
-    _check_outputs(plan, folder, [])        # the index and its lock, before the index is read
-    # then every run this sweep may launch: not those done, nor the failed ones left alone (a
-    # folder at a failed run's results must not stop the sweep from following the others);
-    # the runs in a scheduler's hands are checked, as settling them may make them runs to launch
+    check_outputs(plan, folder, [])         # the index and its lock, before the index is read
+    # then the runs this sweep launches: not those done or in a scheduler's hands, nor the
+    # failed ones left alone (a folder at a failed run's results must not stop the sweep from
+    # following the others); those that settling the scheduler's records makes runs to launch
+    # are checked by the submission, after it settles them
     index = read_index(folder) if os.path.isdir(folder) else {"runs": {}}
-    kept = {"done"} | (set() if retry_failed else {"failed", "timeout"})
-    _check_outputs(plan, folder, [run for run in plan.runs if status_of(run, index, folder) not in kept])
+    kept = {"done", *IN_FLIGHT} | (set() if retry_failed else {"failed", "timeout"})
+    check_outputs(plan, folder, [run for run in plan.runs if status_of(run, index, folder) not in kept])
 
     def describe(index: dict) -> None:
         if index.get("name") not in (None, plan.name):
@@ -346,7 +348,7 @@ def _launch(todo: list, index: dict, folder: str, jobs: int, progress, launcher:
     progress.close()
 
 
-def _check_outputs(plan: Plan, folder: str, runs: list) -> None:
+def check_outputs(plan: Plan, folder: str, runs: list) -> None:
     """No file of the sweep folder is the sweep file or a data set, nor anything but a regular
     file (a FIFO as a log or the index's lock would block the sweep, a device be written to or
     replaced): a run's own --out is checked by the run command too, but its log would be
