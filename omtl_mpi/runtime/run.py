@@ -107,7 +107,7 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     if free is None:
         return
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
-    blocks = _blocks(K, size, pattern, n_nodes)
+    blocks = placement(K, size, pattern, n_nodes)[1]
     # the rank that holds the most: its blocks' streams in rounds, and a chunk read at a time
     most, lengths = 0, None
     for rank_blocks in blocks:
@@ -124,11 +124,6 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
                           "available: use fewer or shorter streams, or more ranks (or nodes) so "
                           "that each holds fewer tasks")
     check_model_memory(cfg, K, d, size, pattern, n_nodes, row_format(meta, cfg))
-
-
-def _blocks(K: int, size: int, pattern: str, n_nodes: int | None) -> list:
-    """Every rank's blocks of tasks, in rank order (what set_up gives each rank)."""
-    return placement(K, size, pattern, n_nodes)[1]
 
 
 # bytes of features read from a task file at a time while a rank lays its streams out in

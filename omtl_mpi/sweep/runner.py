@@ -262,13 +262,10 @@ def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
     check_outputs(plan, folder, [])         # the index and its lock, before the index is read
-    # then the runs this sweep launches: not those done or in a scheduler's hands, nor the
-    # failed ones left alone (a folder at a failed run's results must not stop the sweep from
-    # following the others); those that settling the scheduler's records makes runs to launch
-    # are checked by the submission, after it settles them
-    index = read_index(folder) if os.path.isdir(folder) else {"runs": {}}
-    kept = {"done", *IN_FLIGHT} | (set() if retry_failed else {"failed", "timeout"})
-    check_outputs(plan, folder, [run for run in plan.runs if status_of(run, index, folder) not in kept])
+    # then the runs this sweep launches (not a failed one left alone: a folder at its results
+    # must not stop the sweep from following the others); those that settling a scheduler's
+    # records makes runs to launch are checked by the submission, after it settles them
+    check_outputs(plan, folder, plan_status(plan, folder, retry_failed)[0])
 
     def describe(index: dict) -> None:
         if index.get("name") not in (None, plan.name):

@@ -246,10 +246,15 @@ options = ["--hold"]
 """
 
 
+def jobs_of(folder, *states):
+    """The Slurm job ids of the sweep in ``folder`` (of its runs in ``states``; any: all)."""
+    return sorted({str(rec["job"]).split("_")[0] for rec in index(folder).values()
+                   if rec.get("job") and (not states or rec["status"] in states)})
+
+
 def release(folder):
     """Let the held jobs of the sweep in ``folder`` start (``scontrol release``)."""
-    jobs = sorted({str(rec["job"]).split("_")[0] for rec in index(folder).values()
-                   if rec["status"] == "submitted"})
+    jobs = jobs_of(folder, "submitted")
     assert jobs
     out = subprocess.run(["scontrol", "release", ",".join(jobs)], capture_output=True, text=True,
                          timeout=60)
@@ -266,10 +271,8 @@ def test_a_failed_run_is_retried(tmp_path):
     try:
         _failed_and_retried(tmp_path, folder)
     finally:                            # held jobs never start nor time out: none left behind
-        if os.path.exists(os.path.join(folder, "index.json")):
-            jobs = {str(rec["job"]).split("_")[0] for rec in index(folder).values() if rec.get("job")}
-            if jobs:
-                subprocess.run(["scancel", *sorted(jobs)], capture_output=True, timeout=60)
+        if os.path.exists(os.path.join(folder, "index.json")) and jobs_of(folder):
+            subprocess.run(["scancel", *jobs_of(folder)], capture_output=True, timeout=60)
 
 
 def _failed_and_retried(tmp_path, folder):
