@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from omtl_mpi.algorithms import admm, cadmm                     # noqa: E402
 from omtl_mpi.algorithms.admm import AdmmParams                 # noqa: E402
 from omtl_mpi.data.synthetic import generate                    # noqa: E402
-from omtl_mpi.runtime.simulate import simulate                  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from support.drive import simulate                               # noqa: E402
 
 
 def dense_omega(V: np.ndarray, eps: float) -> np.ndarray:

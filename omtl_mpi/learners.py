@@ -160,23 +160,6 @@ _API_PHRASES = {"import with a smaller --dims": "a smaller n_features",
                 "a smaller --dims": "a smaller n_features"}
 
 
-class _Round:
-    """One round of a block as the round loops read a layout (:class:`~omtl_mpi.data.rounds.
-    RoundLayout`): the round's active tasks' X (B, na, d), y (B, na), inv_count (na,) and
-    which tasks they are."""
-
-    __slots__ = ("item", "n_slots", "slot_ptr", "n_tasks")
-
-    def __init__(self, X, y, inv_count, active, n_tasks):
-        self.item = (X, y, inv_count, active)
-        self.n_slots = y.size
-        self.slot_ptr = np.array([0, y.size])
-        self.n_tasks = n_tasks
-
-    def __getitem__(self, t):
-        return self.item
-
-
 def _sparse_rows(X, n_features: int):
     """A scipy.sparse matrix as (a CSR copy with its columns sorted and repeats summed,
     indices, values); a matrix whose values are not numbers is one UserError."""
@@ -319,8 +302,7 @@ class Learner(_Base):
             setattr(self, name, value)
         self._param_names = tuple(built["given"])
         self._spec, self._cfg, self._roles = built["spec"], built["cfg"], built["roles"]
-        self._blocks, self._dim = built["blocks"], built["dim"]
-        self._edges = np.array(self._blocks, dtype=np.int64).reshape(-1)   # a0, b0, a1, b1...
+        self._dim = built["dim"]
         from .comm.clock import PhaseClock
         self._clock = PhaseClock(1)
         K = self.n_tasks
@@ -620,46 +602,18 @@ class Learner(_Base):
         return out
 
     def _round(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count=None) -> np.ndarray:
-        """:meth:`_step`'s work on the role objects, without the counters."""
+        """:meth:`_step`'s work on the engine, without the counters."""
         if count is None:
             count = (yf != 0.0).sum(axis=0)
-        learning = count > 0
-        roles = self._roles
-        roles.preds = None              # sized by this round's batch
-        if len(self._blocks) == 1 and learning.all():
-            # one block (every learner but D-ADMM's and D-PSGD's nodes), every task given
-            # learning (learn_one): the inputs as they are
-            n = self._blocks[0][1]
-            active = slice(None) if len(tasks) == n else np.asarray(tasks, dtype=np.intp)
-            preds, _ = roles.run([_Round(Xp, yf, 1.0 / count, active, n)], self._clock, labels=False)
-            return preds[0].reshape(yf.shape)
-        rounds, where = [], []
-        cuts = np.searchsorted(tasks, self._edges).tolist()    # each block's columns, at once
-        for i, (a, b) in enumerate(self._blocks):
-            lo, hi = cuts[2 * i], cuts[2 * i + 1]
-            mine = np.arange(lo, hi)[learning[lo:hi]]          # columns of this block's active tasks
-            active = (slice(None) if len(mine) == b - a
-                      else (tasks[mine] - a).astype(np.intp))
-            rounds.append(_Round(Xp[:, mine], yf[:, mine], 1.0 / count[mine], active, b - a))
-            where.append(mine)
-        preds, _ = roles.run(rounds, self._clock, labels=False)
-        out = np.zeros(yf.shape, dtype=bool)
-        for p, mine, r in zip(preds, where, rounds):
-            out[:, mine] = p.reshape(r.item[1].shape)
-        return out
+        return self._roles.step(Xp, yf, tasks, count, self._clock)
 
     def _decisions(self, Xp: np.ndarray, tasks: np.ndarray) -> np.ndarray:
         """Decision values (B, n) on prepared instances of ``tasks`` (increasing), changing
         nothing. The model is finite (every step that would make it otherwise is undone), so
         a value is NaN only where an instance's features overflow against it: an error."""
         self._known()
-        out = np.zeros(Xp.shape[:2])
         with np.errstate(all="ignore"):
-            for h, (a, b) in zip(self._roles.holders, self._blocks):
-                lo, hi = np.searchsorted(tasks, (a, b))
-                if hi > lo:
-                    active = slice(None) if hi - lo == b - a else (tasks[lo:hi] - a).astype(np.intp)
-                    out[:, lo:hi] = h.decide(Xp[:, lo:hi], active)
+            out = self._roles.decide(Xp, tasks)
         if np.isnan(out).any():
             raise UserError("an instance's decision value is NaN: its features are of a scale "
                             "at which the model's products overflow; scale them (or build the "
@@ -943,17 +897,7 @@ class Learner(_Base):
     # --------------------------------------------------------------------- learned arrays
     def _model(self) -> dict:
         """The learned arrays by name, as the results file's /model holds them."""
-        rows: dict = {}
-        for h in self._roles.holders:
-            for key, value in h.task_rows().items():
-                rows.setdefault(key, []).append(np.asarray(value))
-        model = {k: np.concatenate(v) for k, v in rows.items()}
-        if self._roles.server is not None:
-            model.update(self._roles.server.global_arrays())
-        elif self._roles.holders:
-            first = self._roles.holders[0].node_arrays()
-            model.update(first)
-        return model
+        return self._roles.model()
 
     def __getattr__(self, name: str):
         # learned arrays (W_, u_, V_, Z_, omega_, U_): computed on demand from the roles, so
@@ -1135,8 +1079,8 @@ def _fits(got, want, where: str) -> str | None:
 def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     """Check a learner's parameters and build its roles; raises UserError, changes nothing."""
     from .options import run_config
-    from .runtime.layout import graph_nodes, placement
-    from .runtime.roles import Roles
+    from .engine import build
+    from .engine.placement import graph_nodes
     spec = registry.get(algo)
     for name, value in (("n_tasks", n_tasks), ("n_features", n_features)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -1214,9 +1158,8 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     if spec.pattern == "neighbours":
         from .topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(1, n_tasks, spec, cfg.nodes))
-    blocks = placement(n_tasks, 1, spec.pattern, topology.n_nodes if topology else None)[0]
-    roles = Roles(spec, resolved, n_tasks, dim, blocks, blocks, 0, 1, topology)
-    return {"given": given, "spec": spec, "cfg": cfg, "roles": roles, "blocks": blocks, "dim": dim}
+    roles = build(spec, resolved, n_tasks, dim, topology=topology)
+    return {"given": given, "spec": spec, "cfg": cfg, "roles": roles, "dim": dim}
 
 
 def _docstring(algo: str) -> str:

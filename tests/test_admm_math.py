@@ -355,7 +355,7 @@ def test_a_whole_run_is_the_spec_loop(relationship, variant, batch, atol):
     loop, and W to rounding (with Omega learned, to the square roots of rounding that the K x K
     Omega takes)."""
     from omtl_mpi.algorithms import registry
-    from omtl_mpi.runtime.simulate import simulate
+    from support.drive import simulate
     rng = np.random.default_rng(11)
     lengths, d = [7, 2, 5, 1, 8], 4
     Xs = [rng.normal(size=(n, d)) for n in lengths]

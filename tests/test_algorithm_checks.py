@@ -5,7 +5,7 @@ import pytest
 import omtl_mpi
 from conftest import assert_in_process_equals_mpiexec, omtl
 from omtl_mpi.algorithms import REGISTRY
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 ALL = sorted(REGISTRY)
 # the generic checks of every learner (omtl_mpi.check_learner) run in tests/test_api.py

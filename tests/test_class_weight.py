@@ -6,7 +6,7 @@ import pytest
 from conftest import omtl
 from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
 import omtl_mpi
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 ADMM = ["c-admm", "d-admm", "admm-single", "pmsc-log"]
 

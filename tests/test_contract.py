@@ -18,9 +18,9 @@ from omtl_mpi.algorithms.registry import Algorithm, register
 from omtl_mpi.algorithms.server_baselines import MtPerceptronWorker
 from omtl_mpi.comm.clock import PhaseClock
 from omtl_mpi.data.rounds import rounds_needed
-from omtl_mpi.runtime.layout import task_blocks
-from omtl_mpi.runtime.roles import Roles
-from omtl_mpi.runtime.schedule import Hooks
+from omtl_mpi.engine import build
+from omtl_mpi.engine.placement import task_blocks
+from omtl_mpi.engine.schedule import Hooks
 
 # every learner with its defaults, and the ADMM learners' other prediction path (no vote)
 CASES = [(name, None) for name in sorted(REGISTRY)] + [
@@ -44,7 +44,7 @@ def _same_state(a: dict, b: dict) -> bool:
 
 
 def _setup(name, streams, batch, params=None, holders=None):
-    """What runtime.simulate.simulate builds: resolved parameters, blocks, topology, batches."""
+    """What support.drive.simulate builds: resolved parameters, blocks, topology, batches."""
     X_list, y_list = streams
     algo = REGISTRY[name]
     K, d = len(X_list), X_list[0].shape[1]
@@ -68,7 +68,8 @@ def test_decide_is_the_next_prediction_and_changes_nothing(case, batch, unequal_
     its block's instances, then the round's predictions."""
     name, params = case
     algo, resolved, K, d, T, blocks, topo, batches = _setup(name, unequal_streams, batch, params)
-    roles = Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
+    roles = build(algo, resolved, K, d, topology=topo)
+    assert roles.blocks == blocks
     decided = [np.zeros(b.n_slots, dtype=bool) for b in batches]
 
     def decide(t):

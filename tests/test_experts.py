@@ -12,7 +12,7 @@ from omtl_mpi.data.features import prepare
 from omtl_mpi.data.source import shuffled
 from omtl_mpi.data.taskfile import TaskStreams
 from omtl_mpi.data.testbeds import generate_testbed
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 
 def cosine_related(W):

@@ -17,6 +17,7 @@ LAYERS = {
     "sklearn": 5.5,                 # the Python API as a scikit-learn estimator
     "sweep": 5, "report": 5,
     "runtime": 4,
+    "engine": 3.75,                 # placement, a rank's roles and their rounds, under every run
     "fast": 3.5,                    # the plug-in: between the runtime and what it speeds up
     "comm": 3,
     "options": 2.5, "config": 2.5,  # one description of a run, read by every layer above
@@ -99,7 +100,7 @@ def test_no_numba_anywhere():
 def test_the_checker_sees_imports():
     """The checks above would pass on a parser that finds nothing."""
     graph = _graph()
-    assert "omtl_mpi.comm.mpi" in graph["omtl_mpi.runtime.roles"]      # a lazy import
+    assert "omtl_mpi.comm.mpi" in graph["omtl_mpi.engine.roles"]      # a lazy import
     assert "omtl_mpi.algorithms.experts" in graph["omtl_mpi.algorithms.admm"]
     assert "omtl_mpi.runtime.run" in graph["omtl_mpi.cli"]          # a lazy import, in a function
 
@@ -126,9 +127,25 @@ def test_a_learners_facts_are_on_its_registry_entry():
 
 
 def test_one_function_places_the_tasks():
-    """Which tasks a rank holds is runtime.layout.placement's answer everywhere (the runtime,
-    the Python API's learners, the test driver); a d-admm node knows the other nodes' blocks by
-    the contract's same rule (task_blocks)."""
+    """Which tasks a rank holds is engine.placement.placement's answer everywhere (the runtime,
+    the Python API's learners, the tests' driver); a d-admm node knows the other nodes' blocks
+    by the contract's same rule (task_blocks)."""
     calls = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
              if "task_blocks(" in path.read_text().replace("def task_blocks(", "")}
-    assert calls == {"runtime/layout.py", "algorithms/dadmm.py", "algorithms/contract.py"}
+    assert calls == {"engine/placement.py", "algorithms/dadmm.py", "algorithms/contract.py"}
+    placed = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+              if "placement(" in path.read_text().replace("def placement(", "")}
+    assert placed <= {"engine/roles.py", "runtime/run.py"}, placed   # run.py: its memory check
+
+
+def test_one_place_makes_a_ranks_roles():
+    """The engine (engine.build) is the one maker of role objects and of the Engine itself:
+    ``omtl-mpi run``, the learner objects and the tests' driver all ask it."""
+    import re
+    makes = re.compile(r"\b(Engine|\w+\.(worker|server|node))\(")
+    found = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+             if any(makes.search(line) and not line.lstrip().startswith(("def ", "class "))
+                    for line in path.read_text().splitlines())}
+    assert found == {"engine/roles.py"}
+    graph = _graph()
+    assert "omtl_mpi.engine" in graph["omtl_mpi.learners"] & graph["omtl_mpi.runtime.run"]

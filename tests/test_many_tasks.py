@@ -9,7 +9,7 @@ from omtl_mpi.algorithms.admm import AdmmParams
 from omtl_mpi.algorithms.cadmm import CAdmmWorker
 from omtl_mpi.algorithms.wsteps import ArowStep
 from omtl_mpi.data.rounds import RoundLayout, rounds_needed
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 
 def skewed_streams(K=40, d=4, seed=0):
@@ -175,10 +175,9 @@ def test_d_admm_nodes_hold_one_mixture_on_any_graph(graph):
     """With the mixture prior, every node of a graph holds the same mixture, to the bit, and
     it is C-ADMM's (the EM steps' sums cover every node)."""
     from omtl_mpi.algorithms import mixture
-    from omtl_mpi.runtime.roles import Roles
+    from omtl_mpi.engine import build
     from omtl_mpi.algorithms import registry
     from omtl_mpi.comm.clock import PhaseClock
-    from omtl_mpi.algorithms.contract import task_blocks
     from omtl_mpi.data.rounds import RoundLayout, round_instances, rounds_needed
     from omtl_mpi.topology import load_topology
     X, y, _ = skewed_streams()
@@ -189,14 +188,13 @@ def test_d_admm_nodes_hold_one_mixture_on_any_graph(graph):
     def run(name, nodes, topology):
         algo = registry.get(name)
         params = algo.params().resolved(T)
-        blocks = task_blocks(K, nodes)
+        topo = load_topology(topology, nodes) if topology else None
+        roles = build(algo, params, K, d, topology=topo, nodes=nodes)
         layouts = []
-        for a, b in blocks:
+        for a, b in roles.blocks:
             layout = RoundLayout(lengths[a:b], 1, T, d)
             layout.fill(0, np.concatenate(X[a:b]), np.concatenate(y[a:b]), lengths[a:b])
             layouts.append(layout)
-        topo = load_topology(topology, nodes) if topology else None
-        roles = Roles(algo, params, K, d, blocks, blocks, 0, 1, topo)
         roles.run(layouts, PhaseClock(T), instances=round_instances(lengths, 1, T))
         return [h.block.bayes for h in roles.holders]
 

@@ -10,7 +10,7 @@ import pytest
 from omtl_mpi.algorithms import mixture
 from omtl_mpi.algorithms.bayes import NOISE
 from omtl_mpi.algorithms.mixture import MixtureBayes
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 from conftest import assert_in_process_equals_mpiexec, omtl
 from test_bayes import rounds

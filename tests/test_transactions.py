@@ -7,7 +7,7 @@ import pytest
 import omtl_mpi
 from omtl_mpi.algorithms import registry
 from omtl_mpi.checks import _same_state
-from omtl_mpi.runtime.roles import Roles
+from omtl_mpi.engine import Engine
 
 K, D = 7, 4
 
@@ -38,7 +38,7 @@ class Injected(RuntimeError):
 @pytest.fixture
 def fail_after_round(monkeypatch):
     """Make the next round run to its end, every role object stepped, then raise."""
-    run = Roles.run
+    run = Engine.run
     armed = []
 
     def failing(self, *args, **kwargs):
@@ -47,7 +47,7 @@ def fail_after_round(monkeypatch):
             armed.clear()
             raise Injected("after the round")
         return out
-    monkeypatch.setattr(Roles, "run", failing)
+    monkeypatch.setattr(Engine, "run", failing)
     return armed
 
 
@@ -112,19 +112,19 @@ def test_failed_rounds_and_batches_are_undone(algo, params, fail_after_round):
     yb = np.where(Xb.sum(axis=1) >= 0, 1, -1)
     tb = rng.integers(K, size=20)
     calls = []
-    run = Roles.run
+    run = Engine.run
 
     def third_fails(self, *args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise Injected("third round")
         return run(self, *args, **kwargs)
-    Roles.run = third_fails
+    Engine.run = third_fails
     try:
         with pytest.raises(Injected):
             m.partial_fit(Xb, yb, tasks=tb)
     finally:
-        Roles.run = run
+        Engine.run = run
     _assert_same(m, twin, "after a failed partial_fit")
     m.partial_fit(Xb, yb, tasks=tb)
     twin.partial_fit(Xb, yb, tasks=tb)
@@ -288,12 +288,12 @@ def test_an_interrupt_after_a_calls_last_step_is_undone(monkeypatch, rounds):
     tasks = np.tile([0, 1], rounds)
     for learner in (m, twin):
         learner.partial_fit(X, y, tasks=tasks)
-    finite = Roles.finite
+    finite = Engine.finite
 
     def interrupted(self, tasks=None):
         finite(self, tasks)
         raise KeyboardInterrupt
-    monkeypatch.setattr(Roles, "finite", interrupted)
+    monkeypatch.setattr(Engine, "finite", interrupted)
     with pytest.raises(KeyboardInterrupt):
         m.partial_fit(X[::-1], y[::-1], tasks=tasks)
     monkeypatch.undo()

@@ -16,7 +16,7 @@ from omtl_mpi.algorithms import wsteps
 from omtl_mpi.algorithms.wsteps import inverse_rank_one, settle_r
 from omtl_mpi.data import generate
 import omtl_mpi
-from omtl_mpi.runtime.simulate import simulate
+from support.drive import simulate
 
 W_STEPS = ("adagrad", "arow")
 

@@ -43,7 +43,7 @@ _NO_ROWS = np.zeros(0, dtype=np.intp)
 
 
 class Journal:
-    """The undo record of a learner's role objects (:class:`~omtl_mpi.runtime.roles.Roles`).
+    """The undo record of a learner's role objects (:class:`~omtl_mpi.engine.Engine`).
 
     Call :meth:`begin` before a call's rounds with the tasks they step, :meth:`add` with each
     round's inputs, and on failure :meth:`undo` with the function that steps a round. A call

@@ -21,11 +21,11 @@ from ..fast import addresses
 from ..memory import size_text
 from . import checkpoint as ckpt
 from .faults import NEVER
-from .layout import check_none_world, check_star_world, graph_nodes, placement
+from ..engine.placement import check_none_world, check_star_world, graph_nodes, placement
 from .progress import Progress
 from .results import Learned, Measured, check_writable, write_results
-from .roles import Roles
-from .schedule import CHECK_EVERY, Hooks
+from ..engine import Engine, build
+from ..engine.schedule import CHECK_EVERY, Hooks
 from .world import SetupFailed, collective, default_world
 
 
@@ -246,7 +246,7 @@ class Job:
     rounds: int
     local: list
     batches: list
-    roles: Roles
+    roles: Engine
     clock: PhaseClock
     fault: object
     layouts: set = field(default_factory=set)   # every rank's address randomisation (--aslr)
@@ -295,15 +295,12 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
                           "options or versions on different nodes?); start every rank with the "
                           "same command and data")
 
-    # who holds what: blocks of tasks, and which of them live on this rank
-    blocks, by_rank = placement(K, size, algo.pattern,
-                                topology.n_nodes if topology is not None else None)
-    local = by_rank[rank]
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
+    # who holds what (the placement's blocks of tasks, those of this rank) and their roles
+    roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg))
+    local = roles.local
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
-    roles = Roles(algo, params, K, d, blocks, local, rank, size, topology, world,
-                  rows=row_format(meta, cfg))
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
               PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
     if resume:
@@ -613,7 +610,7 @@ def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
         # task-major, a chunk of tasks at a time (the slots' index costs 8 bytes an instance)
         for c0, c1 in _chunks(layout.lengths, 0, layout.n_tasks, _chunk_rows(8)):
             order = layout.slots_of(c0, layout.lengths[c0:c1])
-            yhat = np.asarray(p[order], dtype=np.int8)      # -1/+1 (Roles.run's labels)
+            yhat = np.asarray(p[order], dtype=np.int8)      # -1/+1 (Engine.run's labels)
             y = layout.labels(order)
             parts["predictions"].append(yhat)
             parts["labels"].append(y)

@@ -1,5 +1,7 @@
-"""This rank's roles of a run (server, workers, nodes), the exchange that joins them, and their
-round loop: the same objects in one process and under MPI."""
+"""The engine: a rank's roles of a run (server, workers, nodes) built from the placement, the
+exchange that joins them and their rounds, finiteness and state; the same objects in one
+process and under MPI, under every caller (``omtl-mpi run``, the Python API's learners, the
+tests): :func:`build` is the one place that makes them."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,26 +9,53 @@ import numpy as np
 from ..algorithms.contract import all_finite
 from ..comm.local import LocalStar
 from .graph import run_graph
+from .placement import placement
 from .schedule import NO_HOOKS
 from .star import run_star
 
 
-class Roles:
-    """This rank's learner objects and the communicator that joins them, for any pattern.
+def build(algo, params, K: int, d: int, *, topology=None, world=None, rows=None,
+          nodes: int | None = None) -> "Engine":
+    """This rank's :class:`Engine` for learner ``algo`` (a registry entry) with resolved
+    hyper-parameters ``params`` on K tasks of d weights: the placement's blocks, the role
+    objects of this rank's ones and their exchange.
+
+    Parameters
+    ----------
+    topology : Topology, optional
+        The graph of a neighbour-pattern run (None: a run without communication).
+    world : LocalWorld or MpiWorld, optional
+        The ranks; None or a world of one rank: everything in this process.
+    rows : RowFormat, optional
+        The run's instances as the messages of sparse rounds need them (C-ADMM).
+    nodes : int, optional
+        Blocks of a run without a topology (default one a rank).
+    """
+    rank, size = (0, 1) if world is None else (world.rank, world.size)
+    blocks, by_rank = placement(K, size, algo.pattern,
+                                topology.n_nodes if topology is not None else nodes)
+    return Engine(algo, params, K, d, blocks, by_rank[rank], rank, size, topology, world, rows)
+
+
+class Engine:
+    """This rank's learner objects and the communicator that joins them, for any pattern
+    (made by :func:`build`).
 
     Parameters
     ----------
     blocks : list of (start, stop)
-        Every task holder's block (workers of a star, or nodes).
+        Every task holder's block (workers of a star, or nodes), as :attr:`all_blocks`.
     local : list of (start, stop)
-        The blocks held by this rank (all of them in one process).
+        The blocks held by this rank (all of them in one process), as :attr:`local`.
     """
 
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
                  rows=None):
         self.algo, self.server, self.holders = algo, None, []
         self.server_tasks = K                   # every task of the run
+        self.all_blocks, self.local = blocks, local
         self.blocks = local if algo.pattern != "server" else (local[:1] if local else [])
+        self._edges = np.array(self.blocks, dtype=np.int64).reshape(-1)    # a0, b0, a1, b1...
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         if algo.pattern == "server":
@@ -101,6 +130,65 @@ class Roles:
             return self.preds, self.staleness
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
+    def step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count: np.ndarray,
+             clock) -> np.ndarray:
+        """One round in one process on the inputs of the tasks ``tasks`` (increasing): Xp
+        (B, n, d), yf (B, n) with 0 for absent instances, ``count`` each task's instances; the
+        predictions made before the labels, booleans (B, n). Tasks not in ``tasks``, and those
+        without an instance, take no step: what a round costs follows the tasks in it."""
+        learning = count > 0
+        self.preds = None               # sized by this round's batch
+        if len(self.blocks) == 1 and learning.all():
+            # one block (every learner but D-ADMM's and D-PSGD's nodes), every task given
+            # learning (learn_one): the inputs as they are
+            n = self.blocks[0][1]
+            active = slice(None) if len(tasks) == n else np.asarray(tasks, dtype=np.intp)
+            preds, _ = self.run([_Round(Xp, yf, 1.0 / count, active, n)], clock, labels=False)
+            return preds[0].reshape(yf.shape)
+        rounds, where = [], []
+        cuts = np.searchsorted(tasks, self._edges).tolist()    # each block's columns, at once
+        for i, (a, b) in enumerate(self.blocks):
+            lo, hi = cuts[2 * i], cuts[2 * i + 1]
+            mine = np.arange(lo, hi)[learning[lo:hi]]          # columns of this block's active tasks
+            active = (slice(None) if len(mine) == b - a
+                      else (tasks[mine] - a).astype(np.intp))
+            rounds.append(_Round(Xp[:, mine], yf[:, mine], 1.0 / count[mine], active, b - a))
+            where.append(mine)
+        preds, _ = self.run(rounds, clock, labels=False)
+        out = np.zeros(yf.shape, dtype=bool)
+        for p, mine, r in zip(preds, where, rounds):
+            out[:, mine] = p.reshape(r.item[1].shape)
+        return out
+
+    def decide(self, Xp: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+        """Decision values (B, n) on the inputs Xp (B, n, d) of the tasks ``tasks``
+        (increasing), changing nothing."""
+        out = np.zeros(Xp.shape[:2])
+        for h, (a, b) in zip(self.holders, self.blocks):
+            lo, hi = np.searchsorted(tasks, (a, b))
+            if hi > lo:
+                active = slice(None) if hi - lo == b - a else (tasks[lo:hi] - a).astype(np.intp)
+                out[:, lo:hi] = h.decide(Xp[:, lo:hi], active)
+        return out
+
+    def task_rows(self) -> dict:
+        """This rank's per-task arrays by name, its holders' rows in task order."""
+        rows: dict = {}
+        for h in self.holders:
+            for key, value in h.task_rows().items():
+                rows.setdefault(key, []).append(np.asarray(value))
+        return {k: np.concatenate(v) for k, v in rows.items()}
+
+    def model(self) -> dict:
+        """The learned arrays by name, as a results file's /model holds them: the per-task
+        rows, and the server's shared arrays or (without a server) the first node's own."""
+        model = self.task_rows()
+        if self.server is not None:
+            model.update(self.server.global_arrays())
+        elif self.holders:
+            model.update(self.holders[0].node_arrays())
+        return model
+
     def close(self) -> None:
         """Release the exchange's resources (persistent requests, the graph communicator)."""
         free = getattr(self.comm, "free", None)
@@ -150,6 +238,23 @@ class Roles:
             self.server.load_state(state["server"])
 
 
+class _Round:
+    """One round of a block as the round loops read a layout (:class:`~omtl_mpi.data.rounds.
+    RoundLayout`): the round's active tasks' X (B, na, d), y (B, na), inv_count (na,) and
+    which tasks they are."""
+
+    __slots__ = ("item", "n_slots", "slot_ptr", "n_tasks")
+
+    def __init__(self, X, y, inv_count, active, n_tasks):
+        self.item = (X, y, inv_count, active)
+        self.n_slots = y.size
+        self.slot_ptr = np.array([0, y.size])
+        self.n_tasks = n_tasks
+
+    def __getitem__(self, t):
+        return self.item
+
+
 def takes_rows(cls) -> bool:
     """Whether a role class takes the run's RowFormat (a ``rows`` keyword): the learners whose
     messages carry entries of sparse rounds (C-ADMM)."""
@@ -158,7 +263,7 @@ def takes_rows(cls) -> bool:
 
 
 def _arrays(tree):
-    """The numeric arrays of a nested :meth:`Roles.state` (dicts and lists of arrays)."""
+    """The numeric arrays of a nested :meth:`Engine.state` (dicts and lists of arrays)."""
     items = tree.values() if isinstance(tree, dict) else tree if isinstance(tree, list) else None
     if items is None:
         a = np.asarray(tree)

@@ -1,5 +1,5 @@
-"""A whole run of a learner's roles in one process, straight from in-memory streams, with an
-optional state round trip part-way (:func:`simulate`): what the math tests drive learners with.
+"""The math tests' driver: a whole run of a learner on the engine in one process, straight from
+in-memory streams, with an optional state round trip part-way (:func:`simulate`).
 
 The generic checks every learner passes are :mod:`omtl_mpi.checks` (on the learner objects).
 """
@@ -9,11 +9,11 @@ import copy
 
 import numpy as np
 
-from ..algorithms import registry
-from ..comm.clock import PhaseClock
-from ..data.rounds import RoundLayout, round_instances, rounds_needed
-from .layout import placement
-from .schedule import Hooks
+from omtl_mpi.algorithms import registry
+from omtl_mpi.comm.clock import PhaseClock
+from omtl_mpi.data.rounds import RoundLayout, round_instances, rounds_needed
+from omtl_mpi.engine import build
+from omtl_mpi.engine.schedule import Hooks
 
 
 class _Stop(Exception):
@@ -33,7 +33,6 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     preds : list of ndarray (n_k,) int8, the predictions of every task in stream order
     rows : dict of per-task final arrays (one row per task)
     """
-    from .roles import Roles
     algo = registry.get(name)
     params = params if params is not None else algo.params()
     K, d = len(X_list), X_list[0].shape[1]
@@ -42,19 +41,19 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     resolved = params.resolved(T)
     topo = None
     if algo.pattern == "neighbours":
-        from ..topology import load_topology
+        from omtl_mpi.topology import load_topology
         topo = load_topology(topology, nodes or K)
-    blocks = placement(K, 1, algo.pattern, topo.n_nodes if topo else nodes)[0]
+
+    def make():
+        return build(algo, resolved, K, d, topology=topo, nodes=nodes)
+
+    roles = make()
     batches = []
-    for a, b in blocks:
+    for a, b in roles.blocks:
         layout = RoundLayout(lengths[a:b], batch, T, d)
         layout.fill(0, np.concatenate(X_list[a:b]), np.concatenate(y_list[a:b]), lengths[a:b])
         batches.append(layout)
 
-    def build():
-        return Roles(algo, resolved, K, d, blocks, blocks, 0, 1, topo)
-
-    roles = build()
     clock = PhaseClock(T)
     instances = round_instances(lengths, batch, T) if planned else None
     if restart_at is None:
@@ -70,7 +69,7 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
         except _Stop:
             pass
         first = [p.copy() for p in roles.preds]
-        roles = build()
+        roles = make()
         roles.load_state(saved)
         roles.preds = first
         roles.staleness = np.zeros((len(roles.holders), T))
@@ -79,8 +78,4 @@ def simulate(name: str, X_list, y_list, *, params=None, batch: int = 1, nodes: i
     for p, layout in zip(preds, batches):
         per_task = p[layout.task_order()]
         flat += np.split(per_task, np.cumsum(layout.lengths)[:-1])
-    rows: dict = {}
-    for h in roles.holders:
-        for key, value in h.task_rows().items():
-            rows.setdefault(key, []).append(np.array(value))
-    return flat, {k: np.concatenate(v) for k, v in rows.items()}
+    return flat, roles.task_rows()
