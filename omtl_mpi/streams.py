@@ -78,7 +78,7 @@ def _checked_streams(X_list, y_list):
     Xs, ys, bools, dim = [], [], [], None
     for k, (X, y) in enumerate(zip(X_list, y_list)):
         if hasattr(X, "tocsr"):             # sparse rows stay sparse (their entries checked)
-            from .learners import _sparse_rows
+            from .learners.inputs import _sparse_rows
             Xa = _sparse_rows(X, None)[0]
         else:
             Xa = as_array(X, f"X_list[{k}] is not an array of numbers", np.float64)
@@ -313,18 +313,18 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
             return run_config(_given(algo, {"data": "<arrays>", "seed": seed, "batch": batch,
                                             **options}))
         except UserError as exc:
-            from .learners import _api_text
+            from .learners.build import _api_text
             raise UserError(_api_text(str(exc))) from None
     cfg = collective(world, config)
     try:
         job = set_up(cfg, world, out=out if world.rank == 0 else None, source=source)
     except UserError as exc:            # the same on every rank: in the API's words
-        from .learners import _api_text
+        from .learners.build import _api_text
         raise SetupFailed(_api_text(str(exc))) from None
     try:
         learn(job, progress)
     except UserError as exc:            # a model gone non-finite, a divergence: the API's words
-        from .learners import _api_text
+        from .learners.build import _api_text
         raise type(exc)(_api_text(str(exc))) from None
     # the states first, while every rank is still in the call: what follows (the results
     # file, the fitted learner) happens on rank 0 alone, and nothing waits on it there
@@ -365,7 +365,7 @@ def _fitted(job, states: list, source):
     if algo.pattern == "neighbours":
         params.update(topology=cfg.topology, nodes=job.topology.n_nodes)
     m = learner(algo.name, job.meta.n_tasks, job.meta.dim, rounds=job.rounds, **params)
-    from .learners import _fits, first_difference
+    from .learners.state import _fits, first_difference
     try:
         if len(states) == 1:
             merged = states[0]

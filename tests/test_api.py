@@ -41,7 +41,9 @@ def test_public_names_resolve():
         omtl_mpi.no_such_name
 
 
-@pytest.mark.parametrize("module", ["omtl_mpi.learners", "omtl_mpi.streams", "omtl_mpi.checks",
+@pytest.mark.parametrize("module", ["omtl_mpi.learners", "omtl_mpi.learners.learner",
+                                    "omtl_mpi.learners.build", "omtl_mpi.learners.classes",
+                                    "omtl_mpi.learners.state", "omtl_mpi.streams", "omtl_mpi.checks",
                                     "omtl_mpi.text", "omtl_mpi.data.featurise"])
 def test_docstring_examples_run(module):
     import importlib

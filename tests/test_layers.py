@@ -114,7 +114,7 @@ def test_a_learners_facts_are_on_its_registry_entry():
     import omtl_mpi
     from omtl_mpi.algorithms import registry
     asks = re.compile(r"\balgo\s*(==|!=|in\s*[(\[{])")
-    above = [*(PACKAGE / "runtime").rglob("*.py"), PACKAGE / "cli.py", PACKAGE / "learners.py",
+    above = [*(PACKAGE / "runtime").rglob("*.py"), PACKAGE / "cli.py", *(PACKAGE / "learners").rglob("*.py"),
              PACKAGE / "streams.py"]
     found = [f"{path.relative_to(PACKAGE)}:{n}" for path in above
              for n, line in enumerate(path.read_text().splitlines(), 1) if asks.search(line)]
@@ -148,4 +148,4 @@ def test_one_place_makes_a_ranks_roles():
                     for line in path.read_text().splitlines())}
     assert found == {"engine/roles.py"}
     graph = _graph()
-    assert "omtl_mpi.engine" in graph["omtl_mpi.learners"] & graph["omtl_mpi.runtime.run"]
+    assert "omtl_mpi.engine" in graph["omtl_mpi.learners.build"] & graph["omtl_mpi.runtime.run"]

@@ -1,0 +1,51 @@
+"""Learner objects: every learner of ``omtl-mpi algos`` as a Python object that learns from
+arrays or from instances arriving one at a time, in one process.
+
+Three shapes of the same learner, each the shape its users know:
+
+* river's, one instance at a time: :meth:`Learner.learn_one`, :meth:`Learner.predict_one`,
+  :meth:`Learner.decision_one`;
+* the paper's, one round of every task at a time: :meth:`Learner.learn_round`,
+  :meth:`Learner.predict_round`;
+* scikit-learn's, a batch of instances with their tasks: :meth:`Learner.partial_fit`,
+  :meth:`Learner.predict`, :meth:`Learner.decision_function`.
+
+What a round is
+---------------
+The learners are round-based, as in the paper: in a round every task with an instance
+predicts it, then the labels are revealed and the learner steps once (for C-ADMM: the w-steps,
+the consensus, the z-steps). A task without an instance in a round is *inactive* in it, exactly
+as a stream that has ended is in ``omtl-mpi run``: it takes no step, and what it shares stays
+as it was. So:
+
+* ``learn_round(X, y, active)`` is one round of ``omtl-mpi run``: the same predictions, and
+  learned arrays equal to 1e-10 (the tests check both for every learner);
+* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it steps task k's
+  rows and the shared state, not the other tasks. For the ADMM learners with Omega fixed (the
+  defaults) that is O(d^2) with the default arow w-step (O(d) with euclid or adagrad), plus
+  O(d^2) for the experts' vote (its d x d sums; while K <= d it works from the K models); with ``relationship=True`` the shared step is the learned
+  Omega's, O(K d r) with an SVD of the K x d matrix V every ``omega_every`` rounds;
+* ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j of
+  the call holds the j-th instance of every task that has one in it, as ``omtl-mpi run`` lays
+  out streams (each call starts again at its own first round), so a data set passed in one
+  call learns as ``omtl-mpi run --batch 1`` on it.
+
+Predictions are made before the labels of their round are read, and ``predict_*`` never
+changes the learner. ``decision_*`` is the number whose sign is the prediction (``>= 0`` is
++1, as ``sign(0) = +1`` throughout): a margin, or for the experts' vote the weighted vote.
+
+Every bad input raises :class:`omtl_mpi.UserError` (a ``ValueError``) with one line that says
+what to fix, before anything changes.
+"""
+from .build import parameters
+from .classes import CLASS_NAMES, learner, load
+from .inputs import as_array
+from .learner import Learner
+from .state import FORMAT, VERSION, first_difference
+from . import classes as _classes
+
+# every built-in learner's class, here where users and pickles find it (omtl_mpi.learners.CADMM)
+globals().update({name: getattr(_classes, name) for name in CLASS_NAMES.values()})
+
+__all__ = ["CLASS_NAMES", "FORMAT", "Learner", "VERSION", "as_array", "first_difference",
+           "learner", "load", "parameters", *CLASS_NAMES.values()]
