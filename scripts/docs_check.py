@@ -5,7 +5,7 @@ whether the code it describes has changed since.
 Usage: python scripts/docs_check.py [--strict] [--root DIR] [FILE ...]
 
 A generated section lies between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``; its first
-line is the stamp that scripts/docsection.py writes (command, git revision, and the paths its
+line is the stamp that scripts/lib/docsection.py writes (command, git revision, and the paths its
 figures depend on). One line per section (``make docs-check`` runs this), with its status:
 
     current             the paths it depends on are the same at HEAD (and in the working
@@ -32,7 +32,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from docsection import git, parse_stamp  # noqa: E402
+from lib.docsection import git, parse_stamp  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^<!-- begin (\S+) -->\s*$")
