@@ -140,7 +140,7 @@ def test_every_table_of_results_has_a_smoke_test():
     results = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(results)
     assert set(results.TABLES) == TABLES
-    assert {p.stem for p in (SCRIPTS / "lib").glob("*.py")} >= TABLES
+    assert {p.stem for p in (SCRIPTS / "lib").glob("*.py")} >= TABLES   # docs_check relies on it
     out = script("results.py", "--help")
     assert all(name in out.stdout for name in TABLES)
     bad = script("results.py", "nope", check=False)
@@ -499,15 +499,53 @@ def test_docs_check_lists_dirty_unstamped_and_broken_sections(repo):
 
 
 def test_docs_check_on_this_repository():
-    """Every generated section of the docs is listed, and no marker is broken."""
+    """Every generated section of the docs is listed, no marker is broken, and every stamp names
+    a command that runs here."""
     out = script("docs_check.py", check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "unknown command" not in out.stdout, out.stdout
     for name, doc in (("c-admm", "synthetic"), ("learners", "learners"), ("real", "real"),
                       ("paper", "paper"), ("wstep", "wstep"), ("minilm", "minilm"),
                       ("quality", "quality")):
         assert re.search(rf"^docs/results/{doc}\.md: {name}: ", out.stdout, re.M), out.stdout
     for name in ("default-path", "aslr", "startup"):
         assert re.search(rf"^docs/PERFORMANCE\.md: {name}: ", out.stdout, re.M), out.stdout
+
+
+def test_docs_check_knows_the_commands_that_run_here(repo):
+    """A stamp whose command names a program, a table of scripts/results.py or a make target
+    that is gone cannot regenerate its section: listed as an unknown command, not current."""
+    spec = importlib.util.spec_from_file_location("docs_check_tool", SCRIPTS / "docs_check.py")
+    docs_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs_check)
+    problem = docs_check.command_problem
+    for command in ("make results", "make quality", "python scripts/results.py synthetic",
+                    "python scripts/results.py quality --data DATA --docs",
+                    "python scripts/bench.py scripts/bench/api.toml --docs",
+                    "python experiments/text_dims.py --docs"):
+        assert problem(str(ROOT), command) is None, command
+    assert problem(str(ROOT), "make nope") == "no make target 'nope' in the Makefile"
+    assert problem(str(ROOT), "python scripts/results.py nope") == "scripts/results.py has no table 'nope'"
+    assert problem(str(ROOT), "python scripts/results.py") == "scripts/results.py has no table ''"
+    assert (problem(str(ROOT), "python scripts/results_real.py")
+            == "scripts/results_real.py is not a file of this checkout")
+
+    doc = repo / "docs" / "r.md"
+    write_section(doc, "gone", docsection.stamp("python code/gone.py", ["code"], root=str(repo)))
+    write_section(doc, "here", docsection.stamp("python code/a.py --x", ["code"], root=str(repo)))
+    write_section(doc, "make", docsection.stamp("make one", ["code"], root=str(repo)))
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "generated")
+    out = check(repo, doc)
+    assert "gone: unknown command (code/gone.py is not a file of this checkout)" in out.stdout
+    assert "here: current" in out.stdout
+    assert "make: current" in out.stdout                   # no Makefile: its targets unchecked
+    (repo / "Makefile").write_text("two:\n\ttrue\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "a Makefile")
+    out = check(repo, doc, "--strict")
+    assert "make: unknown command (no make target 'one' in the Makefile)" in out.stdout
+    assert out.returncode == 1
 
 
 def test_a_section_must_open_with_a_stamp(tmp_path):
