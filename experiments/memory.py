@@ -23,10 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from omtl_mpi.data import write_tasks  # noqa: E402
 
-# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# lib/omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
 # in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from omtlrun import command  # noqa: E402
+from lib.omtlrun import command  # noqa: E402
 
 
 def main():

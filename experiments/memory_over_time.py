@@ -19,10 +19,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# lib/omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
 # in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from omtlrun import command  # noqa: E402
+from lib.omtlrun import command  # noqa: E402
 
 
 def _rss_mib(pid: int) -> float | None:

@@ -29,10 +29,10 @@ sys.path.insert(0, ROOT)
 from omtl_mpi.algorithms.relationship import Relationship, update_omega  # noqa: E402
 from omtl_mpi.data import write_tasks  # noqa: E402
 
-# omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
+# lib/omtlrun.py, how the maintainer scripts launch `omtl-mpi run` (alone or under mpiexec), lives
 # in scripts/
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from omtlrun import command, report_of  # noqa: E402
+from lib.omtlrun import command, report_of  # noqa: E402
 
 
 def check_omega(om, where):

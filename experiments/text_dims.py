@@ -140,7 +140,7 @@ def main(argv=None) -> int:
 def write_docs(corpora, tables, args) -> None:
     """The tables as the section 'text-dims' of docs/results/text.md, under a stamp."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from docsection import LEARNING, invocation, replace_section, stamp
+    from lib.docsection import LEARNING, invocation, replace_section, stamp
     depends = LEARNING + ("omtl_mpi/data", "experiments/text_dims.py")
     names = {"reviews": "the synthetic five-language review corpus (`python scripts/multilingual.py`, "
                         "27,000 reviews; the selection corpus of the protocol's step 9)",

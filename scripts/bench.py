@@ -36,13 +36,13 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import check_section, gauge_us, replace_section, speed_note, stamp  # noqa: E402
-from omtlrun import MPIEXEC, command, report_of  # noqa: E402
+from lib.docsection import check_section, gauge_us, replace_section, speed_note, stamp  # noqa: E402
+from lib.omtlrun import MPIEXEC, command, report_of  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 # what the timings depend on besides the table file and the rows' scripts: all of the package
 # (start-up, imports and the learning loop) and the scripts that launch and time the runs
-DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/omtlrun.py")
+DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/lib/omtlrun.py")
 TIMEOUT = 900                                   # seconds for one run
 TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "also": list,
               "data": dict, "rows": list}

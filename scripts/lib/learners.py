@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Every learner on the paper's synthetic data (5 x 10000, seed 0): error and time per round.
 
 Writes the section 'learners' of docs/results/learners.md (--docs-file: another file). Each
@@ -6,9 +5,9 @@ learner runs once in one process (its error: deterministic, and the same under M
 tests/test_algorithm_checks.py) and --repeats times under mpiexec in its own layout: server
 learners on K+1 ranks, neighbour learners on a ring of K ranks, learners without
 communication on K ranks. The median ms per round is reported. `make results` runs it with
-the other two results_* scripts.
+the tables synthetic and real.
 
-Usage: python scripts/results_learners.py [--repeats 3] [--tasks 5] [--samples 10000]
+Usage: python scripts/results.py learners [--repeats 3] [--tasks 5] [--samples 10000]
                                           [--algos A,B] [--docs-file FILE]
 """
 from __future__ import annotations
@@ -20,15 +19,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import LEARNING, invocation, replace_section, stamp  # noqa: E402
-from omtlrun import run_json  # noqa: E402
-from paperfigures import TABLE2  # noqa: E402
-from omtl_mpi.algorithms import REGISTRY  # noqa: E402
+from omtl_mpi.algorithms import REGISTRY
 
-DEPENDS = LEARNING + ("scripts/results_learners.py", "scripts/paperfigures.py", "scripts/omtlrun.py")
+from .docsection import LEARNING, ROOT, invocation, replace_section, stamp
+from .omtlrun import run_json
+from .paperfigures import TABLE2
+
+DEPENDS = LEARNING + ("scripts/results.py", "scripts/lib/learners.py", "scripts/lib/paperfigures.py",
+                      "scripts/lib/omtlrun.py")
 ORDER = ["c-admm", "d-admm", "admm-single", "pmsc-log", "drom", "d-psgd", "pa", "mt-perceptron", "pooled"]
 # the paper's row for each learner (Table 2; the decentralised ones on a ring, as run here)
 PAPER_ROW = {"c-admm": "C-ADMM", "d-admm": "D-ADMM ring", "admm-single": "ADMM-Single",
@@ -36,15 +34,17 @@ PAPER_ROW = {"c-admm": "C-ADMM", "d-admm": "D-ADMM ring", "admm-single": "ADMM-S
              "d-psgd": "D-PSGD ring"}
 
 
-def arguments() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=int, default=3, help="mpiexec runs of every learner (3)")
     ap.add_argument("--tasks", type=int, default=5, help="tasks K of the synthetic family (5)")
     ap.add_argument("--samples", type=int, default=10000, help="instances per task (10000)")
     ap.add_argument("--algos", help="comma-separated learners (default: every registered one)")
     ap.add_argument("--docs-file", default=os.path.join(ROOT, "docs", "results", "learners.md"),
                     help="the Markdown file whose section 'learners' is written")
-    args = ap.parse_args()
+
+
+def check_arguments(args: argparse.Namespace) -> argparse.Namespace:
+    """Stop with one line on a bad count or an unknown learner; ``args.names``: the learners."""
     if min(args.repeats, args.tasks, args.samples) < 1:
         raise SystemExit("error: --repeats, --tasks and --samples must be at least 1")
     every = [n for n in ORDER if n in REGISTRY] + sorted(set(REGISTRY) - set(ORDER))
@@ -103,8 +103,8 @@ def section(args, rows: list) -> str:
     return "\n".join(lines)
 
 
-def main():
-    args = arguments()
+def main(args: argparse.Namespace) -> None:
+    args = check_arguments(args)
     with tempfile.TemporaryDirectory() as folder:
         data = os.path.join(folder, "synthetic.h5")
         subprocess.run([sys.executable, "-m", "omtl_mpi", "data", "synth", "-o", data,
@@ -114,6 +114,3 @@ def main():
     replace_section(args.docs_file, "learners", section(args, rows))
     print(f"wrote {args.docs_file}")
 
-
-if __name__ == "__main__":
-    main()

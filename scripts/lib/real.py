@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """C-ADMM and D-ADMM (ring) on the paper's real data sets, imported from a folder of raw files.
 
 Writes the section 'real' of docs/results/real.md (--docs-file: another file). Imports each set
@@ -6,10 +5,10 @@ found under --data with omtl-mpi's importers (into a temporary folder), gives it
 and runs C-ADMM on up to 5 ranks and D-ADMM ring on up to 4 ranks under mpiexec with the paper's
 settings (`--preset paper`). Reports mean cumulative error, balanced error, F1 and the error of
 always predicting each task's majority class (the bar to beat on imbalanced Landmine). A set
-whose files are missing is left out; `make results` runs it with the other two results_*
-scripts.
+whose files are missing is left out; `make results` runs it with the tables synthetic and
+learners.
 
-Usage: python scripts/results_real.py [--data DIR] [--docs-file FILE]
+Usage: python scripts/results.py real [--data DIR] [--docs-file FILE]
 
 --data is the folder `omtl-mpi data fetch NAME --dest DIR` fills (landmine/LandmineData.mat,
 mnist/mnist_restored.npz, tweeteval/, chem/tudataset/); default $DATA, else data/.
@@ -18,22 +17,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from docsection import LEARNING, invocation, replace_section, stamp  # noqa: E402
-from paperfigures import TABLE2  # noqa: E402
-from omtlrun import run_json  # noqa: E402
-from omtl_mpi.errors import UserError  # noqa: E402
-from omtl_mpi.data import (import_landmine, import_mnist, import_tudataset, import_tweeteval,  # noqa: E402
-                           info)
+from omtl_mpi.data import import_landmine, import_mnist, import_tudataset, import_tweeteval, info
+from omtl_mpi.errors import UserError
 
-DEPENDS = LEARNING + ("scripts/results_real.py", "scripts/paperfigures.py", "scripts/omtlrun.py")
+from .docsection import LEARNING, ROOT, invocation, replace_section, stamp
+from .omtlrun import run_json
+from .paperfigures import TABLE2
+
+DEPENDS = LEARNING + ("scripts/results.py", "scripts/lib/real.py", "scripts/lib/paperfigures.py",
+                      "scripts/lib/omtlrun.py")
 # the paper's Table 1: tasks / dims / samples / mean positive ratio
 PAPER = {"Landmine": "29 / 9 / 14820 / .06", "MNIST": "5 / 512 / 60000 / .51",
          "TweetEval": "3 / 512 / 31671 / .41", "Chem": "6 / 64 / 7926 / .50"}
@@ -127,13 +123,14 @@ def section(table1: list, table: list) -> str:
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--data", default=os.environ.get("DATA") or os.path.join(ROOT, "data"),
                     help="folder of the raw real data sets ($DATA when set, else data/)")
     ap.add_argument("--docs-file", default=os.path.join(ROOT, "docs", "results", "real.md"),
                     help="the Markdown file whose section 'real' is written")
-    args = ap.parse_args()
+
+
+def main(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.data):
         raise SystemExit(f"error: no real data in {args.data}: run `omtl-mpi data fetch NAME "
                          "--dest DIR` and give --data DIR (or DATA=DIR)")
@@ -144,6 +141,3 @@ def main():
     replace_section(args.docs_file, "real", section(table1, table))
     print(f"wrote {args.docs_file}")
 
-
-if __name__ == "__main__":
-    main()
