@@ -26,11 +26,18 @@ def model_dim(dim: int, intercept: bool) -> int:
     return dim + int(bool(intercept))
 
 
-def online_scale(X: np.ndarray) -> np.ndarray:
-    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0)."""
-    if not len(X):
+def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
+    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0).
+
+    ``axis``: the axis along which the stream runs (the Python API's rounds hold (tasks, B, d));
+    ``start``: the largest absolute values seen before ``X`` (broadcast against it), for a
+    stream that arrives in pieces (the learner objects keep them between calls).
+    """
+    if not X.size:
         return np.array(X, dtype=np.float64)
-    scale = np.maximum.accumulate(np.abs(X), axis=0)
+    scale = np.maximum.accumulate(np.abs(X), axis=axis)
+    if start is not None:
+        scale = np.maximum(scale, start)
     return X / np.where(scale > 0.0, scale, 1.0)
 
 

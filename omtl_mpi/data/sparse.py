@@ -266,19 +266,25 @@ def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return out
 
 
-def online_scale_csr(data, indices, indptr, lengths) -> np.ndarray:
+def online_scale_csr(data, indices, indptr, lengths, start=None) -> np.ndarray:
     """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` rows per task)
     divided, as :func:`omtl_mpi.data.features.online_scale` divides a dense stream, by the
     largest absolute value their column has taken so far in their task's stream (their own
-    included). Zeros stay zeros, so only the entries are touched."""
+    included). Zeros stay zeros, so only the entries are touched. ``start`` (tasks, d): the
+    largest absolute values of each task's columns before these rows (the learner objects')."""
     if not len(data):
         return np.array(data, dtype=np.float64)
     rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    task = np.repeat(np.arange(len(lengths)), lengths)[rows]
-    order = np.lexsort((rows, indices, task))               # by task, column, then row
-    key = task[order].astype(np.int64) * (int(indices.max()) + 1) + indices[order]
-    running = np.empty(len(data))
-    running[order] = segment_running_max(np.abs(data[order]), key)
+    if len(lengths) == len(indptr) - 1:     # a row a task (a learner's call): its own values
+        task, running = rows, np.abs(data)
+    else:
+        task = np.repeat(np.arange(len(lengths)), lengths)[rows]
+        order = np.lexsort((rows, indices, task))               # by task, column, then row
+        key = task[order].astype(np.int64) * (int(indices.max()) + 1) + indices[order]
+        running = np.empty(len(data))
+        running[order] = segment_running_max(np.abs(data[order]), key)
+    if start is not None:
+        running = np.maximum(running, start[task, indices])
     return data / running
 
 

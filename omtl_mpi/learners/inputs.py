@@ -161,16 +161,19 @@ class Inputs:
         (1, n, d'): scaled online (the running maxima of their entries' columns, updated only
         when ``update``) and the intercept's entry appended, as :meth:`_prepared` does for dense
         ones."""
-        from ..data.sparse import SparseRows
+        from ..data.sparse import SparseRows, online_scale_csr
         n = len(tasks)
-        counts = np.diff(indptr)
         values = np.array(values, dtype=np.float64)
         if self._scale_max is not None and len(values):
-            task = np.repeat(tasks, counts)
-            running = np.maximum(np.abs(values), self._scale_max[task, cols])
-            values /= running
-            if update:
-                self._scale_max[task, cols] = running
+            # the data layer's online scaling (omtl-mpi run --scale online), from the maxima
+            # of the calls before
+            scaled = online_scale_csr(values, cols, indptr, np.ones(n, np.int64),
+                                      start=self._scale_max[tasks])
+            if update:      # one row a task: its (task, column) pairs are distinct
+                task = np.repeat(tasks, np.diff(indptr))
+                self._scale_max[task, cols] = np.maximum(self._scale_max[task, cols],
+                                                         np.abs(values))
+            values = scaled
         if self.intercept:
             where = np.asarray(indptr[1:]) + np.arange(n)        # each row's end, shifted
             cols = np.insert(np.asarray(cols, dtype=np.int64), indptr[1:], self.n_features)
@@ -189,13 +192,13 @@ class Inputs:
         if active is not None:
             X = np.where(active[:, :, None], X, 0.0)
         if self._scale_max is not None:
-            # instance t of a task is scaled by the largest |value| of its stream up to t
-            # (data/features.py), computed here round by round
-            running = np.maximum(np.maximum.accumulate(np.abs(X), axis=1),
-                                 self._scale_max[tasks][:, None])
-            X = X / np.where(running > 0.0, running, 1.0)
+            # instance t of a task is scaled by the largest |value| of its stream up to t, as
+            # omtl-mpi run --scale online scales (data/features.py), from the calls before
+            from ..data.features import online_scale
+            before = self._scale_max[tasks]
             if update:
-                self._scale_max[tasks] = running[:, -1]
+                self._scale_max[tasks] = np.maximum(before, np.abs(X).max(axis=1))
+            X = online_scale(X, axis=1, start=before[:, None])
         out = np.zeros((B, n, self._dim))
         out[:, :, :d] = X.transpose(1, 0, 2)
         if self.intercept:
