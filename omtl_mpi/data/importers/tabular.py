@@ -9,9 +9,10 @@ import os
 import numpy as np
 
 from ...errors import DataError
+from ..footprint import parsed_bytes
 from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_output, decide_labels, distinct_columns, distinct_options,
-                     folder_files, folder_option, matrix_bytes, parse_label_map, relabel,
+                     folder_files, folder_option, parse_label_map, relabel,
                      require_memory, rowless_files, tell)
 
 
@@ -237,7 +238,7 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     n = sum(len(rows) for rows, _ in per_task.values())
     entries = sum(rows.entries for rows, _ in per_task.values())
     sparse = store_sparse(entries, n, d)
-    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, d)),
+    require_memory(parsed_bytes(entries, n, d, sparse),
                    f"{src}: {n} rows x {d} features (d is the largest index)",
                    "check the feature indices, or import fewer rows at a time")
     names = sorted(per_task)
@@ -348,7 +349,7 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
     n = sum(len(rows) for rows, _ in per_task.values())
     entries = sum(rows.entries for rows, _ in per_task.values())
     sparse = store_sparse(entries, n, dims)
-    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, dims)),
+    require_memory(parsed_bytes(entries, n, dims, sparse),
                    f"{src}: {n} lines x {dims} features", "lower --dims")
     names = sorted(per_task)
     if weighted:
