@@ -106,7 +106,7 @@ def rank_streams_bytes(meta, blocks, batch: int, dim: int, intercept: bool) -> t
     ``blocks`` holds each rank's blocks of tasks, as (a, b) spans."""
     most, lengths = 0, None
     for rank_blocks in blocks:
-        n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks]) if rank_blocks else np.zeros(0, np.int64)
+        n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks] or [np.zeros(0, np.int64)])
         stored = entries(meta, int(n.sum()), intercept) if meta.sparse else None
         need = layout_bytes(n, batch, dim, stored) if len(n) else 0
         if need >= most:

@@ -77,7 +77,8 @@ class FlatStreams:
     """The streams of the tasks ``start..stop-1``, loaded and validated, as flat arrays.
 
     ``X`` is (N, d) float64 C-contiguous (a scipy.sparse CSR matrix for a sparse data set),
-    ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]`` (``offsets`` has stop - start + 1 entries, the first 0).
+    ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]``
+    (``offsets`` has stop - start + 1 entries, the first 0).
     """
 
     start: int
@@ -111,10 +112,10 @@ def _offsets_of(lengths) -> np.ndarray:
     return offsets
 
 
-def _shape_problems(where: str, X: np.ndarray, y: np.ndarray) -> list:
+def _shape_problems(where: str, X: np.ndarray, y: np.ndarray, labels: bool = True) -> list:
     """What is wrong with one task's arrays before their values are looked at: features not a
     2-D array of numbers, a row count that differs from the labels', no rows, labels that are
-    not numbers."""
+    not numbers (unless not ``labels``)."""
     if X.ndim != 2:
         return [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"]
     # Strings or Python objects would make np.isfinite raise a bare TypeError.
@@ -125,7 +126,7 @@ def _shape_problems(where: str, X: np.ndarray, y: np.ndarray) -> list:
         problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
     if X.shape[0] == 0:
         problems.append(f"{where}: the task is empty (no samples); remove it or add data")
-    if y.size and not np.issubdtype(y.dtype, np.number):
+    if labels and y.size and not np.issubdtype(y.dtype, np.number):
         problems.append(f"{where}: labels must be numbers, got dtype {y.dtype}")
     return problems
 
@@ -141,13 +142,10 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
     Returns the labels as int8 in {-1, +1} (``{0, 1}`` mapped, with a notice), the problems
     found (one line each) and the notices.
     """
-    problems, notices = [], []
+    notices = []
     if X.ndim != 2 or X.dtype.kind not in "fiub":
         return y, _shape_problems(where, X, np.asarray(y)), []
-    if len(y) != X.shape[0]:
-        problems.append(f"{where}: {X.shape[0]} feature rows but {len(y)} labels")
-    if X.shape[0] == 0:
-        problems.append(f"{where}: the task is empty (no samples); remove it or add data")
+    problems = _shape_problems(where, X, np.asarray(y), labels=False)
     bad = ~_finite_rows(X)
     if bad.any():
         rows = np.nonzero(bad)[0]
