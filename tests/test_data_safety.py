@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from omtl_mpi.data import import_csv, import_libsvm, load_tasks
-from omtl_mpi.data import taskfile
+from omtl_mpi.data import footprint, taskfile
 from omtl_mpi.errors import ConfigError, DataError, UserError
 from test_importers import triangle_and_path, write_idx, write_landmine, write_tweeteval
 
@@ -38,7 +38,7 @@ def refused(capsys, *args, needle=""):
 @pytest.fixture(autouse=True)
 def eight_gib(monkeypatch):
     """Every machine looks like one with 8 GiB free, so the runaway checks are deterministic."""
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 8 * GIB)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 8 * GIB)
 
 
 # ------------------------------------------------------------------ a small source of each kind
@@ -279,7 +279,7 @@ def test_synth_larger_than_the_free_disk_is_refused_before_writing(tmp_path, cap
 
 def test_npz_too_large_is_refused_from_its_header(tmp_path, monkeypatch, capsys):
     np.savez_compressed(tmp_path / "big.npz", xs=np.zeros((2, 1000, 100)), ys=np.ones((2, 1000)))
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 10 ** 6)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 10 ** 6)
     refused(capsys, "data", "import", "npz", tmp_path / "big.npz", "-o", tmp_path / "o.h5",
             needle="big.npz: its arrays would need")
 

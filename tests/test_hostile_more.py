@@ -254,8 +254,8 @@ def test_a_learner_too_large_is_refused_before_learning(capsys):
 def test_the_hashed_baseline_too_large_blames_the_part_that_is(tmp_path, capsys, monkeypatch):
     """Its table of 2^bits weights is small; at a large d its tasks' rows are what cannot fit
     (the file and its streams do), so the line must not advise fewer --bits."""
-    from omtl_mpi.data import taskfile
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 5 * 10**9)
+    from omtl_mpi.data import footprint
+    monkeypatch.setattr(footprint, "available_memory", lambda: 5 * 10**9)
     path = write_declared_only(tmp_path / "big.h5", rows=1, dim=10**8)
     code = cli_exit(["run", "--data", path, "--algo", "hashed", "--bits", "4"])
     err = capsys.readouterr().err

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import omtl
-from omtl_mpi.data import info, load_tasks, read_meta, taskfile
+from omtl_mpi.data import info, load_tasks, footprint, read_meta
 from omtl_mpi.data.personal import (DEFAULTS, generate_personal, group_centres, personal_blocks,
                                     stream_lengths, task_groups, task_weights)
 from omtl_mpi.errors import ConfigError
@@ -145,7 +145,7 @@ def test_options_that_do_not_apply_are_refused(tmp_path, capsys, args, message):
 
 def test_the_memory_check_uses_the_drawn_lengths(tmp_path, capsys, monkeypatch):
     from test_data_safety import refused
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 2 ** 26)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 2 ** 26)
     n = stream_lengths(20000, 15, 3.0)
     line = refused(capsys, "data", "synth", "-o", tmp_path / "x.h5", "--family", "personal",
                    "--tasks", "20000", "--length-sigma", "3", needle="would need")

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import omtl_mpi
 from conftest import omtl, read_results
 from omtl_mpi.algorithms.registry import REGISTRY
-from omtl_mpi.data import taskfile
+from omtl_mpi.data import footprint, taskfile
 from omtl_mpi.data.featurise import hash_texts_sparse
 from omtl_mpi.data.importers import import_libsvm, import_text_csv
 from omtl_mpi.data.taskfile import info, load_block, read_meta, write_tasks
@@ -208,7 +208,7 @@ def test_imports_check_their_memory_before_reading(tmp_path, monkeypatch, capsys
     folder = tmp_path / "reviews"
     folder.mkdir()
     (folder / "en.csv").write_text("text,label\n" + "good fine,positive\n" * 2000)
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 2 ** 16)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 2 ** 16)
     with pytest.raises(SystemExit) as code:
         main(["data", "import", "text-csv", str(folder), "-o", str(tmp_path / "o.h5"),
               "--dims", "262144"])

@@ -11,7 +11,7 @@ from conftest import omtl
 from test_data_safety import cli
 from omtl_mpi.data import (FlatStreams, TaskFileWriter, info, load_block, load_tasks, read_meta,
                            write_tasks)
-from omtl_mpi.data import taskfile
+from omtl_mpi.data import footprint, taskfile
 from omtl_mpi.errors import DataError
 
 QUICK = 60
@@ -271,7 +271,7 @@ def test_blocks_out_of_range_or_too_large_are_refused(tmp_path, monkeypatch):
                                  (2, 2, "no task in the block 2..1")):
         with pytest.raises(DataError, match=message):
             load_block(meta, start, stop)
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 100)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 100)
     with pytest.raises(DataError, match="the 2 task.s. this process would hold need"):
         load_block(meta, 0, 2)
 
@@ -523,7 +523,7 @@ def test_arrays_declared_larger_than_memory_are_refused_before_reading(tmp_path,
         del f["offsets"]
         f.create_dataset("offsets", shape=(2 ** 31,), dtype=np.int64, chunks=(2 ** 20,),
                          compression="gzip")
-    monkeypatch.setattr(taskfile, "available_memory", lambda: 2 ** 30)
+    monkeypatch.setattr(footprint, "available_memory", lambda: 2 ** 30)
     with pytest.raises(DataError) as err:
         read_meta(path)
     assert "/offsets would need 16.0 GiB, more than half the 1.0 GiB of memory available" in one_line(err.value)

@@ -77,6 +77,7 @@ def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
     import numpy as np
 
     from . import personal
+    from .footprint import file_bytes, personal_bytes
     from .importers.common import require_disk, require_memory
     if samples is not None:
         raise ConfigError("--samples does not apply to --family personal: its stream lengths are "
@@ -94,7 +95,7 @@ def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
     what = (f"{K} tasks x {N} instances (stream lengths {int(drawn.min())}..{int(drawn.max())}) "
             f"x {d} features")
     fix = "lower --tasks, --length-median, --length-sigma or --dims, or cap --length-max"
-    require_memory(personal.footprint(drawn, d), what, fix)
+    require_memory(personal_bytes(drawn, d), what, fix)
     require_disk(file_bytes(N, d, K), out, what, fix)
     shown = " ".join(f"{k}={v}" for k, v in {**given, "normalize": normalize or None}.items()
                      if v is not None)
@@ -108,14 +109,9 @@ def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
 def _synth_fits(out, tasks: int, samples: int, dims: int, also: str) -> None:
     """Refuse, before generating it, a data set that this machine's free memory (one block of
     tasks at a time) or the output's free disk space cannot hold."""
+    from .footprint import file_bytes, synthetic_bytes
     from .importers.common import require_disk, require_memory
-    from .synthetic import footprint
     what = f"{tasks} tasks x {samples} samples x {dims} features"
-    require_memory(footprint(tasks, samples, dims), what, f"lower --tasks or --samples{also}")
+    require_memory(synthetic_bytes(tasks, samples, dims), what, f"lower --tasks or --samples{also}")
     require_disk(file_bytes(tasks * samples, dims, tasks), out, what,
                  f"lower --tasks or --samples{also}")
-
-
-def file_bytes(instances: int, dims: int, tasks: int) -> float:
-    """Bytes of a task file of so many instances, features and tasks (names of ~10 bytes)."""
-    return float(instances) * (8 * dims + 1) + tasks * 26.0

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigError
-from .synthetic import BLOCK_ROWS, block_rows, footprint_rows, task_rngs
+from .synthetic import BLOCK_ROWS, task_rngs
 from .taskfile import block_spans
 
 DEFAULTS = {"tasks": 2000, "dims": 20, "groups": 4, "spread": 0.3, "noise": 0.5,
@@ -235,9 +235,3 @@ def _blocks(family: _Family, normalize: bool, spans):
     for lo, hi in spans:
         _, X, y = family.draw(range(lo, hi), normalize)
         yield [f"task{k}" for k in range(lo, hi)], X, y, family.lengths[lo:hi]
-
-
-def footprint(lengths, dims: int, rows: int = BLOCK_ROWS) -> float:
-    """Peak bytes of generating and writing streams of these ``lengths`` block by block (the
-    largest block, with its weights repeated per instance), plus a few values per task."""
-    return footprint_rows(block_rows(lengths, rows), dims + 1) + len(lengths) * (8.0 * dims + 220)

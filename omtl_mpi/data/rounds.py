@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 
-from ..errors import UserError
-from ..memory import size_text
 from .sparse import SparseRows
 
 ALL = slice(None)       # every task of the block is active
@@ -33,19 +31,6 @@ def round_instances(lengths, batch: int, rounds: int) -> np.ndarray:
     i = np.searchsorted(n, m, side="right")                         # the first n_k > m
     S = tail[i] - m * (len(n) - i)
     return S[:-1] - S[1:]
-
-
-def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
-    """Bytes a :class:`RoundLayout` of streams of these ``lengths`` holds for ``dim`` weights:
-    the slots' features (float64; sparse, ``entries`` of them, a value and a column each, and a
-    row pointer per slot, twice while they are laid out), labels (float64) and predictions, and
-    the per-round index."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    pairs = int((-(-lengths // batch)).sum())
-    features = 8 * dim * pairs * batch if entries is None else 2 * (12 * entries + 8 * pairs * batch)
-    # features, label and prediction per slot; active task, position and count per pair; the
-    # sort that builds them
-    return features + pairs * batch * 2 + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
 
 
 class RoundLayout:
@@ -224,14 +209,3 @@ class RoundLayout:
     def task_offsets(self) -> np.ndarray:
         """(kb + 1,) offsets of each task's instances in a task-major array."""
         return np.concatenate(([0], np.cumsum(self.lengths)))
-
-
-def check_layout_fits(lengths, batch: int, dim: int, what: str, entries: int | None = None) -> None:
-    """Refuse, before anything is allocated, streams whose round layout would not fit in
-    the memory available (:func:`layout_bytes`). Raises UserError."""
-    from .taskfile import available_memory
-    free = available_memory()
-    need = layout_bytes(lengths, batch, dim, entries)
-    if free is not None and need > free:
-        raise UserError(f"{what}: need about {size_text(need)} laid out in rounds (d = {dim}), "
-                        f"more than the {size_text(free)} of memory available")

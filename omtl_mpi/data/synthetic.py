@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from .taskfile import CHUNK_BYTES, block_spans
+from .taskfile import block_spans
 
 # instances generated at once, then written: what bounds the memory of 'omtl-mpi data synth'
 BLOCK_ROWS = 2 ** 19
@@ -123,28 +123,12 @@ def task_parameters(tasks: int, seed: int):
     return a, theta
 
 
-def footprint(tasks: int, samples: int, dims: int = 9) -> float:
-    """Bytes that generating ``tasks`` x ``samples`` instances of ``dims`` features (9 for the
-    paper's family) holds at its peak, written block by block as 'omtl-mpi data synth' does:
-    one block of whole tasks (about :data:`BLOCK_ROWS` instances, one task at least) with its
-    temporaries, the file's chunk cache, and a few values per task (parameters, name, offsets)."""
-    rows = min(int(tasks), max(1, BLOCK_ROWS // int(samples))) * float(samples)
-    return footprint_rows(rows, dims) + tasks * (8.0 * (dims + 6) + 200)
-
-
 def block_rows(lengths, most: int = BLOCK_ROWS) -> int:
     """Instances in the largest block of whole tasks that streams of ``lengths`` are generated
     in (blocks of at most ``most`` instances, or one task)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)))
     return max((int(offsets[b] - offsets[a]) for a, b in block_spans(lengths, most)), default=0)
-
-
-def footprint_rows(rows: int, dims: int) -> float:
-    """Peak bytes of generating and writing one block of ``rows`` instances of ``dims``
-    features: the features twice (drawn, then validated and written), about thirty float
-    temporaries per instance, and the writer's chunk cache."""
-    return float(rows) * (16.0 * dims + 240) + 4 * CHUNK_BYTES
 
 
 def features(p: np.ndarray) -> np.ndarray:

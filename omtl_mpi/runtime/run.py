@@ -15,6 +15,7 @@ from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..config import RunConfig
 from ..data.features import model_dim
+from ..data.footprint import chunk_rows as _chunk_rows
 from ..data.rounds import RoundLayout, round_instances, rounds_needed
 from ..errors import UserError
 from ..fast import addresses
@@ -101,22 +102,13 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
     """The streams one rank holds, laid out in rounds, and the learner's own arrays
     (:func:`check_model_memory`) must fit in this machine's memory (the task file's own check
     is taskfile's)."""
-    from ..data.rounds import layout_bytes
-    from ..data.taskfile import available_memory, features_bytes
+    from ..data.footprint import available_memory, rank_streams_bytes
     free = available_memory()
     if free is None:
         return
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
     blocks = placement(K, size, pattern, n_nodes)[1]
-    # the rank that holds the most: its blocks' streams in rounds, and a chunk read at a time
-    most, lengths = 0, None
-    for rank_blocks in blocks:
-        n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks]) if rank_blocks else np.zeros(0, np.int64)
-        entries = _entries(meta, int(n.sum()), cfg.intercept) if meta.sparse else None
-        need = layout_bytes(n, cfg.batch, d, entries) if len(n) else 0
-        if need >= most:
-            most, lengths = need, n
-    need = most + 3 * features_bytes(meta, min(int(lengths.sum()), _chunk_rows(meta)))
+    need, lengths = rank_streams_bytes(meta, blocks, cfg.batch, d, cfg.intercept)
     if need > free:
         raise SetupFailed(f"the streams one rank holds ({len(lengths)} task(s), "
                           f"{int(lengths.sum())} instances, d = {d}) need about {size_text(need)} "
@@ -124,29 +116,6 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
                           "available: use fewer or shorter streams, or more ranks (or nodes) so "
                           "that each holds fewer tasks")
     check_model_memory(cfg, K, d, size, pattern, n_nodes, row_format(meta, cfg))
-
-
-# bytes of features read from a task file at a time while a rank lays its streams out in
-# rounds (a whole task at least)
-_CHUNK_BYTES = 1 << 24
-
-
-def _entries(meta, rows: int, intercept: bool) -> int:
-    """The stored features of ``rows`` instances of a sparse data set (their share of its
-    entries, at its mean), and the intercept's entry of each."""
-    total = max(int(meta.lengths.sum()), 1)
-    return int(-(-meta.nnz * rows // total)) + (rows if intercept else 0)
-
-
-def _chunk_rows(meta) -> int:
-    """Instances of the data set in one chunk read (``meta``: its TaskMeta, or a number of
-    dense features)."""
-    if isinstance(meta, (int, np.integer)):
-        return max(1, _CHUNK_BYTES // (8 * max(int(meta), 1)))
-    if meta.sparse:
-        per_row = 12 * meta.nnz / max(int(meta.lengths.sum()), 1) + 8
-        return max(1, int(_CHUNK_BYTES // per_row))
-    return max(1, _CHUNK_BYTES // (8 * max(meta.dim, 1)))
 
 
 def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
@@ -172,7 +141,7 @@ def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
     """The learner's own arrays (:func:`model_bytes`) must fit in this machine's memory,
     checked before any is allocated. Raises SetupFailed naming the largest part and what to
     change."""
-    from ..data.taskfile import available_memory
+    from ..data.footprint import available_memory
     free = available_memory()
     if free is None:
         return

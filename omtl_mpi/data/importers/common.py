@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import ConfigError, DataError, UserError
 from ...memory import size_text
 from ...paths import inside, output_file, refuse_inputs, regular_file
-from .. import taskfile
+from .. import footprint, taskfile
 
 
 
@@ -199,7 +199,7 @@ def require_memory(need: float, what: str, fix: str) -> None:
     ------
     ConfigError
     """
-    free = taskfile.available_memory()
+    free = footprint.available_memory()
     if free is not None and need > free:
         raise ConfigError(f"{what} would need {size_text(need)} of memory, but only "
                           f"{size_text(free)} are available: {fix}")
@@ -235,12 +235,6 @@ def require_disk(need: float, out, what: str, fix: str) -> None:
     if free is not None and need > free:
         raise ConfigError(f"{what} would take {size_text(need)} on disk, but only "
                           f"{size_text(free)} are free for {out}: {fix}, or write elsewhere")
-
-
-def matrix_bytes(rows: int, dims: int) -> float:
-    """Peak bytes of a float64 feature matrix while it is written (its validation needs a
-    boolean copy of it: an eighth more)."""
-    return 1.125 * 8.0 * rows * dims
 
 
 # ---------------------------------------------------------------- labels

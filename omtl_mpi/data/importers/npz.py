@@ -8,30 +8,10 @@ import zipfile
 import numpy as np
 
 from ...errors import DataError
+from ..footprint import npz_bytes
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_features, check_output, decide_labels, parse_label_map,
                      relabel, require_memory, tell)
-
-
-def _loaded_bytes(src: str) -> float:
-    """Bytes the archive's arrays take once loaded and written as float64 features, from their
-    headers alone (0 where a header cannot be read: loading it will say what is wrong)."""
-    total = 0.0
-    try:
-        with zipfile.ZipFile(src) as z:
-            for member in z.infolist():
-                if not member.filename.endswith(".npy"):
-                    continue
-                with z.open(member) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read(f)
-                n = float(np.prod(shape, dtype=np.float64))
-                total += n * (dtype.itemsize + 9)          # as stored, as float64, validated
-    except Exception:                   # damaged archives are reported by np.load below
-        return 0.0
-    return total
 
 
 def read_npz(src: str) -> dict:
@@ -39,7 +19,7 @@ def read_npz(src: str) -> dict:
     so are arrays too large for this machine's memory (before they are loaded)."""
     if not zipfile.is_zipfile(src):
         raise DataError(f"{src}: not an .npz archive (or a truncated one); expected numpy.savez output")
-    require_memory(_loaded_bytes(src), f"{src}: its arrays", "import a smaller archive, or split it")
+    require_memory(npz_bytes(src), f"{src}: its arrays", "import a smaller archive, or split it")
     try:
         npz = np.load(src, allow_pickle=False)
         return {key: npz[key] for key in npz.files}

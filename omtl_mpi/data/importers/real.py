@@ -8,9 +8,10 @@ import numpy as np
 
 from ...errors import DataError
 from ...paths import regular_file
+from ..footprint import images_bytes
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_features, check_options, check_output, decide_labels,
-                     matrix_bytes, parse_label_map, relabel, require_file, require_memory, tell)
+                     parse_label_map, relabel, require_file, require_memory, tell)
 
 MNIST_PAIRS = ((0, 5), (1, 6), (2, 7), (3, 8), (4, 9))
 
@@ -100,8 +101,7 @@ def _load_mnist(src: str):
 def _mnist_fits(src: str, n: int, pixels: int, dims: int | None) -> None:
     """Refuse, before converting them, images whose features would not fit in memory: the
     pixels as floats, the projection and its product, and the tasks' copies of the rows."""
-    d = dims or pixels
-    need = 8.0 * n * pixels + (8.0 * (pixels + n) * dims if dims else 0) + matrix_bytes(n, d)
+    need = images_bytes(n, pixels, dims)
     what = f"{src}: {n} images of {pixels} pixels" + (f" projected to {dims} dims" if dims else "")
     require_memory(need, what, "lower --dims" if dims else
                    "give --dims to project the pixels to fewer dimensions")

@@ -9,9 +9,10 @@ import os
 import numpy as np
 
 from ...errors import DataError
+from ..footprint import parsed_bytes
 from ..taskfile import SPARSE_MAX_DIM, TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_output, decide_labels, distinct_columns, distinct_options,
-                     folder_files, folder_option, matrix_bytes, parse_label_map, relabel,
+                     folder_files, folder_option, parse_label_map, relabel,
                      require_memory, rowless_files, tell)
 
 
@@ -231,22 +232,32 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
         _read_libsvm(src, task_field, seen, per_task)
     if not per_task or not any(len(r) for r, _ in per_task.values()):
         raise DataError(f"{src}: no data lines")
+    return _write_rows(src, out, per_task, None, ("rows x {d} features (d is the largest index)",
+                       "check the feature indices, or import fewer rows at a time"),
+                       seen, label_map, notices, "imported from LIBSVM")
+
+
+def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tuple,
+                seen: SeenLabels, label_map, notices: list, description: str) -> TaskMeta:
+    """Write the rows read of every task (``per_task``: {task: (_SparseRows, label keys)}) of
+    ``dims`` columns (None: the largest index read), sparse where the task file stores them so,
+    once their memory is checked (``said``: what they are, after their number, with ``{d}``;
+    what to change)."""
     for rows, _ in per_task.values():
         rows.flush()
-    d = max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
+    d = dims or max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
     n = sum(len(rows) for rows, _ in per_task.values())
     entries = sum(rows.entries for rows, _ in per_task.values())
     sparse = store_sparse(entries, n, d)
-    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, d)),
-                   f"{src}: {n} rows x {d} features (d is the largest index)",
-                   "check the feature indices, or import fewer rows at a time")
+    require_memory(parsed_bytes(entries, n, d, sparse), f"{src}: {n} " + said[0].format(d=d),
+                   said[1])
     names = sorted(per_task)
     decided = decide_labels(seen, src, label_map, notices=notices)
     keys = [per_task[t][1] for t in names]
     names, X_list, y_list = relabel(names, [per_task[t][0].matrix(d) for t in names], keys,
                                     decided, src, notices)
     write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
-                source=os.path.basename(src), description="imported from LIBSVM")
+                source=os.path.basename(src), description=description)
     tell(notices)
     return read_meta(out)
 
@@ -343,23 +354,9 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
         rowless_files(src, files.values(), held, notices)
     if not per_task:
         raise DataError(f"{src}: no data lines")
-    for rows, _ in per_task.values():
-        rows.flush()
-    n = sum(len(rows) for rows, _ in per_task.values())
-    entries = sum(rows.entries for rows, _ in per_task.values())
-    sparse = store_sparse(entries, n, dims)
-    require_memory(24.0 * entries + 16.0 * n + (0 if sparse else matrix_bytes(n, dims)),
-                   f"{src}: {n} lines x {dims} features", "lower --dims")
-    names = sorted(per_task)
     if weighted:
         notices.append(f"{src}: {weighted} line(s) give an importance weight or a tag; they are "
                        "not used (every instance counts once)")
-    decided = decide_labels(seen, src, label_map, notices=notices)
-    keys = [per_task[t][1] for t in names]
-    names, X_list, y_list = relabel(names, [per_task[t][0].matrix(dims) for t in names], keys,
-                                    decided, src, notices)
-    write_tasks(out, names, X_list if sparse else [X.toarray() for X in X_list], y_list,
-                source=os.path.basename(src),
-                description=f"imported from Vowpal Wabbit's format; hashed features, d={dims}")
-    tell(notices)
-    return read_meta(out)
+    return _write_rows(src, out, per_task, dims, ("lines x {d} features", "lower --dims"), seen,
+                       label_map, notices,
+                       f"imported from Vowpal Wabbit's format; hashed features, d={dims}")

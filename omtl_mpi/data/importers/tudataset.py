@@ -8,9 +8,10 @@ import numpy as np
 
 from ...errors import DataError
 from ...paths import regular_file
+from ..footprint import matrix_bytes
 from ..taskfile import TaskMeta, read_meta, write_tasks
 from .common import (SeenLabels, check_features, check_groups, check_options, check_output,
-                     decide_labels, matrix_bytes, parse_label_map, relabel, require_memory, tell)
+                     decide_labels, parse_label_map, relabel, require_memory, tell)
 
 DEFAULT_SETS = ("MUTAG", "NCI1", "AIDS", "BZR", "COX2", "PTC_MR")
 

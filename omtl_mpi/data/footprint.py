@@ -1,0 +1,197 @@
+"""How much memory (or disk) the data layer's work needs, estimated before it starts: reading a
+task file's blocks, laying a rank's streams out in rounds, importing and generating data sets.
+
+Every estimate is here, so that each check (a task file's reader, ``omtl-mpi run``'s set-up,
+the importers, ``data synth``) refuses with the same figures; the learners' own arrays are
+:mod:`omtl_mpi.algorithms.footprint`'s.
+"""
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+
+from .. import memory
+from ..errors import DataError
+
+# bytes of features read from a task file at a time while a rank lays its streams out in
+# rounds (a whole task at least)
+READ_CHUNK_BYTES = 1 << 24
+# the n-grams of a text per character, about (word 1-2-grams and character 3-4-grams: two per
+# character of a word, and two per word): each becomes at most one stored entry of the text's
+# hashed row
+_GRAMS_PER_CHAR = 2
+# bytes a character of the source takes once read (a Python string per text, the lists)
+_BYTES_PER_CHAR = 3
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process may still allocate (the machine's MemAvailable, or less
+    under a cgroup's limit: :func:`omtl_mpi.memory.available`), None if unknown."""
+    return memory.available()
+
+
+# ---------------------------------------------------------------- reading a task file
+def features_bytes(meta, rows: int) -> int:
+    """Bytes ``rows`` instances of the data set (``meta``, its TaskMeta) take in memory: 8 per
+    feature dense; sparse, 12 per entry (value and column; their share of the entries, at the
+    data set's mean) and 8 per row."""
+    if meta.sparse:
+        total = int(meta.lengths.sum())
+        return int(12 * meta.nnz * rows / max(total, 1)) + 8 * (rows + 1)
+    return rows * meta.dim * 8
+
+
+def check_fits(meta, indices) -> None:
+    """Refuse, before reading, tasks whose features cannot fit in this machine's memory."""
+    if isinstance(indices, range) and indices.step == 1:
+        rows = int(meta.lengths[indices.start:indices.stop].sum())
+    else:
+        rows = int(meta.lengths[np.asarray(indices, dtype=np.int64).reshape(-1)].sum())
+    need = features_bytes(meta, rows)
+    free = available_memory()
+    # the features are read once and copied at most once more (validation, batching)
+    if free is not None and 2 * need > free:
+        raise DataError(f"{meta.path}: the {len(indices)} task(s) this process would hold need "
+                        f"{memory.size_text(need)} of features (d = {meta.dim}), more than half the "
+                        f"{memory.size_text(free)} of memory available: start more ranks (or nodes) so "
+                        "that each holds fewer tasks, or reduce the dimension when importing")
+
+
+def check_declared(path: str, what: str, nbytes: int) -> None:
+    """Refuse, before reading it, an array that would take more than half the memory available
+    (a damaged or hostile file may declare any size, compressed to nothing)."""
+    free = available_memory()
+    if free is not None and 2 * nbytes > free:
+        raise DataError(f"{path}: {what} would need {memory.size_text(nbytes)}, more than half the "
+                        f"{memory.size_text(free)} of memory available; the file is damaged, or too "
+                        "large for this machine")
+
+
+# ---------------------------------------------------------------- a run's streams in rounds
+def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
+    """Bytes a :class:`~omtl_mpi.data.rounds.RoundLayout` of streams of these ``lengths`` holds
+    for ``dim`` weights: the slots' features (float64; sparse, ``entries`` of them, a value and
+    a column each, and a row pointer per slot, twice while they are laid out), labels (float64)
+    and predictions, and the per-round index."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    pairs = int((-(-lengths // batch)).sum())
+    features = 8 * dim * pairs * batch if entries is None else 2 * (12 * entries + 8 * pairs * batch)
+    # features, label and prediction per slot; active task, position and count per pair; the
+    # sort that builds them
+    return features + pairs * batch * 2 + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
+
+
+def entries(meta, rows: int, intercept: bool) -> int:
+    """The stored features of ``rows`` instances of a sparse data set (their share of its
+    entries, at its mean), and the intercept's entry of each."""
+    total = max(int(meta.lengths.sum()), 1)
+    return int(-(-meta.nnz * rows // total)) + (rows if intercept else 0)
+
+
+def chunk_rows(meta) -> int:
+    """Instances of the data set in one chunk read (``meta``: its TaskMeta, or a number of
+    dense features)."""
+    if isinstance(meta, (int, np.integer)):
+        return max(1, READ_CHUNK_BYTES // (8 * max(int(meta), 1)))
+    if meta.sparse:
+        per_row = 12 * meta.nnz / max(int(meta.lengths.sum()), 1) + 8
+        return max(1, int(READ_CHUNK_BYTES // per_row))
+    return max(1, READ_CHUNK_BYTES // (8 * max(meta.dim, 1)))
+
+
+def rank_streams_bytes(meta, blocks, batch: int, dim: int, intercept: bool) -> tuple:
+    """(bytes, stream lengths) of the rank that holds the most of a run: its blocks' streams
+    laid out in rounds for ``dim`` weights, and three copies of a chunk read at a time.
+    ``blocks`` holds each rank's blocks of tasks, as (a, b) spans."""
+    most, lengths = 0, None
+    for rank_blocks in blocks:
+        n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks] or [np.zeros(0, np.int64)])
+        stored = entries(meta, int(n.sum()), intercept) if meta.sparse else None
+        need = layout_bytes(n, batch, dim, stored) if len(n) else 0
+        if need >= most:
+            most, lengths = need, n
+    return most + 3 * features_bytes(meta, min(int(lengths.sum()), chunk_rows(meta))), lengths
+
+
+# ---------------------------------------------------------------- importing and generating
+def matrix_bytes(rows: int, dims: int) -> float:
+    """Peak bytes of a float64 feature matrix while it is written (its validation needs a
+    boolean copy of it: an eighth more)."""
+    return 1.125 * 8.0 * rows * dims
+
+
+def parsed_bytes(stored: int, rows: int, dims: int, sparse: bool) -> float:
+    """Peak bytes of ``rows`` parsed instances of ``dims`` features holding ``stored`` entries:
+    the entries (value and column) twice, as they are parsed and as they are validated and
+    written, a row pointer and label per row, and the dense matrix unless stored ``sparse``."""
+    return 24.0 * stored + 16.0 * rows + (0 if sparse else matrix_bytes(rows, dims))
+
+
+def text_bytes(chars: int, n: int, dims: int) -> float:
+    """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``: the texts,
+    and their hashed entries as :func:`parsed_bytes` counts them (dense where the task file
+    stores them dense)."""
+    from .taskfile import store_sparse
+    stored = min(_GRAMS_PER_CHAR * chars, n * dims)
+    sparse = store_sparse(int(stored), n, dims)
+    return _BYTES_PER_CHAR * chars + 24.0 * stored + 16.0 * n + (0 if sparse else matrix_bytes(n, dims))
+
+
+def npz_bytes(src: str) -> float:
+    """Bytes an .npz archive's arrays take once loaded and written as float64 features, from
+    their headers alone (0 where a header cannot be read: loading it will say what is wrong)."""
+    total = 0.0
+    try:
+        with zipfile.ZipFile(src) as z:
+            for member in z.infolist():
+                if not member.filename.endswith(".npy"):
+                    continue
+                with z.open(member) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(f)
+                n = float(np.prod(shape, dtype=np.float64))
+                total += n * (dtype.itemsize + 9)          # as stored, as float64, validated
+    except Exception:                   # damaged archives are reported by np.load
+        return 0.0
+    return total
+
+
+def images_bytes(n: int, pixels: int, dims: int | None) -> float:
+    """Peak bytes of converting ``n`` images of ``pixels`` pixels (projected to ``dims``, where
+    given): the pixels as floats, the projection and its product, and the tasks' copies."""
+    d = dims or pixels
+    return 8.0 * n * pixels + (8.0 * (pixels + n) * dims if dims else 0) + matrix_bytes(n, d)
+
+
+def block_bytes(rows: int, dims: int) -> float:
+    """Peak bytes of generating and writing one block of ``rows`` instances of ``dims``
+    features: the features twice (drawn, then validated and written), about thirty float
+    temporaries per instance, and the writer's chunk cache."""
+    from .taskfile import CHUNK_BYTES
+    return float(rows) * (16.0 * dims + 240) + 4 * CHUNK_BYTES
+
+
+def synthetic_bytes(tasks: int, samples: int, dims: int = 9) -> float:
+    """Bytes that generating ``tasks`` x ``samples`` instances of ``dims`` features (9 for the
+    paper's family) holds at its peak, written block by block as 'omtl-mpi data synth' does:
+    one block of whole tasks (about :data:`~omtl_mpi.data.synthetic.BLOCK_ROWS` instances, one
+    task at least) with its temporaries, the file's chunk cache, and a few values per task
+    (parameters, name, offsets)."""
+    from .synthetic import BLOCK_ROWS
+    rows = min(int(tasks), max(1, BLOCK_ROWS // int(samples))) * float(samples)
+    return block_bytes(rows, dims) + tasks * (8.0 * (dims + 6) + 200)
+
+
+def personal_bytes(lengths, dims: int) -> float:
+    """Peak bytes of generating and writing personal streams of these ``lengths`` block by block
+    (the largest block, with its weights repeated per instance), plus a few values per task."""
+    from .synthetic import block_rows
+    return block_bytes(block_rows(lengths), dims + 1) + len(lengths) * (8.0 * dims + 220)
+
+
+def file_bytes(instances: int, dims: int, tasks: int) -> float:
+    """Bytes of a task file of so many instances, features and tasks (names of ~10 bytes)."""
+    return float(instances) * (8 * dims + 1) + tasks * 26.0
