@@ -43,7 +43,7 @@ def test_intercept_is_a_last_constant_feature_and_inputs_stay():
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_generic_checks_with_an_intercept_and_online_scaling(name):
-    rounds = {"rounds": 40} if "eta" in omtl_mpi.learners.parameters(name) else {}
+    rounds = {"rounds": 40} if "eta" in omtl_mpi.parameters(name) else {}
     m = omtl_mpi.learner(name, 4, 5, intercept=True, scale="online", **rounds)
     omtl_mpi.check_learner(m, mpi=False)
 

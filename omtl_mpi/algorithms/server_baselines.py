@@ -160,8 +160,14 @@ class DromServer:
     def _inverse(self) -> np.ndarray:
         """``(Omega + eps I)^-1``; Frank-Wolfe makes Omega nearly rank one, so a tiny eps can
         leave nothing to invert."""
+        A = self.omega + self.p.omega_eps * np.eye(self.K)
         try:
-            return np.linalg.inv(self.omega + self.p.omega_eps * np.eye(self.K))
+            inv = np.linalg.inv(A)
+            # singular to working precision though LAPACK met no zero pivot (its 1-norm
+            # condition number, exact from the inverse): the inverse is noise
+            if not np.abs(A).sum(axis=0).max() * np.abs(inv).sum(axis=0).max() < 1.0 / np.finfo(float).eps:
+                raise np.linalg.LinAlgError
+            return inv
         except np.linalg.LinAlgError:
             raise DivergenceError(f"drom: Omega + eps I is singular at synchronisation "
                                   f"{self.steps + 1} (--omega-eps {self.p.omega_eps} is too small "
