@@ -24,7 +24,7 @@ FORMAT = "omtl-mpi-learner"
 
 def save_learner(path, state: dict) -> None:
     """Write a learner's :meth:`state_dict` to ``path`` (HDF5), atomically."""
-    from .runtime.checkpoint import write_tree
+    from .data.trees import write_tree
     path = output_file(path, "path")        # a file name, of a regular file or none, in a folder that takes it, before any work
     params = json.dumps(state["params"], sort_keys=True)
     try:
@@ -86,7 +86,7 @@ def load_learner(path, expected=None) -> dict:
 def _digest(version: int, algo: str, params: str, tree) -> str:
     """The digest a learner file carries: of its version, learner, parameters (their JSON as
     stored) and state."""
-    from .runtime.checkpoint import tree_digest
+    from .data.trees import tree_digest
     return tree_digest(f"{FORMAT} {version} {algo} {params}", tree)
 
 

@@ -22,7 +22,8 @@ import h5py
 import numpy as np
 
 from ..atomic import atomic_path
-from ..data.taskfile import H5_ERRORS, own_item, reason
+from ..data.taskfile import H5_ERRORS, reason
+from ..data.trees import Damaged, digest_into, read_item, write_tree
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -41,75 +42,13 @@ def default_path(out: str | None) -> str | None:
     return f"{root}.ckpt{ext or '.h5'}"
 
 
-def write_tree(group, value) -> None:
-    """Write a tree of dicts, lists, None and arrays into an HDF5 group (read_tree reads it)."""
-    for key, item in value.items():
-        key = str(key)
-        if isinstance(item, dict):
-            write_tree(group.create_group(key), item)
-        elif isinstance(item, list):
-            sub = group.create_group(key)
-            sub.attrs["list"] = len(item)
-            write_tree(sub, {str(i): v for i, v in enumerate(item)})
-        elif item is None:
-            group.create_group(key).attrs["none"] = True
-        else:
-            group.create_dataset(key, data=np.asarray(item))
-
-
-class Damaged(Exception):
-    """A part of the file that cannot be what a checkpoint writes (message: what and where)."""
-
-
-def read_tree(group):
-    if group.attrs.get("none", False):
-        return None
-    if "list" in group.attrs:
-        return [_read_item(group, str(i)) for i in range(int(group.attrs["list"]))]
-    return {key: _read_item(group, key) for key in group.keys()}
-
-
-def _read_item(group, key: str):
-    try:
-        item = own_item(group, key)
-    except LookupError as what:
-        why = "; a checkpoint holds none" if str(what) == "a link" else ""
-        raise Damaged(f"{group.name}/{key} is {what}{why}") from None
-    return read_tree(item) if isinstance(item, h5py.Group) else item[()]
-
-
 def state_digest(done: int, ranks_state: list) -> str:
     """SHA-256 of the rounds done and of every rank's state tree, as written and as read back
     (keys in sorted order, each array's dtype, shape and bytes)."""
     h = hashlib.sha256(f"round {int(done)} ranks {len(ranks_state)}\0".encode())
     for r, state in enumerate(ranks_state):
-        _digest(h, f"rank_{r:04d}", state)
+        digest_into(h, f"rank_{r:04d}", state)
     return "sha256:" + h.hexdigest()
-
-
-def tree_digest(head: str, tree) -> str:
-    """SHA-256 of the text ``head`` and a tree of dicts, lists, None and arrays (keys in sorted
-    order, each array's dtype, shape and bytes): a learner file's digest."""
-    h = hashlib.sha256(head.encode() + b"\0")
-    _digest(h, "state", tree)
-    return "sha256:" + h.hexdigest()
-
-
-def _digest(h, where: str, value) -> None:
-    if isinstance(value, dict):
-        h.update(f"{where}:dict:{len(value)}\0".encode())
-        for key in sorted(value, key=str):
-            _digest(h, f"{where}/{key}", value[key])
-    elif isinstance(value, list):
-        h.update(f"{where}:list:{len(value)}\0".encode())
-        for i, item in enumerate(value):
-            _digest(h, f"{where}/{i}", item)
-    elif value is None:
-        h.update(f"{where}:none\0".encode())
-    else:
-        a = np.ascontiguousarray(value)
-        h.update(f"{where}:{a.dtype.str}:{a.shape}\0".encode())
-        h.update(a.tobytes())
 
 
 def data_digest(source) -> str:
@@ -249,7 +188,7 @@ def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_dig
     for r in range(ranks):
         if f.get(f"rank_{r:04d}", getlink=True) is None:
             raise Damaged(f"it holds no state for rank {r}")
-        states.append(_read_item(f, f"rank_{r:04d}"))
+        states.append(read_item(f, f"rank_{r:04d}"))
     intact = ("state_digest" not in attrs
               or str(attrs["state_digest"]) == state_digest(done, states))
     return Checkpoint(path=path, version=version, done=done, states=states, intact=intact)
