@@ -127,3 +127,27 @@ def drom(params, held: Held) -> list:
     return [Part(4 * K * K * 8 + held.tasks * 3 * held.dim * 8,
                  f"drom keeps a {K} x {K} task-relationship matrix and its inverse",
                  "use fewer tasks, or a learner without a K x K matrix (c-admm, d-admm)")]
+
+
+def large_d(params, d: int) -> str | None:
+    """The line that says which large-d forms ``--arow-covariance auto`` and ``--coordinates
+    auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
+    small-d forms, or the user chose)."""
+    from .admm import LARGE_DIM, AdmmParams, coordinates_of
+    from .wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
+    covariance = getattr(params, "arow_covariance", None)
+    uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
+        not isinstance(params, AdmmParams) and covariance is not None)
+    said = []
+    if uses_arow and covariance == "auto" and arow_form("auto", d) == "diagonal":
+        said.append(f"above {AROW_DIAGONAL_ABOVE}, AROW's diagonal covariance (full would need "
+                    f"{full_arow_cost(d)}; --arow-covariance full asks for it up to d = "
+                    f"{AROW_FULL_MAX})")
+    if isinstance(params, AdmmParams) and params.coordinates == "auto" \
+            and coordinates_of(params, d) == "nonzero":
+        said.append(f"above {LARGE_DIM}, steps on the coordinates of each round's instances "
+                    "only (--coordinates nonzero; --coordinates all steps every one)")
+    if not said:
+        return None
+    # d counts the weights, the intercept's among them (--dims 640 gives 641)
+    return f"d = {d} weights: {'; and '.join(said)}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import footprint
+from .footprint import large_d
 from .admm import AdmmParams
 from .cadmm import CAdmmServer, CAdmmWorker
 from .contract import check_roles
@@ -69,6 +70,10 @@ class Algorithm:
         ``footprint(params, held)``: what the learner keeps on the rank that holds the most, as
         :class:`.footprint.Part` (bytes, what, the fix) for the :class:`.footprint.Held` of a
         run, checked before any array is allocated; default four d-vectors per task.
+    notice : callable
+        ``notice(params, d)``: the line a run says when the learner chose a form on the user's
+        behalf at d weights (None: nothing to say); default :func:`.footprint.large_d`, the
+        large-d forms of AROW's covariance and of the ADMM steps' coordinates.
     """
 
     name: str
@@ -83,6 +88,7 @@ class Algorithm:
     one_task_per_node: bool = False
     class_name: str = ""
     footprint: Callable = footprint.per_task(4)
+    notice: Callable = large_d
 
 
 REGISTRY: dict[str, Algorithm] = {}

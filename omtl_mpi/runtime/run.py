@@ -39,30 +39,6 @@ def make_source(cfg: RunConfig):
     return FileSource(cfg.data)
 
 
-def large_d_notice(params, d: int) -> str | None:
-    """The line that says which large-d forms ``--arow-covariance auto`` and ``--coordinates
-    auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
-    small-d forms, or the user chose)."""
-    from ..algorithms.admm import LARGE_DIM, AdmmParams, coordinates_of
-    from ..algorithms.wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
-    covariance = getattr(params, "arow_covariance", None)
-    uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
-        not isinstance(params, AdmmParams) and covariance is not None)
-    said = []
-    if uses_arow and covariance == "auto" and arow_form("auto", d) == "diagonal":
-        said.append(f"above {AROW_DIAGONAL_ABOVE}, AROW's diagonal covariance (full would need "
-                    f"{full_arow_cost(d)}; --arow-covariance full asks for it up to d = "
-                    f"{AROW_FULL_MAX})")
-    if isinstance(params, AdmmParams) and params.coordinates == "auto" \
-            and coordinates_of(params, d) == "nonzero":
-        said.append(f"above {LARGE_DIM}, steps on the coordinates of each round's instances "
-                    "only (--coordinates nonzero; --coordinates all steps every one)")
-    if not said:
-        return None
-    # d counts the weights, the intercept's among them (--dims 640 gives 641)
-    return f"d = {d} weights: {'; and '.join(said)}"
-
-
 def row_format(meta, cfg: RunConfig):
     """What the learners' messages need to know of the run's instances (the most non-zero
     features of one, the intercept's included, and the mini-batch), the same on every rank."""
@@ -252,7 +228,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     source = make_source(cfg) if source is None else source
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
-    switched = large_d_notice(cfg.params, d)
+    switched = algo.notice(cfg.params, d)
     if switched and rank == 0 and notice is not None:
         notice(switched)
     T = rounds_needed(meta.lengths, cfg.batch)
