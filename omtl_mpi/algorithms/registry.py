@@ -69,6 +69,9 @@ class Algorithm:
         ``footprint(params, held)``: what the learner keeps on the rank that holds the most, as
         :class:`.footprint.Part` (bytes, what, the fix) for the :class:`.footprint.Held` of a
         run, checked before any array is allocated; default four d-vectors per task.
+    ablation : {"", "independent", "relationship"}
+        Its part in the paper's ablation (``omtl-mpi report``: Table 4, the Omega figures):
+        every task alone, or an architecture learning the task relationship (with and without).
     """
 
     name: str
@@ -83,6 +86,7 @@ class Algorithm:
     one_task_per_node: bool = False
     class_name: str = ""
     footprint: Callable = footprint.per_task(4)
+    ablation: str = ""
 
 
 REGISTRY: dict[str, Algorithm] = {}
@@ -117,6 +121,7 @@ register(Algorithm(
     server=CAdmmServer,
     class_name="CADMM",
     footprint=footprint.admm,
+    ablation="relationship",
 ))
 
 
@@ -131,6 +136,7 @@ register(Algorithm(
     node=DAdmmNode,
     class_name="DADMM",
     footprint=footprint.admm,
+    ablation="relationship",
 ))
 
 register(Algorithm(
@@ -157,6 +163,7 @@ register(Algorithm(
     node=AdmmSingleNode,
     class_name="ADMMSingle",
     footprint=footprint.admm,
+    ablation="independent",
 ))
 
 register(Algorithm(
