@@ -33,8 +33,6 @@ What is checked, one check each:
 The checks are in modules by what they cover (:mod:`.purity`: the first two items, :mod:`.tasks`,
 :mod:`.rounds`: state, copies and rounds, :mod:`.mpi`); :mod:`.common` is what they share.
 """
-from __future__ import annotations
-
 import os
 import re
 

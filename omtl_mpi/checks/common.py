@@ -1,7 +1,5 @@
 """What the generic checks share: the learner they are given, its streams and rounds, and
 bit-for-bit comparison of states."""
-from __future__ import annotations
-
 import numpy as np
 
 from ..learners import first_difference

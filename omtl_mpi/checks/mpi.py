@@ -1,7 +1,6 @@
 """The check that one process equals MPI: ``run_streams`` under ``mpiexec``, several tasks on a
 rank, gives the predictions, model and learner of one process."""
-from __future__ import annotations
-
+import json
 import os
 import re
 import subprocess
@@ -50,7 +49,8 @@ def check_one_process_equals_mpi(m):
             "import omtl_mpi\n"
             f"z = np.load({os.path.join(tmp, 'in.npz')!r})\n"
             f"a = [z[f'arr_{{i}}'] for i in range({2 * K})]\n"
-            f"res = omtl_mpi.run_streams(a[:{K}], a[{K}:], {m.algo!r}, **json.loads({_json(params)!r}))\n"
+            f"res = omtl_mpi.run_streams(a[:{K}], a[{K}:], {m.algo!r}, "
+            f"**json.loads({json.dumps(params)!r}))\n"
             f"res is None or res.save({os.path.join(tmp, 'out.h5')!r})\n"
             f"res is None or res.learner.save({os.path.join(tmp, 'learner.h5')!r})\n")
         env = {**os.environ, "MPIEXEC_TIMEOUT": "120", "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -90,8 +90,3 @@ def _last_error(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     found = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b", line)]
     return found[-1] if found else (lines[-1] if lines else "no message")
-
-
-def _json(params: dict) -> str:
-    import json
-    return json.dumps(params)

@@ -1,7 +1,5 @@
 """The checks that learning and predicting change only what they should: not their inputs, not
 the learner when predicting, nothing at all on bad input; and the same inputs, the same bits."""
-from __future__ import annotations
-
 import copy
 
 import numpy as np

@@ -1,7 +1,5 @@
 """The checks of rounds and state: each way of learning is the round it stands for, and a
 state round trip or a copy continues bit for bit."""
-from __future__ import annotations
-
 import copy
 import os
 import pickle

@@ -1,7 +1,5 @@
 """The checks that every task is its own: its decision alone in a round is the one beside the
 others, and learning it leaves the other tasks' rows as they were."""
-from __future__ import annotations
-
 import numpy as np
 
 from .common import _learn, _streams

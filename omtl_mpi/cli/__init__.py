@@ -1,7 +1,5 @@
 """The ``omtl-mpi`` command line: the group of commands (one module each: run, data, topo, algos,
 sweep, report; :mod:`.table` makes the option table's options) and the entry point."""
-from __future__ import annotations
-
 from .. import threads  # noqa: F401  (before numpy: one BLAS thread per rank)
 
 import os
@@ -140,20 +138,18 @@ def _exit_all(size: int, code: int) -> None:
     finalising and prints a "BAD TERMINATION" banner; one MPI_Abort from rank 0 is reliable.
     """
     if size > 1:
-        sys.stderr.flush()
+        if sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank() == 0:
+            _abort_if_parallel(size, code)
         sys.stdout.flush()
-        mpi = sys.modules["mpi4py.MPI"]
-        if mpi.COMM_WORLD.Get_rank() == 0:
-            # let the launcher forward what we printed before the abort kills the pipes
-            time.sleep(0.2)
-            mpi.COMM_WORLD.Abort(code)
         time.sleep(60)          # rank 0's abort ends us long before this
         os._exit(code)
 
 
 def _abort_if_parallel(size: int, code: int) -> None:
+    """Abort the whole MPI job with ``code`` (in one process, nothing), once the launcher has
+    had the time to forward what was printed: the abort kills the pipes."""
     if size > 1:
         sys.stderr.flush()
         sys.stdout.flush()
-        time.sleep(0.2)         # as in _exit_all: the message must get out before the abort
+        time.sleep(0.2)
         sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)

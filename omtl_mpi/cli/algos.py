@@ -1,6 +1,4 @@
 """``omtl-mpi algos``: the learners and their options."""
-from __future__ import annotations
-
 import json
 
 import click

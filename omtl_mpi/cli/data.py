@@ -1,6 +1,4 @@
 """``omtl-mpi data``: create, import, fetch and inspect task-stream files."""
-from __future__ import annotations
-
 import json
 import os
 
@@ -263,7 +261,8 @@ def import_csv_cmd(src, out, label_col, task_col, label_map):
 @data_import.command("libsvm")
 @click.argument("src", type=click.Path(exists=True))
 @OUT_OPTION
-@click.option("--task-field", default=None, help="With one file: the 'NAME:' token giving each line's task (e.g. qid).")
+@click.option("--task-field", default=None,
+              help="With one file: the 'NAME:' token giving each line's task (e.g. qid).")
 @LABEL_MAP_OPTION
 def import_libsvm_cmd(src, out, task_field, label_map):
     """LIBSVM text: a folder with one file per task, or one file with a task field per line."""

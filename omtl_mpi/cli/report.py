@@ -1,6 +1,4 @@
 """``omtl-mpi report``: the paper's tables and figures from a sweep."""
-from __future__ import annotations
-
 import json
 
 import click

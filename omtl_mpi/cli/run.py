@@ -1,6 +1,4 @@
 """``omtl-mpi run``: one run, in this process, under mpiexec or started by ``--np``."""
-from __future__ import annotations
-
 import json
 import sys
 
@@ -108,7 +106,7 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
     from ..runtime.summary import format_summary
 
     cfg = run_config(values)
-    _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume)
+    checkpoint_path = _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume)
     if fail_at is None and (fail_rank is not None or fail_mode is not None):
         raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
                           "nothing without --fail-at; leave it out")
@@ -130,16 +128,11 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
         args = _strip_option(_strip_option(sys.argv[1:], "--np"), "--launcher")
         if progress and "--progress" not in args:
             args.append("--progress")
-        from ..runtime.checkpoint import default_path
-        saved = checkpoint_path if checkpoint_path is not None else (
-            default_path(out) if checkpoint_every else None)
         return launch.launch(get_launcher(launcher), n_ranks, args,
                              before=launch.for_launch(aslr, n_ranks),
-                             echo=lambda line: click.echo(line, err=True), outputs=(out, saved))
-    from ..runtime.checkpoint import default_path
+                             echo=lambda line: click.echo(line, err=True),
+                             outputs=(out, checkpoint_path))
     Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
-    if checkpoint_every is not None:
-        checkpoint_path = checkpoint_path if checkpoint_path is not None else default_path(out)
     report = run_learner(cfg, out=out, progress=progress,
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
@@ -154,10 +147,11 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
     return 0
 
 
-def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> None:
+def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> str | None:
     """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume)
     nor each other, the checkpoint can be written, and the checkpoint options make sense
-    together; before anything starts (with --np, before the ranks are)."""
+    together; before anything starts (with --np, before the ranks are). The checkpoint file
+    (None without --checkpoint-every)."""
     from ..paths import output_file, refuse_each_other, refuse_inputs
     from ..runtime.checkpoint import default_path
     if checkpoint_every is None:
@@ -180,6 +174,7 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> N
         refuse_inputs(checkpoint_path, inputs[:2], "--checkpoint")
         refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
         output_file(checkpoint_path, "--checkpoint")
+    return checkpoint_path
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:

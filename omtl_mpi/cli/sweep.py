@@ -1,9 +1,8 @@
 """``omtl-mpi sweep``: grids of runs, each its own MPI job, here or as Slurm job arrays."""
-from __future__ import annotations
-
 import json
 import os
 import sys
+from collections import Counter
 
 import click
 
@@ -66,7 +65,8 @@ def sweep(config, folder, launcher, jobs, max_ranks, checkpoint_every, retry_fai
     1 when some failed.
     """
     from ..sweep import load_plan
-    for name, value in (("--max-ranks", max_ranks), ("--jobs", jobs), ("--checkpoint-every", checkpoint_every)):
+    for name, value in (("--max-ranks", max_ranks), ("--jobs", jobs),
+                        ("--checkpoint-every", checkpoint_every)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
     if wait and launcher != "slurm":
@@ -96,8 +96,9 @@ def sweep(config, folder, launcher, jobs, max_ranks, checkpoint_every, retry_fai
         click.echo(json.dumps({"sweep": plan.name, "folder": folder, "states": final,
                                "index": os.path.join(folder, "index.json")}))
     else:
-        click.echo(f"{plan.name}: {final.get('done', 0)} of {len(plan.runs)} runs done, {failed} failed or timed out "
-                   f"(index: {os.path.join(folder, 'index.json')}); next: omtl-mpi report {folder}")
+        click.echo(f"{plan.name}: {final.get('done', 0)} of {len(plan.runs)} runs done, {failed} "
+                   f"failed or timed out (index: {os.path.join(folder, 'index.json')}); next: "
+                   f"omtl-mpi report {folder}")
     return 1 if failed else 0
 
 
@@ -178,9 +179,7 @@ def _sweep_status(plan, folder, as_json) -> int:
     """--status: every run's state, from the index and Slurm."""
     from ..sweep.batch import status_rows
     rows = status_rows(plan, folder)
-    counts = {}
-    for row in rows:
-        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    counts = dict(Counter(row["state"] for row in rows))
     if as_json:
         click.echo(json.dumps({"sweep": plan.name, "folder": folder, "states": counts, "runs": rows}))
         return 0

@@ -1,7 +1,5 @@
 """How an option of the option table (:mod:`omtl_mpi.options`) becomes a click option, for
 ``omtl-mpi run`` and ``omtl-mpi algos NAME``."""
-from __future__ import annotations
-
 import click
 
 

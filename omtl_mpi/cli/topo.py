@@ -1,6 +1,4 @@
 """``omtl-mpi topo``: the neighbour graphs of the decentralised learners."""
-from __future__ import annotations
-
 import json
 
 import click

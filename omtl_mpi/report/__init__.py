@@ -17,8 +17,6 @@ Writes into ``DIR/report`` (or ``out``)::
     omega-ID.png            the learned Omega of chosen runs, with task names
     report.json             all of the above as numbers and paths, for scripts
 """
-from __future__ import annotations
-
 import fnmatch
 import json
 import os

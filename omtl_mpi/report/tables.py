@@ -1,7 +1,5 @@
 """The paper's Tables 2, 3 and 4 from a sweep's finished runs, as rows that render to Markdown
 and CSV. Cells hold the mean and standard deviation over seeds (population std, 0 for one seed)."""
-from __future__ import annotations
-
 import csv
 import io
 from dataclasses import dataclass
