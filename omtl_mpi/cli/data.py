@@ -136,11 +136,6 @@ def _options(*declared):
     return decorate
 
 
-def importer_options(name: str):
-    """The options of ``data import NAME`` that ``data fetch NAME`` passes on."""
-    return _options(*IMPORTER_OPTIONS[name].items())
-
-
 def _fetch_importer_options():
     """The importers' options as ``data fetch`` takes them: each once, without a default (the
     importer's applies), its help the importers' helps, each after the data set it is for."""
@@ -186,7 +181,7 @@ def import_landmine_cmd(src, out, label_map):
 @data_import.command("mnist")
 @click.argument("src", type=click.Path(exists=True))
 @OUT_OPTION
-@importer_options("mnist")
+@_options(*IMPORTER_OPTIONS["mnist"].items())
 def import_mnist_cmd(src, out, dims, seed):
     """MNIST (a folder with the train idx files, or an npz with x_train/y_train) into the paper's
     tasks 0v5, 1v6, 2v7, 3v8, 4v9; pixels scaled to [0, 1]."""
@@ -197,7 +192,7 @@ def import_mnist_cmd(src, out, dims, seed):
 @data_import.command("tweeteval")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @OUT_OPTION
-@importer_options("tweeteval")
+@_options(*IMPORTER_OPTIONS["tweeteval"].items())
 @LABEL_MAP_OPTION
 def import_tweeteval_cmd(src, out, tasks, dims, featuriser, label_map):
     """TweetEval's <task>/{train,val,test}_{text,labels}.txt, in the order train, val, test;
@@ -232,7 +227,7 @@ def import_text_csv_cmd(src, out, text_col, label_col, task_col, label_map, dims
 @data_import.command("tudataset")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @OUT_OPTION
-@importer_options("tudataset")
+@_options(*IMPORTER_OPTIONS["tudataset"].items())
 @LABEL_MAP_OPTION
 def import_tudataset_cmd(src, out, sets, dims, iterations, label_map):
     """TU graph text format (<DS>_A.txt, _graph_indicator.txt, _graph_labels.txt, _node_labels.txt),
