@@ -71,49 +71,50 @@ def check_mini_batches(m):
     assert m.n_seen_.sum() > 0 and np.isfinite(m.W_).all()
 
 
-def check_state_round_trip(m):
-    """A state loaded into a fresh learner (and a saved file, loaded) continues bit for bit."""
-    from ..learners import load
+def _continues_alike(m, make, predicts: str, learned: str) -> None:
+    """Learn the first half of the streams, then make the other learners (``make(m)``: {how:
+    learner}) and learn the rest with each: they predict and end as ``m`` does, bit for bit, or
+    AssertionError with ``predicts`` or ``learned`` (formatted with ``how``, ``where``)."""
     X, y = _streams(m)
     rounds = list(_round_major(X, y))
     half = len(rounds) // 2
     for Xr, yr, act in rounds[:half]:
         m.learn_round(Xr, yr, act)
-    copy_ = m.clone().load_state_dict(m.state_dict())
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "learner.h5")
-        m.save(path)
-        loaded = load(path)
+    others = make(m)
     for Xr, yr, act in rounds[half:]:
-        a = m.learn_round(Xr, yr, act)
-        for other, how in ((copy_, "load_state_dict"), (loaded, "save and load")):
-            assert np.array_equal(a, other.learn_round(Xr, yr, act)), \
-                f"predictions differ after a state round trip ({how})"
-    for other, how in ((copy_, "load_state_dict"), (loaded, "save and load")):
+        made = m.learn_round(Xr, yr, act)
+        for how, other in others.items():
+            assert np.array_equal(made, other.learn_round(Xr, yr, act)), predicts.format(how=how)
+    for how, other in others.items():
         where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
-        assert where is None, f"state differs after a state round trip ({how}) at {where}"
+        assert where is None, learned.format(how=how, where=where)
+
+
+def check_state_round_trip(m):
+    """A state loaded into a fresh learner (and a saved file, loaded) continues bit for bit."""
+    from ..learners import load
+
+    def loaded(m):
+        copied = m.clone().load_state_dict(m.state_dict())
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "learner.h5")
+            m.save(path)
+            return {"load_state_dict": copied, "save and load": load(path)}
+    _continues_alike(m, loaded, "predictions differ after a state round trip ({how})",
+                     "state differs after a state round trip ({how}) at {where}")
 
 
 def check_copies_continue(m):
     """copy.copy, copy.deepcopy and a pickle round trip, made mid-stream, continue bit for
     bit as the learner does (river's ensembles and process pools copy learners so)."""
-    X, y = _streams(m)
-    rounds = list(_round_major(X, y))
-    half = len(rounds) // 2
-    for Xr, yr, act in rounds[:half]:
-        m.learn_round(Xr, yr, act)
-    copies = {}
-    for how, make in (("copy.copy", copy.copy), ("copy.deepcopy", copy.deepcopy),
-                      ("pickle", lambda m: pickle.loads(pickle.dumps(m)))):
-        try:
-            copies[how] = make(m)
-        except (TypeError, AttributeError, pickle.PicklingError) as exc:
-            raise AssertionError(f"a {how} of the learner cannot be made: {exc}") from exc
-    for Xr, yr, act in rounds[half:]:
-        made = m.learn_round(Xr, yr, act)
-        for how, other in copies.items():
-            assert np.array_equal(made, other.learn_round(Xr, yr, act)), \
-                f"a {how} of the learner predicts otherwise than the learner"
-    for how, other in copies.items():
-        where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
-        assert where is None, f"a {how} of the learner learned otherwise, at {where}"
+    def copied(m):
+        copies = {}
+        for how, make in (("copy.copy", copy.copy), ("copy.deepcopy", copy.deepcopy),
+                          ("pickle", lambda m: pickle.loads(pickle.dumps(m)))):
+            try:
+                copies[how] = make(m)
+            except (TypeError, AttributeError, pickle.PicklingError) as exc:
+                raise AssertionError(f"a {how} of the learner cannot be made: {exc}") from exc
+        return copies
+    _continues_alike(m, copied, "a {how} of the learner predicts otherwise than the learner",
+                     "a {how} of the learner learned otherwise, at {where}")
