@@ -6,8 +6,6 @@ types, defaults, help and choices from here, so a learner's new dataclass field 
 ``metadata={"help": ...}``) is an option everywhere. The table checks only types: values go
 through the dataclasses, whose ``__post_init__`` check them.
 """
-from __future__ import annotations
-
 import functools
 import itertools
 import types

@@ -5,8 +5,6 @@ that is the same file as one of its inputs (the same path once links are resolve
 device and inode: a hard link), so that no mistake on the command line can destroy a data set,
 a checkpoint or a sweep file. Outputs are then written atomically (:mod:`omtl_mpi.atomic`).
 """
-from __future__ import annotations
-
 import os
 import stat
 import tempfile

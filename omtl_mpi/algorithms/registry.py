@@ -74,6 +74,9 @@ class Algorithm:
         ``notice(params, d)``: the line a run says when the learner chose a form on the user's
         behalf at d weights (None: nothing to say); default :func:`.footprint.large_d`, the
         large-d forms of AROW's covariance and of the ADMM steps' coordinates.
+    ablation : {"", "independent", "relationship"}
+        Its part in the paper's ablation (``omtl-mpi report``: Table 4, the Omega figures):
+        every task alone, or an architecture learning the task relationship (with and without).
     """
 
     name: str
@@ -89,6 +92,7 @@ class Algorithm:
     class_name: str = ""
     footprint: Callable = footprint.per_task(4)
     notice: Callable = large_d
+    ablation: str = ""
 
 
 REGISTRY: dict[str, Algorithm] = {}
@@ -123,6 +127,7 @@ register(Algorithm(
     server=CAdmmServer,
     class_name="CADMM",
     footprint=footprint.admm,
+    ablation="relationship",
 ))
 
 
@@ -137,6 +142,7 @@ register(Algorithm(
     node=DAdmmNode,
     class_name="DADMM",
     footprint=footprint.admm,
+    ablation="relationship",
 ))
 
 register(Algorithm(
@@ -163,6 +169,7 @@ register(Algorithm(
     node=AdmmSingleNode,
     class_name="ADMMSingle",
     footprint=footprint.admm,
+    ablation="independent",
 ))
 
 register(Algorithm(

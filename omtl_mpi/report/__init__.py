@@ -17,8 +17,6 @@ Writes into ``DIR/report`` (or ``out``)::
     omega-ID.png            the learned Omega of chosen runs, with task names
     report.json             all of the above as numbers and paths, for scripts
 """
-from __future__ import annotations
-
 import fnmatch
 import json
 import os
@@ -27,7 +25,7 @@ from ..atomic import atomic_path
 from ..paths import make_folder, refuse_special
 from .collect import Sweep, load_sweep
 from .figures import figure1, omega_figure, timing_figure
-from .tables import metric_table, runs_table, table3, table4
+from .tables import ablation_learners, metric_table, runs_table, table3, table4
 
 __all__ = ["build_report", "load_sweep"]
 
@@ -77,7 +75,8 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
     data_order = list(sweep.data)
     first_data = next((d for d in data_order if any(o.data == d for o in sweep.outcomes)), None)
     timed = _select(sweep, timing, [o for (d, _), o in first.items() if d == first_data and o.ranks > 1])
-    default_omega = [o for o in first.values() if o.algo in ("c-admm", "d-admm") and o.relationship]
+    learns = ablation_learners("relationship")
+    default_omega = [o for o in first.values() if o.algo in learns and o.relationship]
     omegas = _select(sweep, omega, default_omega)
     texts = [(f"{t.name}.{ext}", t) for t in tables for ext in ("md", "csv")
              if not (t.name == "runs" and ext == "md")]

@@ -1,6 +1,4 @@
 """Read a sweep folder: its index and the results file of every finished run."""
-from __future__ import annotations
-
 import dataclasses
 import json
 import os
@@ -84,7 +82,7 @@ def load_sweep(folder: str) -> Sweep:
         One line, if ``folder`` is not a sweep folder, its index is damaged, or a results file
         it names cannot be read.
     """
-    from ..sweep.runner import INDEX, read_index
+    from ..sweep.index import INDEX, read_index
     index_path = os.path.join(folder, INDEX)
     if not os.path.lexists(index_path):
         raise UserError(f"{folder} is not a sweep folder (no {INDEX}); run 'omtl-mpi sweep FILE.toml --out {folder}' first")

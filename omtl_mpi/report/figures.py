@@ -1,6 +1,4 @@
 """The report's figures as PNG: the paper's Figure 1, per-rank timing, and the learned Omega."""
-from __future__ import annotations
-
 import math
 
 import numpy as np

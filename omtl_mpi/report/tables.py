@@ -1,7 +1,5 @@
 """The paper's Tables 2, 3 and 4 from a sweep's finished runs, as rows that render to Markdown
 and CSV. Cells hold the mean and standard deviation over seeds (population std, 0 for one seed)."""
-from __future__ import annotations
-
 import csv
 import io
 from dataclasses import dataclass
@@ -148,25 +146,35 @@ def table3(sweep: Sweep, targets: dict) -> Table:
                  columns, rows, records, notes)
 
 
-ABLATION_ROWS = (("C-ADMM", "c-admm", None), ("D-ADMM full", "d-admm", "full"),
-                 ("D-ADMM ring", "d-admm", "ring"))
 _FULL = {"full", "fully-connected", "complete"}
 
 
-def _ablation_cell(sweep: Sweep, data: str, algo: str, topology, relationship) -> list:
-    """Runs with the paper's settings (``--preset paper``) that make one cell of Table 4."""
+def ablation_learners(part: str) -> list:
+    """The names of the learners that play ``part`` (``"independent"``, ``"relationship"``) in
+    the paper's ablation: their registry entry's ``ablation``."""
+    from ..algorithms.registry import REGISTRY
+    return [a.name for a in REGISTRY.values() if a.ablation == part]
+
+
+def _ablation_rows() -> list:
+    """Table 4's architectures, (name, learner, topology): each learner that learns the task
+    relationship, one of the neighbours pattern on the full graph and on a ring."""
+    from ..algorithms.registry import REGISTRY
+    return [(f"{name.upper()} {t}" if t else name.upper(), name, t)
+            for name in ablation_learners("relationship")
+            for t in (("full", "ring") if REGISTRY[name].pattern == "neighbours" else (None,))]
+
+
+def _ablation_cell(sweep: Sweep, data: str, algos, topology, relationship) -> list:
+    """Runs with the paper's settings (``--preset paper``) that make one cell of Table 4: of
+    ``algos``, with the relationship learned or not (None: each task alone, either), on
+    ``topology`` (None: any)."""
     chosen = []
     for o in sweep.outcomes:
-        if o.data != data or not o.default_params:
-            continue
-        if algo == "admm-single":
-            if o.algo == "admm-single":
-                chosen.append(o)
-            continue
-        if o.algo != algo or o.relationship != relationship:
+        if o.data != data or not o.default_params or o.algo not in algos:
             continue
         topo = "full" if o.topology in _FULL else (o.topology or "ring")
-        if topology is None or topo == topology:
+        if relationship is None or (o.relationship == relationship and topology in (None, topo)):
             chosen.append(o)
     return chosen
 
@@ -176,11 +184,12 @@ def table4(sweep: Sweep, metric: str = "mean_error") -> Table:
     with it, for C-ADMM, D-ADMM on the full graph and D-ADMM on a ring; by the final mean
     cumulative error, or by one of its companions (:data:`METRICS`)."""
     rows, records = [], []
+    independent = ablation_learners("independent")
     for d in _data_sets(sweep):
-        alone = _ablation_cell(sweep, d, "admm-single", None, None)
-        for name, algo, topo in ABLATION_ROWS:
-            without = _ablation_cell(sweep, d, algo, topo, False)
-            with_rl = _ablation_cell(sweep, d, algo, topo, True)
+        alone = _ablation_cell(sweep, d, independent, None, None)
+        for name, algo, topo in _ablation_rows():
+            without = _ablation_cell(sweep, d, (algo,), topo, False)
+            with_rl = _ablation_cell(sweep, d, (algo,), topo, True)
             if not (without or with_rl):
                 continue
             cells = [[getattr(o, metric) for o in c] for c in (alone, without, with_rl)]
@@ -190,12 +199,14 @@ def table4(sweep: Sweep, metric: str = "mean_error") -> Table:
                 mean, std, _ = _stats(c) if c else (None, None, 0)
                 rec[key], rec[key + "_std"] = mean, std
             records.append(rec)
-    notes = ["independent: admm-single (each task on its own, the same for every architecture); "
-             "W/O RL: --no-relationship (Omega fixed at I/K); RL: the learned Omega. Only runs "
-             "with the paper's settings (what --preset paper gives each learner) count."]
+    notes = [f"independent: {', '.join(independent)} (each task on its own, the same for every "
+             "architecture); W/O RL: --no-relationship (Omega fixed at I/K); RL: the learned "
+             "Omega. Only runs with the paper's settings (what --preset paper gives each learner) "
+             "count."]
     if not rows:
-        notes.append("no ablation runs in this sweep: add admm-single, and c-admm / d-admm with and "
-                      "without options = { no-relationship = true }")
+        notes.append(f"no ablation runs in this sweep: add {', '.join(independent)}, and "
+                     f"{' / '.join(ablation_learners('relationship'))} with and without "
+                     "options = { no-relationship = true }")
     what, suffix, _ = METRICS[metric]
     return Table(f"table4{suffix}", f"Table 4: ablation, final {what} (mean ± std over seeds)",
                  ["data set", "architecture", "independent", "W/O RL", "RL"], rows, records, notes)

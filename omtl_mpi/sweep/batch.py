@@ -18,8 +18,6 @@ in flight and records those whose job has ended. With ``--checkpoint-every``, a 
 before its time limit (``sbatch --signal=B:USR1@S``) or stopped otherwise keeps its checkpoint,
 and its next submission resumes from it.
 """
-from __future__ import annotations
-
 import dataclasses
 import json
 import math
@@ -28,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+from collections import Counter
 
 from ..atomic import atomic_path
 from ..errors import UserError
@@ -298,9 +297,7 @@ def follow(plan: Plan, folder: str, echo=print, poll: float = POLL) -> dict:
     once; the final counts by shown state."""
     last = None
     while True:
-        counts = {}
-        for row in status_rows(plan, folder):
-            counts[row["state"]] = counts.get(row["state"], 0) + 1
+        counts = dict(Counter(row["state"] for row in status_rows(plan, folder)))
         line = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         if line != last:
             echo(f"[{plan.name}] {line}")
@@ -309,6 +306,3 @@ def follow(plan: Plan, folder: str, echo=print, poll: float = POLL) -> dict:
             return counts
         time.sleep(poll)
 
-
-__all__ = ["Array", "arrays_for", "element", "follow", "minutes_for", "read_manifest", "settle",
-           "status_rows", "submit"]

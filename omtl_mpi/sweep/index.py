@@ -1,8 +1,6 @@
 """A sweep's index (``FOLDER/index.json``): the one record of every run, read whole and
 rewritten atomically, under a lock when several processes update it (the Slurm array elements
 of a sweep, each recording its own run, and the command that submitted them)."""
-from __future__ import annotations
-
 import contextlib
 import fcntl
 import json

@@ -36,8 +36,6 @@ A sweep file::
 Runs are the cross product data x algorithms x topologies x grid x seeds, with ids such as
 ``synthetic.d-admm.ring.rho=0.1.s0`` (the topology appears where an entry lists several) that do not change when the file is edited elsewhere.
 """
-from __future__ import annotations
-
 import ast
 import functools
 import hashlib

@@ -15,8 +15,6 @@ failed ones alone unless ``retry_failed``, and runs the rest. An interrupted swe
 SIGTERM) stops its running jobs and keeps everything recorded so far. Through a batch
 scheduler the same runs are submitted instead: sweep/batch.py.
 """
-from __future__ import annotations
-
 import json
 import os
 import shlex
@@ -25,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from ..atomic import remove_stale
@@ -32,7 +31,7 @@ from ..errors import UserError
 from ..paths import make_folder, refuse_inputs, refuse_special
 from ..runtime.launch import Stopped, signals_raise, stop_group
 from ..runtime.launchers import get as get_launcher
-from .index import FORMAT, IN_FLIGHT, INDEX, LOCK, read_index, set_record, update, write_index  # noqa: F401
+from .index import IN_FLIGHT, INDEX, LOCK, read_index, set_record, update
 from .plan import Plan, Run
 
 _KEEP = ("mean_error", "overall_error", "balanced_error", "f1", "ms_per_round", "seconds", "rounds",
@@ -75,7 +74,7 @@ def command_of(run: Run, folder: str, launcher=None, checkpoint_every: int | Non
     one process without mpiexec); with ``checkpoint_every``, checkpointed next to its results,
     and with ``resume``, going on from that checkpoint."""
     launcher = launcher or get_launcher("local")
-    args = list(run.args) + ["--out", os.path.join(folder, "runs", run.id + ".h5"), "--json", "--no-progress"]
+    args = list(run.args) + ["--out", outputs_of(run, folder)[0], "--json", "--no-progress"]
     if checkpoint_every:
         args += ["--checkpoint-every", str(checkpoint_every), "--checkpoint", checkpoint_of(run, folder)]
         if resume:
@@ -246,11 +245,7 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
     _announce(plan, todo, counts, retry_failed, echo, executor.launcher)
     progress = _Progress(plan.name, len(todo), echo, tty)
     _launch(todo, index, folder, jobs, progress, executor)
-    final = {}
-    for run in plan.runs:
-        state = status_of(run, index, folder)
-        final[state] = final.get(state, 0) + 1
-    return final
+    return dict(Counter(status_of(run, index, folder) for run in plan.runs))
 
 
 def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:

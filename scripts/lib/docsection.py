@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # omtl_mpi/fast belong here too: the address-layout re-exec they make changes the timings.
 LEARNING = ("omtl_mpi/algorithms", "omtl_mpi/comm", "omtl_mpi/data", "omtl_mpi/runtime",
             "omtl_mpi/topology", "omtl_mpi/fast", "omtl_mpi/config.py", "omtl_mpi/metrics.py",
-            "omtl_mpi/options.py", "omtl_mpi/cli.py", "omtl_mpi/__main__.py")
+            "omtl_mpi/options.py", "omtl_mpi/cli", "omtl_mpi/__main__.py")
 # ... and, for the sections made by a sweep, how runs are planned and tables built
 SWEEPS = LEARNING + ("omtl_mpi/sweep", "omtl_mpi/report")
 

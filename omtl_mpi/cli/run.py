@@ -1,0 +1,189 @@
+"""``omtl-mpi run``: one run, in this process, under mpiexec or started by ``--np``."""
+import json
+import sys
+
+import click
+
+from ..errors import ConfigError
+from .table import click_option
+
+
+EPILOG_RUN = """\b
+Examples:
+  omtl-mpi run                                  # C-ADMM on built-in synthetic data, one process
+  omtl-mpi run --np 6 --out run.h5              # same, server + 5 workers under mpiexec
+  mpiexec -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5 --json
+  srun --mpi=pmi2 --kill-on-bad-exit=1 -n 6 python -m mpi4py -m omtl_mpi run --data tasks.h5
+  omtl-mpi run --np 6 --launcher slurm --data tasks.h5   # that srun, its --mpi chosen for you
+"""
+
+
+class _RunCommand(click.Command):
+    """``omtl-mpi run``: the option table's options (:mod:`omtl_mpi.options`), then its own.
+
+    The table's are made when the command is parsed or shown, not at import: so every learner
+    registered by then has its options, and the other commands do not import the learners.
+    """
+
+    def get_params(self, ctx):
+        if "omtl_mpi.options" not in ctx.meta:      # the same objects for a whole invocation
+            from ..options import table
+            opts = table()
+            ctx.meta["omtl_mpi.options"] = [click_option(o, opts["algo"].default) for o in opts.values()]
+        return ctx.meta["omtl_mpi.options"] + super().get_params(ctx)
+
+    def format_options(self, ctx, formatter):
+        """The options in three sections: what is learned and from what (the option table's),
+        how this run is carried out, and what only tests and measurements need."""
+        rows = {title: [] for title in _RUN_SECTIONS}
+        help_option = self.get_help_option(ctx)
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                name = "help" if param is help_option else param.name
+                title = next((t for t, names in _RUN_SECTIONS.items() if name in names),
+                             "Learning options")
+                rows[title].append(record)
+        for title, records in rows.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+# run --help's sections after the option table's (every option not named here): fault injection
+# and the address layout are for testing deployments and measuring, not for learning
+_RUN_SECTIONS = {
+    "Learning options": (),
+    "Run options": ("out", "as_json", "n_ranks", "launcher", "checkpoint_every", "checkpoint_path",
+                    "resume", "progress", "help"),
+    "Testing and tuning": ("fail_at", "fail_rank", "fail_mode", "aslr"),
+}
+
+
+@click.command(cls=_RunCommand, epilog=EPILOG_RUN)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Results file (HDF5).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
+@click.option("--np", "n_ranks", type=int, default=None, metavar="P",
+              help="Launch mpiexec with P ranks, for K tasks. By the learner's pattern ('omtl-mpi "
+                   "algos'): server: rank 0 the server, P-1 workers, P at most K+1; neighbours: "
+                   "one node per rank, P at most K (d-psgd: exactly K); none: P at most K.")
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="What --np starts: local: mpiexec on this machine; slurm: srun --mpi=PLUGIN "
+                   "-n P, inside an allocation (the plugin fits the MPI that mpi4py uses: pmi2 "
+                   "for MPICH, pmix for Open MPI; SLURM_MPI_TYPE chooses another).")
+@click.option("--checkpoint-every", type=int, default=None, metavar="ROUNDS",
+              help="Write the full learning state every ROUNDS rounds (atomically: a crash while "
+                   "writing keeps the previous checkpoint).")
+@click.option("--checkpoint", "checkpoint_path", type=click.Path(dir_okay=False), default=None,
+              help="Checkpoint file (default: next to --out, run.h5 -> run.ckpt.h5).")
+@click.option("--resume", type=click.Path(dir_okay=False), default=None, metavar="CHECKPOINT",
+              help="Continue a run from its checkpoint: same options, data and number of ranks.")
+@click.option("--fail-at", default=None, metavar="ROUND|load|write",
+              help="Fault injection for testing deployments: make --fail-rank fail at this round, "
+                   "after loading its data (load), or while results are written (write).")
+@click.option("--fail-rank", type=int, default=None, help="Rank that --fail-at fails.  [default: 0]")
+@click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default=None,
+              help="Raise an exception, or die by SIGKILL.  [default: raise]")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr, with or without --json (default: when stderr is a "
+                   "terminal).")
+def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
+        checkpoint_path, resume, aslr, **values):
+    """Run a learner over multi-task streams and report its online (cumulative) error.
+
+    Without --np and outside mpiexec, the server and all workers run in this one process
+    through the same code as under MPI. With no hyper-parameter flag, the defaults of
+    docs/GUIDE.md (intercept, AROW w-step, squared hinge, the experts' vote); --preset paper
+    runs the paper's model and settings (rho = lambda2 = 0.1, lambda1 = lambda3 = lambda4 =
+    0.01, eta = sqrt(T)).
+    """
+    from ..runtime import launch
+    if n_ranks is None:
+        launch.reexec_if_sharing(aslr)          # before MPI starts; returns if nothing to do
+    if progress is None:        # on stderr, so --json's stdout stays one object either way
+        progress = sys.stderr.isatty()
+    from ..options import run_config
+    from ..runtime.run import run as run_learner
+    from ..runtime.summary import format_summary
+
+    cfg = run_config(values)
+    checkpoint_path = _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume)
+    if fail_at is None and (fail_rank is not None or fail_mode is not None):
+        raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
+                          "nothing without --fail-at; leave it out")
+    fail_rank, fail_mode = fail_rank or 0, fail_mode or "raise"
+    from ..runtime.faults import Fault
+    if n_ranks is None and launcher != "local":
+        raise ConfigError(f"--launcher {launcher} starts the ranks of --np P; give --np, or "
+                          "leave out --launcher")
+    if n_ranks is not None:
+        from ..runtime.launchers import get as get_launcher
+        from ..runtime.launchers.launched import check_not_copied
+        from ..runtime.run import preflight
+        if n_ranks < 1:
+            raise ConfigError(f"--np must be >= 1, got {n_ranks}")
+        check_not_copied()
+        Fault(fail_at, fail_rank, fail_mode).check_world(n_ranks)
+        # Check what can be checked here, so a bad option or file is one message, not P.
+        preflight(cfg, n_ranks, out)
+        args = _strip_option(_strip_option(sys.argv[1:], "--np"), "--launcher")
+        if progress and "--progress" not in args:
+            args.append("--progress")
+        return launch.launch(get_launcher(launcher), n_ranks, args,
+                             before=launch.for_launch(aslr, n_ranks),
+                             echo=lambda line: click.echo(line, err=True),
+                             outputs=(out, checkpoint_path))
+    Fault(fail_at, fail_rank, fail_mode)                  # validate the options on every rank
+    report = run_learner(cfg, out=out, progress=progress,
+                         notice=lambda line: click.echo(f"notice: {line}", err=True),
+                         fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
+                         checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
+                         resume=resume)
+    if report is None:          # not rank 0
+        return 0
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}))
+    else:
+        click.echo(format_summary(report))
+    return 0
+
+
+def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> str | None:
+    """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume)
+    nor each other, the checkpoint can be written, and the checkpoint options make sense
+    together; before anything starts (with --np, before the ranks are). The checkpoint file
+    (None without --checkpoint-every)."""
+    from ..paths import output_file, refuse_each_other, refuse_inputs
+    from ..runtime.checkpoint import default_path
+    if checkpoint_every is None:
+        if checkpoint_path is not None:
+            raise ConfigError("--checkpoint does nothing without --checkpoint-every ROUNDS; give "
+                              "both, or leave --checkpoint out")
+    elif checkpoint_every < 1:
+        raise ConfigError(f"--checkpoint-every must be >= 1 (rounds), got {checkpoint_every}")
+    elif checkpoint_path is None and not out:
+        raise ConfigError("--checkpoint-every needs --checkpoint PATH or --out (the checkpoint "
+                          "then goes next to the results file)")
+    from ..topology import topology_file
+    data = None if cfg.data == "synthetic" else cfg.data
+    inputs = [(data, "the data set"), (topology_file(cfg.topology), "the topology file"),
+              (resume, "the checkpoint to resume")]
+    refuse_inputs(out, inputs, "--out")
+    if checkpoint_every is not None:
+        checkpoint_path = checkpoint_path if checkpoint_path is not None else default_path(out)
+        # resuming from a checkpoint and writing the next ones to it is the usual way to go on
+        refuse_inputs(checkpoint_path, inputs[:2], "--checkpoint")
+        refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
+        output_file(checkpoint_path, "--checkpoint")
+    return checkpoint_path
+
+
+def _strip_option(args: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
