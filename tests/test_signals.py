@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import BIN, MPIEXEC, TIMEOUT, _env
-from test_run_safety import _ranks_of
+from test_run_refusals import _ranks_of
 
 SCRIPT = os.path.join(BIN, "omtl-mpi")
 STOPPING = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
