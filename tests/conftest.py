@@ -243,8 +243,10 @@ def refused(capsys, *args, needle=""):
     return lines[0]
 
 
-def forked(*args, timeout: float = 60.0):
-    """``omtl-mpi ARGS`` in a forked child; (exit code, stdout, stderr)."""
+def forked(*args, timeout: float = 60.0, cwd=None, env=None):
+    """``omtl-mpi ARGS`` in a forked child; (exit code, stdout, stderr). With ``env``, the child
+    has that environment and Python's own warning filters (as a fresh ``python`` has: shown on
+    stderr, not recorded by pytest); with ``cwd``, it runs there."""
     import omtl_mpi.cli as command_line
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     pid = os.fork()
@@ -257,6 +259,12 @@ def forked(*args, timeout: float = 60.0):
             sys.stderr = open(2, "w", closefd=False)
             sys.stdin = open(os.devnull)
             sys.argv = ["omtl-mpi", *map(str, args)]     # what --np passes on to mpiexec
+            if cwd is not None:
+                os.chdir(cwd)
+            if env is not None:
+                os.environ.clear()
+                os.environ.update(env)
+                _python_warnings()
             try:
                 command_line.main([str(a) for a in args])
                 code = 0
@@ -285,6 +293,30 @@ def forked(*args, timeout: float = 60.0):
         f.seek(0)
         texts.append(f.read().decode(errors="replace"))
     return os.waitstatus_to_exitcode(status), texts[0], texts[1]
+
+
+def _python_warnings() -> None:
+    """The warning filters and output of a fresh interpreter, in place of pytest's."""
+    import warnings
+    warnings.resetwarnings()
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.simplefilter("ignore", category)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+    warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: \
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def omtl_forked(*args, np_ranks=None, timeout=TIMEOUT, cwd=None):
+    """:func:`omtl`, for a test about what the command says, exits with and writes: ``omtl-mpi
+    ARGS`` run by :func:`forked` with the environment :func:`omtl` gives its subprocess (no
+    Python start-up, no imports: milliseconds where a subprocess takes a second on a loaded
+    machine); a CompletedProcess. A command that starts mpiexec (``--np``) starts it from the
+    child, as the command line does; ``np_ranks`` runs :func:`omtl` itself under mpiexec. A test
+    about the process (signals, start-up, what the interpreter prints) uses :func:`omtl`."""
+    if np_ranks is not None:
+        return omtl(*args, np_ranks=np_ranks, timeout=timeout, cwd=cwd)
+    code, out, err = forked(*args, timeout=timeout, cwd=cwd, env=_env())
+    return subprocess.CompletedProcess(["omtl-mpi", *map(str, args)], code, out, err)
 
 
 def one_line_error(r, *needles):

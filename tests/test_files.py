@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import CASES, DAMAGE, allowed, damaged, digests, forked, omtl, one_line_error, write_declared_only
+from conftest import CASES, DAMAGE, allowed, damaged, digests, forked, omtl_forked as omtl, one_line_error, write_declared_only
 from test_taskfile_v2 import damage_chunk, write_v1
 from omtl_mpi.data import generate, info, load_tasks, read_meta, write_tasks
 from omtl_mpi.errors import ConfigError, DataError, UserError

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import cli, omtl, refused, sources
+from conftest import cli, omtl_forked as omtl, refused, sources
 from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
                            import_tudataset, import_tweeteval, info, load_tasks, read_meta)
 from omtl_mpi.data import taskfile

@@ -28,7 +28,7 @@ from omtl_mpi.data import generate
 from omtl_mpi.errors import UserError, printable
 from omtl_mpi.paths import output_file
 from omtl_mpi.data import import_csv
-from conftest import CASES, allowed, cli, digest, digests, forked, omtl, one_line_error, refused, sources
+from conftest import CASES, allowed, cli, digest, digests, forked, omtl_forked as omtl, one_line_error, refused, sources
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="device nodes need root (mknod)")
 

@@ -3,7 +3,7 @@ draws, slices that equal the whole, and the command line."""
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 from omtl_mpi.data import info, load_tasks, read_meta, taskfile
 from omtl_mpi.data.personal import (DEFAULTS, generate_personal, group_centres, personal_blocks,
                                     stream_lengths, task_groups, task_weights)

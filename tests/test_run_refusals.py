@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import CASES, HOSTILE, allowed, cli_exit, damaged, forked, omtl, one_line_error
+from conftest import CASES, HOSTILE, allowed, cli_exit, damaged, forked, omtl_forked as omtl, one_line_error
 
 SMALL = ("--synth-tasks", "3", "--synth-samples", "60")
 

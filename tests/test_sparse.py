@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import omtl_mpi
-from conftest import omtl, read_results
+from conftest import omtl_forked as omtl, read_results
 from omtl_mpi.algorithms.registry import REGISTRY
 from omtl_mpi.data import taskfile
 from omtl_mpi.data.featurise import hash_texts_sparse

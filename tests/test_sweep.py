@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import TIMEOUT, _env, omtl
+from conftest import TIMEOUT, _env, omtl_forked as omtl
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.sweep import load_plan, rank_count
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import cli, omtl, one_line_errors
+from conftest import cli, omtl_forked as omtl, one_line_errors
 from conftest import HOSTILE_FAST as FAST, HOSTILE_NAMES as names, HOSTILE_VALUES as values
 from omtl_mpi.data import (FlatStreams, TaskFileWriter, info, load_block, load_tasks, read_meta,
                            write_tasks)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import CASES, HOSTILE, allowed, forked, omtl, one_line_error, one_line_errors
+from conftest import CASES, HOSTILE, allowed, forked, omtl_forked as omtl, one_line_error, one_line_errors
 from conftest import HOSTILE_FAST as FAST
 from omtl_mpi.errors import ConfigError, UserError
 from omtl_mpi.topology import describe, draw_png, generate, load_topology
