@@ -174,7 +174,7 @@ def assert_in_process_equals_mpiexec(args, local_args, ranks, tmp_path, models=(
     (``models=None``: every array of the results' /model, which both runs must have alike);
     returns the one process's results."""
     import numpy as np
-    r = omtl("run", *args, *local_args, "--out", tmp_path / "a.h5")
+    r = omtl_forked("run", *args, *local_args, "--out", tmp_path / "a.h5")     # the one process
     assert r.returncode == 0, r.stderr
     r = omtl("run", *args, "--out", tmp_path / "b.h5", np_ranks=ranks)
     assert r.returncode == 0, r.stderr
