@@ -1,11 +1,17 @@
 """Pure-math tests of the ADMM pieces against docs/ALGORITHMS.md sections 2 and 4 (no MPI, no
 files), the factored Omega against the spec's K x K formulas among them."""
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import HOSTILE_FAST as FAST, one_line_errors
 
 from omtl_mpi.algorithms.admm import GIVEN, AdmmParams, Consensus, TaskBlock
 from omtl_mpi.algorithms.relationship import ExactStep, Relationship, paper_step, update_omega
-from omtl_mpi.errors import ConfigError
+from omtl_mpi.errors import ConfigError, UserError
 
 
 # ---------------------------------------------------------------- the spec's K x K formulas
@@ -248,7 +254,8 @@ def test_invalid_hyper_parameters_are_refused(bad):
 
 
 def test_drom_divergence_is_an_error_not_a_linalg_traceback():
-    """Found by tests/test_hostile_more.py: drom with --mu 3.8e16 ended in numpy's LinAlgError."""
+    """Found by the random command-line values (tests/test_run_refusals.py): drom with --mu
+    3.8e16 ended in numpy's LinAlgError."""
     from omtl_mpi.algorithms.admm import DivergenceError
     from omtl_mpi.algorithms.server_baselines import DromParams, DromServer
     server = DromServer(DromParams(mu=3.8e16), 3, 4, [(0, 3)])
@@ -268,8 +275,8 @@ def test_paper_variant_divergence_is_an_error_not_nan():
 
 @pytest.mark.parametrize("rho", [1e9, 1.5e14])
 def test_exact_step_does_not_cancel_at_huge_rho(rho):
-    """Found by tests/test_hostile_more.py: ``lambda2 + rho K - rho^2 s`` cancelled to 0 at
-    rho = 1.5e14.  With lambda4 = 0 the paper's u (eq. solution1-2) is free of cancellation,
+    """Found by the random command-line values (tests/test_run_refusals.py): ``lambda2 + rho K -
+    rho^2 s`` cancelled to 0 at rho = 1.5e14.  With lambda4 = 0 the paper's u (eq. solution1-2) is free of cancellation,
     and the exact step must equal it to rounding at any rho."""
     rng = np.random.default_rng(8)
     K, d = 5, 4
@@ -368,3 +375,18 @@ def test_a_whole_run_is_the_spec_loop(relationship, variant, batch, atol):
     for a, b in zip(preds, ref_preds):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(rows["W"], ref_W, rtol=0, atol=atol)
+
+
+# -------------------------------------------------------- hostile hyper-parameters (hypothesis)
+@FAST
+@given(st.dictionaries(st.sampled_from(["rho", "eta", "lambda1", "lambda2", "lambda3", "lambda4",
+                                        "omega_eps"]),
+                       st.floats(allow_nan=True, allow_infinity=True), max_size=4),
+       st.integers(-3, 3))
+def test_hostile_hyper_parameters(params, every):
+    try:
+        p = AdmmParams(**params, omega_every=every)
+        assert p.rho > 0 and p.lambda1 > 0 and p.lambda2 > 0 and p.omega_every >= 1
+        assert all(math.isfinite(getattr(p, k)) for k in params)
+    except UserError as exc:
+        one_line_errors(exc)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import omtl_mpi
-from conftest import assert_in_process_equals_mpiexec, omtl
+from conftest import assert_in_process_equals_mpiexec, omtl_forked as omtl
 from omtl_mpi.algorithms import REGISTRY
 from support.drive import simulate
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 import pytest
 from click.testing import CliRunner
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 
 from omtl_mpi import cli, options
 from omtl_mpi.algorithms.admm import AdmmParams

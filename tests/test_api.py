@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import MPIEXEC, TIMEOUT, _env, dense_rounds, omtl
-from test_hostile_cli import forked
+from conftest import forked
 import omtl_mpi
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.checks import parametrize_with_checks

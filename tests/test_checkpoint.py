@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import omtl, read_results
+from conftest import omtl_forked as omtl, read_results
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.algorithms.admm import AdmmParams
 

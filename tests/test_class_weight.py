@@ -3,7 +3,7 @@ layout of ranks and through checkpoints, one-line errors, and that it pays on im
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 from omtl_mpi.algorithms.admm import AdmmParams, TaskBlock
 import omtl_mpi
 from support.drive import simulate

@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import SMALL_LENGTHS, omtl
+from conftest import SMALL_LENGTHS, omtl_forked as omtl
 
 
 def test_help_teaches():

@@ -1,14 +1,20 @@
-"""Task-stream format, loader validation, synthetic family, npz import, data info."""
+"""Task-stream format, loader validation, synthetic family, npz import, data info; hostile task
+files and npz archives (hypothesis: only the project's one-line errors escape) and `data synth`'s
+refusals of bad numbers and hostile values."""
 import os
 
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from conftest import CASES, HOSTILE, allowed, forked, one_line_errors, refused
+from conftest import HOSTILE_FAST as FAST, HOSTILE_NAMES as names, HOSTILE_VALUES as values
 from omtl_mpi.data import (FileSource, SyntheticSource, generate, import_npz, info, load_tasks,
                            read_meta, write_tasks)
 from omtl_mpi.data.synthetic import features, task_parameters, task_rngs
-from omtl_mpi.errors import DataError
+from omtl_mpi.errors import DataError, UserError
 from test_taskfile_v2 import write_v1
 
 
@@ -328,3 +334,101 @@ def test_scalar_features_dataset_is_reported_not_crashed(tmp_path):
         g.create_dataset("y", data=np.array([1]))
     with pytest.raises(DataError, match=r"task 0 \('task0'\): X must be 2-D .* got shape \(\)"):
         read_meta(path)
+
+
+# ------------------------------- hostile input (hypothesis): only the project's one-line errors
+
+
+@FAST
+@given(st.binary(max_size=2048))
+def test_garbage_bytes_as_task_file(tmp_path, blob):
+    path = tmp_path / "x.h5"
+    path.write_bytes(blob)
+    with pytest.raises(UserError) as err:
+        read_meta(path)
+    one_line_errors(err.value)
+
+
+@FAST
+@given(cut=st.integers(min_value=0, max_value=4000))
+def test_truncated_task_file(tmp_path, cut):
+    from omtl_mpi.data import write_tasks
+    good = tmp_path / "good.h5"
+    if not good.exists():
+        write_tasks(good, ["a", "b"], [np.ones((5, 3)), np.zeros((4, 3))], [np.ones(5), -np.ones(4)])
+    data = good.read_bytes()
+    bad = tmp_path / "cut.h5"
+    bad.write_bytes(data[: min(cut, len(data) - 1)])
+    try:
+        meta = read_meta(bad)
+        load_tasks(meta, range(meta.n_tasks))
+    except UserError as exc:
+        one_line_errors(exc)
+
+
+@FAST
+@given(X=st.lists(st.lists(values, min_size=1, max_size=3), min_size=0, max_size=4),
+       y=st.lists(values, min_size=0, max_size=4), name=names)
+def test_hostile_task_groups(tmp_path, X, y, name):
+    path = tmp_path / "h.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("tasks/0000")
+        g.attrs["name"] = name
+        width = {len(r) for r in X}
+        g["X"] = np.array(X, dtype=float) if len(width) == 1 else np.zeros((0,))
+        g["y"] = np.array(y, dtype=float)
+    try:
+        meta = read_meta(path)
+        load_tasks(meta, [0])
+    except UserError as exc:
+        one_line_errors(exc)
+
+
+@FAST
+@given(kind=st.sampled_from(["object", "strings", "ragged", "ok"]), K=st.integers(1, 3))
+def test_hostile_npz(tmp_path, kind, K):
+    src, out = tmp_path / "a.npz", tmp_path / "a.h5"
+    out.unlink(missing_ok=True)          # tmp_path is shared by all the examples of one test
+    if kind == "object":
+        np.savez(src, xs=np.array([{"evil": 1}] * K, dtype=object), ys=np.ones((K, 1)))
+    elif kind == "strings":
+        np.savez(src, xs=np.full((K, 2, 2), "x"), ys=np.ones((K, 2)))
+    elif kind == "ragged":
+        np.savez(src, X_0=np.ones((2, 2)), y_0=np.ones(3))
+    else:
+        np.savez(src, xs=np.ones((K, 2, 2)), ys=np.ones((K, 2)))
+    try:
+        import_npz(src, out)
+        assert kind == "ok"
+    except UserError as exc:
+        assert kind != "ok"
+        one_line_errors(exc)
+        assert not out.exists()
+
+
+# --------------------------------------------------------- data synth: bad numbers are one line
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "-1"], "--seed must be between 0 and"),
+    (["--seed", str(2 ** 70)], "--seed must be between 0 and"),
+    (["--tasks", "0"], "--tasks must be >= 1, got 0"),
+    (["--tasks", "-3"], "--tasks must be >= 1, got -3"),
+    (["--samples", "0"], "--samples must be >= 1, got 0"),
+    (["--family", "clustered", "--dims", "0"], "--dims must be >= 1, got 0"),
+    (["--family", "clustered", "--clusters", "0"], "--clusters must be >= 2, got 0"),
+    (["--family", "unrelated", "--spread", "nan"], "--spread must be a finite number"),
+])
+def test_synth_bad_numbers(tmp_path, capsys, args, needle):
+    refused(capsys, "data", "synth", *args, "-o", tmp_path / "s.h5", needle=needle)
+    assert not (tmp_path / "s.h5").exists()
+
+
+
+@CASES
+@given(option=st.sampled_from(["--tasks", "--samples", "--seed"]), value=HOSTILE)
+def test_hostile_synth_options(tmp_path, option, value):
+    out = tmp_path / "s.h5"
+    out.unlink(missing_ok=True)
+    args = ["data", "synth", "-o", out, "--tasks", "2", "--samples", "20", option, value]
+    if allowed(*forked(*args), args) == "refused":
+        assert not out.exists()

@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import omtl, read_results
+from conftest import omtl_forked as omtl, read_results
 from omtl_mpi.algorithms.admm import AdmmParams
 from omtl_mpi.algorithms.dadmm import DAdmmNode
 from omtl_mpi.comm.clock import PhaseClock

@@ -3,7 +3,7 @@ I/K (the defaults) and learned (--relationship, --preset paper); same seed, same
 import numpy as np
 import pytest
 
-from conftest import assert_in_process_equals_mpiexec, omtl, per_task, read_results
+from conftest import assert_in_process_equals_mpiexec, omtl_forked as omtl, per_task, read_results
 
 
 def assert_same_run(a, b, atol=1e-10):

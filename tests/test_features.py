@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 from omtl_mpi.algorithms import REGISTRY
 from omtl_mpi.data.features import model_dim, online_scale, prepare
 import omtl_mpi

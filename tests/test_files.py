@@ -1,6 +1,9 @@
 """Every file read is validated before use, and nothing but a regular file is opened: task
 files, checkpoints, topology and sweep files, a sweep folder's index and results. A bad file
-is one line and exit 2, in one process and under MPI, never a hang or a traceback."""
+is one line and exit 2, in one process and under MPI, never a hang or a traceback; damaged
+(truncated, flipped, padded) task files, checkpoints, topology and sweep files fed to every
+command (hypothesis) give only the project's one-line error or a finite result, and stay as
+they were."""
 import json
 import os
 import shutil
@@ -8,8 +11,10 @@ import shutil
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import omtl, write_declared_only
+from conftest import CASES, DAMAGE, allowed, damaged, digests, forked, omtl_forked as omtl, one_line_error, write_declared_only
 from test_taskfile_v2 import damage_chunk, write_v1
 from omtl_mpi.data import generate, info, load_tasks, read_meta, write_tasks
 from omtl_mpi.errors import ConfigError, DataError, UserError
@@ -311,3 +316,64 @@ def test_a_damaged_sweep_folder_is_one_line(tmp_path, tasks):
         assert len(err.value.lines) == 1
     (folder / "index.json").write_text("{ not json")
     refused(omtl("report", folder, timeout=QUICK), "index.json is not a readable sweep index")
+
+
+#  damaged files (hypothesis, the same cases on every run): only allowed outcomes, inputs unchanged
+@pytest.mark.mpi
+@CASES
+@given(**DAMAGE, command=st.sampled_from(["run", "info"]))
+def test_damaged_task_files(files, tmp_path, how, where, seed, command):
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(damaged(files["data"].read_bytes(), how, where, seed))
+    before = digests([bad])
+    args = (["run", "--data", bad, "--json", "--out", tmp_path / "r.h5"] if command == "run"
+            else ["data", "info", bad, "--json"])
+    allowed(*forked(*args), args)
+    assert digests([bad]) == before
+
+
+@pytest.mark.mpi
+@settings(CASES, max_examples=30)
+@given(**DAMAGE)
+def test_damaged_checkpoints(files, tmp_path, how, where, seed):
+    bad = tmp_path / "bad.ckpt.h5"
+    bad.write_bytes(damaged(files["ckpt"].read_bytes(), how, where, seed))
+    before = digests([bad, files["data"]])
+    args = ["run", "--data", files["data"], "--resume", bad, "--json", "--out", tmp_path / "r.h5"]
+    allowed(*forked(*args), args)
+    assert digests([bad, files["data"]]) == before
+
+
+@pytest.mark.mpi
+@settings(CASES, max_examples=30)
+@given(**DAMAGE)
+def test_damaged_topology_and_sweep_files(files, tmp_path, how, where, seed):
+    topo, sweep = tmp_path / "t.toml", tmp_path / "s.toml"
+    topo.write_bytes(damaged(files["topo"].read_bytes(), how, where, seed))
+    sweep.write_bytes(damaged(files["sweep"].read_bytes(), how, where, seed))
+    before = digests([topo, sweep])
+    for args in (["topo", "show", topo, "--nodes", "5", "--json"],
+                 ["sweep", sweep, "--dry-run", "--json", "--out", tmp_path / "sw"]):
+        allowed(*forked(*args), args)
+    assert digests([topo, sweep]) == before
+
+
+# ------------------------------------------------------------------------------ a sweep's index
+def test_a_fifo_as_a_sweep_index_never_blocks(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[data.s]\nsynthetic = { tasks = 2, samples = 30 }\n[algorithms.pa]\n')
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "index.json")
+    for extra in ([], ["--dry-run"]):
+        one_line_error(omtl("sweep", sweep, "--out", tmp_path / "out", *extra, timeout=30),
+                       "not a regular file")
+
+
+def test_a_damaged_record_in_a_sweep_index_is_one_line(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[data.s]\nsynthetic = { tasks = 2, samples = 30 }\n[algorithms.pa]\n')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "index.json").write_text(
+        json.dumps({"format": "omtl-mpi-sweep", "runs": {"s.pa": "done"}}))
+    for extra in ([], ["--dry-run"]):
+        one_line_error(omtl("sweep", sweep, "--out", tmp_path / "out", *extra), "the sweep index is damaged")

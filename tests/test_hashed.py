@@ -8,7 +8,7 @@ import pytest
 import omtl_mpi
 from omtl_mpi.algorithms.hashed import hashed
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 
 
 def streams(K=4, d=3, T=25, seed=0):

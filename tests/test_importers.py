@@ -1,16 +1,23 @@
-"""Every importer on small files of the real formats made here, and on ../shared/data when present."""
+"""Every importer on small files of the real formats made here, and on ../shared/data when present;
+random bytes and records fed to every importer (hypothesis: refused in one line, no file left);
+the importers' refusals of bad options, of a FIFO in a source folder, and their label rule and
+--label-map, through the command line."""
 import gzip
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from conftest import omtl
+from conftest import cli, omtl_forked as omtl, refused, sources
 from omtl_mpi.data import (import_csv, import_landmine, import_libsvm, import_mnist, import_text_csv,
-                           import_tudataset, import_tweeteval, info, load_tasks)
+                           import_tudataset, import_tweeteval, info, load_tasks, read_meta)
+from omtl_mpi.data import taskfile
 from omtl_mpi.data.featurise import hash_texts
-from omtl_mpi.errors import ConfigError, DataError
+from omtl_mpi.errors import ConfigError, DataError, UserError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -445,3 +452,284 @@ def test_real_mnist(tmp_path):
     facts = info(import_mnist(SHARED / "mnist" / "mnist_restored.npz", tmp_path / "m.h5", dims=32).path)
     assert (facts["tasks"], facts["dims"], facts["total"]) == (5, 32, 60000)
     assert round(facts["positive_ratio"], 2) == 0.51
+
+
+# --------------------- random bytes and records (hypothesis): refused in one line, no file left
+FAST = settings(max_examples=40, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+
+
+def imported_or_refused(out, call):
+    """``call()`` either writes a readable task file at ``out`` or raises UserError leaving none."""
+    if os.path.exists(out):
+        os.remove(out)
+    try:
+        call()
+    except UserError as exc:
+        event("refused")
+        assert str(exc).strip()
+        assert not os.path.exists(out), "a failed import left its output behind"
+        assert not [f for f in os.listdir(os.path.dirname(out)) if ".tmp" in f]
+        return False
+    read_meta(out)
+    event("imported")
+    return True
+
+
+@FAST
+@given(blob=st.binary(max_size=1500))
+def test_random_bytes_for_landmine_and_mnist(tmp_path, blob):
+    src = tmp_path / "src.bin"
+    src.write_bytes(blob)
+    out = str(tmp_path / "o.h5")
+    assert not imported_or_refused(out, lambda: import_landmine(str(src), out))
+    for name in ("x.npz", "train-images-idx3-ubyte"):
+        p = tmp_path / name
+        p.write_bytes(blob)
+    assert not imported_or_refused(out, lambda: import_mnist(str(tmp_path / "x.npz"), out))
+
+
+@FAST
+@given(rows=st.lists(st.lists(text, min_size=0, max_size=5), max_size=8), header=st.lists(text, max_size=5))
+def test_random_csv(tmp_path, rows, header):
+    import csv
+    src = tmp_path / "d.csv"
+    with open(src, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header or ["f0", "label", "task"])
+        w.writerows(rows)
+    out = str(tmp_path / "o.h5")
+    imported_or_refused(out, lambda: import_csv(str(src), out))
+
+
+@FAST
+@given(lines=st.lists(st.one_of(text, st.from_regex(r"[+-]?1( [0-9]{1,3}:[-0-9.e]{1,6}){0,4}", fullmatch=True)),
+                      max_size=10))
+def test_random_libsvm(tmp_path, lines):
+    folder = tmp_path / "svm"
+    folder.mkdir(exist_ok=True)
+    (folder / "a.txt").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "b.txt").write_text("1 1:0.5\n-1 2:1\n", encoding="utf-8")
+    out = str(tmp_path / "o.h5")
+    imported_or_refused(out, lambda: import_libsvm(str(folder), out))
+
+
+@FAST
+@given(texts=st.lists(text, max_size=6), labels=st.lists(st.sampled_from(["0", "1", "2", "x", "", " 1"]), max_size=6))
+def test_random_tweeteval_folders(tmp_path, texts, labels):
+    root = tmp_path / "tw"
+    for task in ("hate", "irony", "offensive"):
+        d = root / task
+        d.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "val", "test"):
+            (d / f"{split}_text.txt").write_text("\n".join(t.replace("\n", " ") for t in texts), encoding="utf-8")
+            (d / f"{split}_labels.txt").write_text("\n".join(labels), encoding="utf-8")
+    out = str(tmp_path / "o.h5")
+    imported_or_refused(out, lambda: import_tweeteval(str(root), out, dims=16))
+
+
+@FAST
+@given(rows=st.lists(st.tuples(text, st.sampled_from(["positive", "negative", "neutral", "5", ""])), max_size=8))
+def test_random_text_csv(tmp_path, rows):
+    import csv
+    folder = tmp_path / "tc"
+    folder.mkdir(exist_ok=True)
+    for name in ("en.csv", "de.csv"):
+        with open(folder / name, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["text", "label"])
+            w.writerows(rows)
+    out = str(tmp_path / "o.h5")
+    imported_or_refused(out, lambda: import_text_csv(str(folder), out, dims=16))
+
+
+@FAST
+@given(edges=st.lists(st.tuples(st.integers(-2, 12), st.integers(-2, 12)), max_size=12),
+       indicator=st.lists(st.integers(-1, 4), max_size=10),
+       graph_labels=st.lists(st.integers(-2, 2), max_size=5),
+       node_labels=st.lists(st.integers(-1, 5), max_size=10), junk=st.booleans())
+def test_random_tu_graphs(tmp_path, edges, indicator, graph_labels, node_labels, junk):
+    root = tmp_path / "tu" / "G"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "G_A.txt").write_text("\n".join(f"{a}, {b}" for a, b in edges) + ("\nx, y" if junk else ""))
+    (root / "G_graph_indicator.txt").write_text("\n".join(map(str, indicator)))
+    (root / "G_graph_labels.txt").write_text("\n".join(map(str, graph_labels)))
+    (root / "G_node_labels.txt").write_text("\n".join(map(str, node_labels)))
+    out = str(tmp_path / "o.h5")
+    imported_or_refused(out, lambda: import_tudataset(str(tmp_path / "tu"), out, sets=("G",), dims=8))
+
+
+@FAST
+@given(cut=st.floats(0.0, 0.999))
+def test_truncated_landmine_and_mnist_files(tmp_path, cut):
+    from test_importers import write_landmine
+    rng = np.random.default_rng(0)
+    good_mat, good_npz = tmp_path / "good.mat", tmp_path / "good.npz"
+    if not good_mat.exists():
+        write_landmine(good_mat, [rng.normal(size=(20, 9)) for _ in range(3)],
+                       [rng.integers(0, 2, size=(20, 1)) for _ in range(3)])
+        np.savez(good_npz, x_train=rng.integers(0, 255, size=(50, 28, 28), dtype=np.uint8),
+                 y_train=np.arange(50) % 10)
+    out = str(tmp_path / "o.h5")
+    for good, importer in ((good_mat, import_landmine), (good_npz, import_mnist)):
+        blob = good.read_bytes()
+        bad = tmp_path / ("cut" + good.suffix)
+        bad.write_bytes(blob[: int(cut * len(blob))])
+        assert not imported_or_refused(out, lambda: importer(str(bad), out))
+
+
+# ------------------- the importers' refusals and labels (--label-map), through the command line
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+@pytest.mark.parametrize("name, fifo", [("text-csv-folder", "fr.csv"), ("tweeteval", "irony/val_labels.txt"),
+                                        ("tudataset", "TOY/TOY_graph_labels.txt"),
+                                        ("libsvm-folder", "c.txt")])
+def test_a_fifo_inside_a_source_folder_never_blocks(tmp_path, capsys, name, fifo):
+    table = sources(tmp_path / "src")
+    args, _ = table[name]
+    path = args[1] / fifo
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    code, _, err = cli(capsys, "data", "import", *args, "-o", tmp_path / "o.h5")
+    # refused naming the pipe, LIBSVM's folder of task files too (it was left out unseen)
+    assert code == 2 and "not a regular file" in err and fifo.split("/")[-1] in err, err
+    assert "Traceback" not in err and not (tmp_path / "o.h5").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_import_bad_numbers(tmp_path, capsys):
+    table = sources(tmp_path / "src")
+    out = tmp_path / "o.h5"
+    src = {k: v[0][1] for k, v in table.items()}
+    for args, needle in (
+            (["mnist", src["mnist-npz"], "--dims", "0"], "--dims must be >= 1, got 0"),
+            (["mnist", src["mnist-npz"], "--seed", "-1"], "--seed must be between 0 and"),
+            (["tudataset", src["tudataset"], "--sets", "TOY", "--dims", "0"], "--dims must be >= 1, got 0"),
+            (["tudataset", src["tudataset"], "--sets", "TOY", "--iterations", "-1"],
+             "--iterations must be between 0 and 50, got -1"),
+            (["tudataset", src["tudataset"], "--sets", "TOY", "--iterations", "100000"],
+             "--iterations must be between 0 and 50"),
+            (["tudataset", src["tudataset"], "--sets", ","], "--sets: name at least one"),
+            (["tweeteval", src["tweeteval"], "--dims", "-5"], "--dims must be >= 1, got -5"),
+            (["tweeteval", src["tweeteval"], "--tasks", "irony,irony"], "--tasks names irony twice"),
+            (["text-csv", src["text-csv-folder"], "--dims", "0"], "--dims must be >= 1, got 0")):
+        refused(capsys, "data", "import", *args, "-o", out, needle=needle)
+    for args, needle in ((["mnist", "--dims", "0"], "--dims must be >= 1"),
+                         (["tudataset", "--iterations", "-2"], "--iterations must be between 0 and 50")):
+        refused(capsys, "data", "fetch", *args, "--dest", tmp_path / "d", needle=needle)
+    assert not out.exists() and not (tmp_path / "d").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_libsvm_labels_that_differ_between_tasks_need_a_map(tmp_path, capsys):
+    (tmp_path / "svm").mkdir()
+    (tmp_path / "svm" / "a.txt").write_text("1 1:1\n2 2:1\n")
+    (tmp_path / "svm" / "b.txt").write_text("2 1:1\n3 2:1\n")
+    with pytest.raises(DataError) as exc:
+        import_libsvm(tmp_path / "svm", tmp_path / "o.h5")
+    assert str(exc.value).endswith(
+        "svm: labels must take two values, found 3: 1, 2, 3 (their label sets differ: task a: 1, 2; "
+        "task b: 2, 3); only -1/+1 and 0/1 are imported without a mapping: say which label is +1 (and "
+        "which to drop) with --label-map, e.g. --label-map \"1=-1,2=drop,3=+1\"")
+    code, _, err = cli(capsys, "data", "import", "libsvm", tmp_path / "svm", "-o", tmp_path / "o.h5",
+                       "--label-map", "1=-1,2=+1,3=drop")
+    assert code == 0, err
+    assert "notice: " in err and "1 row(s) dropped" in err
+    got = load_tasks(taskfile.read_meta(tmp_path / "o.h5"), [0, 1])
+    assert [y.tolist() for y in got.y] == [[-1, 1], [1]]
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_two_other_labels_are_refused_without_a_map(tmp_path):
+    (tmp_path / "s.txt").write_text("1 qid:a 1:1\n2 qid:a 2:1\n")
+    with pytest.raises(DataError, match=r'labels 1, 2 found; .* e\.g\. --label-map "1=-1,2=\+1"'):
+        import_libsvm(tmp_path / "s.txt", tmp_path / "o.h5", task_field="qid")
+    assert not (tmp_path / "o.h5").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_zero_one_labels_are_read_with_a_notice(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("f1,label,task\n1,1,a\n2,0,a\n3,-1,b\n4,1,b\n")
+    meta = import_csv(tmp_path / "x.csv", tmp_path / "o.h5")
+    assert [y.tolist() for y in load_tasks(meta, [0, 1]).y] == [[1, -1], [-1, 1]]
+    assert "notice: " in capsys.readouterr().err
+    (tmp_path / "y.csv").write_text("f1,label,task\n1,1,a\n2,0,a\n3,-1,a\n")
+    with pytest.raises(DataError, match="labels must take two values, found 3: -1, 0, 1"):
+        import_csv(tmp_path / "y.csv", tmp_path / "p.h5")
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_csv_label_map_with_names_and_errors_at_the_source_line(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("f1,f2,label,task\n1,2,spam,a\n3,4,ham,a\n5,6,Spam,b\n7,8,eggs,b\n")
+    refused(capsys, "data", "import", "csv", tmp_path / "x.csv", "-o", tmp_path / "o.h5",
+            needle="x.csv: line 2: label 'spam' is not a number; labels must be -1/+1 or 0/1")
+    refused(capsys, "data", "import", "csv", tmp_path / "x.csv", "-o", tmp_path / "o.h5",
+            "--label-map", "spam=+1,ham=-1", needle="x.csv: line 5: label 'eggs' is not in the label map")
+    refused(capsys, "data", "import", "csv", tmp_path / "x.csv", "-o", tmp_path / "o.h5",
+            "--label-map", "spam", needle="--label-map entry 'spam' must look like")
+    refused(capsys, "data", "import", "csv", tmp_path / "x.csv", "-o", tmp_path / "o.h5",
+            "--label-map", "spam=2", needle="--label-map spam=2: the value must be +1, -1 or drop")
+    meta = import_csv(tmp_path / "x.csv", tmp_path / "o.h5", label_map="spam=+1,ham=-1,eggs=drop")
+    assert [y.tolist() for y in load_tasks(meta, [0, 1]).y] == [[1, -1], [1]]
+    assert "1 row(s) dropped" in capsys.readouterr().err
+    (tmp_path / "bad.csv").write_text("f1,f2,f3,label,task\n1,2,3,1,a\n1,2,abc,1,a\n")
+    refused(capsys, "data", "import", "csv", tmp_path / "bad.csv", "-o", tmp_path / "o2.h5",
+            needle="bad.csv: line 3: 'abc' is not a number in column f3")
+    (tmp_path / "nan.csv").write_text("f1,label,task\n1,1,a\nnan,1,a\n")
+    refused(capsys, "data", "import", "csv", tmp_path / "nan.csv", "-o", tmp_path / "o2.h5",
+            needle="nan.csv: line 3: 'nan' in column f1 is not a finite number")
+    assert not (tmp_path / "o2.h5").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_other_importers_take_the_same_label_map(tmp_path, capsys):
+    root = tmp_path / "src"
+    sources(root)
+    (root / "tu" / "TOY" / "TOY_graph_labels.txt").write_text("1\n2\n")
+    refused(capsys, "data", "import", "tudataset", root / "tu", "--sets", "TOY", "-o", tmp_path / "o.h5",
+            needle='labels 1, 2 found; only -1/+1 and 0/1')
+    code, _, err = cli(capsys, "data", "import", "tudataset", root / "tu", "--sets", "TOY",
+                       "-o", tmp_path / "o.h5", "--label-map", "1=-1,2=+1")
+    assert code == 0, err
+    assert load_tasks(taskfile.read_meta(tmp_path / "o.h5"), [0]).y[0].tolist() == [-1, 1]
+    np.savez(root / "d.npz", X_0=np.ones((2, 3)), y_0=np.array([1, -1]),
+             X_1=np.ones((2, 4)), y_1=np.array([1, -1]))
+    refused(capsys, "data", "import", "npz", root / "d.npz", "-o", tmp_path / "d.h5",
+            needle="d.npz: task 'task0' has 3 features but task 'task1' has 4")
+    np.savez(root / "q.npz", X_0=np.ones((2, 3)), y_0=np.array([3, 7]))
+    refused(capsys, "data", "import", "npz", root / "q.npz", "-o", tmp_path / "q.h5",
+            needle="q.npz: labels 3, 7 found")
+    code, _, err = cli(capsys, "data", "import", "npz", root / "q.npz", "-o", tmp_path / "q.h5",
+                       "--label-map", "3=+1,7=-1")
+    assert code == 0, err
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_text_csv_numeric_zero_one_labels_need_no_map(tmp_path):
+    from omtl_mpi.data import import_text_csv
+    (tmp_path / "a.csv").write_text("text,label\ngood,1\nbad,0\n")
+    meta = import_text_csv(tmp_path / "a.csv", tmp_path / "o.h5", dims=8)
+    assert load_tasks(meta, [0]).y[0].tolist() == [1, -1]
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_label_map_parsing():
+    from omtl_mpi.data.importers.common import parse_label_map
+    assert parse_label_map("1=-1, 2=+1 ,3=drop") == {1.0: -1, 2.0: 1, 3.0: None}
+    assert parse_label_map("Positive=1,neutral=drop") == {"positive": 1, "neutral": None}
+    assert parse_label_map(None) is None and parse_label_map("") is None
+    with pytest.raises(ConfigError, match="two different values"):
+        parse_label_map("1=+1,1.0=-1")
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_csv_without_a_feature_column_is_refused(tmp_path, capsys):
+    (tmp_path / "nf.csv").write_text("label,task\n1,a\n0,a\n")
+    refused(capsys, "data", "import", "csv", tmp_path / "nf.csv", "-o", tmp_path / "o.h5",
+            needle="nf.csv: no feature column: its only columns are the label (label) and the task (task)")
+    refused(capsys, "data", "import", "csv", tmp_path / "nf.csv", "-o", tmp_path / "o.h5",
+            "--label-col", "task", needle="--label-col and --task-col both name column 'task'")
+    assert not (tmp_path / "o.h5").exists()

@@ -329,7 +329,7 @@ def test_new_tasks_among_many_learn_from_the_others():
 def test_the_summary_of_many_tasks_lists_their_ends():
     """A run of more than 100 tasks prints its first and last 5 tasks, as 'data info' does,
     and says where the others are; --json keeps them all."""
-    from conftest import omtl
+    from conftest import omtl_forked as omtl
     r = omtl("run", "--synth-tasks", "150", "--synth-samples", "3")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

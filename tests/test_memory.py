@@ -1,15 +1,19 @@
 """What a process may allocate: the machine's MemAvailable and its control groups' limits
 (omtl_mpi.memory), checked on made-up cgroup trees, and on a real one where the test runs as
-root on a machine whose cgroups it may make."""
+root on a machine whose cgroups it may make; and what cannot fit refused before allocating:
+a run's streams and a learner's own arrays (naming the part that cannot fit), `data synth` and
+the imports beyond memory or the free disk."""
 import os
 import subprocess
 import sys
 import uuid
 
+import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import cli_exit, omtl, refused, sources, write_declared_only
 from omtl_mpi import memory
+from omtl_mpi.data import footprint
 from omtl_mpi.errors import UserError
 from omtl_mpi.paths import output_file
 
@@ -186,3 +190,81 @@ def test_a_run_under_a_cgroup_limit_is_refused_before_it_is_killed(tmp_path):
         assert "of memory available" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     finally:
         os.rmdir(folder)
+
+
+# -------------------------------------------- more than memory holds: refused before allocating
+def test_huge_dimensions_are_refused_before_reading(tmp_path, capsys):
+    """A small file (compressed, never written) that declares 2 x 3 x 4e9 float64 features."""
+    path = write_declared_only(tmp_path / "huge.h5", rows=3, dim=4 * 10**9)
+    assert path.stat().st_size < 100_000
+    code = cli_exit(["run", "--data", path, "--preset", "paper"])   # AROW's own check is first
+    err = capsys.readouterr().err
+    assert code == 2 and "d = 4000000000) need about" in err and "GiB" in err
+    assert "Traceback" not in err
+
+
+def test_a_learner_too_large_is_refused_before_learning(capsys):
+    """What the chosen learner needs that cannot fit is refused at start, naming it, not by
+    the allocator: DROM's K x K task-relationship matrix (the defaults need none)."""
+    code = cli_exit(["run", "--algo", "drom", "--synth-tasks", "99999", "--synth-samples", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "99999 x 99999 task-relationship matrix" in err and "Traceback" not in err
+
+
+def test_the_hashed_baseline_too_large_blames_the_part_that_is(tmp_path, capsys, monkeypatch):
+    """Its table of 2^bits weights is small; at a large d its tasks' rows are what cannot fit
+    (the file and its streams do), so the line must not advise fewer --bits."""
+    from omtl_mpi.data import footprint
+    monkeypatch.setattr(footprint, "available_memory", lambda: 5 * 10**9)
+    path = write_declared_only(tmp_path / "big.h5", rows=1, dim=10**8)
+    code = cli_exit(["run", "--data", path, "--algo", "hashed", "--bits", "4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "2 task(s) of 100000001 weights on one rank (the hashed learner's rows " \
+        "of each task) need about" in err and "--bits" not in err and "Traceback" not in err
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_runaways_are_refused_before_allocating(tmp_path, capsys):
+    table = sources(tmp_path / "src")
+    src = {k: v[0][1] for k, v in table.items()}
+    for command, needle in (
+            # generated and written a block of tasks at a time: one task of 10^8 instances
+            (["synth", "--tasks", "100000", "--samples", "100000000"],
+             "100000 tasks x 100000000 samples x 9 features would need 35.8 GiB of memory, but only "
+             "8.0 GiB are available: lower --tasks or --samples"),
+            (["synth", "--family", "identical", "--dims", "1000000000"],
+             "lower --tasks or --samples or --dims"),
+            (["import", "tudataset", src["tudataset"], "--sets", "TOY", "--dims", "1000000000000"],
+             "2 graphs x 1000000000000 features would need"),
+            (["import", "mnist", src["mnist-npz"], "--dims", "1000000000000"], "lower --dims")):
+        line = refused(capsys, "data", *command, "-o", tmp_path / "o.h5", needle=needle)
+        assert "GiB" in line and "available" in line
+    # hashed text and LIBSVM rows are held sparse: what bounds them is a task file's columns
+    for command in (["text-csv", src["text-csv-folder"]], ["tweeteval", src["tweeteval"], "--tasks", "irony"]):
+        refused(capsys, "data", "import", *command, "--dims", "1000000000000", "-o", tmp_path / "o.h5",
+                needle="--dims must be at most 2147483647 (the columns a task file holds)")
+    (tmp_path / "svm").mkdir()
+    (tmp_path / "svm" / "a.txt").write_text("1 1:1\n-1 4000000000:1\n")
+    refused(capsys, "data", "import", "libsvm", tmp_path / "svm", "-o", tmp_path / "o.h5",
+            needle="feature index 4000000000 is beyond 2147483647")
+    assert not (tmp_path / "o.h5").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_synth_larger_than_the_free_disk_is_refused_before_writing(tmp_path, capsys, monkeypatch):
+    from omtl_mpi.data.importers import common
+    monkeypatch.setattr(common, "available_disk", lambda path: 2 ** 30)
+    refused(capsys, "data", "synth", "--tasks", "100000", "--samples", "2000", "-o", tmp_path / "o.h5",
+            needle="100000 tasks x 2000 samples x 9 features would take 13.6 GiB on disk, but only "
+                   f"1.0 GiB are free for {tmp_path / 'o.h5'}: lower --tasks or --samples, or write elsewhere")
+    refused(capsys, "data", "synth", "--family", "personal", "--tasks", "1000000", "-o", tmp_path / "o.h5",
+            needle="1000000 tasks x 32")
+    assert not (tmp_path / "o.h5").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_npz_too_large_is_refused_from_its_header(tmp_path, monkeypatch, capsys):
+    np.savez_compressed(tmp_path / "big.npz", xs=np.zeros((2, 1000, 100)), ys=np.ones((2, 1000)))
+    monkeypatch.setattr(footprint, "available_memory", lambda: 10 ** 6)
+    refused(capsys, "data", "import", "npz", tmp_path / "big.npz", "-o", tmp_path / "o.h5",
+            needle="big.npz: its arrays would need")

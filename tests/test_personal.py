@@ -3,7 +3,7 @@ draws, slices that equal the whole, and the command line."""
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 from omtl_mpi.data import info, load_tasks, footprint, read_meta
 from omtl_mpi.data.personal import (DEFAULTS, generate_personal, group_centres, personal_blocks,
                                     stream_lengths, task_groups, task_weights)
@@ -138,13 +138,13 @@ def test_the_command_line_writes_the_family(tmp_path):
      "draw a stream of 4e+18 instances"),
 ])
 def test_options_that_do_not_apply_are_refused(tmp_path, capsys, args, message):
-    from test_data_safety import refused
+    from conftest import refused
     refused(capsys, "data", "synth", "-o", tmp_path / "x.h5", *args, needle=message)
     assert not (tmp_path / "x.h5").exists()
 
 
 def test_the_memory_check_uses_the_drawn_lengths(tmp_path, capsys, monkeypatch):
-    from test_data_safety import refused
+    from conftest import refused
     monkeypatch.setattr(footprint, "available_memory", lambda: 2 ** 26)
     n = stream_lengths(20000, 15, 3.0)
     line = refused(capsys, "data", "synth", "-o", tmp_path / "x.h5", "--family", "personal",

@@ -1,7 +1,8 @@
 """A command stopped by SIGTERM, SIGHUP or SIGINT (docs/RELIABILITY.md, "The promise"): at any
 moment, start-up included, in one process, under ``--np`` and on every MPI rank, it removes its
 temporary files, says so in one line and exits 128 + the signal's number; a resumed sweep
-removes what its killed runs left.
+removes what its killed runs left; stopping `run --np` stops mpiexec and every rank, and
+writes nothing.
 
 Every command here is a subprocess with a timeout; the signals are sent while a temporary
 file is being written (the checkpoint of a run, written every few hundred rounds, or the
@@ -18,7 +19,6 @@ import time
 import pytest
 
 from conftest import BIN, MPIEXEC, TIMEOUT, _env
-from test_run_safety import _ranks_of
 
 SCRIPT = os.path.join(BIN, "omtl-mpi")
 STOPPING = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
@@ -252,3 +252,47 @@ def test_a_signal_after_the_work_is_done_is_ignored():
             "os.kill(os.getpid(), signal.SIGHUP); print('done')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "done\n" and r.stderr == "", (r.returncode, r.stderr)
+
+
+# ----------------------------------------------------------- stopping run --np stops every rank
+def _ranks_of(marker: str) -> list[str]:
+    """Command lines of the processes started for the run that writes ``marker`` (mpiexec and
+    its ranks), from /proc."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in args and ("mpiexec" in args or "mpi4py" in args):
+            found.append(args)
+    return found
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_stopping_the_np_launcher_stops_every_rank_and_writes_nothing(tmp_path, sig):
+    out = tmp_path / f"stopped-{sig.name}.h5"
+    proc = subprocess.Popen([sys.executable, "-m", "omtl_mpi", "run", "--np", "3",
+                             "--synth-samples", "300000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        deadline = time.time() + 30
+        while len(_ranks_of(str(out))) < 4 and time.time() < deadline:    # mpiexec + 3 ranks
+            time.sleep(0.2)
+        assert len(_ranks_of(str(out))) == 4
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert f"stopped by {sig.name}" in err
+    deadline = time.time() + 5
+    while _ranks_of(str(out)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert _ranks_of(str(out)) == []
+    time.sleep(1.0)
+    assert os.listdir(tmp_path) == []

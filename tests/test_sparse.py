@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import omtl_mpi
-from conftest import omtl, read_results
+from conftest import omtl_forked as omtl, read_results
 from omtl_mpi.algorithms.registry import REGISTRY
 from omtl_mpi.data import footprint, taskfile
 from omtl_mpi.data.featurise import hash_texts_sparse
@@ -124,7 +124,7 @@ def test_sparse_metadata_that_contradicts_its_arrays_is_a_damaged_file(tmp_path,
     naming a damaged file (before: a broadcast error mid-run, '[rank 1] ValueError' under
     --np 2; a file of 10^12 declared entries, a few KiB on disk, shown at density 5e+05 by
     'data info' and refused by 'run' for memory)."""
-    from test_data_safety import cli
+    from conftest import cli
     Xs, _ = sparse_tasks(3000)
     most = max(int(np.diff(X.indptr).max()) for X in Xs)
     total = sum(X.nnz for X in Xs)

@@ -1,5 +1,6 @@
 """Sweeps and reports: plan expansion and its errors, a tiny sweep under mpiexec that is
-interrupted and resumed, failures and timeouts recorded, and the report's tables and figures."""
+interrupted and resumed, failures and timeouts recorded (a run gone non-finite among them),
+the report's tables and figures, and random sweep files (hypothesis): planned or one line."""
 import csv
 import json
 import os
@@ -10,8 +11,10 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from conftest import TIMEOUT, _env, omtl
+from conftest import TIMEOUT, _env, omtl_forked as omtl
 from omtl_mpi.errors import ConfigError
 from omtl_mpi.sweep import load_plan, rank_count
 
@@ -327,3 +330,66 @@ def test_report_of_a_folder_that_is_not_a_sweep(tmp_path):
     (tmp_path / "index.json").write_text("{not json")
     r = omtl("report", tmp_path)
     assert r.returncode == 2 and "not a readable sweep index" in r.stderr
+
+
+# -------------------------------------------------------------- random sweep files (hypothesis)
+toml_values = st.one_of(st.integers(-3, 50), st.floats(-1, 5, allow_nan=False), st.booleans(),
+                        st.sampled_from(["tasks", "tasks+1", "tasks*", "ring", "c-admm", "x", "min(tasks,2)"]),
+                        st.lists(st.integers(0, 3), max_size=3))
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(top=st.dictionaries(st.sampled_from(["seeds", "timeout", "max_ranks", "name", "other"]), toml_values, max_size=3),
+       data=st.dictionaries(st.sampled_from(["target", "batch", "optional", "label", "path"]), toml_values, max_size=3),
+       synth=st.dictionaries(st.sampled_from(["tasks", "samples", "seed", "normalize", "size"]), toml_values, max_size=3),
+       algo=st.dictionaries(st.sampled_from(["algo", "ranks", "topology", "timeout", "label", "grid", "options"]),
+                            toml_values, max_size=3),
+       options=st.dictionaries(st.sampled_from(["rho", "no-relationship", "seed", "gamma0", "bogus", "batch"]),
+                               toml_values, max_size=2),
+       garbage=st.sampled_from(["", "[[", "= 1", "\x00"]))
+def test_random_sweep_files(tmp_path, top, data, synth, algo, options, garbage):
+    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
+    lines += ["[data.d]"] + [f"{k} = {_toml(v)}" for k, v in data.items() if k != "path"]
+    if "path" in data:
+        lines.append(f"path = {_toml(data['path'])}")
+    else:
+        lines.append("synthetic = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in synth.items()) + " }")
+    lines += ["[algorithms.c-admm]"] + [f"{k} = {_toml(v)}" for k, v in algo.items() if k not in ("grid", "options")]
+    if options:
+        lines.append("options = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in options.items()) + " }")
+    lines.append(garbage)
+    path = tmp_path / "s.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    try:
+        plan = load_plan(str(path))
+    except ConfigError as exc:
+        event("refused")
+        assert str(exc).strip() and "Traceback" not in str(exc)
+        return
+    event("accepted")
+    assert all(r.ranks >= 1 and r.timeout > 0 for r in plan.runs)
+    assert len({r.id for r in plan.runs}) == len(plan.runs)
+
+
+
+@pytest.mark.mpi
+def test_a_sweep_records_a_non_finite_run_as_failed(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[data.s]\nsynthetic = { tasks = 3, samples = 300 }\n'
+                     '[algorithms.c-admm]\noptions = { class-weight = "1e12" }\n')
+    r = omtl("sweep", sweep, "--out", tmp_path / "out", "--json")
+    assert r.returncode == 1, r.stderr
+    index = json.loads((tmp_path / "out" / "index.json").read_text())
+    (record,) = index["runs"].values()
+    assert record["status"] == "failed" and "non-finite" in record["error"]
+    assert not (tmp_path / "out" / "runs" / f"{next(iter(index['runs']))}.h5").exists()

@@ -6,13 +6,15 @@ import os
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from conftest import omtl
-from test_data_safety import cli
+from conftest import cli, omtl_forked as omtl, one_line_errors
+from conftest import HOSTILE_FAST as FAST, HOSTILE_NAMES as names, HOSTILE_VALUES as values
 from omtl_mpi.data import (FlatStreams, TaskFileWriter, info, load_block, load_tasks, read_meta,
                            write_tasks)
 from omtl_mpi.data import footprint, taskfile
-from omtl_mpi.errors import DataError
+from omtl_mpi.errors import DataError, UserError
 
 QUICK = 60
 
@@ -527,3 +529,34 @@ def test_arrays_declared_larger_than_memory_are_refused_before_reading(tmp_path,
     with pytest.raises(DataError) as err:
         read_meta(path)
     assert "/offsets would need 16.0 GiB, more than half the 1.0 GiB of memory available" in one_line(err.value)
+
+
+# --------------------------------------------------------- hostile version 2 files (hypothesis)
+small = st.integers(-3, 20)
+
+
+@FAST
+@given(X=st.lists(st.lists(values, min_size=1, max_size=3), min_size=0, max_size=6),
+       y=st.lists(values, min_size=0, max_size=6),
+       offsets=st.lists(small, min_size=0, max_size=5),
+       name_offsets=st.lists(small, min_size=0, max_size=5), name=names,
+       floats=st.booleans())
+def test_hostile_version_2_files(tmp_path, X, y, offsets, name_offsets, name, floats):
+    """Any /X, /y, /offsets and names: read_meta and load_block give the project's error or
+    valid streams."""
+    from omtl_mpi.data import load_block
+    path = tmp_path / "h2.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["format_version"] = 2
+        width = {len(r) for r in X}
+        f["X"] = np.array(X, dtype=float) if len(width) == 1 else np.zeros((0,))
+        f["y"] = np.array(y, dtype=float)
+        f["offsets"] = np.array(offsets, dtype=float if floats else np.int64)
+        f["names"] = np.frombuffer(name.encode(), dtype=np.uint8)
+        f["name_offsets"] = np.array(name_offsets, dtype=np.int64)
+    try:
+        meta = read_meta(path)
+        got = load_block(meta, 0, meta.n_tasks)
+        assert len(got.y) == int(meta.offsets[-1]) and set(got.y.tolist()) <= {-1, 1}
+    except UserError as exc:
+        one_line_errors(exc)

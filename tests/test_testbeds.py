@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import omtl
+from conftest import omtl_forked as omtl
 from omtl_mpi.data.testbeds import generate_testbed, task_weights
 from omtl_mpi.errors import ConfigError
 

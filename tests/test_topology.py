@@ -1,8 +1,13 @@
-"""Topology library: generators, validation, files, mixing weights."""
+"""Topology library: generators, validation, files, mixing weights; hostile topology files and
+`topo show` values (hypothesis), and sizes beyond what this release builds."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from omtl_mpi.errors import ConfigError
+from conftest import CASES, HOSTILE, allowed, forked, omtl_forked as omtl, one_line_error, one_line_errors
+from conftest import HOSTILE_FAST as FAST
+from omtl_mpi.errors import ConfigError, UserError
 from omtl_mpi.topology import describe, draw_png, generate, load_topology
 
 
@@ -201,3 +206,42 @@ def test_the_largest_random_graphs_are_built_in_seconds():
     from omtl_mpi.topology.core import random_regular, watts_strogatz
     assert len(watts_strogatz(65536, 4, 0.1, 0)) == 2 * 65536
     assert len(random_regular(65536, 4, 0)) == 2 * 65536
+
+
+# ------------------------------- hostile input (hypothesis): only the project's one-line errors
+toml_text = st.one_of(
+    st.text(max_size=200),
+    st.builds(lambda n, e: f"nodes = {n}\nedges = {e}\n", st.integers(-2, 6),
+              st.lists(st.lists(st.integers(-2, 7), min_size=0, max_size=3), max_size=8)),
+    st.builds(lambda k, extra: f'kind = "{k}"\n{extra}', st.sampled_from(
+        ["ring", "full", "star", "torus", "random-regular", "erdos-renyi", "watts-strogatz", "nope"]),
+        st.sampled_from(["", "degree = 3", "p = 0.0", "k = 3", "beta = 2", "rows = 5", "seed = -1"])),
+)
+
+
+@FAST
+@given(text=toml_text, n=st.integers(1, 7))
+def test_hostile_topology_files(tmp_path, text, n):
+    f = tmp_path / "t.toml"
+    f.write_text(text, encoding="utf-8")
+    try:
+        topo = load_topology(str(f), n)
+        assert topo.n_nodes == n and len(topo.components()) == 1
+    except UserError as exc:
+        one_line_errors(exc)
+
+
+@CASES
+@given(spec=st.sampled_from(["ring", "full", "star", "torus", "random-regular", "nope", "erdos-renyi"]),
+       nodes=HOSTILE)
+def test_hostile_topologies(spec, nodes):
+    args = ["topo", "show", spec, "--nodes", nodes, "--json"]
+    allowed(*forked(*args), args)
+
+
+
+def test_topologies_beyond_what_this_release_builds_are_refused():
+    one_line_error(omtl("topo", "show", "ring", "--nodes", "70000"), "more than the 65536")
+    one_line_error(omtl("topo", "show", "full", "--nodes", "3000"), "visits every pair")
+    r = omtl("topo", "show", "ring", "--nodes", "3000")
+    assert r.returncode == 0 and "diameter and SLEM not computed" in r.stdout, r.stderr

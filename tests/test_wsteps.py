@@ -8,7 +8,7 @@ equivalence with each of them.
 import numpy as np
 import pytest
 
-from conftest import assert_in_process_equals_mpiexec, omtl, write_declared_only
+from conftest import assert_in_process_equals_mpiexec, omtl_forked as omtl, write_declared_only
 from omtl_mpi.algorithms.admm import GIVEN, AdmmParams, TaskBlock
 from omtl_mpi.algorithms.independent import ArowParams
 from omtl_mpi.algorithms.losses import gradient_coef, predict

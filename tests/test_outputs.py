@@ -4,25 +4,40 @@ link to one), and the node is left as it was; a path that is no file name (None,
 NUL character) is one line too, and a path holding control characters is shown escaped on its
 one line.
 
-Each command-line case runs ``omtl_mpi.cli.main`` in a forked child (tests/test_hostile_cli.py's
-``forked``): milliseconds a case, and no MPI job is started, since every case is refused first.
+No output replaces an input either: every command (run, its checkpoints, resume, every import,
+data fetch, topo show --png, sweep, report) refuses an output that is one of its inputs (the same
+path, a symbolic or a hard link to it), one in a missing or read-only folder, and a folder given
+as a file, leaving the input as it was.
+
+Each command-line case runs ``omtl_mpi.cli.main`` in a forked child (conftest's ``forked``) or
+in this process (conftest's ``cli``): milliseconds a case, and no MPI job is started, since
+every case is refused first.
 """
 import os
+import shutil
 import socket
 import stat
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import omtl_mpi
 from omtl_mpi.atomic import atomic_path, replace
 from omtl_mpi.data import generate
 from omtl_mpi.errors import UserError, printable
 from omtl_mpi.paths import output_file
-from conftest import omtl
-from test_data_safety import sources
-from test_hostile_cli import files, forked  # noqa: F401  (files: a fixture)
+from omtl_mpi.data import import_csv
+from conftest import CASES, allowed, cli, digest, digests, forked, omtl_forked as omtl, one_line_error, refused, sources
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="device nodes need root (mknod)")
+
+SMALL = ("--synth-tasks", "3", "--synth-samples", "60")
+
+
+@pytest.fixture
+def data(tasks_3x60):
+    return tasks_3x60
 
 
 # ------------------------------------------------------------------ the nodes an output may meet
@@ -340,3 +355,220 @@ def test_data_fetch_never_reads_a_pipe_of_a_mirror_nor_writes_into_a_device(tmp_
              f"file://{tmp_path / 'm'}", timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("error: --dest ") and "not a folder" in r.stderr
     assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+
+
+# ---------------------------- no output over an input; outputs in a missing or read-only folder
+def snapshot(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_every_import_refuses_an_output_that_is_its_source(tmp_path, capsys):
+    table = sources(tmp_path / "src")
+    before = snapshot(tmp_path / "src")
+    for name, (args, target) in table.items():
+        link, hard = tmp_path / f"{name}.link", tmp_path / f"{name}.hard"
+        link.symlink_to(target)
+        os.link(target, hard)
+        for out in (target, link, hard):
+            line = refused(capsys, "data", "import", *args, "-o", out, needle="would destroy it")
+            assert f"-o {out}" in line, (name, line)
+        if target.parent != tmp_path / "src":            # a folder source: the folder itself too
+            refused(capsys, "data", "import", *args, "-o", args[1], needle="is a directory")
+    assert snapshot(tmp_path / "src") == before
+    assert not [p for p in (tmp_path / "src").rglob("*") if ".tmp-" in p.name]
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_a_new_output_inside_a_folder_whose_every_file_is_read_is_refused(tmp_path, capsys):
+    """The next import of a LIBSVM or text CSV folder would read it as one of its tasks."""
+    table = sources(tmp_path / "src")
+    for name in ("libsvm-folder", "text-csv-folder", "vw-folder"):
+        args, _ = table[name]
+        out = args[1] / "new.h5"
+        refused(capsys, "data", "import", *args, "-o", out, needle="whose every file is read as a task")
+        assert not out.exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_fetch_again_writes_its_default_output_again(tmp_path, capsys):
+    """A second 'data fetch NAME --dest DIR' replaces DIR/NAME.h5, an output, as the first wrote it."""
+    dest = tmp_path / "d"
+    dest.mkdir()
+    (dest / "landmine.h5").write_bytes(b"an earlier import")
+    code, _, err = cli(capsys, "data", "fetch", "landmine", "--dest", dest, "--mirror",
+                       f"file://{tmp_path / 'no-mirror'}")
+    assert code == 1 and "would destroy it" not in err and "no such file" in err, err
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_every_import_source_is_valid(tmp_path, capsys):
+    """The sources above import with a fresh -o (so the refusals are about -o alone)."""
+    for name, (args, _) in sources(tmp_path / "src").items():
+        code, out, err = cli(capsys, "data", "import", *args, "-o", tmp_path / f"{name}.h5")
+        assert code == 0 and out.startswith("wrote "), (name, err)
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_fetch_refuses_an_output_that_is_a_data_set_file(tmp_path, capsys):
+    dest = tmp_path / "d"
+    (dest / "landmine").mkdir(parents=True)
+    mat = dest / "landmine" / "LandmineData.mat"
+    mat.write_bytes(b"not yet verified")
+    (tmp_path / "link.mat").symlink_to(mat)
+    os.link(mat, tmp_path / "hard.mat")
+    mirror = f"file://{tmp_path / 'no-mirror'}"
+    for out in (mat, tmp_path / "link.mat", tmp_path / "hard.mat"):
+        refused(capsys, "data", "fetch", "landmine", "--dest", dest, "--mirror", mirror,
+                "-o", out, needle="would destroy it")
+    refused(capsys, "data", "fetch", "landmine", "--dest", dest, "--mirror", mirror, "-o", dest,
+            needle="is a directory")
+    # a file it would download, not there yet, is refused too
+    refused(capsys, "data", "fetch", "tudataset", "--sets", "MUTAG", "--dest", dest, "--mirror", mirror,
+            "-o", dest / "chem" / "tudataset" / "MUTAG" / "MUTAG_A.txt", needle="would destroy it")
+    assert mat.read_bytes() == b"not yet verified"
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_outputs_in_a_missing_folder_or_that_are_folders(tmp_path, capsys):
+    table = sources(tmp_path / "src")
+    (tmp_path / "isdir").mkdir()
+    commands = [["data", "synth", "--tasks", "2", "--samples", "5"]]
+    commands += [["data", "import", *args] for args, _ in table.values()]
+    commands += [["data", "fetch", "landmine", "--dest", tmp_path / "d", "--mirror", f"file://{tmp_path}/none"]]
+    for command in commands:
+        refused(capsys, *command, "-o", tmp_path / "missing" / "o.h5", needle="does not exist; create it first")
+        line = refused(capsys, *command, "-o", tmp_path / "isdir")
+        assert "directory" in line or "is a folder" in line, line
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "d").exists()
+
+
+@pytest.mark.usefixtures("eight_gib")   # every machine looks like one with 8 GiB free
+def test_read_only_folder_is_refused(tmp_path, monkeypatch):
+    """As root chmod cannot stop a write, so the permission check itself is exercised."""
+    real_access = os.access
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    monkeypatch.setattr(os, "access",
+                        lambda p, mode: False if os.fspath(p) == str(ro) else real_access(p, mode))
+    (tmp_path / "x.csv").write_text("f1,label,task\n1,1,a\n")
+    with pytest.raises(UserError, match="is not writable; choose another -o"):
+        import_csv(tmp_path / "x.csv", ro / "o.h5")
+
+
+
+def _alias(path, kind: str, folder):
+    if kind == "same":
+        return path
+    alias = folder / f"{kind}-{os.path.basename(path)}"
+    if not os.path.lexists(alias):
+        (os.symlink if kind == "symlink" else os.link)(path, alias)
+    return alias
+
+
+@settings(CASES, max_examples=40)
+@given(case=st.sampled_from(["run-out", "run-ckpt", "run-resume-out", "import-csv", "topo-png",
+                             "sweep-index", "report-into-sweep"]),
+       kind=st.sampled_from(["same", "symlink", "hardlink"]))
+@pytest.mark.mpi
+def test_no_output_can_replace_an_input(files, tmp_path, case, kind):
+    data, ckpt = files["data"], tmp_path / "copy.ckpt.h5"
+    shutil.copy(files["ckpt"], ckpt)
+    csv = tmp_path / "x.csv"
+    csv.write_text("f0,f1,label,task\n1,2,1,a\n2,1,-1,a\n0,1,1,b\n1,0,-1,b\n")
+    topo = tmp_path / "t.toml"
+    topo.write_text(files["topo"].read_text())
+    index = tmp_path / "index.json"
+    index.write_text(files["sweep"].read_text())
+    runs = files["sweep_out"]
+    inputs = [data, ckpt, csv, topo, index, runs / "index.json", *sorted((runs / "runs").iterdir())]
+    before = digests(inputs)
+    args = {
+        "run-out": ["run", "--data", data, "--out", _alias(data, kind, tmp_path)],
+        "run-ckpt": ["run", "--data", data, "--out", tmp_path / "r.h5", "--checkpoint-every", "10",
+                     "--checkpoint", _alias(data, kind, tmp_path)],
+        "run-resume-out": ["run", "--data", data, "--resume", ckpt, "--out", _alias(ckpt, kind, tmp_path)],
+        "import-csv": ["data", "import", "csv", csv, "-o", _alias(csv, kind, tmp_path)],
+        "topo-png": ["topo", "show", topo, "--nodes", "5", "--png", _alias(topo, kind, tmp_path)],
+        "sweep-index": ["sweep", index, "--out", tmp_path],
+        # a report writes only .md, .csv, .png and report.json, atomically: into the sweep
+        # folder itself or its runs/ it may run, but must leave the sweep's files as they were
+        "report-into-sweep": ["report", runs, "-o", runs if kind == "same" else runs / "runs"],
+    }[case]
+    outcome = allowed(*forked(*args), args)
+    assert outcome == ("ran" if case == "report-into-sweep" else "refused")
+    assert digests(inputs) == before
+
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+def test_results_over_the_data_set_are_refused(data, tmp_path, link, ranks):
+    target = {"same": lambda: data, "symlink": lambda: tmp_path / "sym.h5",
+              "hardlink": lambda: tmp_path / "hard.h5"}[link]()
+    if link == "symlink":
+        os.symlink(data, target)
+    elif link == "hardlink":
+        os.link(data, target)
+    before = digest(data)
+    args = ["run", "--data", data, "--out", target] + (["--np", ranks] if ranks else [])
+    one_line_error(omtl(*args), "--out", "is the data set", "choose another --out")
+    assert digest(data) == before
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (["--checkpoint-every", "10", "--checkpoint", "{data}"], ["--checkpoint", "is the data set"]),
+    (["--checkpoint-every", "10", "--checkpoint", "{out}"], ["are the same file"]),
+    (["--resume", "{out}"], ["is the checkpoint to resume"]),
+])
+def test_checkpoint_and_resume_paths_never_overwrite_an_input(data, tmp_path, extra, needles):
+    out = tmp_path / "run.h5"
+    out.write_bytes(b"keep me")
+    args = [a.format(data=data, out=out) for a in extra]
+    before = digest(data), digest(out)
+    one_line_error(omtl("run", "--data", data, "--out", out, *args), *needles)
+    assert (digest(data), digest(out)) == before
+
+
+def test_topology_png_over_its_topology_file_or_into_a_missing_folder(tmp_path):
+    topo = tmp_path / "t.toml"
+    topo.write_text('kind = "ring"\n')
+    one_line_error(omtl("topo", "show", topo, "--nodes", "4", "--png", topo), "is the topology file")
+    assert topo.read_text() == 'kind = "ring"\n'
+    # a shipped topology file, named rather than given as a path
+    shipped = os.path.join(os.path.dirname(__file__), "..", "topologies", "example-5.toml")
+    before = digest(shipped)
+    one_line_error(omtl("topo", "show", "example-5", "--nodes", "5", "--png", shipped),
+                   "is the topology file")
+    assert digest(shipped) == before
+
+
+@pytest.mark.parametrize("extra", [[], ["--np", "2"], ["--checkpoint-every", "10", "--checkpoint", "{topo}"]])
+def test_a_run_never_writes_over_its_topology_file(tmp_path, extra):
+    topo = tmp_path / "t.toml"
+    topo.write_text('kind = "ring"\n')
+    out = topo if "--checkpoint" not in extra else tmp_path / "r.h5"
+    args = [str(a).format(topo=topo) for a in extra]
+    one_line_error(omtl("run", *SMALL, "--algo", "d-admm", "--topology", topo, "--out", out, *args),
+                   "is the topology file")
+    assert topo.read_text() == 'kind = "ring"\n'
+    one_line_error(omtl("topo", "show", "ring", "--nodes", "4", "--png", tmp_path / "no" / "t.png"),
+                   "does not exist")
+
+
+@pytest.mark.mpi
+def test_sweep_and_report_folders_that_are_files_are_one_line(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[data.s]\nsynthetic = { tasks = 2, samples = 30 }\n[algorithms.pa]\n')
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    one_line_error(omtl("sweep", sweep, "--out", taken), "is a file")
+    # a sweep file that happens to lie where the sweep's index would be written
+    index = tmp_path / "index.json"
+    index.write_text(sweep.read_text())
+    one_line_error(omtl("sweep", index, "--out", tmp_path), "is the sweep file")
+    assert taken.read_text() == "x" and index.read_text() == sweep.read_text()
+    # a report folder under a file: the project's own line (click only checks what exists)
+    assert omtl("sweep", sweep, "--out", tmp_path / "swept").returncode == 0
+    one_line_error(omtl("report", tmp_path / "swept", "-o", taken / "report"), "cannot create this folder")
+    assert taken.read_text() == "x"
