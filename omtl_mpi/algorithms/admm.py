@@ -27,7 +27,7 @@ from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
                       moment_change, vote_experts)
 from .losses import LOSSES, descent_coef, predict
-from .relationship import ExactStep, Relationship, paper_step, update_omega
+from .relationship import DENSE_STEP_TASKS, ExactStep, Relationship, paper_step, update_omega
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, AROW_W_STEP_R_PER_MEAN_SQ_NORM,
                      COVARIANCES, STEP_CLASSES, W_STEP_CLASSES, arow_form, make_w_step)
 
@@ -833,6 +833,8 @@ class Consensus:
     Omega changes: O(K d r) per round, r <= min(K, d), never a K x K matrix.
     """
 
+    NOT_STATE = ("_scratch",)       # for .undo: the Omega update's copy of V
+
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
@@ -841,6 +843,9 @@ class Consensus:
         self._rel = Relationship.identity(n_tasks, min(n_tasks, dim))
         self.rounds = 0                          # consensus steps taken so far
         self._exact = None
+        # the buffers the Omega update and the exact step's operator are written into
+        self._scratch = np.empty((n_tasks, dim), order="F")
+        self._T = np.empty((n_tasks + 1, n_tasks)) if n_tasks <= DENSE_STEP_TASKS else None
 
     @property
     def rel(self) -> Relationship:
@@ -854,7 +859,7 @@ class Consensus:
     def _operator(self):
         if self._exact is None:
             p = self.p
-            self._exact = ExactStep(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
+            self._exact = ExactStep(self._rel, p.a, p.rho, p.lambda2, p.lambda4, self._T)
         return self._exact
 
     def step(self, C: np.ndarray):
@@ -895,7 +900,8 @@ class Consensus:
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
+            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel,
+                                    self._scratch)
             # build the next step's operator now: on a server this runs after the reply, while
             # the workers compute, instead of between their messages and the next reply
             if p.variant == "exact":
