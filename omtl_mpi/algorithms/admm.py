@@ -272,6 +272,20 @@ GIVEN = "given"     # a learned Omega (or the paper variant) couples the tasks: 
 ALONE = "alone"     # every task its own u_k and v_k (ADMM-Single)
 
 
+def descent(X, coef: np.ndarray, inv_count: np.ndarray, sparse: bool) -> np.ndarray:
+    """D = -g (na x d), the batch-mean negative loss gradient of the instances X (B, na, d)."""
+    if sparse:
+        D = X.combine(coef)
+        if X.shape[0] > 1:
+            D *= inv_count[:, None]
+    elif X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
+        D = X[0] * coef.T
+    else:
+        D = np.einsum("bk,bkd->kd", coef, X)
+        D *= inv_count[:, None]
+    return D
+
+
 def related_default(n_tasks: int, dim: int, coordinates: str) -> str:
     """The related expert's form where a role does not choose it: every task's model (and
     the block's cosines) where steps change only their instances' coordinates, else H with
@@ -407,11 +421,15 @@ class TaskBlock:
         # --class-weight: each task's instances of class -1 and +1 seen so far
         self._weighted = class_weights(params.class_weight)
         self.class_seen = np.zeros((2, n_tasks)) if self._weighted != "none" else None
+        # the losses whose factor a round of one instance computes as a float (the Euclidean
+        # step, which does not read it, and no class weights)
+        self._scalar_loss = (params.loss if params.loss in ("hinge", "perceptron")
+                             and params.w_step == "euclid" and self._weighted == "none" else None)
 
     # for .undo: constants, and what a round computes for its own use (the deltas its worker
     # sends, the pairs of its sparse step) before anything reads it
     NOT_STATE = ("_rho", "_f", "_rho_f", "_g", "_rho_g", "_ones", "_pairs", "delta_pairs",
-                 "W_pairs", "delta_C", "delta_mistakes", "delta_H", "_active")
+                 "_scalar_loss", "W_pairs", "delta_C", "delta_mistakes", "delta_H", "_active")
 
     def row_axes(self) -> dict:
         """{attribute: axis of the tasks} of the arrays a round changes only at its active
@@ -474,18 +492,20 @@ class TaskBlock:
             experts = self._expert_margins(margins, W, X, active, inverse, store=True)
             positive = self.experts.predict(experts)
             self.delta_mistakes = self.experts.update(y, active)
-        coef = descent_coef(p.loss, y, margins, own)
-        if self.class_seen is not None:
-            coef = coef * self._class_weights(y, active)
-        if sparse:
-            D = X.combine(coef)
-            if X.shape[0] > 1:
-                D *= inv_count[:, None]
-        elif X.shape[0] == 1:     # with B = 1 every count is 1 (padding has a zero gradient)
-            D = X[0] * coef.T
+        if self._scalar_loss is not None and margins.size == 1 and not sparse:
+            # one instance of one task (a worker or node per task): its factor as a Python
+            # float, the same operations as descent_coef's; the Euclidean step reads no coef
+            m, label = margins.item(), y.item()
+            if self._scalar_loss == "hinge":
+                factor = label if label * m < 1.0 else 0.0
+            else:
+                factor = label * ((label > 0.0) != (m >= 0.0))
+            D, coef = X[0] * factor, None
         else:
-            D = np.einsum("bk,bkd->kd", coef, X)
-            D *= inv_count[:, None]
+            coef = descent_coef(p.loss, y, margins, own)
+            if self.class_seen is not None:
+                coef = coef * self._class_weights(y, active)
+            D = descent(X, coef, inv_count, sparse)
         # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py), D = -g, with
         # R = rho (u + v_k) - z_k of the last consensus step
         Z = self.Z[active]
@@ -838,14 +858,29 @@ class Consensus:
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
-        self.u = np.zeros(dim)
-        self.V = np.zeros((n_tasks, dim))        # of the last step (the paper's V_old)
+        self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
         self._rel = Relationship.identity(n_tasks, min(n_tasks, dim))
         self.rounds = 0                          # consensus steps taken so far
         self._exact = None
         # the buffers the Omega update and the exact step's operator are written into
         self._scratch = np.empty((n_tasks, dim), order="F")
         self._T = np.empty((n_tasks + 1, n_tasks)) if n_tasks <= DENSE_STEP_TASKS else None
+
+    @property
+    def u(self) -> np.ndarray:
+        return self.uv[0]
+
+    @u.setter
+    def u(self, value) -> None:
+        self.uv[0] = value
+
+    @property
+    def V(self) -> np.ndarray:
+        return self.uv[1:]
+
+    @V.setter
+    def V(self, value) -> None:
+        self.uv[1:] = value
 
     @property
     def rel(self) -> Relationship:
@@ -874,7 +909,7 @@ class Consensus:
         p = self.p
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), docs/ALGORITHMS.md section 2.2
-            u, V = self._operator().step(C)
+            self._operator().step(C, self.uv)
         else:
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
             u, V = paper_step(self._rel, p.a, p.rho, p.lambda2, p.lambda4, C, self.V)
@@ -886,10 +921,10 @@ class Consensus:
                     f"(|V| > 1e100): its printed '+' sign on the lambda4 term makes V grow when "
                     f"lambda4 = {p.lambda4} is large against Omega's eigenvalues; lower --lambda4 "
                     f"or use --variant exact")
-        self.u[...] = u
-        self.V[...] = V
+            self.uv[0] = u
+            self.uv[1:] = V
         self.rounds += 1
-        return self.u, self.V
+        return self.uv[0], self.uv[1:]
 
     def update_relationship(self, V: np.ndarray | None = None) -> None:
         """The Omega update from V (default: the V of the step just taken), every m-th step.
@@ -923,8 +958,8 @@ class Consensus:
         self.rel = Relationship(np.array(state["omega_basis"], dtype=np.float64),
                                 np.array(state["omega_values"], dtype=np.float64),
                                 float(state["omega_rest"]))
-        self.V[...] = state["V"]
-        self.u[...] = state["u"]
+        self.uv[1:] = state["V"]
+        self.uv[0] = state["u"]
         self.rounds = int(state["rounds"])
 
 

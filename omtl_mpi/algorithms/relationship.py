@@ -224,10 +224,11 @@ class ExactStep:
             u += self._basis_weight @ (self.rel.basis.T @ C if BtC is None else BtC)
         return u
 
-    def step(self, C: np.ndarray):
-        """(u (d,), V (K x d)) from C (K x d)."""
+    def step(self, C: np.ndarray, out: np.ndarray | None = None):
+        """(u (d,), V (K x d)) from C (K x d); written into ``out`` ((K + 1) x d: [u; V])
+        when given."""
         if self._dense is not None:
-            uV = self._dense @ C
+            uV = np.dot(self._dense, C, out=out)
             return uV[0], uV[1:]
         B = self.rel.basis
         BtC = B.T @ C if B.shape[1] else None
@@ -240,6 +241,8 @@ class ExactStep:
             V += V_basis
         else:
             V *= self.f_rest
+        if out is not None:
+            out[0], out[1:] = u, V
         return u, V
 
 
