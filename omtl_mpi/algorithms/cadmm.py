@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_of, coupling,
-                   omega_arrays)
+from .admm import (FIXED_OMEGA, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_of,
+                   coupling, omega_arrays)
 from . import mixture
 from .bayes import stats_size
 from .mixture import MixtureBayes
@@ -182,7 +182,7 @@ class CAdmmWorker:
         self._packed_down = _packed(params, n_tasks, dim, up=False)
         self._cached = None
         given = coupling(params) == GIVEN
-        self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
+        self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED_OMEGA,
                                message=self._up["C"].reshape(kb, dim) if given else None,
                                total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim),
                                groups=True)

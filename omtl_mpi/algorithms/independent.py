@@ -168,8 +168,8 @@ class SingleParams(AdmmParams):
     relationship: bool = False
     experts: bool = False           # no shared model to vote with: each task is alone
     # what this learner fixes: --preset leaves them, and setting them otherwise is an error
-    FIXED = ("lambda4", "relationship", "experts")
-    FIXED_WHY = "admm-single learns each task alone"
+    FIXED_FIELDS = ("lambda4", "relationship", "experts")
+    FIXED_FIELDS_WHY = "admm-single learns each task alone"
 
     def __post_init__(self):
         super().__post_init__()
