@@ -489,3 +489,15 @@ class TaskBlock(PairSteps):
             np.multiply(self.u, self._rho_g, out=self._rho_g_u)
 
 
+class BlockRole:
+    """A role whose learning state is one :class:`TaskBlock`, ``self.block``."""
+
+    def state(self) -> dict:
+        return self.block.state()
+
+    def load_state(self, state: dict) -> None:
+        self.block.load_state(state)
+
+    def checked(self, rows=None) -> list:
+        """The arrays of the tasks ``rows`` (None: all) and the shared ones, to be finite."""
+        return self.block.checked(rows)
