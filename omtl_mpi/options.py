@@ -251,7 +251,7 @@ def effects(algo, opts: dict | None = None) -> dict:
     opts = table() if opts is None else opts
     cls = algo.params
     names = [f.name for f in fields(cls)]
-    fixed = set(getattr(cls, "FIXED", ()))
+    fixed = set(getattr(cls, "FIXED_FIELDS", ()))
     default = cls()
     free = [n for n in names if n not in fixed and (opts[n].type is bool or opts[n].choices)]
     domains = [(False, True) if opts[n].type is bool else opts[n].choices for n in free]
@@ -275,7 +275,7 @@ def preset_values(name: str | None, algo, opts: dict) -> dict:
     from the same field's in the first learner that has it, C-ADMM's for the ADMM ones)."""
     if name is None:
         return {}
-    own = {f.name for f in fields(algo.params)} - set(getattr(algo.params, "FIXED", ()))
+    own = {f.name for f in fields(algo.params)} - set(getattr(algo.params, "FIXED_FIELDS", ()))
     return {key: value for key, value in PRESETS[name].items()
             if opts[key].kind == "run" or key in own}
 

@@ -314,7 +314,7 @@ def test_admm_single_is_c_admm_alone_per_task():
 
 def test_omega_fixed_step_is_each_tasks_own():
     """With Omega = I/K (the defaults) every v_k follows from its own c_k and u: the block's
-    FIXED mode equals the consensus step over every task's messages."""
+    FIXED_OMEGA mode equals the consensus step over every task's messages."""
     rng = np.random.default_rng(5)
     K, d = 6, 3
     p = AdmmParams(eta=1.0, lambda4=0.05, experts=False)

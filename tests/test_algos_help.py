@@ -66,7 +66,7 @@ def test_algos_name_lists_exactly_the_learners_fields_each_explained(name):
     listed = [o["name"] for o in got["options"]]
     assert sorted(listed + list(got["fixed"]) + got["no_effect"]) == \
         sorted(f.name for f in fields(algo.params))
-    assert set(got["fixed"]) == set(getattr(algo.params, "FIXED", ()))
+    assert set(got["fixed"]) == set(getattr(algo.params, "FIXED_FIELDS", ()))
     for o in got["options"]:
         assert o["help"].strip(), f"{name}: --{o['name']} has no help"
         assert o["default"] == getattr(defaults, o["name"])

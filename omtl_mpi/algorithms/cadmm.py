@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .admm import (FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coordinates_of, coupling,
-                   omega_arrays)
+from .admm import (FIXED_OMEGA, GIVEN, AdmmParams, BlockRole, Consensus, TaskBlock,
+                   coordinates_of, coupling, omega_arrays)
 from . import mixture
 from .bayes import stats_size
 from .mixture import MixtureBayes
@@ -161,7 +161,7 @@ def _views(buffer: np.ndarray, parts: list, offset: int = 0) -> dict:
     return out
 
 
-class CAdmmWorker:
+class CAdmmWorker(BlockRole):
     """Worker role for tasks ``start..stop-1`` of ``n_tasks``: predict, w-step, send; receive
     the consensus; z-step (:class:`.contract.Worker`)."""
 
@@ -182,7 +182,7 @@ class CAdmmWorker:
         self._packed_down = _packed(params, n_tasks, dim, up=False)
         self._cached = None
         given = coupling(params) == GIVEN
-        self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED,
+        self.block = TaskBlock(params, kb, dim, mode=GIVEN if given else FIXED_OMEGA,
                                message=self._up["C"].reshape(kb, dim) if given else None,
                                total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim),
                                groups=True)
@@ -286,16 +286,6 @@ class CAdmmWorker:
             self._cached = (msg, _views(msg, self._down))
         return self._cached[1]
 
-    def state(self) -> dict:
-        return self.block.state()
-
-    def load_state(self, state: dict) -> None:
-        self.block.load_state(state)
-
-    def checked(self, rows=None) -> list:
-        """The arrays of the tasks ``rows`` (None: all) and the shared ones, to be finite."""
-        return self.block.checked(rows)
-
     def task_rows(self) -> dict:
         """Final per-task arrays of this block (one row per task) for the results file."""
         rows = self.block.task_rows()
@@ -325,15 +315,13 @@ class CAdmmServer:
         self.u = np.zeros(d)
         names = vote_experts(K, d, params.class_weight)
         self.totals = np.zeros(len(names))
-        # the vote's related expert: H, or every task's model as last sent
-        self.related = (np.zeros((d, d) if self.form == MOMENT else (K, d))
-                        if self.form is not None else None)
         # the empirical-Bayes expert's statistics, summed over every task
         self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
                       else None)
         # with a mixture prior, the server takes part in its EM steps' exchanges (bind)
         self._groups = np.zeros(mixture.sums_size(d)) if self.bayes is not None and mixture.used(d) else None
         self._reduce, self.estimated_at = None, 0.0
+        # the vote's related expert: H, or every task's model as last sent (rows or columns)
         self.related = (np.zeros((d, d) if self.form == MOMENT else (d, K) if self.form == MODELS
                                  else (K, d)) if self.form is not None else None)
         # the models form: their Gram matrix, kept up to date by the entries that change

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import mixture
-from .admm import FIXED, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
+from .admm import FIXED_OMEGA, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
 from .bayes import stats_size
 from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
@@ -112,7 +112,7 @@ class DAdmmNode:
             if twidth else None
         self._task_index = np.arange(K)
         self._node_index = np.arange(n_nodes)
-        self.block = TaskBlock(params, stop - start, d, mode=GIVEN if self.given else FIXED,
+        self.block = TaskBlock(params, stop - start, d, mode=GIVEN if self.given else FIXED_OMEGA,
                                message=own_tasks[:, tcols["c"]] if self.given else None,
                                total_tasks=K, related_mode=self.form, groups=groups)
         # the run's instances up to each round (plan), for the mixture's estimates

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
-from .admm import ALONE, AdmmParams, TaskBlock, fixed_fields
+from .admm import ALONE, AdmmParams, BlockRole, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
 from .params import require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
@@ -81,7 +81,7 @@ class _SingleTaskNode(_NoMessage):
         return {"W": self.W}
 
 
-class AdmmSingleNode(_NoMessage):
+class AdmmSingleNode(BlockRole, _NoMessage):
     """Each task of the block runs C-ADMM alone: u_k and v_k from its own c_k (K = 1).
 
     With K = 1 and no lambda4 term the exact (u, v) step is, per task,
@@ -108,15 +108,6 @@ class AdmmSingleNode(_NoMessage):
 
     def finish_round(self) -> None:
         pass
-
-    def state(self) -> dict:
-        return self.block.state()
-
-    def load_state(self, state: dict) -> None:
-        self.block.load_state(state)
-
-    def checked(self, rows=None) -> list:
-        return self.block.checked(rows)
 
     def task_rows(self) -> dict:
         return self.block.task_rows()
@@ -168,8 +159,8 @@ class SingleParams(AdmmParams):
     relationship: bool = False
     experts: bool = False           # no shared model to vote with: each task is alone
     # what this learner fixes: --preset leaves them, and setting them otherwise is an error
-    FIXED = ("lambda4", "relationship", "experts")
-    FIXED_WHY = "admm-single learns each task alone"
+    FIXED_FIELDS = ("lambda4", "relationship", "experts")
+    FIXED_FIELDS_WHY = "admm-single learns each task alone"
 
     def __post_init__(self):
         super().__post_init__()

@@ -51,8 +51,8 @@ class Algorithm:
         line per bad value; ``resolved(rounds)`` returns the parameters the roles get, with
         what depends on the run's length filled in (``self`` when nothing does): it is always
         called. Optional: ``inactive()``, {field: why} of the fields that have no effect with
-        these values (given, they are refused), and ``FIXED``/``FIXED_WHY``, the fields a
-        learner built on another's parameters fixes and why (:func:`.admm.fixed_fields`).
+        these values (given, they are refused), and ``FIXED_FIELDS``/``FIXED_FIELDS_WHY``, the fields a
+        learner built on another's parameters fixes and why (:func:`.admm_params.fixed_fields`).
     worker, server : type
         Role classes of the ``server`` pattern (:class:`.contract.Worker`,
         :class:`.contract.Server`).

@@ -22,7 +22,7 @@ from .params import require_positive
 @dataclass(frozen=True)
 class PmscLogParams(AdmmParams):
     """PMSC-Log (Wu & Huang 2016) as reconstructed in docs/ALGORITHMS.md section 5: C-ADMM,
-    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0, no experts' vote (``FIXED``:
+    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0, no experts' vote (``FIXED_FIELDS``:
     setting them otherwise is refused). By default the Euclidean w-step and the paper's rho,
     eta and lambda1-3. The ADMM learners' other options (the w-step with its r or delta, the
     class weights) can be set as for C-ADMM: omtl-mpi's extensions, applied to the
@@ -37,8 +37,8 @@ class PmscLogParams(AdmmParams):
     lambda2: float = 0.1
     lambda3: float = 0.01
     experts: bool = False
-    FIXED = ("variant", "loss", "lambda4", "relationship", "experts")
-    FIXED_WHY = "pmsc-log is the published method, with Omega fixed at I/K"
+    FIXED_FIELDS = ("variant", "loss", "lambda4", "relationship", "experts")
+    FIXED_FIELDS_WHY = "pmsc-log is the published method, with Omega fixed at I/K"
 
     def __post_init__(self):
         super().__post_init__()

@@ -51,11 +51,11 @@ def _show_algo(ctx, algo, opts: dict, as_json: bool) -> None:
     """``omtl-mpi algos NAME``: the learner, then the fields of its dataclass that ``omtl-mpi
     run --algo NAME`` accepts, as it spells them, with this learner's default and help, and
     the other options a field needs to have an effect (:func:`omtl_mpi.options.effects`);
-    then the fields the learner fixes (its ``FIXED``: setting them otherwise is refused) and
+    then the fields the learner fixes (its ``FIXED_FIELDS``: setting them otherwise is refused) and
     those it leaves without effect (given, they are refused), by name only, since what they
     mean elsewhere does not apply."""
     from ..options import effects
-    fixed = getattr(algo.params, "FIXED", ())
+    fixed = getattr(algo.params, "FIXED_FIELDS", ())
     needs = effects(algo, opts)
     own = [opts[n] for n, need in needs.items() if need is not None and n not in fixed]
     pinned = {n: opts[n].defaults[algo.name] for n in needs if n in fixed}
@@ -64,7 +64,7 @@ def _show_algo(ctx, algo, opts: dict, as_json: bool) -> None:
         click.echo(json.dumps({**_algo_facts(algo), "options": [
             {"name": o.name, "flag": o.flag, "default": o.defaults[algo.name],
              "help": o.helps[algo.name], "needs": needs[o.name]} for o in own],
-            "fixed": pinned, "fixed_why": getattr(algo.params, "FIXED_WHY", ""),
+            "fixed": pinned, "fixed_why": getattr(algo.params, "FIXED_FIELDS_WHY", ""),
             "no_effect": idle}))
         return
     click.echo(_algo_heading(_algo_facts(algo)))
@@ -96,7 +96,7 @@ def _algo_options_text(ctx, algo, opts, own, needs, pinned, idle) -> str:
                    break_long_words=False)
     if pinned:
         formatter.write_paragraph()
-        formatter.write(wrap(f"Fixed ({getattr(algo.params, 'FIXED_WHY', '')}; setting them "
+        formatter.write(wrap(f"Fixed ({getattr(algo.params, 'FIXED_FIELDS_WHY', '')}; setting them "
                              f"otherwise is refused): {', '.join(_as_flags(opts, pinned))}.") + "\n")
     if idle:
         formatter.write_paragraph()
