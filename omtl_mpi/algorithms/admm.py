@@ -176,15 +176,11 @@ class TaskBlock(PairSteps):
         # --class-weight: each task's instances of class -1 and +1 seen so far
         self._weighted = class_weights(params.class_weight)
         self.class_seen = np.zeros((2, n_tasks)) if self._weighted != "none" else None
-        # the losses whose factor a round of one instance computes as a float (the Euclidean
-        # step, which does not read it, and no class weights)
-        self._scalar_loss = (params.loss if params.loss in ("hinge", "perceptron")
-                             and params.w_step == "euclid" and self._weighted == "none" else None)
 
     # for .undo: constants, and what a round computes for its own use (the deltas its worker
     # sends, the pairs of its sparse step) before anything reads it
     NOT_STATE = ("_rho", "_f", "_rho_f", "_g", "_rho_g", "_ones", "_pairs", "delta_pairs",
-                 "_scalar_loss", "W_pairs", "delta_C", "delta_mistakes", "delta_H", "_active")
+                 "W_pairs", "delta_C", "delta_mistakes", "delta_H", "_active")
 
     def row_axes(self) -> dict:
         """{attribute: axis of the tasks} of the arrays a round changes only at its active
@@ -247,20 +243,10 @@ class TaskBlock(PairSteps):
             experts = self._expert_margins(margins, W, X, active, inverse, store=True)
             positive = self.experts.predict(experts)
             self.delta_mistakes = self.experts.update(y, active)
-        if self._scalar_loss is not None and margins.size == 1 and not sparse:
-            # one instance of one task (a worker or node per task): its factor as a Python
-            # float, the same operations as descent_coef's; the Euclidean step reads no coef
-            m, label = margins.item(), y.item()
-            if self._scalar_loss == "hinge":
-                factor = label if label * m < 1.0 else 0.0
-            else:
-                factor = label * ((label > 0.0) != (m >= 0.0))
-            D, coef = X[0] * factor, None
-        else:
-            coef = descent_coef(p.loss, y, margins, own)
-            if self.class_seen is not None:
-                coef = coef * self._class_weights(y, active)
-            D = descent(X, coef, inv_count, sparse)
+        coef = descent_coef(p.loss, y, margins, own)
+        if self.class_seen is not None:
+            coef = coef * self._class_weights(y, active)
+        D = descent(X, coef, inv_count, sparse)
         # eq. solution1-1: the Bregman-proximal linearised w-step (wsteps.py), D = -g, with
         # R = rho (u + v_k) - z_k of the last consensus step
         Z = self.Z[active]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .admm_params import AdmmParams, DivergenceError
-from .relationship import DENSE_STEP_TASKS, ExactStep, Relationship, paper_step, update_omega
+from .relationship import ExactStep, Relationship, paper_step, update_omega
 
 
 class Consensus:
@@ -20,34 +20,14 @@ class Consensus:
     Omega changes: O(K d r) per round, r <= min(K, d), never a K x K matrix.
     """
 
-    NOT_STATE = ("_scratch",)       # for .undo: the Omega update's copy of V
-
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int):
         self.p = params
         self.K = n_tasks
-        self.uv = np.zeros((n_tasks + 1, dim))   # [u; V] of the last step (V: the paper's V_old)
+        self.u = np.zeros(dim)
+        self.V = np.zeros((n_tasks, dim))        # of the last step (the paper's V_old)
         self._rel = Relationship.identity(n_tasks, min(n_tasks, dim))
         self.rounds = 0                          # consensus steps taken so far
         self._exact = None
-        # the buffers the Omega update and the exact step's operator are written into
-        self._scratch = np.empty((n_tasks, dim), order="F")
-        self._T = np.empty((n_tasks + 1, n_tasks)) if n_tasks <= DENSE_STEP_TASKS else None
-
-    @property
-    def u(self) -> np.ndarray:
-        return self.uv[0]
-
-    @u.setter
-    def u(self, value) -> None:
-        self.uv[0] = value
-
-    @property
-    def V(self) -> np.ndarray:
-        return self.uv[1:]
-
-    @V.setter
-    def V(self, value) -> None:
-        self.uv[1:] = value
 
     @property
     def rel(self) -> Relationship:
@@ -61,7 +41,7 @@ class Consensus:
     def _operator(self):
         if self._exact is None:
             p = self.p
-            self._exact = ExactStep(self._rel, p.a, p.rho, p.lambda2, p.lambda4, self._T)
+            self._exact = ExactStep(self._rel, p.a, p.rho, p.lambda2, p.lambda4)
         return self._exact
 
     def step(self, C: np.ndarray):
@@ -76,7 +56,7 @@ class Consensus:
         p = self.p
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), docs/ALGORITHMS.md section 2.2
-            self._operator().step(C, self.uv)
+            u, V = self._operator().step(C)
         else:
             # eq. solution1-2 and eq. solution1-3, the "+" sign as printed
             u, V = paper_step(self._rel, p.a, p.rho, p.lambda2, p.lambda4, C, self.V)
@@ -88,10 +68,10 @@ class Consensus:
                     f"(|V| > 1e100): its printed '+' sign on the lambda4 term makes V grow when "
                     f"lambda4 = {p.lambda4} is large against Omega's eigenvalues; lower --lambda4 "
                     f"or use --variant exact")
-            self.uv[0] = u
-            self.uv[1:] = V
+        self.u[...] = u
+        self.V[...] = V
         self.rounds += 1
-        return self.uv[0], self.uv[1:]
+        return self.u, self.V
 
     def update_relationship(self, V: np.ndarray | None = None) -> None:
         """The Omega update from V (default: the V of the step just taken), every m-th step.
@@ -102,8 +82,7 @@ class Consensus:
         """
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
-            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel,
-                                    self._scratch)
+            self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
             # build the next step's operator now: on a server this runs after the reply, while
             # the workers compute, instead of between their messages and the next reply
             if p.variant == "exact":
@@ -125,8 +104,8 @@ class Consensus:
         self.rel = Relationship(np.array(state["omega_basis"], dtype=np.float64),
                                 np.array(state["omega_values"], dtype=np.float64),
                                 float(state["omega_rest"]))
-        self.uv[1:] = state["V"]
-        self.uv[0] = state["u"]
+        self.V[...] = state["V"]
+        self.u[...] = state["u"]
         self.rounds = int(state["rounds"])
 
 

@@ -25,8 +25,6 @@ from .fortran import dgesdd
 
 # up to this many tasks the exact step is one (K + 1) x K matrix product (ExactStep._dense_operator)
 DENSE_STEP_TASKS = 64
-# up to this many eigenvalues the exact step's numbers of each are Python floats
-FLOAT_VALUES = 16
 # numpy.linalg.pinv's cut-off: eigenvalues of Omega below this times the largest count as
 # zero in the paper variant's pseudo-inverse
 PINV_CUTOFF = 1e-15
@@ -84,8 +82,7 @@ def dense(rel: Relationship, f) -> np.ndarray:
     return (out + out.T) / 2.0
 
 
-def update_omega(V: np.ndarray, eps: float, previous: Relationship,
-                 scratch: np.ndarray | None = None) -> Relationship:
+def update_omega(V: np.ndarray, eps: float, previous: Relationship) -> Relationship:
     """Omega from the task-specific models (eq. solutionOptimProblem2, docs/ALGORITHMS.md section 4).
 
     ``S = (V^T V)^{1/2} + eps I`` and ``Omega = S / tr(S)`` (the paper's V^T V is the code's
@@ -105,17 +102,11 @@ def update_omega(V: np.ndarray, eps: float, previous: Relationship,
         Ridge added to S (>= 0).
     previous : Relationship
         Returned unchanged when the update is undefined.
-    scratch : ndarray, shape (K, d), Fortran order, optional
-        Where V is copied for LAPACK (overwritten), so that no array is allocated.
     """
     K = V.shape[0]
     if V.size == 0 or not np.isfinite(V).all():
         return previous
-    if scratch is None:
-        B, sigma, _, info = dgesdd(V, compute_uv=1, full_matrices=0)
-    else:                                       # LAPACK's layout, no copy by the wrapper
-        np.copyto(scratch, V)
-        B, sigma, _, info = dgesdd(scratch, compute_uv=1, full_matrices=0, overwrite_a=1)
+    B, sigma, _, info = dgesdd(V, compute_uv=1, full_matrices=0)
     if info != 0:                               # LAPACK did not converge
         return previous
     # LAPACK's arrays are column-major; a checkpoint's are row-major, and a product's last bits
@@ -139,15 +130,6 @@ def _eigenvalues(a: float, a_rho: float, lambda4: float, e):
     return e / den, (a * e + lambda4) / den
 
 
-def _eigenvalue_lists(a: float, a_rho: float, lambda4: float, values: list):
-    """:func:`_eigenvalues` of a list of Python floats, as two lists (the same operations)."""
-    if lambda4 == 0.0:
-        return [e * 0.0 + 1.0 / a_rho for e in values], [e * 0.0 + a / a_rho for e in values]
-    den = [a_rho * e + lambda4 for e in values]
-    return ([e / d for e, d in zip(values, den)],
-            [(a * e + lambda4) / d for e, d in zip(values, den)])
-
-
 class ExactStep:
     """The exact (u, V) step (docs/ALGORITHMS.md section 2.2) for one Omega, factored.
 
@@ -160,56 +142,48 @@ class ExactStep:
     keeps its digits for any rho (docs/ALGORITHMS.md section 4.1). Built once per Omega.
     """
 
-    def __init__(self, rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float,
-                 out: np.ndarray | None = None):
+    def __init__(self, rel: Relationship, a: float, rho: float, lambda2: float, lambda4: float):
         K = rel.n_tasks
         a_rho = a + rho
         self.rel, self.rho = rel, rho
-        # f(Omega) = P and g(Omega) = I - rho P in Omega's basis (Relationship.spectral's form);
-        # at small K a step's cost is its number of numpy calls: the rest's numbers, and up to
-        # FLOAT_VALUES the values', are Python floats (the same IEEE operations)
-        self.f_rest, self.g_rest = f_rest, g_rest = _eigenvalues(a, a_rho, lambda4, float(rel.rest))
+        # f(Omega) = P and g(Omega) = I - rho P in Omega's basis (Relationship.spectral's form),
+        # the rest's as Python floats: this runs every round, and at small K its cost is the
+        # number of numpy calls
+        f_values, g_values = _eigenvalues(a, a_rho, lambda4, rel.values)
+        self.f_rest, self.g_rest = _eigenvalues(a, a_rho, lambda4, float(rel.rest))
+        self.f_diag = f_values - self.f_rest
+        g_diag = g_values - self.g_rest
         B = rel.basis
-        r = B.shape[1]
-        if r <= FLOAT_VALUES:
-            f_values, g_values = _eigenvalue_lists(a, a_rho, lambda4, rel.values.tolist())
-            self.f_diag = np.array([f - f_rest for f in f_values])
-            g_diag = [g - g_rest for g in g_values]
-            g_values = np.array(g_values)
-        else:
-            f_values, g_values = _eigenvalues(a, a_rho, lambda4, rel.values)
-            self.f_diag = f_values - f_rest
-            g_diag = g_values - g_rest
-        if r:
+        if B.shape[1]:
             q = B.sum(axis=0)                               # B^T 1
-            residual = 1.0 - np.dot(B, q)
-            off_basis = float(np.dot(residual, residual))   # |1 - B q|^2, >= 0
+            residual = 1.0 - B @ q
+            off_basis = float(residual @ residual)          # |1 - B q|^2, >= 0
         else:
             q, off_basis = np.zeros(0), float(K)
-        den = lambda2 + rho * (g_rest * off_basis + float(np.dot(g_values * q, q)))
+        den = lambda2 + rho * (self.g_rest * off_basis + float((g_values * q) @ q))
         # C^T (1 - rho p) / den = (g(rest) C^T 1 + (B^T C)^T ((g - g(rest)) q)) / den
-        self._sum_weight = g_rest / den
-        self._basis_weight = np.multiply(g_diag, q)
+        self._sum_weight = self.g_rest / den
+        self._basis_weight = g_diag * q
         self._basis_weight /= den                           # (r,)
         self._q = q
-        # with few tasks, the step as one (K + 1) x K matrix applied to C, [u; V] = T C
-        self._dense = self._dense_operator(out) if K <= DENSE_STEP_TASKS else None
+        # with few tasks, the step as one (K + 1) x K matrix applied to C, [u; V] = T C: at small
+        # K a round's cost is its number of numpy calls, and the factored step makes a dozen
+        self._dense = self._dense_operator() if K <= DENSE_STEP_TASKS else None
 
-    def _dense_operator(self, out: np.ndarray | None = None) -> np.ndarray:
-        """T ((K + 1) x K, into ``out`` when given) with u = T[0] C and V = T[1:] C:
-        u = w^T C with w = sum_weight 1 + B basis_weight, and V = F (C - rho 1 u^T) =
-        (F - rho (F 1) w^T) C with F = f(Omega) = f_rest I + B diag(f_diag) B^T,
-        F 1 = f_rest 1 + B (f_diag q)."""
+    def _dense_operator(self) -> np.ndarray:
+        """T ((K + 1) x K) with u = T[0] C and V = T[1:] C: u = w^T C with
+        w = sum_weight 1 + B basis_weight, and V = F (C - rho 1 u^T) = (F - rho (F 1) w^T) C
+        with F = f(Omega) = f_rest I + B diag(f_diag) B^T, F 1 = f_rest 1 + B (f_diag q)."""
         B = self.rel.basis
         K = B.shape[0]
-        T = np.empty((K + 1, K)) if out is None else out
+        T = np.empty((K + 1, K))
         w, F = T[0], T[1:]
         Bf = B * self.f_diag
-        np.dot(Bf, B.T, out=F)
+        np.matmul(Bf, B.T, out=F)
         F.reshape(-1)[::K + 1] += self.f_rest
-        np.dot(B, self._basis_weight, out=w)
+        np.matmul(B, self._basis_weight, out=w)
         w += self._sum_weight
-        F1 = np.dot(Bf, self._q)
+        F1 = Bf @ self._q
         F1 += self.f_rest
         F1 *= self.rho
         F -= F1[:, None] * w
@@ -224,11 +198,10 @@ class ExactStep:
             u += self._basis_weight @ (self.rel.basis.T @ C if BtC is None else BtC)
         return u
 
-    def step(self, C: np.ndarray, out: np.ndarray | None = None):
-        """(u (d,), V (K x d)) from C (K x d); written into ``out`` ((K + 1) x d: [u; V])
-        when given."""
+    def step(self, C: np.ndarray):
+        """(u (d,), V (K x d)) from C (K x d)."""
         if self._dense is not None:
-            uV = np.dot(self._dense, C, out=out)
+            uV = self._dense @ C
             return uV[0], uV[1:]
         B = self.rel.basis
         BtC = B.T @ C if B.shape[1] else None
@@ -241,8 +214,6 @@ class ExactStep:
             V += V_basis
         else:
             V *= self.f_rest
-        if out is not None:
-            out[0], out[1:] = u, V
         return u, V
 
 
