@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # What the learners' numbers depend on (git pathspecs from the repository's root): a commit
 # that touches one of these makes a section of learning results stale. The command line and
 # omtl_mpi/fast belong here too: the address-layout re-exec they make changes the timings.
-LEARNING = ("omtl_mpi/algorithms", "omtl_mpi/comm", "omtl_mpi/data", "omtl_mpi/runtime",
+LEARNING = ("omtl_mpi/algorithms", "omtl_mpi/comm", "omtl_mpi/data", "omtl_mpi/engine", "omtl_mpi/runtime",
             "omtl_mpi/topology", "omtl_mpi/fast", "omtl_mpi/config.py", "omtl_mpi/metrics.py",
             "omtl_mpi/options.py", "omtl_mpi/cli", "omtl_mpi/__main__.py")
 # ... and, for the sections made by a sweep, how runs are planned and tables built
