@@ -40,7 +40,7 @@ what to fix, before anything changes.
 from .build import parameters
 from .classes import CLASS_NAMES, learner, load
 from .inputs import as_array
-from .learner import Learner
+from .learner import Learner, _restore  # noqa: F401  (what pickles of a learner call)
 from .state import FORMAT, VERSION, first_difference
 from . import classes as _classes
 

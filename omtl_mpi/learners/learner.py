@@ -512,3 +512,5 @@ def _restore(how, params: dict, state: dict) -> Learner:
     return learner(how, rest.pop("n_tasks"), rest.pop("n_features"), **rest).load_state_dict(state)
 
 
+# pickles name it where the classes live (omtl_mpi.learners), not in this module
+_restore.__module__ = "omtl_mpi.learners"

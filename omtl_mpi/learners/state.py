@@ -28,8 +28,6 @@ def _other_version(version, where: str) -> UserError:
                      f"reads version {VERSION}: load it with the omtl-mpi that wrote it, or learn "
                      "the learner afresh")
 
-# options of a run that shape the learner object itself (the others, data, seed, batch...,
-
 # the largest count a loaded state may hold (learners._fits)
 _COUNT_MAX = 2 ** 53
 
