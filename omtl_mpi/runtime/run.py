@@ -434,7 +434,7 @@ def collect(job: Job, out: str | None) -> dict | None:
     rank, size = world.rank, world.size
     if rank != 0 or not out:
         job.fault.check("write")             # rank 0 with a results file fails inside the write
-    gathered = _gather(world, job.roles.holders, job.preds, job.batches, _node_extras(job),
+    gathered = _gather(world, job.roles, job.preds, job.batches, _node_extras(job),
                        job.rounds, job.cfg.batch, job.dim)
     timing = world.gather_rows(job.clock.rows[None], [1] * size)
     cpu_seconds = world.gather_rows(np.array([job.cpu_seconds]), [1] * size)
@@ -545,12 +545,11 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
+def _gather(world, engine, preds, batches, extras, T, B, d) -> dict:
     """Every instance's prediction, label and mistake (task-major, flat), the holders'
     per-task arrays and the per-node extras, concatenated in task order on rank 0."""
     parts = {"predictions": [], "labels": [], "mistakes": []}
-    rows: dict = {}
-    for holder, p, layout in zip(holders, preds, batches):
+    for p, layout in zip(preds, batches):
         layout.X = layout.csr = None        # the rounds are over: free the features first
         # task-major, a chunk of tasks at a time (the slots' index costs 8 bytes an instance)
         for c0, c1 in _chunks(layout.lengths, 0, layout.n_tasks, _chunk_rows(8)):
@@ -560,20 +559,19 @@ def _gather(world, holders, preds, batches, extras, T, B, d) -> dict:
             parts["predictions"].append(yhat)
             parts["labels"].append(y)
             parts["mistakes"].append((yhat != y).astype(np.int8))
-        for key, value in holder.task_rows().items():
-            rows.setdefault(key, []).append(np.asarray(value))
     local = {k: (np.concatenate(v) if v else np.zeros(0, np.int8)) for k, v in parts.items()}
+    rows = engine.task_rows()      # this rank's holders' per-task arrays, in task order
     # the row arrays every algorithm of this run has (the server rank holds none)
     names = sorted(world.agree(sorted(rows)), key=len)[-1]
     counts = world.agree(sum(int(h.n_tasks) for h in batches))
     out = {}
     for key in names:
-        value = np.concatenate(rows[key]) if key in rows else np.zeros((0, d))
+        value = rows[key] if key in rows else np.zeros((0, d))
         out[key] = world.gather_rows(np.ascontiguousarray(value), counts)
     instances = world.agree(int(local["predictions"].shape[0]))
     for key, value in local.items():
         out[key] = world.gather_rows(np.ascontiguousarray(value), instances)
-    node_counts = world.agree(len(holders))
+    node_counts = world.agree(len(engine.holders))
     for key, value in extras.items():
         out[key] = world.gather_rows(np.ascontiguousarray(value), node_counts)
     return out
