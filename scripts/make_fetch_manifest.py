@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import pprint
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,6 +150,23 @@ the files: do not edit by hand.
 '''
 
 
+def manifest_text(sources: dict, datasets: dict) -> str:
+    """The module: one line per source and per file, as the rows of a table (pprint's wrapping
+    would give each file five)."""
+    lines = [HEADER + "SOURCES = {"]
+    lines += [f"    {name!r}: {source!r}," for name, source in sources.items()]
+    lines += ["}", "", "DATASETS = {"]
+    for name, data_set in datasets.items():
+        lines.append(f"    {name!r}: {{'title': {data_set['title']!r}, 'variants': [")
+        for variant in data_set["variants"]:
+            lines.append(f"        {{'name': {variant['name']!r}, "
+                         f"'import_src': {variant['import_src']!r}, 'files': [")
+            lines += [f"            {f!r}," for f in variant["files"]]
+            lines.append("        ]},")
+        lines.append("    ]},")
+    return "\n".join(lines + ["}", ""])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", default=os.environ.get("DATA") or os.path.join(ROOT, "data"),
@@ -159,8 +175,7 @@ def main(argv=None) -> int:
                     help="the module to write")
     args = ap.parse_args(argv)
     datasets = build(args.src)
-    text = (HEADER + "SOURCES = " + pprint.pformat(SOURCES, width=100, sort_dicts=False) + "\n\n"
-            + "DATASETS = " + pprint.pformat(datasets, width=100, sort_dicts=False) + "\n")
+    text = manifest_text(SOURCES, datasets)
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
