@@ -282,6 +282,16 @@ def test_names_groups_and_options():
         F.check_mirror("ftp://example.org/")
 
 
+def test_fetch_takes_what_the_importers_take():
+    from omtl_mpi.cli.data import IMPORTER_OPTIONS
+    assert F.OPTIONS == {"landmine": (), "mnist": ("dims", "seed"),
+                         "tweeteval": ("dims", "tasks", "featuriser"),
+                         "tudataset": ("dims", "sets", "iterations")}
+    assert F.GROUP_OPTION == {"tweeteval": "tasks", "tudataset": "sets"}
+    assert {name: set(options) for name, options in IMPORTER_OPTIONS.items()} == \
+        {name: set(options) for name, options in F.OPTIONS.items() if options}
+
+
 # ---------------------------------------------------------------- the manifest
 def test_manifest_is_pinned_and_complete():
     for source in SOURCES.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import inspect
 import os
 import socket
 import sys
@@ -24,6 +25,7 @@ from .. import __version__
 from ..errors import ConfigError, UserError
 from ..atomic import replace
 from ..paths import output_file, refuse_inputs, refuse_special
+from . import importers
 from .fetch_manifest import DATASETS
 
 READ_CHUNK_BYTES = 1 << 20         # read (hashing) and written (downloading) this much at a time
@@ -39,10 +41,22 @@ WITHDRAWN = {
 }
 NAMES = tuple(DATASETS) + tuple(WITHDRAWN)
 
-# importer options each data set takes (the `data import` command's names)
-OPTIONS = {"landmine": (), "mnist": ("dims", "seed"), "tweeteval": ("dims", "tasks", "featuriser"),
-           "tudataset": ("dims", "sets", "iterations")}
-GROUP_OPTION = {"tweeteval": "tasks", "tudataset": "sets"}
+
+
+def _options(importer) -> dict:
+    """The options of ``importer`` that `data fetch` passes on, with their defaults: its keyword
+    parameters but label_map (the labels of the files fetched are known)."""
+    return {p.name: p.default for p in inspect.signature(importer).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.name != "label_map"}
+
+
+IMPORTERS = {"landmine": importers.import_landmine, "mnist": importers.import_mnist,
+             "tweeteval": importers.import_tweeteval, "tudataset": importers.import_tudataset}
+# declared by the importers' signatures alone, so that `data fetch` takes what they take
+OPTIONS = {name: tuple(_options(importer)) for name, importer in IMPORTERS.items()}
+# the option naming the groups of files read (TweetEval's tasks, TU sets): the tuple-valued one
+GROUP_OPTION = {name: option for name, importer in IMPORTERS.items()
+                for option, default in _options(importer).items() if isinstance(default, tuple)}
 
 
 class FetchError(UserError):
@@ -170,9 +184,7 @@ def select_files(name: str, groups=None) -> list:
 
 def _default_groups(name: str) -> tuple:
     """What the importer reads by default: TweetEval's three tasks, the six TU sets."""
-    from .importers.text import TWEETEVAL_TASKS
-    from .importers.tudataset import DEFAULT_SETS
-    return {"tweeteval": TWEETEVAL_TASKS, "tudataset": DEFAULT_SETS}[name]
+    return _options(IMPORTERS[name])[GROUP_OPTION[name]]
 
 
 # --------------------------------------------------------------------------- one file
@@ -433,17 +445,8 @@ def check_out(name: str, dest, out, groups=None) -> None:
 
 def import_fetched(fetched: Fetched, out, **options):
     """Run the data set's importer on the fetched files; returns its TaskMeta."""
-    from . import importers
     given = {k: v for k, v in options.items() if v is not None}
-    if fetched.name == "landmine":
-        return importers.import_landmine(fetched.import_src, out)
-    if fetched.name == "mnist":
-        return importers.import_mnist(fetched.import_src, out, **given)
-    if fetched.name == "tweeteval":
-        return importers.import_tweeteval(fetched.import_src, out, **given)
-    if fetched.name == "tudataset":
-        return importers.import_tudataset(fetched.import_src, out, **given)
-    raise ConfigError(f"no importer for {fetched.name}")
+    return IMPORTERS[fetched.name](fetched.import_src, out, **given)
 
 
 def foreign_options(name: str, options: dict) -> list:

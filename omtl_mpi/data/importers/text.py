@@ -97,7 +97,7 @@ def _read_tweeteval_task(src: str, task: str, seen: SeenLabels):
     return texts, keys
 
 
-def import_tweeteval(src, out, *, tasks=TWEETEVAL_TASKS, dims: int | None = None,
+def import_tweeteval(src, out, *, dims: int | None = None, tasks=TWEETEVAL_TASKS,
                      featuriser: str = "hashing", label_map=None) -> TaskMeta:
     """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
 

@@ -116,7 +116,7 @@ def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list, s
     return X, seen.add_all(name, glabels.tolist(), f"{base}_graph_labels.txt", lines=True)
 
 
-def import_tudataset(src, out, *, sets=DEFAULT_SETS, dims: int = 64, iterations: int = 3,
+def import_tudataset(src, out, *, dims: int = 64, sets=DEFAULT_SETS, iterations: int = 3,
                      label_map=None) -> TaskMeta:
     """One task per TU data set (default the paper's chemistry stand-ins), WL features of ``dims``.
 
