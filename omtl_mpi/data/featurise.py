@@ -16,14 +16,11 @@ import numpy as np
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
-def _bucket(gram: str, dims: int):
+def feature_column(gram: str, dims: int):
     """(column, sign) of a feature's name among ``dims``: the hash every importer and the
     Python API's dicts use."""
     h = int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
     return h % dims, 1.0 if (h >> 63) & 1 else -1.0
-
-
-feature_column = _bucket
 
 
 # texts hashed together (their grams' columns held at once): bounds the temporaries
@@ -39,7 +36,7 @@ class _Codes(dict):
         self.dims = dims
 
     def __missing__(self, gram: str) -> int:
-        index, sign = _bucket(gram, self.dims)
+        index, sign = feature_column(gram, self.dims)
         code = self[gram] = (int(index) + 1) * (1 if sign > 0 else -1)
         return code
 
@@ -135,8 +132,7 @@ def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple 
 def hash_entries(features, dims: int):
     """A dict of feature -> value as the (columns, values) of its non-zero entries, each
     feature's name hashed to a column and a sign as :func:`hash_texts` hashes n-grams (not
-    normalised; features hashed to one column add up, in the dict's order): the sparse form of
-    :func:`hash_features`, of the same values.
+    normalised; features hashed to one column add up, in the dict's order).
 
     Examples
     --------
@@ -148,7 +144,7 @@ def hash_entries(features, dims: int):
     for name, value in features.items():
         if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
             raise TypeError(f"{name!r}: {value!r}")
-        column, sign = _bucket(str(name), dims)
+        column, sign = feature_column(str(name), dims)
         index.append(column)
         signed.append(sign * float(value))
     cols, inverse = np.unique(np.array(index, dtype=np.int64), return_inverse=True)
@@ -157,21 +153,3 @@ def hash_entries(features, dims: int):
     keep = values != 0.0
     return cols[keep], values[keep]
 
-
-def hash_features(features, dims: int) -> np.ndarray:
-    """A dict of feature -> value as a vector of ``dims`` numbers, each feature's name hashed
-    to a coordinate and a sign as :func:`hash_texts` hashes n-grams (not normalised).
-
-    Examples
-    --------
-    >>> v = hash_features({"colour=red": 1.0, "size": 2.5}, 16)
-    >>> v.shape, float(np.abs(v).sum())
-    ((16,), 3.5)
-    """
-    out = np.zeros(dims)
-    for name, value in features.items():
-        if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
-            raise TypeError(f"{name!r}: {value!r}")
-        index, sign = _bucket(str(name), dims)
-        out[index] += sign * float(value)
-    return out

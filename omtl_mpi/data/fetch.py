@@ -42,7 +42,6 @@ WITHDRAWN = {
 NAMES = tuple(DATASETS) + tuple(WITHDRAWN)
 
 
-
 def _options(importer) -> dict:
     """The options of ``importer`` that `data fetch` passes on, with their defaults: its keyword
     parameters but label_map (the labels of the files fetched are known)."""

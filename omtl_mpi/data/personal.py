@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigError
-from .synthetic import BLOCK_ROWS, task_rngs
+from .synthetic import BLOCK_ROWS, named_blocks, task_indices, task_rngs
 from .taskfile import block_spans
 
 DEFAULTS = {"tasks": 2000, "dims": 20, "groups": 4, "spread": 0.3, "noise": 0.5,
@@ -157,20 +157,12 @@ class _Family:
                      self.spread, self.noise, self.seed, normalize)
 
 
-def _indices(only, tasks: int) -> list:
-    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
-    for k in wanted:
-        if not 0 <= k < tasks:
-            raise ConfigError(f"personal task index {k} out of range 0..{tasks - 1}")
-    return wanted
-
-
 def task_weights(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"],
                  groups: int = DEFAULTS["groups"], spread: float = DEFAULTS["spread"],
                  seed: int = 0, only=None) -> np.ndarray:
     """The true weight vectors w_k of the tasks (all, or ``only`` these), one row per task."""
     check_options(tasks=tasks, dims=dims, groups=groups, spread=spread, seed=seed)
-    wanted = _indices(only, tasks)
+    wanted = task_indices(only, tasks, "personal")
     Z = np.empty((len(wanted), dims))
     for i, rng in enumerate(task_rngs(seed, wanted)):      # z_k: the first d draws of task k
         Z[i] = rng.standard_normal(dims)
@@ -200,7 +192,7 @@ def generate_personal(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims
     """
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
-    wanted = _indices(only, tasks)
+    wanted = task_indices(only, tasks, "personal")
     X_list, y_list = [], []
     for lo, hi in block_spans(family.lengths[wanted], BLOCK_ROWS):
         _, X, y = family.draw(wanted[lo:hi], normalize)
@@ -228,10 +220,4 @@ def personal_blocks(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"]
     """
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
-    return _blocks(family, normalize, block_spans(family.lengths, rows))
-
-
-def _blocks(family: _Family, normalize: bool, spans):
-    for lo, hi in spans:
-        _, X, y = family.draw(range(lo, hi), normalize)
-        yield [f"task{k}" for k in range(lo, hi)], X, y, family.lengths[lo:hi]
+    return named_blocks(lambda ks: family.draw(ks, normalize)[1:], family.lengths, rows)

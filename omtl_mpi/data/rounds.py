@@ -205,7 +205,3 @@ class RoundLayout:
         """Every real slot (padding left out), task by task, each task's in the order its
         stream is presented: ``values[layout.task_order()]`` turns a per-slot array task-major."""
         return self.slots_of(0, self.lengths)
-
-    def task_offsets(self) -> np.ndarray:
-        """(kb + 1,) offsets of each task's instances in a task-major array."""
-        return np.concatenate(([0], np.cumsum(self.lengths)))

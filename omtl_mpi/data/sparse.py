@@ -198,11 +198,6 @@ def rows_dense(X) -> np.ndarray:
     return X.dense() if isinstance(X, SparseRows) else X
 
 
-def is_sparse(X) -> bool:
-    """Whether ``X`` holds sparse rows (:class:`SparseRows`, or a scipy.sparse matrix)."""
-    return isinstance(X, SparseRows) or hasattr(X, "tocsr")
-
-
 def csr_arrays(X):
     """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix, in canonical CSR
     form (columns increasing within a row, no repeat, no stored zero); the caller's matrix is

@@ -185,14 +185,25 @@ def blocks(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: bool 
     """
     _check(tasks, samples, seed)
     a, theta = task_parameters(tasks, seed)
-    return _blocks(a, theta, seed, samples, normalize,
-                   block_spans(np.full(tasks, samples, dtype=np.int64), rows))
+    return named_blocks(lambda ks: generate_tasks(a, theta, seed, ks, samples, normalize),
+                        np.full(tasks, samples, dtype=np.int64), rows)
 
 
-def _blocks(a, theta, seed: int, samples: int, normalize: bool, spans):
-    for lo, hi in spans:
-        X, y = generate_tasks(a, theta, seed, range(lo, hi), samples, normalize)
-        yield [f"task{k}" for k in range(lo, hi)], X, y, np.full(hi - lo, samples, dtype=np.int64)
+def named_blocks(draw, lengths, rows: int):
+    """What every family's blocks iterate: (names, X, y, lengths) of whole tasks of these stream
+    ``lengths``, about ``rows`` instances at a time, X and y of tasks ``ks`` from ``draw(ks)``."""
+    for lo, hi in block_spans(lengths, rows):
+        X, y = draw(range(lo, hi))
+        yield [f"task{k}" for k in range(lo, hi)], X, y, lengths[lo:hi]
+
+
+def task_indices(only, tasks: int, family: str) -> list:
+    """The task indices ``only`` (None: every task), one outside 0..tasks-1 refused."""
+    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
+    for k in wanted:
+        if not 0 <= k < tasks:
+            raise ConfigError(f"{family} task index {k} out of range 0..{tasks - 1}")
+    return wanted
 
 
 def generate(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: bool = False,
@@ -207,10 +218,7 @@ def generate(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: boo
     """
     _check(tasks, samples, seed)
     a, theta = task_parameters(tasks, seed)
-    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
-    for k in wanted:
-        if not 0 <= k < tasks:
-            raise ConfigError(f"synthetic task index {k} out of range 0..{tasks - 1}")
+    wanted = task_indices(only, tasks, "synthetic")
     X_list, y_list = [], []
     for lo, hi in block_spans(np.full(len(wanted), samples, dtype=np.int64), BLOCK_ROWS):
         X, y = generate_tasks(a, theta, seed, wanted[lo:hi], samples, normalize)

@@ -22,8 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
-from .synthetic import BLOCK_ROWS, task_rngs
-from .taskfile import block_spans
+from .synthetic import BLOCK_ROWS, named_blocks, task_indices, task_rngs
 
 FAMILIES = ("identical", "clustered", "unrelated")
 DEFAULTS = {"tasks": 10, "samples": 300, "dims": 50}
@@ -91,14 +90,8 @@ def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int =
     """
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
-    return _blocks(W, seed, samples, dims, noise, normalize,
-                   block_spans(np.full(tasks, samples, dtype=np.int64), rows))
-
-
-def _blocks(W, seed: int, samples: int, dims: int, noise: float, normalize: bool, spans):
-    for lo, hi in spans:
-        X, y = _draw(W, seed, range(lo, hi), samples, dims, noise, normalize)
-        yield [f"task{k}" for k in range(lo, hi)], X, y, np.full(hi - lo, samples, dtype=np.int64)
+    return named_blocks(lambda ks: _draw(W, seed, ks, samples, dims, noise, normalize),
+                        np.full(tasks, samples, dtype=np.int64), rows)
 
 
 def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
@@ -123,10 +116,7 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
     """
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
-    wanted = list(range(tasks)) if only is None else [int(k) for k in only]
-    for k in wanted:
-        if not 0 <= k < tasks:
-            raise ConfigError(f"test-bed task index {k} out of range 0..{tasks - 1}")
+    wanted = task_indices(only, tasks, "test-bed")
     X, y = _draw(W, seed, wanted, samples, dims, noise, normalize)
     return ([f"task{k}" for k in wanted], list(X.reshape(len(wanted), samples, dims)),
             list(y.reshape(len(wanted), samples)))

@@ -20,7 +20,6 @@ from ...paths import inside, output_file, refuse_inputs, regular_file
 from .. import footprint, taskfile
 
 
-
 # ---------------------------------------------------------------- the output and the source
 def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
     """Refuse, before the source is read, an output that would replace it or cannot be written.

@@ -221,8 +221,6 @@ def _offset_problems(path: str, offsets: np.ndarray, names, rows) -> list:
     return problems
 
 
-
-
 def _read_meta_v2(path: str, f, version: int = 2) -> TaskMeta:
     found, problems = _v2_datasets(path, f, sparse=version == SPARSE_VERSION)
     X, y, rows = found.get("X"), found.get("y"), None

@@ -260,7 +260,6 @@ def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.nda
     return labels, [], notices
 
 
-
 # features are stored sparse (format version 3) by the importers when at most this fraction of
 # them is non-zero and there are at least SPARSE_MIN_DIM of them: below that a dense row is at
 # most 8 KiB and dense rounds cost the learners less (docs/DATASETS.md, *Sparse storage*)

@@ -339,7 +339,6 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
             raise DataError("\n".join(problems))
 
 
-
 def _stored(X) -> int:
     """Numbers stored of a task's features: its entries if sparse, else rows x d."""
     return int(X.nnz) if _is_csr(X) else int(X.size)
