@@ -22,28 +22,12 @@ from .. import footprint, taskfile
 
 # ---------------------------------------------------------------- the output and the source
 def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
-    """Refuse, before the source is read, an output that would replace it or cannot be written.
-
-    Parameters
-    ----------
-    src : str
-        The file or folder being imported (a pipe or device is refused: it would block).
-    out : str
-        The task-stream file to write; refused if it is ``src``, a link to it, a hard link to
-        it or a file inside the ``src`` folder, if it is a folder, or if its folder is missing
-        or not writable.
-    what : str
-        What ``src`` is, for the messages ("CSV file", "TweetEval folder").
-    option : str
-        The option that names ``out``.
-    every_file : bool
-        A ``src`` folder whose every file is read (a LIBSVM or text CSV folder): a new ``out``
-        inside it is refused too, since the next import of the folder would read it.
-
-    Raises
-    ------
-    UserError
-    """
+    """Refuse (UserError), before the source is read, an output ``out`` (named by ``option``)
+    that would replace the file or folder ``src`` (``what``: "CSV file", "TweetEval folder"):
+    ``src`` itself, a link or hard link to it, a file inside it; a folder; or one whose folder
+    is missing or not writable. A pipe or device ``src`` is refused (it would block). With
+    ``every_file`` (a folder whose every file is read) a new ``out`` inside it is refused too:
+    the next import of the folder would read it."""
     src, out = os.fspath(src), os.fspath(out)
     if os.path.isdir(src):
         refuse_inputs(out, [(src, f"inside the {what} being imported")], option)
@@ -58,34 +42,15 @@ def check_output(src, out, what: str = "file", option: str = "-o", every_file: b
 
 
 def folder_files(src: str, what: str, suffix: str = "", notices: list | None = None) -> dict:
-    """{task: path} of a source folder whose every file is one task, named after the file.
+    """{task: path}, sorted by file name, of a folder whose every file is one task, named after
+    the file (``what`` it is: "LIBSVM file").
 
     Every entry whose name ends in ``suffix`` and does not start with a dot (an editor's lock
     or swap file, a desktop's metadata) is a task file. Each must be a regular file: a FIFO
     would block the import, a device (or a link to /dev/zero) stream forever, a dangling link
-    hold nothing, so any of them is refused, naming it, rather than left out unseen. A
-    subfolder holds no task rows: it is left out, with a notice.
-
-    Parameters
-    ----------
-    src : str
-        The folder.
-    what : str
-        What one of its files is, for the messages ("LIBSVM file").
-    suffix : str
-        The ending a task file's name has ("" for any).
-    notices : list, optional
-        Where the notice for subfolders left out is added.
-
-    Returns
-    -------
-    dict
-        Task name -> path, sorted by file name.
-
-    Raises
-    ------
-    UserError
-        An entry that is not a regular file, or two files that would be one task.
+    hold nothing, so any of them is refused (UserError), naming it, rather than left out
+    unseen; so are two files that would be one task. A subfolder holds no task rows: it is
+    left out, with a notice added to ``notices``.
     """
     tasks: dict = {}
     folders = []
@@ -109,20 +74,9 @@ def folder_files(src: str, what: str, suffix: str = "", notices: list | None = N
 
 
 def rowless_files(src: str, files, read, notices: list) -> None:
-    """Say which files of a source folder gave no row (empty, comments or a header only): they
-    are no task of the output, where a user would look for them.
-
-    Parameters
-    ----------
-    src : str
-        The folder.
-    files : iterable of str
-        Its task files, as read.
-    read : set of str
-        The files that gave at least one row.
-    notices : list
-        Where the notice is added.
-    """
+    """Add to ``notices`` which ``files`` of the folder ``src`` are not in ``read`` (gave no
+    row: empty, comments or a header only): they are no task of the output, where a user would
+    look for them."""
     empty = [os.path.basename(f) for f in files if f not in read]
     if empty:
         notices.append(f"{src}: {len(empty)} file(s) hold no data row (empty, comments or a header "
@@ -161,13 +115,8 @@ LIMITS = {"tasks": (1, None), "samples": (1, None), "dims": (1, None), "clusters
 
 
 def check_options(**values) -> None:
-    """Refuse an out-of-range value of a numeric option (``dims=0``...); None means not given.
-
-    Raises
-    ------
-    ConfigError
-        One line per bad value, naming the option and the accepted range.
-    """
+    """Refuse an out-of-range value of a numeric option (``dims=0``...; None: not given): a
+    ConfigError of one line per bad value, naming the option and the accepted range."""
     problems = []
     for name, value in values.items():
         if value is None:
@@ -183,21 +132,9 @@ def check_options(**values) -> None:
 
 
 def require_memory(need: float, what: str, fix: str) -> None:
-    """Refuse, before allocating it, work that needs more memory than this machine has free.
-
-    Parameters
-    ----------
-    need : float
-        Bytes the work will hold at its peak (an estimate that includes its temporaries).
-    what : str
-        What needs it ("100000 tasks x 100000000 samples x 9 features").
-    fix : str
-        What to change ("lower --samples").
-
-    Raises
-    ------
-    ConfigError
-    """
+    """Refuse (ConfigError), before allocating it, work that needs more memory than this
+    machine has free: ``need`` bytes at its peak (temporaries included) for ``what`` ("100000
+    tasks x 100000000 samples x 9 features"), saying ``fix`` ("lower --samples")."""
     free = footprint.available_memory()
     if free is not None and need > free:
         raise ConfigError(f"{what} would need {size_text(need)} of memory, but only "
@@ -213,23 +150,9 @@ def available_disk(path) -> int | None:
 
 
 def require_disk(need: float, out, what: str, fix: str) -> None:
-    """Refuse, before writing it, an output larger than the free space of its file system.
-
-    Parameters
-    ----------
-    need : float
-        Bytes the output file will take.
-    out : str or path
-        The output file.
-    what : str
-        What is written ("100000 tasks x 100 samples x 9 features").
-    fix : str
-        What to change.
-
-    Raises
-    ------
-    ConfigError
-    """
+    """Refuse (ConfigError), before writing it, an output ``out`` of ``need`` bytes (``what``:
+    "100000 tasks x 100 samples x 9 features") larger than the free space of its file system,
+    saying ``fix``."""
     free = available_disk(out)
     if free is not None and need > free:
         raise ConfigError(f"{what} would take {size_text(need)} on disk, but only "
@@ -268,11 +191,7 @@ def show_label(key) -> str:
 def parse_label_map(text) -> dict | None:
     """``--label-map`` ("1=-1,2=+1", "positive=1,negative=-1,neutral=drop") as {label key: +1,
     -1 or None (drop the row)}; a dict is taken as already parsed; None or "" is not given.
-
-    Raises
-    ------
-    ConfigError
-    """
+    A malformed entry is a ConfigError."""
     if text is None or isinstance(text, dict):
         return None if text is None else {label_key(k): v for k, v in text.items()}
     if not text.strip():
@@ -375,11 +294,7 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
     are kept and 0/1 read as -1/+1 (with a notice), provided every task's labels are one of those
     two pairs; any other labels (other values, more than two, or values that differ between
     tasks) are ``default``'s where the importer has one (text CSV: positive/negative/neutral),
-    else refused, naming the labels found and an example --label-map.
-
-    Raises
-    ------
-    DataError
+    else refused (DataError), naming the labels found and an example --label-map.
     """
     decided = parse_label_map(label_map)
     found = seen.found()
@@ -421,20 +336,10 @@ def distinct_columns(path: str, header, read) -> None:
 
 
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
-    """Every task's rows and -1/+1 labels under ``decided``, rows mapped to drop removed.
-
-    ``X_list`` holds arrays, scipy.sparse matrices or lists (of texts); the same kind comes back.
-    A task left with no rows is left out, with a notice.
-
-    Returns
-    -------
-    names, X_list, y_list
-
-    Raises
-    ------
-    DataError
-        When no task has rows left.
-    """
+    """(names, X_list, y_list): every task's rows and -1/+1 labels under ``decided``, rows
+    mapped to drop removed. ``X_list`` holds arrays, scipy.sparse matrices or lists (of texts);
+    the same kind comes back. A task left with no rows is left out, with a notice; a DataError
+    when no task has rows left."""
     names_out, X_out, y_out, dropped, emptied = [], [], [], 0, []
     for name, X, keys in zip(names, X_list, key_lists):
         y = np.array([decided[k] or 0 for k in keys], dtype=np.int8)

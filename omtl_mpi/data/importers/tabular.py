@@ -3,6 +3,7 @@ text format (feature names hashed as the text importers hash n-grams)."""
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 
@@ -105,10 +106,13 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
 _BYTES_PER_ENTRY = 6
 
 
-def _libsvm_row(parts, where: str, task_field: str | None):
-    """({index: value}, task) of one LIBSVM line's tokens after the label."""
+def _libsvm_line(line: str, where: str, task_field: str | None):
+    """(label, {index: value}, task) of one LIBSVM line, None for one without a row."""
+    parts = line.split("#", 1)[0].split()
+    if not parts:
+        return None
     feats, task = {}, None
-    for tok in parts:
+    for tok in parts[1:]:
         key, sep, value = tok.partition(":")
         if task_field and key == task_field:
             if task is not None:
@@ -134,7 +138,7 @@ def _libsvm_row(parts, where: str, task_field: str | None):
         feats[int(key)] = _number(value, where, f"feature {key}")
     if task_field and task is None:
         raise DataError(f"{where}: no '{task_field}:' field naming the task")
-    return feats, task
+    return parts[0], feats, task
 
 
 class _SparseRows:
@@ -181,22 +185,23 @@ class _SparseRows:
         return int(sum(self.lengths))
 
 
-def _read_libsvm(path: str, task_field: str | None, seen: SeenLabels, per_task: dict,
-                 file_task: str | None = None) -> bool:
-    """Add a LIBSVM file's rows and label keys to ``per_task`` ({task: (rows, keys)}); True if
-    it held a row."""
+def _read_lines(path: str, parse, seen: SeenLabels, per_task: dict,
+                file_task: str | None = None) -> bool:
+    """Add the rows and label keys of a file of one row a line to ``per_task`` ({task: (rows,
+    keys)}), each line parsed by ``parse(line, where)`` into (label, {index: value}, task), or
+    None for a line without a row; ``file_task``: every row's task. True if it held a row."""
     held = False
     try:
         with open(path, encoding="utf-8-sig") as f:
             for line_no, line in enumerate(f, start=1):
-                parts = line.split("#", 1)[0].split()
-                if not parts:
+                parsed = parse(line, f"{path}: line {line_no}")
+                if parsed is None:
                     continue
-                feats, task = _libsvm_row(parts[1:], f"{path}: line {line_no}", task_field)
+                label, feats, task = parsed
                 task = file_task if file_task is not None else task
                 rows, keys = per_task.setdefault(task, (_SparseRows(), []))
                 rows.append(feats)
-                keys.append(seen.add(task, parts[0], path, line_no))
+                keys.append(seen.add(task, label, path, line_no))
                 held = True
     except FileNotFoundError:
         raise DataError(f"{path}: not found") from None
@@ -223,13 +228,14 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
                    "import fewer rows at a time")
     if os.path.isdir(src):
         held = {path for task, path in tasks.items()
-                if _read_libsvm(path, None, seen, per_task, file_task=task)}
+                if _read_lines(path, lambda line, where: _libsvm_line(line, where, None), seen,
+                               per_task, file_task=task)}
         rowless_files(src, files, held, notices)
     else:
         if not task_field:
             raise DataError(f"{src}: one LIBSVM file needs --task-field (for example qid) naming "
                             "each line's task, or give a folder with one file per task")
-        _read_libsvm(src, task_field, seen, per_task)
+        _read_lines(src, lambda line, where: _libsvm_line(line, where, task_field), seen, per_task)
     if not per_task or not any(len(r) for r, _ in per_task.values()):
         raise DataError(f"{src}: no data lines")
     return _write_rows(src, out, per_task, None, ("rows x {d} features (d is the largest index)",
@@ -324,32 +330,20 @@ def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None =
     size = sum(os.path.getsize(f) for f in files.values() if os.path.isfile(f))
     require_memory(24.0 * size / 2, f"{src}: {size:,} bytes of Vowpal Wabbit lines",
                    "import fewer lines at a time")
-    cache: dict = {}
+    columns = functools.cache(lambda name: feature_column(name, dims))     # names repeat
+    seen, per_task, weighted = SeenLabels(), {}, 0
+    namespace = None if os.path.isdir(src) else task_namespace
 
-    def columns(name: str):
-        hit = cache.get(name)
-        if hit is None:
-            hit = cache[name] = feature_column(name, dims)
-        return hit
+    def parse(line: str, where: str):
+        nonlocal weighted
+        if not line.strip():
+            return None
+        parsed = _vw_line(line, where, namespace, columns)
+        weighted += len(line.partition("|")[0].split()) > 1
+        return parsed
 
-    seen, per_task, weighted, held = SeenLabels(), {}, 0, set()
-    for file_task, path in files.items():
-        try:
-            with open(path, encoding="utf-8-sig") as f:
-                for line_no, line in enumerate(f, start=1):
-                    if not line.strip():
-                        continue
-                    where = f"{path}: line {line_no}"
-                    label, feats, task = _vw_line(line, where, None if file_task else task_namespace,
-                                                  columns)
-                    weighted += len(line.partition("|")[0].split()) > 1
-                    task = file_task if file_task is not None else task
-                    rows, keys = per_task.setdefault(task, (_SparseRows(), []))
-                    rows.append(feats)
-                    keys.append(seen.add(task, label, path, line_no))
-                    held.add(path)
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: not UTF-8 text") from None
+    held = {path for file_task, path in files.items()
+            if _read_lines(path, parse, seen, per_task, file_task)}
     if os.path.isdir(src):
         rowless_files(src, files.values(), held, notices)
     if not per_task:

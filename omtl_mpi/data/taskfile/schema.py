@@ -10,16 +10,11 @@ FORMAT = "omtl-mpi-tasks"
 VERSION = 2                 # what the writers write for dense features
 SPARSE_VERSION = 3          # ... and for sparse ones (compressed sparse rows)
 VERSIONS = (1, 2, 3)        # what the readers read
-# bytes of features per HDF5 chunk of /X (and of labels per chunk of /y), at most
-CHUNK_BYTES = 2 ** 20
-# a problem or notice shared by many tasks names this many of them, then counts the rest
-SHOWN = 10
-# the datasets of a version 2 file
-_V2 = ("X", "y", "offsets", "names", "name_offsets")
-# the arrays of a sparse /X (version 3)
-_CSR = ("data", "indices", "indptr")
-# the largest d a sparse file holds (its columns are int32)
-SPARSE_MAX_DIM = 2 ** 31 - 1
+CHUNK_BYTES = 2 ** 20       # bytes of an HDF5 chunk of /X (of /y), at most
+SHOWN = 10                  # a problem shared by many tasks names this many, then counts the rest
+_V2 = ("X", "y", "offsets", "names", "name_offsets")      # the datasets of a version 2 file
+_CSR = ("data", "indices", "indptr")                      # the arrays of a sparse /X (version 3)
+SPARSE_MAX_DIM = 2 ** 31 - 1    # the largest d a sparse file holds (its columns are int32)
 
 
 @dataclass(frozen=True)
@@ -197,29 +192,13 @@ def _more(count: int, what: str) -> str:
 
 
 def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.ndarray):
-    """Validate the values of consecutive tasks held as flat arrays, vectorised over the tasks.
+    """Validate the values of consecutive tasks held as flat arrays (X (N, d), y (N,); task i
+    is rows offsets[i]:offsets[i+1]), vectorised over the tasks; ``label(i)`` names task i.
 
-    Parameters
-    ----------
-    path : str
-        The file, for lines that are about several tasks.
-    label : callable
-        ``label(i)`` names the block's task i ("task 12 ('a')").
-    X : ndarray (N, d), numbers
-    y : ndarray (N,), numbers
-    offsets : ndarray (n+1,) int64
-        Task i is rows offsets[i]:offsets[i+1]; offsets[0] = 0, strictly increasing,
-        offsets[n] = N.
-
-    Returns
-    -------
-    labels : ndarray (N,) int8 in {-1, +1}, or None where there are problems
-    problems : list of str
-        :func:`check_values`' lines for each task with non-finite features or labels other than
-        -1/+1 or 0/1 (the first :data:`SHOWN` such tasks, then one line counting the others).
-    notices : list of str
-        Tasks whose labels are 0/1 (mapped 0 -> -1): one line per task for up to three, else
-        one line with their count and the first three.
+    Returns (labels int8 in {-1, +1}, or None where there are problems; :func:`check_values`'
+    lines for the first :data:`SHOWN` tasks with non-finite features or labels other than -1/+1
+    or 0/1, then one counting the others; the notices of tasks whose labels are 0/1, mapped
+    0 -> -1: one per task for up to three, else one with their count and the first three).
     """
     n = len(offsets) - 1
     if n == 0 or len(y) == 0:
