@@ -1,27 +1,14 @@
 """A skewed many-task family (``omtl-mpi data synth --family personal``): per-customer models.
 
-K tasks belong to G latent groups, and their streams have heavy-tailed lengths (most short, a
-few very long), as per-customer or per-device models do. With seed s, d features and G groups:
-
-* the group centres c_1..c_G are unit vectors: N(0, I_d) draws (``default_rng([s, 2**31 + 1])``,
-  G x d, row by row), each divided by its norm;
-* task k's group g(k) is drawn uniformly from 0..G-1 (``default_rng([s, 2**31 + 2])``, K draws):
-  the groups are latent, not contiguous;
-* task k's stream length is n_k = max(1, round(median * exp(sigma * u_k))), u_k ~ N(0, 1)
-  (``default_rng([s, 2**31 + 3])``, K draws; round: to the nearest integer, halves to even),
-  then capped at ``length_max`` when it is given;
-* task k's own generator ``default_rng([s, k])`` draws, in this order, z_k ~ N(0, I_d), its n_k
-  instances x ~ N(0, I_d) row by row, then n_k label noises e ~ N(0, 1); its weights are
-  w_k = c_g(k) + spread * z_k / sqrt(d) (the spread relative to the unit centres) and the label
-  of x is sign(x . w_k + noise * e), sign(0) = +1 (the dot product summed over the features in
-  order);
-* ``normalize`` divides each instance by its norm after its label is drawn, as the test beds do.
-
-Defaults: K = 2000, d = 20, G = 4, spread 0.3, noise 0.5, median 15, sigma 1.25 (the seed-0
-draw of 2000 tasks has median 15, mean 31.7 and maximum 721), no cap. Task k's group, length,
-weights and instances depend only on (s, k) (not on K), so generating some tasks gives the same
-arrays as slicing all of them. What should win: one model per latent group (a learner that
-finds which tasks go together pools each group's data; a short stream alone learns little).
+K tasks belong to G latent groups (unit centres c_g), and their streams have heavy-tailed,
+log-normal lengths (most short, a few very long). Task k's weights are w_k = c_g(k) + spread *
+z_k / sqrt(d) and the label of x ~ N(0, I) is sign(x . w_k + noise * e), the dot product
+summed over the features in order. The family-wide draws come from ``default_rng([s, 2**31 +
+i])`` (i = 1 centres, 2 groups, 3 lengths), task k's z_k, instances and noises, in this order,
+from ``default_rng([s, k])``; docs/DATASETS.md (*Many skewed tasks*) gives every draw. Task
+k's group, length, weights and instances depend only on (s, k) (not on K), so generating some
+tasks gives the same arrays as slicing all of them. What should win: one model per latent group
+(a learner that finds which tasks go together pools each group's data).
 """
 from __future__ import annotations
 

@@ -2,20 +2,12 @@
 can be checked against what should win (``omtl-mpi data synth --family ...``).
 
 Every task k has a true weight vector w_k in R^d; its instances are x ~ N(0, I) and its labels
-``sign(x . w_k + noise * N(0, 1))`` (sign(0) = +1). The families differ only in the w_k:
-
-* ``identical``: w_k = w + spread * N(0, I) for one w ~ N(0, I): pooling all tasks' data is
-  nearly optimal;
-* ``clustered``: the tasks form ``clusters`` contiguous groups around centres c_j, w_k = c_j +
-  spread * N(0, I); with two clusters the centres are +w and -w (one direction, two signs: what a
-  learned task covariance is for, and what one pooled model cannot express), with more they
-  are independent N(0, I) draws;
-* ``unrelated``: every w_k an independent N(0, I) draw: learning each task alone is optimal.
-
-The defaults (K = 10 tasks, 300 instances, d = 50, spread 0.3, noise 0.5) are the recipe of the
-project's learning-quality notes. Task k's instances depend only on (seed, k), and the weight
-vectors on the seed, so generating some tasks gives the same arrays as slicing all of them.
-:func:`testbed_blocks` gives the same values a block of tasks at a time, for a file writer.
+``sign(x . w_k + noise * N(0, 1))`` (sign(0) = +1). The families differ only in the w_k
+(docs/DATASETS.md, *Known-answer test beds*): ``identical`` (pooling wins), ``clustered``
+(contiguous groups; with two, around +w and -w: one direction, two signs, what a learned task
+covariance is for) and ``unrelated`` (learning each task alone wins). Task k's instances depend
+only on (seed, k), and the weight vectors on the seed, so generating some tasks gives the same
+arrays as slicing all of them.
 """
 from __future__ import annotations
 

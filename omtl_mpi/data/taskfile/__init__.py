@@ -11,25 +11,12 @@ Version 2 (written by every writer of this release)::
     /names         (B,) uint8: the task names, UTF-8, one after another
     /name_offsets  (K+1,) int64: task k's name is names[name_offsets[k]:name_offsets[k+1]]
 
-Version 3 is version 2 with the features stored as compressed sparse rows, for data whose
-features are mostly zero (hashed text); the writers write it only for such data (a dense data
-set stays version 2, readable by the releases before)::
-
-    /X             group, attrs: shape = (N, d), max_row_nnz (the most entries of one row)
-    /X/data        (nnz,) float64: the non-zero features, row after row
-    /X/indices     (nnz,) int32: their columns, increasing within a row
-    /X/indptr      (N+1,) int64: row i is data[indptr[i]:indptr[i+1]]
-    /y, /offsets, /names, /name_offsets as in version 2
-
-A process reads only its own contiguous block of tasks a..b-1: one slice of /X and one of /y
-(:func:`load_block`; of a sparse /X, one slice of each of its arrays, read as a
-scipy.sparse CSR matrix). Version 1 files (one group per task, below) are still read::
-
-    /                 attrs: format = "omtl-mpi-tasks", format_version = 1, source, description
-    /tasks/0000       attrs: name (any unicode);  X (n_k, d) float64,  y (n_k,) int8 in {-1, +1}
-    /tasks/0001       ...
-
-Streams may have different lengths. docs/DATASETS.md gives the measurements behind the layout.
+Version 3 is version 2 with the features stored as compressed sparse rows (/X a group of
+data, indices and indptr, with attributes shape and max_row_nnz), written only for data whose
+features are mostly zero. Version 1 files (a group /tasks/0000, ... per task, holding X and y
+and a name attribute) are still read. A process reads only its own contiguous block of tasks:
+one slice of /X and one of /y (:func:`load_block`). docs/DATASETS.md (*The task-file format*)
+gives every layout and the measurements behind them.
 """
 from __future__ import annotations
 
