@@ -54,26 +54,14 @@ def check_featuriser(featuriser: str, dims: int | None) -> int:
 
 def featurise(texts, featuriser: str = "hashing", dims: int | None = None,
               cache: str | None = None) -> np.ndarray:
-    """Feature rows (float64, unit L2 norm) for ``texts``.
-
-    Parameters
-    ----------
-    texts : sequence of str
-    featuriser : {"hashing", "minilm"}
-    dims : int, optional
-        Hashing dimension (default :data:`DEFAULT_HASH_DIMS`); must be left out (or 384) for
-        minilm.
-    cache : str, optional
-        npz file of cached embeddings (minilm only); created or extended.
-    """
+    """Feature rows (float64, unit L2 norm) of the str ``texts`` by ``featuriser`` ("hashing"
+    or "minilm"): ``dims`` the hashing dimension (default :data:`DEFAULT_HASH_DIMS`; left out,
+    or 384, for minilm), ``cache`` the npz file of cached embeddings (minilm only), created or
+    extended."""
     dims = check_featuriser(featuriser, dims)
     if featuriser == "hashing":
         return hash_texts(texts, dims)
     return embed_minilm(texts, cache)
-
-
-def _keys(texts) -> list:
-    return [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
 
 
 def _load_cache(path: str | None) -> dict:
@@ -119,7 +107,7 @@ def _load_model():
 def embed_minilm(texts, cache: str | None = None) -> np.ndarray:
     """all-MiniLM-L6-v2 sentence embeddings of ``texts`` (n x 384, unit rows), via ``cache``."""
     texts = list(texts)
-    keys = _keys(texts)
+    keys = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
     if cache:
         # read, then written: a FIFO would block the read, a device be replaced
         refuse_special(cache, "the embedding cache")

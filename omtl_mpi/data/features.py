@@ -42,20 +42,9 @@ def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
 
 
 def prepare(X_list, intercept: bool = False, scale: str = "none") -> list:
-    """Every task's features as the learners see them (the inputs are not changed).
-
-    Parameters
-    ----------
-    X_list : list of ndarray, each (n_k, d)
-        The streams in the order they are presented.
-    intercept : bool
-        Append a constant feature 1.
-    scale : {"none", "online"}
-
-    Returns
-    -------
-    list of ndarray, each (n_k, d + intercept)
-    """
+    """Every task's features as the learners see them: of each stream (n_k, d) of ``X_list``,
+    in the order it is presented, a new (n_k, d + intercept) array, scaled by ``scale``
+    ("none" or "online") and with a constant feature 1 appended where ``intercept``."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     out = []

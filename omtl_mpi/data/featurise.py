@@ -71,24 +71,15 @@ def _text_codes(text: str, words_of: _WordCodes, codes: _Codes, word_ngrams: int
 
 
 def hash_texts_sparse(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)):
-    """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words), as a
-    scipy.sparse CSR matrix: only each text's own n-grams are ever held, never a dense row.
-    (The public API's :func:`omtl_mpi.hash_texts` is this with the importers' default ``dims``.)
+    """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words) of the
+    str ``texts``, as a (len(texts), ``dims``) scipy.sparse CSR matrix of float64 rows of unit
+    L2 norm (no entry for an empty text): only each text's own n-grams are ever held, never a
+    dense row. (The public API's :func:`omtl_mpi.hash_texts` is this with the importers'
+    default ``dims``.)
 
     Each n-gram adds its sign at its column; a row's values are then divided by its L2 norm.
     The sums are of whole numbers and so exact in any order: the values are bit for bit
     :func:`hash_texts`'s.
-
-    Parameters
-    ----------
-    texts : sequence of str
-    dims : int
-        Output dimension.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix, shape (len(texts), dims), float64, rows of unit L2 norm (no
-    entry for an empty text)
     """
     from scipy.sparse import csr_matrix
     cache = _Codes(dims)

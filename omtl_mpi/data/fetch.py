@@ -422,15 +422,10 @@ def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -
 
 
 def check_out(name: str, dest, out, groups=None) -> None:
-    """Refuse, before anything is downloaded, an output (-o) that would replace one of the data
-    set's files under ``dest``, that is a folder, or whose folder is missing or not writable
-    (``dest`` itself may be missing: fetch creates it; its default output DEST/NAME.h5 is
-    written again when fetch is run again).
-
-    Raises
-    ------
-    UserError
-    """
+    """Refuse (UserError), before anything is downloaded, an output (-o) that would replace one
+    of the data set's files under ``dest``, that is a folder, or whose folder is missing or not
+    writable (``dest`` itself may be missing: fetch creates it; its default output DEST/NAME.h5
+    is written again when fetch is run again)."""
     dest = os.path.abspath(str(dest))
     inputs = []
     for variant, files in select_files(name, groups):

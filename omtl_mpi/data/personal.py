@@ -34,13 +34,8 @@ def check_options(tasks=DEFAULTS["tasks"], dims=DEFAULTS["dims"], groups=DEFAULT
                   spread=DEFAULTS["spread"], noise=DEFAULTS["noise"],
                   length_median=DEFAULTS["length_median"], length_sigma=DEFAULTS["length_sigma"],
                   length_max=DEFAULTS["length_max"], seed=0) -> None:
-    """Refuse bad values of the family's options.
-
-    Raises
-    ------
-    ConfigError
-        One line per bad value, naming the option.
-    """
+    """Refuse bad values of the family's options: a ConfigError of one line per bad value,
+    naming the option."""
     problems = []
     for name, value, low in (("tasks", tasks, 1), ("dims", dims, 1), ("groups", groups, 1),
                              ("seed", seed, 0), ("length-max", length_max, 1)):
@@ -166,16 +161,8 @@ def generate_personal(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims
                       normalize: bool = False, only=None):
     """Generate the family; ``only`` restricts it to some task indices (bit-identical slice).
 
-    Returns
-    -------
-    names : list of str
-    X_list : list of ndarray (n_k, dims) float64
-    y_list : list of ndarray (n_k,) int8 in {-1, +1}
-
-    Raises
-    ------
-    ConfigError
-        One line per bad value.
+    Returns names (list of str), X_list (ndarrays (n_k, dims) float64) and y_list (ndarrays
+    (n_k,) int8 in {-1, +1}); a ConfigError of one line per bad value.
     """
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
@@ -198,12 +185,7 @@ def personal_blocks(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"]
                     normalize: bool = False, rows: int = BLOCK_ROWS):
     """The family a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
     lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
-    of :func:`generate_personal`.
-
-    Raises
-    ------
-    ConfigError
-        At once (not when iterated), one line per bad value.
+    of :func:`generate_personal`. Bad values are a ConfigError at once, not when iterated.
     """
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)

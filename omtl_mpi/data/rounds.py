@@ -45,14 +45,11 @@ class RoundLayout:
     ----------
     lengths : array of int, shape (kb,)
         The block's stream lengths (every one >= 1).
-    batch : int
-        Mini-batch size B >= 1.
+    batch, dim : int
+        Mini-batch size B >= 1; weights per instance (the features, plus the intercept's).
     rounds : int
         Rounds T of the whole run (the longest stream over *all* tasks, so that every rank
         runs the same rounds); rounds past the block's longest stream have no active task.
-    dim : int
-        Weights per instance (the features, plus the intercept's).
-
     sparse : bool
         Hold the features as compressed sparse rows (their non-zero entries only) and give each
         round's as :class:`~omtl_mpi.data.sparse.SparseRows`; :meth:`fill` then takes

@@ -201,14 +201,7 @@ def rows_dense(X) -> np.ndarray:
 def csr_arrays(X):
     """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix, in canonical CSR
     form (columns increasing within a row, no repeat, no stored zero); the caller's matrix is
-    never changed.
-
-    Raises
-    ------
-    UserError
-        For a matrix whose stored indices lie outside its shape (scipy builds one from arrays
-        without checking them: a column -1 would be learned into another weight).
-    """
+    never changed. Raises :func:`checked_csr`'s UserError."""
     X = checked_csr(X)
     if not X.has_canonical_format or (X.data == 0).any():
         X = X.copy()                     # the caller's matrix stays as it was given
@@ -220,15 +213,10 @@ def csr_arrays(X):
 
 def checked_csr(X):
     """A scipy.sparse matrix as CSR of float64 numbers (the caller's matrix, where it is one
-    already), its stored indices checked against its shape before anything reads them.
-
-    Raises
-    ------
-    UserError
-        For indices outside its shape (scipy builds a matrix from arrays without checking
-        them: a column -1 would be learned into another weight, and scipy's own slicing of
-        one reads memory it does not own), or a matrix of values that are no real numbers.
-    """
+    already), its stored indices checked against its shape before anything reads them: a
+    UserError for indices outside it (scipy builds a matrix from arrays without checking them: a
+    column -1 would be learned into another weight, and scipy's own slicing of one reads memory
+    it does not own), or for values that are no real numbers."""
     from ..errors import UserError
     if X.dtype.kind not in "biuf":
         raise UserError(f"a sparse matrix holds numbers, got dtype {X.dtype}")

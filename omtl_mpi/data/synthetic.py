@@ -176,12 +176,8 @@ def generate_tasks(a, theta, seed: int, ks, samples: int, normalize: bool):
 def blocks(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: bool = False,
            rows: int = BLOCK_ROWS):
     """The family a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
-    lengths) of about ``rows`` instances each (one task at least), tasks in order.
-
-    Raises
-    ------
-    ConfigError
-        At once (not when iterated), for bad values.
+    lengths) of about ``rows`` instances each (one task at least), tasks in order. Bad values
+    are a ConfigError at once, not when iterated.
     """
     _check(tasks, samples, seed)
     a, theta = task_parameters(tasks, seed)

@@ -73,12 +73,7 @@ def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int =
                    normalize: bool = False, rows: int = BLOCK_ROWS):
     """A test bed a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
     lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
-    of :func:`generate_testbed`.
-
-    Raises
-    ------
-    ConfigError
-        At once (not when iterated), one line per bad value.
+    of :func:`generate_testbed`. Bad values are a ConfigError at once, not when iterated.
     """
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
@@ -95,16 +90,8 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
     labels and best classifiers, at the scale of unit-norm features (hashed text, embeddings),
     so that a learner whose defaults depend on the features' scale shows it.
 
-    Returns
-    -------
-    names : list of str
-    X_list : list of ndarray (samples, dims) float64
-    y_list : list of ndarray (samples,) int8 in {-1, +1}
-
-    Raises
-    ------
-    ConfigError
-        One line per bad value.
+    Returns names (list of str), X_list (ndarrays (samples, dims) float64) and y_list (ndarrays
+    (samples,) int8 in {-1, +1}); a ConfigError of one line per bad value.
     """
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)

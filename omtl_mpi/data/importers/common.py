@@ -228,12 +228,8 @@ class SeenLabels:
 
     def add_all(self, task, values, path: str, lines: bool = False) -> list:
         """The keys of a task's labels ``values``; ``lines``: value i is on line i + 1 of ``path``."""
-        keys = [label_key(v) for v in values]
-        seen = self.tasks.setdefault(task, {})
-        for i, (key, raw) in enumerate(zip(keys, values)):
-            if key not in seen:
-                seen[key] = (raw, path, i + 1 if lines else None)
-        return keys
+        self.tasks.setdefault(task, {})
+        return [self.add(task, raw, path, i + 1 if lines else None) for i, raw in enumerate(values)]
 
     def first(self, wanted):
         """(where, raw label) of the earliest label whose key is ``wanted``, None if none is."""
