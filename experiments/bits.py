@@ -78,7 +78,7 @@ def run_all(only: str | None) -> dict:
     algos = json.loads(subprocess.run(
         [os.path.join(BIN, "omtl-mpi"), "algos", "--json"], capture_output=True, text=True,
         check=True).stdout)
-    names = [a["name"] for a in algos] if isinstance(algos, list) else list(algos)
+    names = [a["name"] for a in algos]
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
@@ -93,7 +93,6 @@ def run_all(only: str | None) -> dict:
             cmd = [os.path.join(BIN, "omtl-mpi"), "run", "--data", files[data], "--out", res,
                    "--no-progress", *options]
             if ranks:
-                cmd[1:1] = []
                 cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), sys.executable, "-m",
                        "mpi4py", "-m", "omtl_mpi", *cmd[1:]]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
