@@ -73,7 +73,8 @@ results: need-data setup
 	$(PY) scripts/results.py learners
 	DATA=$(DATA) $(PY) scripts/results.py real
 
-# The four timing tables of docs/PERFORMANCE.md (a few minutes on 2 cores; each table runs its
+# The four timing tables of docs/PERFORMANCE.md and the stragglers' of docs/RELIABILITY.md (a
+# few minutes on 2 cores; each table runs its
 # rows alternately, 5 times after a warm-up). BASE=REV sets an earlier revision's figures beside
 # this tree's in the default-path table (the table's stamp names the command, base included).
 bench: setup
@@ -81,6 +82,7 @@ bench: setup
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
 	$(PY) scripts/bench.py scripts/bench/startup.toml --docs
 	$(PY) scripts/bench.py scripts/bench/api.toml --docs
+	$(PY) scripts/bench.py scripts/bench/stragglers.toml --docs --docs-file docs/RELIABILITY.md
 
 # The many-task table of docs/PERFORMANCE.md (scripts/bench/scale.toml): 1,024 to 1,000,000
 # tasks, one recorded run of every row after a warm-up (its data sets are drawn by `omtl-mpi

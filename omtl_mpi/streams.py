@@ -462,11 +462,17 @@ def load_result(path) -> Result:
                                 "is damaged")
             t = read(f, "timing")
             optional = {name: read(t, name)[()] if name in t else None
-                        for name in ("peak_rss_mib", "cpu_seconds", "staleness")}
+                        for name in ("peak_rss_mib", "cpu_seconds", "staleness", "finish_seconds",
+                                     "injected_seconds", "last_at_barrier")}
+            waits = optional["last_at_barrier"]
             measured = Measured(seconds=read(t, "seconds")[()],
                                 roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
                                 peak_rss=optional["peak_rss_mib"], cpu_seconds=optional["cpu_seconds"],
-                                staleness=optional["staleness"])
+                                staleness=optional["staleness"], finished=optional["finish_seconds"],
+                                injected=optional["injected_seconds"], last=waits,
+                                workers=([int(r) for r in t["last_at_barrier"].attrs.get("workers", [])]
+                                         if waits is not None else []),
+                                stragglers=str(t.attrs.get("stragglers", "none")))
             keep = {k: v for k, v in attrs.items()
                     if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
             learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)

@@ -55,7 +55,8 @@ _RUN_SECTIONS = {
     "Learning options": (),
     "Run options": ("out", "as_json", "n_ranks", "launcher", "checkpoint_every", "checkpoint_path",
                     "resume", "progress", "help"),
-    "Testing and tuning": ("fail_at", "fail_rank", "fail_mode", "aslr"),
+    "Testing and tuning": ("fail_at", "fail_rank", "fail_mode", "slow", "delays", "delay_seed",
+                           "aslr"),
 }
 
 
@@ -83,11 +84,21 @@ _RUN_SECTIONS = {
 @click.option("--fail-rank", type=int, default=None, help="Rank that --fail-at fails.  [default: 0]")
 @click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default=None,
               help="Raise an exception, or die by SIGKILL.  [default: raise]")
+@click.option("--slow", multiple=True, metavar="RANK:FACTOR",
+              help="Straggler injection: RANK's rounds take FACTOR times as long (a sleep after "
+                   "its work, before it sends). Repeat for more ranks. The results are those of "
+                   "the same run without it; the timing table says whom the others waited for.")
+@click.option("--delays", type=click.Choice(["srad", "stall"]), default=None,
+              help="Straggler injection on every rank, drawn per rank and round: srad: a round "
+                   "takes 1-1.5 times its work, or with probability 0.3 3.75-10 times; stall: "
+                   "1.5% of rounds take 21 times their work (docs/RELIABILITY.md).")
+@click.option("--delay-seed", type=click.IntRange(min=0), default=None,
+              help="Seed of the --delays draws.  [default: 0]")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr, with or without --json (default: when stderr is a "
                    "terminal).")
-def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode, checkpoint_every,
-        checkpoint_path, resume, aslr, **values):
+def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode, slow, delays,
+        delay_seed, checkpoint_every, checkpoint_path, resume, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
@@ -111,6 +122,10 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
         raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
                           "nothing without --fail-at; leave it out")
     fail_rank, fail_mode = fail_rank or 0, fail_mode or "raise"
+    if delay_seed is not None and delays is None:
+        raise ConfigError("--delay-seed does nothing without --delays; leave it out")
+    from ..engine.stragglers import Stragglers, parse_slow
+    stragglers = Stragglers(parse_slow(slow), delays, delay_seed or 0)
     from ..runtime.faults import Fault
     if n_ranks is None and launcher != "local":
         raise ConfigError(f"--launcher {launcher} starts the ranks of --np P; give --np, or "
@@ -123,6 +138,7 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
             raise ConfigError(f"--np must be >= 1, got {n_ranks}")
         check_not_copied()
         Fault(fail_at, fail_rank, fail_mode).check_world(n_ranks)
+        stragglers.check_world(n_ranks)
         # Check what can be checked here, so a bad option or file is one message, not P.
         preflight(cfg, n_ranks, out)
         args = _strip_option(_strip_option(sys.argv[1:], "--np"), "--launcher")
@@ -137,7 +153,7 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume)
+                         resume=resume, stragglers=stragglers)
     if report is None:          # not rank 0
         return 0
     if as_json:

@@ -5,6 +5,8 @@ exchanges their messages; under MPI each rank is one node on a distributed-graph
 """
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 
 from ..algorithms.contract import drive_sums
@@ -36,10 +38,15 @@ def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 
 
     def add_over_graph(parts):
         return comm.sum_nodes(parts, clock)
+    delay = hooks.delay.after if hooks.delay is not None else None
     for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
+        if delay is not None:
+            t0 = perf_counter()
         for local_step, stream, slot, pred in data:
             pred[slot[t]:slot[t + 1]] = local_step(*stream[t]).reshape(-1)
+        if delay is not None:
+            delay(t, perf_counter() - t0)
         received = exchange([node.message for node in nodes], clock)
         for i, (merge, finish_round) in enumerate(finish):
             staleness[i, t] = merge(received[i])

@@ -30,12 +30,16 @@ class Hooks:
     check : callable, optional
         ``check(t)`` after every :data:`CHECK_EVERY`-th round, before every checkpoint and after
         the last round, on every rank (collective): raises when the model is not finite.
+    delay : Delay, optional
+        This rank's injected slowness (--slow, --delays: :mod:`.stragglers`): the loops call
+        ``delay.after(t, seconds)`` with the round's work, before they send.
     """
 
     progress: object = None
     fault: object = None
     checkpoint: tuple | None = None
     check: Callable[[int], None] | None = None
+    delay: object = None
 
 
 NO_HOOKS = Hooks()

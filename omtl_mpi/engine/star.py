@@ -9,6 +9,8 @@ the first round.
 """
 from __future__ import annotations
 
+from time import perf_counter
+
 from .schedule import NO_HOOKS, Hooks, rounds
 
 
@@ -27,7 +29,8 @@ def run_star(comm, worker, server, stream, clock, preds=None, first_round: int =
     preds : ndarray of bool, shape (slots,)
         Predictions (True for +1), filled round by round in the layout's slots.
     hooks : Hooks
-        The between-round work (progress, --fail-at, checkpoints, the finiteness check).
+        The between-round work (progress, --fail-at, checkpoints, the finiteness check) and
+        this rank's injected delay, after a worker's step and before it sends.
     """
     every = getattr(worker if worker is not None else server, "sync_every", 1)
     start, stop = clock.start, clock.stop
@@ -42,14 +45,19 @@ def run_star(comm, worker, server, stream, clock, preds=None, first_round: int =
     if worker is not None:
         slot = stream.slot_ptr.tolist()
         up, down, comm_up, comm_down = worker.up, worker.down, comm.up, comm.down
+    delay = hooks.delay.after if hooks.delay is not None and worker is not None else None
     if server is not None:
         step, after_reply, gather, scatter = server.step, server.after_reply, comm.gather, comm.scatter
     for t in rounds(first_round, clock.rows.shape[0], hooks):
         start()
         sync = every == 1 or (t + 1) % every == 0      # the same on every rank
         if worker is not None:
+            if delay is not None:
+                t0 = perf_counter()
             positive, msg = up(*stream[t])
             preds[slot[t]:slot[t + 1]] = positive.reshape(-1)
+            if delay is not None:
+                delay(t, perf_counter() - t0)
             if sync:
                 comm_up(msg, clock)
         if server is not None and sync:

@@ -30,13 +30,17 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /timing/peak_rss_mib  (P,) peak resident memory of every rank
     /timing/cpu_seconds   (P,) CPU seconds (user + system) each rank used during the rounds
     /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
+    /timing/finish_seconds    (P,) seconds from the start of the rounds to each rank's last round's end
+    /timing/injected_seconds  (P,) seconds of sleep --slow and --delays added to each rank
+    /timing/last_at_barrier   (P,) rounds in which each rank was the last worker to arrive
+                              (attrs: workers, the ranks compared; /timing attrs: stragglers)
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import h5py
@@ -92,6 +96,11 @@ class Measured:
     peak_rss: np.ndarray | None = None      # (P,) MiB
     cpu_seconds: np.ndarray | None = None   # (P,) during the rounds
     staleness: np.ndarray | None = None     # (N, T) neighbour learners only
+    finished: np.ndarray | None = None      # (P,) seconds from the start to the last round's end
+    injected: np.ndarray | None = None      # (P,) seconds of sleep --slow and --delays asked for
+    last: np.ndarray | None = None          # (P,) rounds in which the others waited for the rank
+    workers: list = field(default_factory=list)     # the ranks that wait for each other
+    stragglers: str = "none"                # what --slow and --delays injected
 
 
 def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
@@ -171,3 +180,13 @@ def _write_measured(tg, measured: Measured) -> None:
         st = tg.create_dataset("staleness", data=measured.staleness)
         st.attrs["dims"] = ["node", "round"]
         st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
+    if measured.finished is not None:
+        tg.create_dataset("finish_seconds", data=measured.finished).attrs["unit"] = (
+            "seconds from the start of the rounds to the end of the rank's last round")
+        tg.create_dataset("injected_seconds", data=measured.injected).attrs["unit"] = (
+            "seconds of sleep --slow and --delays added to the rank's rounds")
+        last = tg.create_dataset("last_at_barrier", data=measured.last)
+        last.attrs["unit"] = ("rounds in which the rank was the last of the workers to arrive "
+                              "(waited least), the others waiting for it")
+        last.attrs["workers"] = np.asarray(measured.workers, dtype=np.int64)
+        tg.attrs["stragglers"] = measured.stragglers

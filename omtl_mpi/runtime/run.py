@@ -27,6 +27,7 @@ from .progress import Progress
 from .results import Learned, Measured, check_writable, write_results
 from ..engine import Engine, build
 from ..engine.schedule import CHECK_EVERY, Hooks
+from ..engine.stragglers import Stragglers, last_at_barrier
 from .world import SetupFailed, collective, default_world
 
 
@@ -137,7 +138,7 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None, source=None) -> dict | None:
+        resume: str | None = None, source=None, stragglers=None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -161,6 +162,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         Where the tasks come from (``meta()``, ``load(indices)``, ``describe()``, as
         :mod:`omtl_mpi.data.source`'s); by default the one ``cfg.data`` names (the Python API
         passes arrays this way).
+    stragglers : Stragglers, optional
+        The ranks slowed on purpose (--slow, --delays: :mod:`omtl_mpi.engine.stragglers`).
 
     Raises
     ------
@@ -168,7 +171,7 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         On every rank, when any rank found a user error before learning started.
     """
     job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
-                 fault=fault, resume=resume, source=source)
+                 fault=fault, resume=resume, source=source, stragglers=stragglers)
     save = None
     if checkpoint_every:
         save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
@@ -194,6 +197,8 @@ class Job:
     roles: Engine
     clock: PhaseClock
     fault: object
+    stragglers: Stragglers = field(default_factory=Stragglers)
+    delay: object = None        # this rank's Delay, or None
     layouts: set = field(default_factory=set)   # every rank's address randomisation (--aslr)
     first_round: int = 0
     preds: list = field(default_factory=list)
@@ -203,7 +208,7 @@ class Job:
 
 
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
-           source=None) -> Job:
+           source=None, stragglers=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
     roles and their exchange, and restore a checkpoint. Collective.
 
@@ -211,7 +216,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     ----------
     cfg : RunConfig
     world : LocalWorld or MpiWorld
-    out, notice, fault, resume, source
+    out, notice, fault, resume, source, stragglers
         As in :func:`run`.
 
     Returns
@@ -242,12 +247,15 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
 
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
+    stragglers = stragglers if stragglers is not None else Stragglers()
+    stragglers.check_world(size)
     # who holds what (the placement's blocks of tasks, those of this rank) and their roles
     roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg))
     local = roles.local
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
-              PhaseClock(T), my_fault, layouts=set(world.agree(addresses.randomised())))
+              PhaseClock(T), my_fault, stragglers, stragglers.delay(rank, T),
+              layouts=set(world.agree(addresses.randomised())))
     if resume:
         _resume(job, resume, notice)
     return job
@@ -378,7 +386,7 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
     """
     bar = Progress(job.rounds, enabled=progress and job.world.rank == 0)
     hooks = Hooks(progress=bar, fault=job.fault, checkpoint=checkpoint,
-                  check=lambda done: _check_finite(job, done))
+                  check=lambda done: _check_finite(job, done), delay=job.delay)
     job.world.barrier()
     job.learning_started = time.time()
     cpu0 = _cpu_seconds()
@@ -443,15 +451,22 @@ def collect(job: Job, out: str | None) -> dict | None:
     peak_rss = world.gather_rows(
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, job.local))
+    # when each rank's last round ended, and the sleeps --slow and --delays asked of it
+    finished = world.gather_rows(np.array([job.seconds]), [1] * size)
+    injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
+    workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
     measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
-                        cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"))
+                        cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"),
+                        finished=finished, injected=injected,
+                        last=last_at_barrier(timing, workers) if rank == 0 else None,
+                        workers=workers, stragglers=job.stragglers.describe())
     if rank != 0:
         return None
     lengths = job.meta.lengths
     confusion = metrics.confusion(gathered["predictions"], gathered["labels"], lengths)
     summary = metrics.summarise(gathered["mistakes"], lengths, job.cfg.batch, job.rounds, confusion)
     summary["confusion"] = confusion
-    report = _report(job, summary, gathered, measured.cpu_seconds)
+    report = _report(job, summary, gathered, measured)
     learned = _learned(job, summary, gathered)
     attrs = {k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))}
     if out:
@@ -462,6 +477,7 @@ def collect(job: Job, out: str | None) -> dict | None:
     report["_written"] = (attrs, job.cfg.to_dict(), learned, measured)
     report["_timing"] = measured.seconds
     report["_roles"] = measured.roles
+    report["_last"] = measured.last
     report["peak_rss_mib"] = measured.peak_rss.tolist()
     return report
 
@@ -488,7 +504,7 @@ def _node_extras(job: Job) -> dict:
 _NODE_ARRAY_LIMIT = 1 << 25
 
 
-def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) -> dict:
+def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict:
     """The report rank 0 returns (what ``--json`` prints); its scalars are the results file's
     root attributes."""
     meta, params, cfg = job.meta, job.params, job.cfg
@@ -511,10 +527,16 @@ def _report(job: Job, summary: dict, gathered: dict, cpu_seconds: np.ndarray) ->
         "learning_started": job.learning_started,
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "transport": job.roles.transport,
-        "cpu_ms_per_round": (1000.0 * cpu_seconds / ran).tolist(),
+        "cpu_ms_per_round": (1000.0 * measured.cpu_seconds / ran).tolist(),
         # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
         "aslr": ("unknown" if None in job.layouts else "mixed" if len(job.layouts) > 1
                  else "on" if job.layouts == {True} else "off"),
+        # seconds from the start of the rounds at which each worker rank ended its last one
+        "worker_finish_s": measured.finished[measured.workers].tolist(),
+        "stragglers": measured.stragglers,
+        "injected_s": measured.injected.tolist(),
+        # per rank, the rounds in which the other workers waited for it (straggler histogram)
+        "last_at_barrier": measured.last.tolist(),
     }
     if job.topology is not None:
         report["topology"] = job.topology.name

@@ -7,9 +7,13 @@ from ..comm.clock import PHASES
 from ..data.taskfile import INFO_ALL, INFO_EDGES
 
 
-def timing_table(timing: np.ndarray, roles) -> list[str]:
-    """Per rank and phase: mean, p50 and p99 milliseconds per round."""
-    lines = [f"{'rank':>4}  {'role':<22}" + "".join(f"{p + ' mean/p50/p99 ms':>34}" for p in PHASES)]
+def timing_table(timing: np.ndarray, roles, last=None) -> list[str]:
+    """Per rank and phase: mean, p50 and p99 milliseconds per round; with ``last`` (rounds per
+    rank in which it was the last worker to arrive), that count and its share of the rounds."""
+    rounds = max(timing.shape[1], 1)
+    last = last if last is not None and np.sum(last) else None
+    lines = [f"{'rank':>4}  {'role':<22}" + "".join(f"{p + ' mean/p50/p99 ms':>34}" for p in PHASES)
+             + (f"{'last at barrier':>22}" if last is not None else "")]
     for r in range(timing.shape[0]):
         cells = []
         for j in range(len(PHASES)):
@@ -18,7 +22,8 @@ def timing_table(timing: np.ndarray, roles) -> list[str]:
                 cells.append(f"{ms.mean():10.4f} {np.percentile(ms, 50):10.4f} {np.percentile(ms, 99):10.4f}")
             else:
                 cells.append(" " * 32)
-        lines.append(f"{r:>4}  {roles[r]:<22}" + "".join(f"{c:>34}" for c in cells))
+        tail = f"{int(last[r]):>12} {100.0 * last[r] / rounds:7.1f}%" if last is not None else ""
+        lines.append(f"{r:>4}  {roles[r]:<22}" + "".join(f"{c:>34}" for c in cells) + tail)
     return lines
 
 
@@ -65,7 +70,10 @@ def format_summary(report: dict) -> str:
         "",
         "per-rank time per round:",
     ]
-    lines += timing_table(report["_timing"], report["_roles"])
+    lines += timing_table(report["_timing"], report["_roles"], report.get("_last"))
+    if report.get("stragglers", "none") != "none":
+        lines.append(f"stragglers injected: {report['stragglers']}, sleeping "
+                     + ", ".join(f"rank {r} {s:.3f} s" for r, s in enumerate(report["injected_s"]) if s))
     if report.get("cpu_ms_per_round") and report.get("ms_per_round"):
         cpu = sum(report["cpu_ms_per_round"])
         lines.append(f"CPU per round, all ranks together: {cpu:.4f} ms, "

@@ -56,8 +56,8 @@ _RESERVED = {"data", "algo", "out", "json", "np", "seed", "topology", "checkpoin
              "resume", "progress", "no-progress", "synth-tasks", "synth-samples", "synth-seed",
              "synth-normalize"}
 # options of 'omtl-mpi run' outside the option table that an entry may pass on: fault injection,
-# to try out what a failed run does to a sweep
-_PASSED = ("fail-at", "fail-rank", "fail-mode")
+# to try out what a failed run does to a sweep, and stragglers, to measure what they cost
+_PASSED = ("fail-at", "fail-rank", "fail-mode", "slow", "delays", "delay-seed")
 _TOP_KEYS = {"name", "seeds", "timeout", "max_ranks", "data", "algorithms", "description", "slurm"}
 _DATA_KEYS = {"path", "synthetic", "label", "optional", "target", "batch"}
 _SYNTH_KEYS = {"tasks", "samples", "seed", "normalize"}
@@ -217,13 +217,19 @@ def _option_args(options: dict, where: str, values: dict, passed: dict) -> list[
     return args
 
 
-def _check_faults(faults: dict) -> None:
-    """The fault-injection options checked as 'omtl-mpi run' checks them."""
+def _check_faults(faults: dict, ranks: int) -> None:
+    """The fault- and straggler-injection options checked as 'omtl-mpi run --np' checks them."""
+    from ..engine.stragglers import Stragglers, parse_slow
     from ..runtime.faults import Fault
     rank = faults.get("fail-rank", 0)
     if isinstance(rank, bool) or not isinstance(rank, int):
         raise ConfigError(f"--fail-rank must be an integer, got {rank!r}")
-    Fault(faults.get("fail-at"), rank, faults.get("fail-mode", "raise"))
+    Fault(faults.get("fail-at"), rank, faults.get("fail-mode", "raise")).check_world(ranks)
+    seed = faults.get("delay-seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"--delay-seed must be an integer >= 0, got {seed!r}")
+    slow = [faults["slow"]] if "slow" in faults else []
+    Stragglers(parse_slow(slow), faults.get("delays"), seed).check_world(ranks)
 
 
 def _table(doc: dict, key: str, where: str) -> dict:
@@ -451,7 +457,7 @@ def _one_run(entry: _Entry, ds: DataSet, ranks: int, topology, point: dict, seed
     values.update(last)
     args += run_options.to_args(last)
     try:
-        _check_faults(faults)
+        _check_faults(faults, ranks)
         # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
         cfg = run_options.run_config(values)
         preflight(cfg, ranks, None)
