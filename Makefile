@@ -74,9 +74,9 @@ results: need-data setup
 	DATA=$(DATA) $(PY) scripts/results.py real
 
 # The four timing tables of docs/PERFORMANCE.md and the stragglers' of docs/RELIABILITY.md (a
-# few minutes on 2 cores; each table runs its
-# rows alternately, 5 times after a warm-up). BASE=REV sets an earlier revision's figures beside
-# this tree's in the default-path table (the table's stamp names the command, base included).
+# few minutes on 2 cores; each table runs its rows alternately, 5 times after a warm-up).
+# BASE=REV sets an earlier revision's figures beside this tree's in the default-path table (the
+# table's stamp names the command, base included).
 bench: setup
 	$(PY) scripts/bench.py scripts/bench/default-path.toml --docs $(if $(BASE),--base $(BASE))
 	$(PY) scripts/bench.py scripts/bench/aslr.toml --docs
