@@ -11,6 +11,9 @@ from .data.features import SCALES
 from .errors import ConfigError
 
 Params = Any
+SYNC_MODES = ("full", "partial")
+# --sync partial's bounded delay when not given: server steps a worker's newest message may age
+MAX_DELAY = 8
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,20 @@ class RunConfig:
         "metavar": "NAME|PATH"})
     nodes: int | None = field(default=None, metadata={
         "help": "d-admm/d-psgd in one process: nodes to simulate (default: one per task). Under "
-                "MPI every rank is a node."})
+                "MPI every rank is a node. With --sync partial in one process: the workers."})
+    sync: str = field(default="full", metadata={
+        "help": "Rounds of c-admm: full: the server waits for every worker, every round (the "
+                "paper's); partial: it steps once --min-workers have sent, and a worker goes on "
+                "with the newest reply it holds. In one process, partial runs the workers on a "
+                "simulated clock (--slow and --delays set their pace).",
+        "choices": SYNC_MODES})
+    min_workers: int | None = field(default=None, metadata={
+        "help": "--sync partial: the server steps once this many workers have sent since its "
+                "last step (default: half the workers, at least 1).", "metavar": "S"})
+    max_delay: int | None = field(default=None, metadata={
+        "help": "--sync partial: the newest message of a worker that the server uses is at most "
+                "this many of its steps old; it waits for that worker first (default: 8).",
+        "metavar": "TAU"})
 
     def __post_init__(self):
         problems = []
@@ -67,6 +83,12 @@ class RunConfig:
             problems.append(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.nodes is not None and (not isinstance(self.nodes, int) or self.nodes < 1):
             problems.append(f"--nodes must be an integer >= 1, got {self.nodes!r}")
+        if self.sync not in SYNC_MODES:
+            problems.append(f"--sync must be one of {', '.join(SYNC_MODES)}, got {self.sync!r}")
+        for name, low in (("min_workers", 1), ("max_delay", 0)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                problems.append(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
         if self.scale not in SCALES:
             problems.append(f"--scale must be one of {', '.join(SCALES)}, got {self.scale!r}")
         if problems:
@@ -78,7 +100,14 @@ class RunConfig:
         out = {}
         if pattern != "neighbours":
             why = f"only d-admm and d-psgd exchange with neighbours, and {self.algo} does not"
-            out["topology"] = out["nodes"] = why
+            out["topology"] = why
+            if pattern != "server" or self.sync != "partial":
+                out["nodes"] = why + " (and --sync partial is not given)" * (pattern == "server")
+        if pattern != "server":
+            out["sync"] = f"only a server's rounds can be partial, and {self.algo} has no server"
+        if self.sync != "partial":
+            why = "it applies to --sync partial only"
+            out["min_workers"] = out["max_delay"] = why
         if self.data != "synthetic":
             why = f"it describes the built-in synthetic data, and --data is {self.data}"
             for name in ("synth_tasks", "synth_samples", "synth_seed", "synth_normalize"):

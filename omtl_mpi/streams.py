@@ -393,6 +393,23 @@ def _fitted(job, states: list, source):
     return m
 
 
+def _read_schedule(f, read, path) -> dict | None:
+    """A results file's /schedule (--sync partial), checked for shape and type; None without."""
+    if "schedule" not in f:
+        return None
+    group = read(f, "schedule")
+    out = {key: read(group, key)[()] for key in ("taken", "used")}
+    if any(v.ndim != 2 or v.dtype.kind != "i" for v in out.values()) or out["taken"].shape != out["used"].shape:
+        raise UserError(f"{path}: /schedule/taken and /schedule/used are not two integer arrays "
+                        "of one shape (workers x rounds); the file is damaged")
+    for key in ("min_workers", "max_delay", "replayed"):
+        value = group.attrs.get(key)
+        if value is None:
+            raise UserError(f"{path}: /schedule lacks its attribute {key}; the file is damaged")
+        out[key] = bool(value) if key == "replayed" else int(value)
+    return out
+
+
 def load_result(path) -> Result:
     """A results file (``omtl-mpi run --out``, ``Result.save``) as a :class:`Result` (without the
     fitted learner: a results file holds the final arrays, not the learner's whole state).
@@ -463,7 +480,7 @@ def load_result(path) -> Result:
             t = read(f, "timing")
             optional = {name: read(t, name)[()] if name in t else None
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness", "finish_seconds",
-                                     "injected_seconds", "last_at_barrier")}
+                                     "injected_seconds", "last_at_barrier", "predicted_at")}
             waits = optional["last_at_barrier"]
             measured = Measured(seconds=read(t, "seconds")[()],
                                 roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
@@ -472,7 +489,13 @@ def load_result(path) -> Result:
                                 injected=optional["injected_seconds"], last=waits,
                                 workers=([int(r) for r in t["last_at_barrier"].attrs.get("workers", [])]
                                          if waits is not None else []),
-                                stragglers=str(t.attrs.get("stragglers", "none")))
+                                stragglers=str(t.attrs.get("stragglers", "none")),
+                                schedule=_read_schedule(f, read, path),
+                                predicted_at=optional["predicted_at"],
+                                predicted_unit=str(t["predicted_at"].attrs.get("unit", ""))
+                                if optional["predicted_at"] is not None else "",
+                                blocks=(t["predicted_at"].attrs.get("blocks")
+                                        if optional["predicted_at"] is not None else None))
             keep = {k: v for k, v in attrs.items()
                     if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
             learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)

@@ -79,6 +79,14 @@ METRICS = {
     "peak_total_mib": ("peak MiB, all ranks", "the peak resident memory of every rank, summed "
                        "(the run's `peak_rss_mib`; each rank's peak, whenever it was)",
                        lambda report, wall, start: float(np.sum(report["peak_rss_mib"])), ".0f"),
+    "mean_error": ("mean error", "the run's mean cumulative error over its tasks (`mean_error`)",
+                   lambda report, wall, start: report["mean_error"], ".6f"),
+    "last_worker_s": ("last worker done, s", "the seconds from the start of the rounds at which "
+                      "the last worker ended its stream (the run's `worker_finish_s`, largest)",
+                      lambda report, wall, start: float(np.max(report["worker_finish_s"])), ".3f"),
+    "first_worker_s": ("first worker done, s", "the seconds from the start of the rounds at "
+                       "which the first worker ended its stream (`worker_finish_s`, smallest)",
+                       lambda report, wall, start: float(np.min(report["worker_finish_s"])), ".3f"),
 }
 
 

@@ -131,6 +131,29 @@ def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
     return parts
 
 
+# How an asynchronous server step folds the messages a worker sent since the last step into one
+# (docs/ALGORITHMS.md section 2.9): changes add up, states are the newest
+SUM, NEWEST = "sum", "newest"
+
+
+def merges(params, n_tasks: int, dim: int, rows=None):
+    """{part: SUM or NEWEST} of a worker's message for ``--sync partial``, or why it cannot run
+    asynchronously (a string): messages of entries (their pairs change from round to round)
+    and the empirical-Bayes expert's statistics (a round's own, summed by a server that takes
+    them all in the same round) have no merge."""
+    if sized(params, n_tasks, dim):
+        return ("its messages are entries of the coordinates a round changes (--coordinates "
+                "nonzero, or the vote's models at large d); use --coordinates all")
+    parts = dict(up_parts(params, n_tasks, 1, dim, rows))
+    if "bayes" in parts:
+        return ("the vote's empirical-Bayes expert (more tasks than features) sums every "
+                "worker's statistics of the same round; use --no-experts, or fewer tasks than "
+                "features")
+    kind = {"C": NEWEST, "dC": SUM, "mistakes": SUM,
+            "related": SUM if related_form(params, n_tasks, dim) == MOMENT else NEWEST}
+    return {name: kind[name] for name in parts}
+
+
 def pack(parts: dict, arrays, counts) -> None:
     """Write ``arrays`` one after another into ``parts["packed"]``, each of the length its
     count in ``counts`` gives, and into ``parts["used"]`` (the message's first number) how many
@@ -248,6 +271,20 @@ class CAdmmWorker(BlockRole):
         """The decision values (B, na) behind :meth:`up`'s predictions, changing nothing."""
         return self.block.decide(X, active)
 
+    @staticmethod
+    def merges(params, n_tasks: int, dim: int, rows=None):
+        """How a server folds several messages of a worker into one (:func:`merges`)."""
+        return merges(params, n_tasks, dim, rows)
+
+    @staticmethod
+    def message_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
+        """(name, start, stop) of every part of the message of a worker of kb tasks."""
+        out, offset = [], 0
+        for name, size in up_parts(params, n_tasks, kb, dim, rows):
+            out.append((name, offset, offset + size))
+            offset += size
+        return out
+
     def bind(self, reduce) -> None:
         """``reduce(values)``: the sum over every worker of ``values``, on every rank (the
         exchange of the mixture prior's EM steps, :mod:`.mixture`); None in one process."""
@@ -339,6 +376,11 @@ class CAdmmServer:
         self._replies = [(a, b, _views(self.reply, parts, offset))
                          for a, b, offset, parts in self._downs]
         self._cached = None
+
+    def reply_slices(self) -> list:
+        """(start, stop) of every worker's reply in :attr:`reply`, in rank order."""
+        return [(offset, offset + sum(size for _, size in parts))
+                for _, _, offset, parts in self._downs]
 
     def _parts(self, up_all: np.ndarray) -> list:
         """Every worker's (start, stop, {part: view}) in the gathered messages (cached for the

@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UserError
 from .table import click_option
 
 
@@ -54,7 +54,7 @@ class _RunCommand(click.Command):
 _RUN_SECTIONS = {
     "Learning options": (),
     "Run options": ("out", "as_json", "n_ranks", "launcher", "checkpoint_every", "checkpoint_path",
-                    "resume", "progress", "help"),
+                    "resume", "replay", "progress", "help"),
     "Testing and tuning": ("fail_at", "fail_rank", "fail_mode", "slow", "delays", "delay_seed",
                            "aslr"),
 }
@@ -84,6 +84,11 @@ _RUN_SECTIONS = {
 @click.option("--fail-rank", type=int, default=None, help="Rank that --fail-at fails.  [default: 0]")
 @click.option("--fail-mode", type=click.Choice(["raise", "kill"]), default=None,
               help="Raise an exception, or die by SIGKILL.  [default: raise]")
+@click.option("--replay", type=click.Path(dir_okay=False), default=None, metavar="RESULTS",
+              help="Run again, in this process, the --sync partial run whose results file this is: "
+                   "its options and its schedule (which messages each server step took, which "
+                   "reply each round used), to the same predictions and model, bit for bit. Give "
+                   "no learning option beside it.")
 @click.option("--slow", multiple=True, metavar="RANK:FACTOR",
               help="Straggler injection: RANK's rounds take FACTOR times as long (a sleep after "
                    "its work, before it sends). Repeat for more ranks. The results are those of "
@@ -97,8 +102,8 @@ _RUN_SECTIONS = {
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr, with or without --json (default: when stderr is a "
                    "terminal).")
-def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode, slow, delays,
-        delay_seed, checkpoint_every, checkpoint_path, resume, aslr, **values):
+def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode, replay, slow,
+        delays, delay_seed, checkpoint_every, checkpoint_path, resume, aslr, **values):
     """Run a learner over multi-task streams and report its online (cumulative) error.
 
     Without --np and outside mpiexec, the server and all workers run in this one process
@@ -116,8 +121,22 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
     from ..runtime.run import run as run_learner
     from ..runtime.summary import format_summary
 
-    cfg = run_config(values)
-    checkpoint_path = _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume)
+    schedule = None
+    if replay is not None:
+        given = [k for k, v in values.items() if v is not None]
+        extra = ([f"--{given[0].replace('_', '-')}"] if given else []) + [
+            flag for flag, v in (("--np", n_ranks), ("--slow", slow), ("--delays", delays),
+                                 ("--resume", resume), ("--checkpoint-every", checkpoint_every))
+            if v]
+        if extra:
+            raise ConfigError(f"--replay runs the recorded run as it was, in this process; leave "
+                              f"out {extra[0]}")
+        from ..paths import regular_file
+        cfg, schedule = _replay_of(regular_file(replay, "results file"))
+    else:
+        cfg = run_config(values)
+    checkpoint_path = _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume,
+                                         replay)
     if fail_at is None and (fail_rank is not None or fail_mode is not None):
         raise ConfigError(f"{'--fail-rank' if fail_rank is not None else '--fail-mode'} does "
                           "nothing without --fail-at; leave it out")
@@ -153,7 +172,7 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
                          notice=lambda line: click.echo(f"notice: {line}", err=True),
                          fault=lambda rank: Fault(fail_at, fail_rank, fail_mode, my_rank=rank),
                          checkpoint_every=checkpoint_every or 0, checkpoint_path=checkpoint_path,
-                         resume=resume, stragglers=stragglers)
+                         resume=resume, stragglers=stragglers, schedule=schedule)
     if report is None:          # not rank 0
         return 0
     if as_json:
@@ -163,8 +182,10 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
     return 0
 
 
-def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> str | None:
-    """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume)
+def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume,
+                       replay=None) -> str | None:
+    """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume,
+    results to replay)
     nor each other, the checkpoint can be written, and the checkpoint options make sense
     together; before anything starts (with --np, before the ranks are). The checkpoint file
     (None without --checkpoint-every)."""
@@ -182,7 +203,7 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> s
     from ..topology import topology_file
     data = None if cfg.data == "synthetic" else cfg.data
     inputs = [(data, "the data set"), (topology_file(cfg.topology), "the topology file"),
-              (resume, "the checkpoint to resume")]
+              (resume, "the checkpoint to resume"), (replay, "the results to replay")]
     refuse_inputs(out, inputs, "--out")
     if checkpoint_every is not None:
         checkpoint_path = checkpoint_path if checkpoint_path is not None else default_path(out)
@@ -191,6 +212,30 @@ def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume) -> s
         refuse_each_other([(out, "--out"), (checkpoint_path, "--checkpoint")])
         output_file(checkpoint_path, "--checkpoint")
     return checkpoint_path
+
+
+def _replay_of(path: str) -> tuple:
+    """``--replay RESULTS``: the run's configuration, for its W workers in one process, and
+    its schedule ``(taken, used)``; UserError with one line if ``path`` is not the results of
+    a run with --sync partial that this version can run again."""
+    import dataclasses
+
+    from ..algorithms import registry
+    from ..config import RunConfig
+    from ..streams import load_result
+    _, config, _, measured = load_result(path)._written
+    if measured.schedule is None:
+        raise UserError(f"--replay {path}: it holds no schedule; only the results of a run with "
+                        "--sync partial can be replayed")
+    try:
+        top = {f.name: config[f.name] for f in dataclasses.fields(RunConfig) if f.name != "params"}
+        algo = registry.get(top["algo"])
+        cfg = RunConfig(**top, params=algo.params(**config["params"]))
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise UserError(f"--replay {path}: its configuration is not one this version runs "
+                        f"({exc}); replay it with the omtl-mpi that wrote it") from None
+    taken, used = measured.schedule["taken"], measured.schedule["used"]
+    return dataclasses.replace(cfg, nodes=taken.shape[0]), (taken, used)
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:

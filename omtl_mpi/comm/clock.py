@@ -16,10 +16,12 @@ class PhaseClock:
     someone else); *compute* is everything else in the round.
     """
 
-    __slots__ = ("rows", "comm", "wait", "_t0")
+    __slots__ = ("rows", "started", "comm", "wait", "_t0")
 
     def __init__(self, rounds: int):
         self.rows = np.zeros((rounds, 3))
+        # when each round started (perf_counter seconds): when its instances were predicted
+        self.started = np.zeros(rounds)
         self.comm = 0.0
         self.wait = 0.0
         self._t0 = 0.0
@@ -31,6 +33,7 @@ class PhaseClock:
 
     def stop(self, t: int) -> None:
         total = perf_counter() - self._t0
+        self.started[t] = self._t0
         row = self.rows[t]
         row[0] = total - self.comm - self.wait
         row[1] = self.comm

@@ -39,6 +39,18 @@ def wait_all(requests: list, clock) -> None:
     _wait(Request.Testall, Request.Waitall, requests, clock)
 
 
+def wait_some(requests: list, clock) -> list:
+    """Complete at least one of ``requests`` (not all null) and return the indices of those
+    that completed, adding the time spent to ``clock.wait``."""
+    done = []
+
+    def test(reqs):
+        done.extend(Request.Testsome(reqs) or ())
+        return bool(done)
+    _wait(test, lambda reqs: done.extend(Request.Waitsome(reqs) or ()), requests, clock)
+    return done
+
+
 def _wait(test_of, block, what, clock) -> None:
     if test_of(what):
         return

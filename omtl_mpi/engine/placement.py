@@ -11,11 +11,14 @@ def placement(n_tasks: int, size: int, pattern: str, nodes: int | None = None) -
     (the star's workers in rank order, a graph's nodes in node order) and each rank's blocks.
 
     The one placement of every layout: a star puts rank 0's server beside ``size - 1``
-    workers of a block each; a graph or a run without communication ``nodes`` blocks (default
+    workers of a block each (in one process, ``nodes`` workers, default one); a graph or a run without communication ``nodes`` blocks (default
     one per rank), one per rank under MPI; in one process (``size`` 1) the one rank holds every
     block.
     """
-    blocks = task_blocks(n_tasks, max(size - 1, 1) if pattern == "server" else nodes or size)
+    if pattern == "server":     # nodes: the workers of --sync partial in one process
+        blocks = task_blocks(n_tasks, nodes if size == 1 and nodes else max(size - 1, 1))
+    else:
+        blocks = task_blocks(n_tasks, nodes or size)
     if size == 1:
         return blocks, [blocks]
     return blocks, ([[]] if pattern == "server" else []) + [[b] for b in blocks]

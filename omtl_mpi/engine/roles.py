@@ -15,7 +15,7 @@ from .star import run_star
 
 
 def build(algo, params, K: int, d: int, *, topology=None, world=None, rows=None,
-          nodes: int | None = None) -> "Engine":
+          nodes: int | None = None, partial=None) -> "Engine":
     """This rank's :class:`Engine` for learner ``algo`` (a registry entry) with resolved
     hyper-parameters ``params`` on K tasks of d weights: the placement's blocks, the role
     objects of this rank's ones and their exchange.
@@ -29,12 +29,16 @@ def build(algo, params, K: int, d: int, *, topology=None, world=None, rows=None,
     rows : RowFormat, optional
         The run's instances as the messages of sparse rounds need them (C-ADMM).
     nodes : int, optional
-        Blocks of a run without a topology (default one a rank).
+        Blocks of a run without a topology (default one a rank); with ``partial`` in one
+        process, the workers.
+    partial : Partial, optional
+        The asynchronous rounds of ``--sync partial`` (:mod:`.partial`; None: synchronous).
     """
     rank, size = (0, 1) if world is None else (world.rank, world.size)
     blocks, by_rank = placement(K, size, algo.pattern,
                                 topology.n_nodes if topology is not None else nodes)
-    return Engine(algo, params, K, d, blocks, by_rank[rank], rank, size, topology, world, rows)
+    return Engine(algo, params, K, d, blocks, by_rank[rank], rank, size, topology, world, rows,
+                  partial)
 
 
 class Engine:
@@ -50,7 +54,7 @@ class Engine:
     """
 
     def __init__(self, algo, params, K, d, blocks, local, rank, size, topology, world=None,
-                 rows=None):
+                 rows=None, partial=None):
         self.algo, self.server, self.holders = algo, None, []
         self.server_tasks = K                   # every task of the run
         self.all_blocks, self.local = blocks, local
@@ -58,9 +62,23 @@ class Engine:
         self._edges = np.array(self.blocks, dtype=np.int64).reshape(-1)    # a0, b0, a1, b1...
         self.preds = self.staleness = None        # what the rounds so far produced
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
+        self.partial = partial
+        self.predicted_at = None        # on --sync partial's simulated clock: (W, T) units
         if algo.pattern == "server":
             # the run's RowFormat, to the role classes that size their messages by it
             more = {"rows": rows} if rows is not None and takes_rows(algo.worker) else {}
+            if partial is not None:
+                self.blocks = local
+                self.holders = [algo.worker(params, K, d, a, b, **more) for a, b in local]
+                self.server = algo.server(params, K, d, blocks, **more) if rank == 0 else None
+                self.comm = None if size == 1 else world.comm
+                self._down_sizes = [algo.worker.down_size(params, K, b - a, d, **more)
+                                    for a, b in blocks]
+                self._kinds = algo.worker.merges(params, K, d, **more)
+                self._parts_of = [algo.worker.message_parts(params, K, b - a, d, **more)
+                                  for a, b in blocks]
+                self.rank = rank
+                return
             if local:
                 self.holders = [algo.worker(params, K, d, *local[0], **more)]
             if rank == 0:
@@ -112,7 +130,9 @@ class Engine:
         if self.preds is None:
             self.preds = [np.zeros(b.n_slots, dtype=bool) for b in batches]
             self.staleness = np.zeros((len(self.holders), rounds))
-        if self.algo.pattern == "server":
+        if self.partial is not None:
+            self._run_partial(batches, clock, hooks)
+        elif self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
             plan = getattr(worker, "plan", None)
             if plan is not None and instances is not None:
@@ -129,6 +149,38 @@ class Engine:
         if not labels:          # the Python API's one-round calls: no conversion there and back
             return self.preds, self.staleness
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
+
+    def _run_partial(self, batches, clock, hooks) -> None:
+        """The rounds of ``--sync partial`` (:mod:`.partial`): in one process the schedule
+        given (a replay) or drawn on the simulated clock; under MPI the server's or the
+        worker's side, the schedule recorded (:attr:`schedule`, on rank 0 after
+        :meth:`gather_schedule`)."""
+        from . import partial as async_rounds
+        p, rounds = self.partial, clock.rows.shape[0]
+        W = len(self.all_blocks)
+        if self.comm is None:
+            factors = np.stack([p.stragglers.factors(w + 1, rounds) for w in range(W)])
+            if p.schedule is not None:
+                taken, used = p.schedule
+            else:
+                taken, used = async_rounds.simulate(factors, p.min_workers, p.max_delay)
+                # on the simulated clock a round starts when its worker's previous one ended
+                self.predicted_at = np.cumsum(factors, axis=1) - factors
+            async_rounds.check_schedule(taken, used, W, rounds)
+            async_rounds.run_schedule(self.holders, self.server, batches, self.preds, taken,
+                                      used, self._parts_of, self._kinds, clock, hooks)
+            self.schedule = (taken, used)
+        elif self.server is not None:
+            barrier = async_rounds.PartialBarrier(W, rounds, p.min_workers, p.max_delay)
+            folder = async_rounds.Folder(self._parts_of, self._kinds)
+            async_rounds.serve(self.comm, self.server, barrier, folder, self.server.reply_slices(),
+                               clock, hooks)
+            self.schedule = (barrier.taken, None)
+        else:
+            w = self.rank - 1
+            self.schedule = (None, async_rounds.work(
+                self.comm, self.holders[0], batches[0], self.preds[0], rounds,
+                self._down_sizes[w], clock, hooks))
 
     def step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count: np.ndarray,
              clock) -> np.ndarray:

@@ -13,6 +13,8 @@ Writes into ``DIR/report`` (or ``out``)::
                             error over all instances, by balanced error and by F1
     runs.csv                one row per finished run
     figure1.png             mean cumulative error against rounds, a panel per data set
+    time-DATA.png           error over all instances so far against instances and against
+                            time (seconds, or --sync partial's simulated units), first seeds
     timing-ID.png           per-rank compute / communication / wait of chosen runs
     omega-ID.png            the learned Omega of chosen runs, with task names
     report.json             all of the above as numbers and paths, for scripts
@@ -24,7 +26,7 @@ import os
 from ..atomic import atomic_path
 from ..paths import make_folder, refuse_special
 from .collect import Sweep, load_sweep
-from .figures import figure1, omega_figure, timing_figure
+from .figures import figure1, omega_figure, time_figure, timing_figure
 from .tables import ablation_learners, metric_table, runs_table, table3, table4
 
 __all__ = ["build_report", "load_sweep"]
@@ -82,7 +84,10 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
              if not (t.name == "runs" and ext == "md")]
     # every file the report writes, checked before the first is written (a FIFO or a device
     # among them would block the report, or be replaced, half-way)
+    timelines = {d: [o for (dd, _), o in first.items() if dd == d] for d in data_order}
+    timelines = {d: runs for d, runs in timelines.items() if runs}
     for name in [n for n, _ in texts] + ["figure1.png", "report.md", "report.json"] + \
+            [f"time-{d}.png" for d in timelines] + \
             [f"timing-{o.id}.png" for o in timed] + [f"omega-{o.id}.png" for o in omegas]:
         refuse_special(os.path.join(out, name), "-o/--out")
     written = {}
@@ -95,6 +100,11 @@ def build_report(folder: str, out: str | None = None, *, timing=(), omega=(), ta
         path = os.path.join(out, "figure1.png")
         figure1(sweep, path)
         figures.append(("Figure 1: mean cumulative error against rounds", path))
+    for d, runs in timelines.items():
+        path = os.path.join(out, f"time-{d}.png")
+        if time_figure(runs, f"{sweep.data[d]['label']}: error against instances and time "
+                             "(first seed)", path):
+            figures.append((f"error in time, {d}", path))
     for o in timed:
         path = os.path.join(out, f"timing-{o.id}.png")
         timing_figure(o, path)

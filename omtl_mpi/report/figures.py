@@ -1,4 +1,5 @@
-"""The report's figures as PNG: the paper's Figure 1, per-rank timing, and the learned Omega."""
+"""The report's figures as PNG: the paper's Figure 1, error in time, per-rank timing, and the
+learned Omega."""
 import math
 
 import numpy as np
@@ -75,6 +76,59 @@ def timing_figure(outcome: Outcome, path: str) -> None:
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(phases), frameon=False)
     fig.tight_layout()
     _save(fig, path)
+
+
+def error_in_time(f) -> tuple:
+    """A results file's error over every instance so far, in the order they were predicted:
+    (when, error), both (N,), and the unit of ``when`` (/timing/predicted_at's); None for a
+    file without the time of its predictions."""
+    if "predicted_at" not in f["timing"]:
+        return None
+    at = f["timing/predicted_at"]
+    started, blocks, unit = at[()], at.attrs["blocks"], str(at.attrs["unit"])
+    batch = int(f.attrs["batch"])
+    lengths = f["tasks/samples"][()]
+    offsets = f["tasks/offsets"][()]
+    mistakes = f["metrics/mistakes"][()]
+    when = np.empty(int(offsets[-1]))
+    for h, (a, b) in enumerate(blocks):
+        for k in range(int(a), int(b)):
+            when[offsets[k]:offsets[k + 1]] = started[h, np.arange(lengths[k]) // batch]
+    order = np.argsort(when, kind="stable")
+    error = np.cumsum(mistakes[order], dtype=np.float64) / np.arange(1, order.size + 1)
+    return when[order], error, unit
+
+
+def time_figure(outcomes: list, title: str, path: str) -> bool:
+    """The error over all instances so far against instances and against time, one line per
+    run (synchronous and asynchronous runs side by side); False if no run has the time of
+    its predictions."""
+    plt = _pyplot()
+    fig, (by_count, by_time) = plt.subplots(1, 2, figsize=(11, 4))
+    units = set()
+    for o in outcomes:
+        with results_file(o.path, o.id) as f:
+            timed = error_in_time(f)
+        if timed is None:
+            continue
+        when, error, unit = timed
+        units.add(unit.split(" (")[0])
+        shown = np.unique(np.linspace(0, len(error) - 1, 2000).astype(int))
+        by_count.plot(shown + 1, error[shown], label=o.label, lw=1.2)
+        by_time.plot(when[shown], error[shown], label=o.label, lw=1.2)
+    if not units:
+        _pyplot().close(fig)
+        return False
+    by_count.set_xlabel("instances predicted")
+    by_time.set_xlabel(" / ".join(sorted(units)))
+    for ax in (by_count, by_time):
+        ax.set_ylabel("error over the instances so far")
+        ax.grid(alpha=0.3)
+    by_count.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    return True
 
 
 def omega_figure(outcome: Outcome, path: str) -> bool:

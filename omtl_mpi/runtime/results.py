@@ -34,6 +34,13 @@ Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame
     /timing/injected_seconds  (P,) seconds of sleep --slow and --delays added to each rank
     /timing/last_at_barrier   (P,) rounds in which each rank was the last worker to arrive
                               (attrs: workers, the ranks compared; /timing attrs: stragglers)
+    /timing/predicted_at      (H, T) when each task holder (a worker's or node's block of tasks,
+                              attrs: blocks, start and stop) started each round, that is
+                              predicted its instances (attrs: unit: seconds from the start of
+                              the rounds, or --sync partial's simulated time units)
+    /schedule/taken, used     (W, T) --sync partial: per worker and round, the server step
+                              that took its message, and the step whose reply its z-step used
+                              (attrs: min_workers, max_delay, replayed); --replay reads them
 """
 from __future__ import annotations
 
@@ -101,6 +108,10 @@ class Measured:
     last: np.ndarray | None = None          # (P,) rounds in which the others waited for the rank
     workers: list = field(default_factory=list)     # the ranks that wait for each other
     stragglers: str = "none"                # what --slow and --delays injected
+    schedule: dict | None = None            # --sync partial: taken, used (W, T) and settings
+    predicted_at: np.ndarray | None = None  # (H, T) when each task holder's rounds started
+    predicted_unit: str = "seconds from the start of the rounds"
+    blocks: np.ndarray | None = None        # (H, 2) each holder's tasks, start and stop
 
 
 def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
@@ -190,3 +201,19 @@ def _write_measured(tg, measured: Measured) -> None:
                               "(waited least), the others waiting for it")
         last.attrs["workers"] = np.asarray(measured.workers, dtype=np.int64)
         tg.attrs["stragglers"] = measured.stragglers
+    if measured.predicted_at is not None:
+        at = tg.create_dataset("predicted_at", data=measured.predicted_at)
+        at.attrs["dims"] = ["holder", "round"]
+        at.attrs["unit"] = measured.predicted_unit
+        at.attrs["blocks"] = measured.blocks
+    if measured.schedule is not None:
+        sg = tg.file.create_group("schedule")
+        sc = measured.schedule
+        for key, what in (("taken", "the server step that took worker w's message of round r"),
+                          ("used", "the step whose reply worker w's z-step used in round r "
+                                   "(-1: none yet)")):
+            ds = sg.create_dataset(key, data=np.asarray(sc[key], dtype=np.int64))
+            ds.attrs["dims"] = ["worker", "round"]
+            ds.attrs["meaning"] = what
+        for key in ("min_workers", "max_delay", "replayed"):
+            sg.attrs[key] = sc[key]

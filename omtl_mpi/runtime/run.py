@@ -13,7 +13,7 @@ import numpy as np
 from .. import metrics
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
-from ..config import RunConfig
+from ..config import MAX_DELAY, RunConfig
 from ..data.features import model_dim
 from ..data.footprint import chunk_rows as _chunk_rows
 from ..data.rounds import RoundLayout, round_instances, rounds_needed
@@ -27,6 +27,7 @@ from .progress import Progress
 from .results import Learned, Measured, check_writable, write_results
 from ..engine import Engine, build
 from ..engine.schedule import CHECK_EVERY, Hooks
+from ..engine.partial import Partial
 from ..engine.stragglers import Stragglers, last_at_barrier
 from .world import SetupFailed, collective, default_world
 
@@ -63,16 +64,44 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     topology = None
     if algo.pattern == "server":
         check_star_world(size, meta.n_tasks, algo.name)
+        if cfg.sync == "partial":
+            _check_partial(cfg, algo, meta, size)
     elif algo.pattern == "none":
         check_none_world(size, meta.n_tasks, algo.name)
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
     _check_memory(cfg, meta, size, algo.pattern,
-                  topology.n_nodes if topology is not None else None)
+                  topology.n_nodes if topology is not None else _workers(cfg, meta, size))
     if out is not None:                 # '' or 0 is a bad name, not "no results file"
         check_writable(out)
     return algo, meta, topology
+
+
+def _workers(cfg: RunConfig, meta, size: int) -> int | None:
+    """The workers of --sync partial in one process (--nodes, default one per task); None
+    otherwise (under MPI every worker is a rank)."""
+    return (cfg.nodes or meta.n_tasks) if cfg.sync == "partial" and size == 1 else None
+
+
+def _check_partial(cfg: RunConfig, algo, meta, size: int) -> None:
+    """--sync partial: a learner whose messages fold, workers that exist, S of them at most."""
+    K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
+    merges = getattr(algo.worker, "merges", None)
+    why = (merges(cfg.params.resolved(1), K, d, row_format(meta, cfg)) if merges is not None
+           else f"its server takes every worker's message of the same round")
+    if isinstance(why, str):
+        raise SetupFailed(f"{algo.name} cannot run with --sync partial: {why}")
+    if size > 1 and cfg.nodes is not None:
+        raise SetupFailed(f"--nodes {cfg.nodes} is for --sync partial in one process; under MPI "
+                          f"every worker is a rank ({size - 1} here): leave out --nodes")
+    W = size - 1 if size > 1 else cfg.nodes or K
+    if W > K:
+        raise SetupFailed(f"{algo.name} with {K} tasks has at most {K} workers (each holds at "
+                          f"least one task), but --nodes {W} were asked for: use {K} or fewer")
+    if cfg.min_workers is not None and cfg.min_workers > W:
+        raise SetupFailed(f"--min-workers {cfg.min_workers} is more than the run's {W} workers; "
+                          f"use {W} or fewer")
 
 
 def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | None) -> None:
@@ -138,7 +167,8 @@ def preflight(cfg: RunConfig, n_ranks: int, out: str | None) -> None:
 
 def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = False,
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
-        resume: str | None = None, source=None, stragglers=None) -> dict | None:
+        resume: str | None = None, source=None, stragglers=None,
+        schedule=None) -> dict | None:
     """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
 
     Parameters
@@ -164,14 +194,20 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         passes arrays this way).
     stragglers : Stragglers, optional
         The ranks slowed on purpose (--slow, --delays: :mod:`omtl_mpi.engine.stragglers`).
+    schedule : (taken, used), optional
+        --sync partial in one process: run this schedule (--replay), not the simulated one.
 
     Raises
     ------
     SetupFailed
         On every rank, when any rank found a user error before learning started.
     """
+    if cfg.sync == "partial" and (checkpoint_every or resume):
+        raise SetupFailed("--sync partial runs do not write or resume checkpoints yet; leave out "
+                          f"{'--resume' if resume else '--checkpoint-every'}, or use --sync full")
     job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
-                 fault=fault, resume=resume, source=source, stragglers=stragglers)
+                 fault=fault, resume=resume, source=source, stragglers=stragglers,
+                 schedule=schedule)
     save = None
     if checkpoint_every:
         save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
@@ -205,10 +241,11 @@ class Job:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     learning_started: float = 0.0
+    started_at: float = 0.0     # perf_counter() when the rounds started
 
 
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
-           source=None, stragglers=None) -> Job:
+           source=None, stragglers=None, schedule=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
     roles and their exchange, and restore a checkpoint. Collective.
 
@@ -216,7 +253,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     ----------
     cfg : RunConfig
     world : LocalWorld or MpiWorld
-    out, notice, fault, resume, source, stragglers
+    out, notice, fault, resume, source, stragglers, schedule
         As in :func:`run`.
 
     Returns
@@ -248,13 +285,24 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
     stragglers = stragglers if stragglers is not None else Stragglers()
-    stragglers.check_world(size)
+    workers = _workers(cfg, meta, size)
+    # in one process --sync partial's workers are ranks 1..W of the simulated clock
+    stragglers.check_world(workers + 1 if workers else size)
+    partial = None
+    if cfg.sync == "partial" and algo.pattern == "server":
+        W = workers or size - 1
+        partial = Partial(cfg.min_workers or max(1, W // 2),
+                          MAX_DELAY if cfg.max_delay is None else cfg.max_delay, stragglers,
+                          schedule)
     # who holds what (the placement's blocks of tasks, those of this rank) and their roles
-    roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg))
+    roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg),
+                  nodes=workers, partial=partial)
     local = roles.local
     batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
-              PhaseClock(T), my_fault, stragglers, stragglers.delay(rank, T),
+              PhaseClock(T), my_fault, stragglers,
+              # the simulated clock of --sync partial in one process does not sleep
+              None if workers else stragglers.delay(rank, T),
               layouts=set(world.agree(addresses.randomised())))
     if resume:
         _resume(job, resume, notice)
@@ -385,12 +433,15 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
         ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
     """
     bar = Progress(job.rounds, enabled=progress and job.world.rank == 0)
+    check = lambda done: _check_finite(job, done)     # noqa: E731
+    # asynchronous ranks are at different rounds: their one collective check is at the end
+    partial = job.roles.partial is not None
     hooks = Hooks(progress=bar, fault=job.fault, checkpoint=checkpoint,
-                  check=lambda done: _check_finite(job, done), delay=job.delay)
+                  check=None if partial else check, delay=job.delay)
     job.world.barrier()
     job.learning_started = time.time()
     cpu0 = _cpu_seconds()
-    t0 = perf_counter()
+    t0 = job.started_at = perf_counter()
     # a step that overflows is found by the finiteness check, which names the round and the
     # likely cause: numpy's warnings would only add noise before it
     with np.errstate(all="ignore"):
@@ -398,6 +449,8 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
                                      instances=round_instances(job.meta.lengths, job.cfg.batch,
                                                                job.rounds))
     job.seconds = perf_counter() - t0
+    if partial:
+        check(job.rounds)
     # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
     # the report shows what the job took from the machine, not only how long it lasted
     job.cpu_seconds = _cpu_seconds() - cpu0
@@ -455,11 +508,17 @@ def collect(job: Job, out: str | None) -> dict | None:
     finished = world.gather_rows(np.array([job.seconds]), [1] * size)
     injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
     workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
+    schedule = _schedule(job)
+    predicted_at, unit = _predicted_at(job)
     measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
                         cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"),
                         finished=finished, injected=injected,
-                        last=last_at_barrier(timing, workers) if rank == 0 else None,
-                        workers=workers, stragglers=job.stragglers.describe())
+                        # asynchronous rounds have no barrier to be last at
+                        last=(last_at_barrier(timing, workers if schedule is None else [])
+                              if rank == 0 else None),
+                        workers=workers, stragglers=job.stragglers.describe(), schedule=schedule,
+                        predicted_at=predicted_at, predicted_unit=unit,
+                        blocks=np.asarray(job.roles.all_blocks, dtype=np.int64))
     if rank != 0:
         return None
     lengths = job.meta.lengths
@@ -480,6 +539,40 @@ def collect(job: Job, out: str | None) -> dict | None:
     report["_last"] = measured.last
     report["peak_rss_mib"] = measured.peak_rss.tolist()
     return report
+
+
+def _predicted_at(job: Job) -> tuple:
+    """When every task holder's rounds started, that is when their instances were predicted
+    (holders x rounds, on rank 0), and in what unit: seconds from the start of the rounds, or
+    on --sync partial's simulated clock its time units. Rounds before a resumed checkpoint
+    are NaN. Collective."""
+    roles, world = job.roles, job.world
+    simulated = getattr(roles, "predicted_at", None)
+    if simulated is not None:
+        return simulated, "simulated time units (a worker's round lasts its straggler factor)"
+    mine = job.clock.started - job.started_at
+    mine[:job.first_round] = np.nan
+    rows = np.repeat(mine[None], len(roles.holders), axis=0)
+    return (world.gather_rows(rows, world.agree(len(roles.holders))),
+            "seconds from the start of the rounds")
+
+
+def _schedule(job: Job) -> dict | None:
+    """--sync partial: the run's schedule on rank 0 (every worker's rounds' taken and used
+    steps, W x T each), with the barrier's settings; None otherwise. Collective."""
+    partial = job.roles.partial
+    if partial is None:
+        return None
+    taken, used = job.roles.schedule
+    world = job.world
+    if world.size > 1:
+        mine = (np.zeros((0, job.rounds), dtype=np.int64) if used is None
+                else np.asarray(used, dtype=np.int64)[None])
+        used = world.gather_rows(mine, [0] + [1] * (world.size - 1))
+    if world.rank != 0:
+        return None
+    return {"taken": taken, "used": used, "min_workers": partial.min_workers,
+            "max_delay": partial.max_delay, "replayed": partial.schedule is not None}
 
 
 def _node_extras(job: Job) -> dict:

@@ -1,0 +1,229 @@
+"""Asynchronous C-ADMM (--sync partial): the partial barrier and its bounded delay, the simulated
+clock in one process, schedules recorded under MPI and replayed bit for bit (--replay)."""
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import cli, omtl, read_results, refused
+from omtl_mpi.engine.partial import PartialBarrier, check_schedule, simulate
+from omtl_mpi.errors import UserError
+
+
+def _same(a, b):
+    """The names of the arrays (not timings) in which two results files differ."""
+    a, b = read_results(a), read_results(b)
+    return [k for k in a if k != "attrs" and not np.array_equal(a[k], b[k])]
+
+
+def _steps_kept_to_the_barrier(taken, S, TAU):
+    """Rebuild each step from a schedule and check the partial barrier and the bounded delay."""
+    W, T = taken.shape
+    last, took = [-1] * W, [0] * W
+    for s in range(int(taken.max()) + 1):
+        new = [w for w in range(W) if (taken[w] == s).any()]
+        waiting = [w for w in range(W) if took[w] < T]
+        assert len(new) >= min(S, len(waiting)), (s, new)
+        # every worker still to send that the step did not take is at most TAU steps behind
+        for w in waiting:
+            if w not in new:
+                assert s - last[w] <= TAU, (s, w, last[w])
+        for w in new:
+            took[w] += int((taken[w] == s).sum())
+            last[w] = s
+
+
+def test_equal_workers_with_every_one_waited_for_step_in_lockstep():
+    taken, used = simulate(np.ones((3, 5)), S=3, TAU=0)
+    assert taken.tolist() == [list(range(5))] * 3 and used.tolist() == taken.tolist()
+    check_schedule(taken, used, 3, 5)
+
+
+@pytest.mark.parametrize("S, TAU", [(1, 0), (1, 3), (2, 1), (3, 100), (4, 2)])
+def test_the_simulated_schedule_keeps_the_barrier_and_the_delay_bound(S, TAU):
+    rng = np.random.default_rng(S * 10 + TAU)
+    factors = rng.uniform(0.5, 4.0, (4, 60))
+    factors[1] *= 5                               # one straggler
+    taken, used = simulate(factors, S, TAU)
+    check_schedule(taken, used, 4, 60)
+    _steps_kept_to_the_barrier(taken, S, TAU)
+    assert np.array_equal((taken, used), simulate(factors, S, TAU))       # deterministic
+    # a worker's reply is the newest step that took one of its messages by the end of its round
+    assert (used <= taken).all()
+    if TAU >= 3 and S == 1:
+        # the fast workers did not wait for the straggler: far more steps than rounds
+        assert taken.max() + 1 > 60
+
+
+def test_the_barrier_waits_for_a_worker_left_too_far_behind():
+    barrier = PartialBarrier(W=2, T=10, S=1, TAU=2)
+    for _ in range(2):                  # steps 0 and 1 without worker 1 (as if from step -1)
+        barrier.arrive(0)
+        assert barrier.ready()
+        barrier.take()
+    barrier.arrive(0)
+    assert not barrier.ready()          # step 2 would use worker 1 three steps old: wait
+    barrier.arrive(1)
+    assert barrier.ready() and barrier.take() == [0, 1]
+    assert barrier.taken[:, :3].tolist() == [[0, 1, 2], [2, -1, -1]]
+
+
+def test_a_damaged_schedule_is_one_line():
+    taken, used = simulate(np.ones((2, 4)), S=2, TAU=0)
+    with pytest.raises(UserError, match="is for 2 workers and 4 rounds, the run has 3 and 4"):
+        check_schedule(taken, used, 3, 4)
+    bad = taken.copy()
+    bad[0, 2] = 0
+    with pytest.raises(UserError, match="does not take every message once, in order"):
+        check_schedule(bad, used, 2, 4)
+    bad = used.copy()
+    bad[1, 0] = 3
+    with pytest.raises(UserError, match="gives worker 2 in round 1 the reply of a step that took none"):
+        check_schedule(taken, bad, 2, 4)
+
+
+def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(capsys, tmp_path):
+    base = ("run", "--synth-tasks", "4", "--synth-samples", "300", "--sync", "partial",
+            "--min-workers", "1", "--delays", "srad")
+    a, b, c, full = (tmp_path / f"{n}.h5" for n in "abcf")
+    assert cli(capsys, *base, "--out", a)[0] == 0
+    assert cli(capsys, *base, "--out", b)[0] == 0
+    assert cli(capsys, *base, "--delay-seed", "1", "--out", c)[0] == 0
+    assert cli(capsys, "run", "--synth-tasks", "4", "--synth-samples", "300", "--out", full)[0] == 0
+    assert _same(a, b) == []
+    assert "predictions" in _same(a, c) and "predictions" in _same(a, full)
+    with h5py.File(a) as f:
+        taken, used = f["schedule/taken"][()], f["schedule/used"][()]
+        assert taken.shape == used.shape == (4, 300)
+        assert dict(f["schedule"].attrs) == {"min_workers": 1, "max_delay": 8, "replayed": False}
+    check_schedule(taken, used, 4, 300)
+    _steps_kept_to_the_barrier(taken, 1, 8)
+    # and the replay of a one-process run is that run
+    r = tmp_path / "replay.h5"
+    assert cli(capsys, "run", "--replay", a, "--out", r)[0] == 0
+    assert _same(a, r) == []
+    with h5py.File(r) as f:
+        assert bool(f["schedule"].attrs["replayed"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sync", "partial", "--algo", "drom"], "drom cannot run with --sync partial: its server "
+                                              "takes every worker's message of the same round"),
+    (["--sync", "partial", "--synth-tasks", "12"], "c-admm cannot run with --sync partial: the vote's "
+                                                   "empirical-Bayes expert"),
+    (["--min-workers", "2"], "--min-workers does nothing for this run: it applies to --sync partial"),
+    (["--sync", "partial", "--min-workers", "6"], "--min-workers 6 is more than the run's 5 workers"),
+    (["--sync", "partial", "--nodes", "6"], "has at most 5 workers"),
+    (["--sync", "partial", "--checkpoint-every", "10"], "--sync partial runs do not write or resume"),
+    (["--algo", "d-admm", "--sync", "partial"], "--sync does nothing for this run"),
+    (["--sync", "partial", "--max-delay", "-1"], "--max-delay must be an integer >= 0"),
+])
+def test_what_cannot_run_asynchronously_says_so_in_one_line(capsys, tmp_path, args, message):
+    out = tmp_path / "never.h5"
+    refused(capsys, "run", "--synth-samples", "50", "--out", out, *args, needle=message)
+    assert not out.exists()
+
+
+def test_replay_refusals(capsys, tmp_path):
+    sync = tmp_path / "sync.h5"
+    assert cli(capsys, "run", "--synth-samples", "50", "--out", sync)[0] == 0
+    partial = tmp_path / "partial.h5"
+    assert cli(capsys, "run", "--synth-samples", "50", "--sync", "partial", "--out", partial)[0] == 0
+    before = partial.read_bytes()
+    for args, message in [
+            (["--replay", sync], "it holds no schedule; only the results of a run with --sync partial"),
+            (["--replay", partial, "--rho", "2"], "leave out --rho"),
+            (["--replay", partial, "--np", "3"], "leave out --np"),
+            (["--replay", partial, "--out", partial], "is the results to replay"),
+            (["--replay", tmp_path / "none.h5"], "no such results file")]:
+        refused(capsys, "run", *args, needle=message)
+    assert partial.read_bytes() == before
+    # a schedule damaged in the file: one line, nothing written
+    damaged = tmp_path / "damaged.h5"
+    shutil.copy(partial, damaged)
+    with h5py.File(damaged, "a") as f:
+        taken = f["schedule/taken"]
+        taken[0, 3] = 0
+    out = tmp_path / "never.h5"
+    code, _, err = cli(capsys, "run", "--replay", damaged, "--out", out)
+    assert code == 2 and "does not take every message once" in err and not out.exists()
+
+
+@pytest.mark.mpi
+def test_lockstep_in_one_process_is_the_synchronous_mpi_run(mpiexec, capsys, tmp_path):
+    """--min-workers W --max-delay 0 at an equal pace: every step takes every worker's message
+    of the round, as a synchronous round does, so the bits are those of mpiexec -n W+1."""
+    data = ("--synth-tasks", "4", "--synth-samples", "300")
+    one, mpi = tmp_path / "one.h5", tmp_path / "mpi.h5"
+    assert cli(capsys, "run", *data, "--sync", "partial", "--nodes", "4", "--min-workers", "4",
+               "--max-delay", "0", "--out", one)[0] == 0
+    r = omtl("run", *data, "--out", mpi, np_ranks=5, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _same(one, mpi) == []
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("extra", [[], ["--preset", "paper"]])
+def test_an_asynchronous_mpi_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp_path, extra):
+    run, again = tmp_path / "run.h5", tmp_path / "again.h5"
+    r = omtl("run", "--synth-tasks", "4", "--synth-samples", "400", "--sync", "partial",
+             "--min-workers", "1", "--max-delay", "3", "--slow", "1:4", *extra, "--out", run,
+             "--json", np_ranks=5, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(run) as f:
+        taken, used = f["schedule/taken"][()], f["schedule/used"][()]
+        finish = f["timing/finish_seconds"][()]
+    check_schedule(taken, used, 4, 400)
+    _steps_kept_to_the_barrier(taken, 1, 3)
+    # the workers did not wait for the slowed one (rank 1): they finished their streams first
+    assert finish.shape == (5,) and max(finish[2:]) < finish[1]
+    code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
+    assert code == 0, err
+    assert _same(run, again) == []
+
+
+def test_the_time_of_every_prediction_is_recorded_and_the_report_draws_it(tmp_path):
+    from omtl_mpi.report import build_report
+    from omtl_mpi.report.figures import error_in_time
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text("""
+seeds = [0]
+[data.small]
+synthetic = { tasks = 3, samples = 120 }
+[algorithms.c]
+algo = "c-admm"
+ranks = 1
+grid = { sync = ["full", "partial"], delays = ["srad"] }
+""")
+    folder = tmp_path / "out"
+    r = omtl("sweep", sweep, "--out", folder, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for run, unit in (("small.c.sync=full.delays=srad.s0", "seconds from the start of the rounds"),
+                      ("small.c.sync=partial.delays=srad.s0", "simulated time units")):
+        with h5py.File(folder / "runs" / f"{run}.h5") as f:
+            at = f["timing/predicted_at"]
+            assert str(at.attrs["unit"]).startswith(unit)
+            assert at.shape == ((1, 120) if "full" in run else (3, 120))
+            assert (np.diff(at[()], axis=1) > 0).all()        # every round starts later
+            when, error, _ = error_in_time(f)
+            assert when.shape == (360,) and (np.diff(when) >= 0).all()
+            assert error[-1] == pytest.approx(f.attrs["overall_error"])
+    summary = build_report(str(folder))
+    assert any(p.endswith("time-small.png") for p in summary["figures"])
+    assert (folder / "report" / "time-small.png").stat().st_size > 10000
+
+
+@pytest.mark.parametrize("name", sorted(n for n, a in __import__(
+    "omtl_mpi.algorithms.registry", fromlist=["REGISTRY"]).REGISTRY.items() if a.pattern == "server"))
+def test_every_server_learner_runs_asynchronously_or_says_why_in_one_line(capsys, tmp_path, name):
+    out = tmp_path / "run.h5"
+    code, _, err = cli(capsys, "run", "--algo", name, "--synth-tasks", "3", "--synth-samples", "60",
+                       "--sync", "partial", "--out", out)
+    if code == 0:
+        with h5py.File(out) as f:
+            check_schedule(f["schedule/taken"][()], f["schedule/used"][()], 3, 60)
+    else:
+        refused(capsys, "run", "--algo", name, "--synth-tasks", "3", "--synth-samples", "60",
+                "--sync", "partial", "--out", out, needle=f"error: {name} cannot run with --sync partial: ")
+        assert not out.exists()
