@@ -32,6 +32,7 @@ _OWN = ("--array", "-a", "--ntasks", "-n", "--time", "-t", "--signal", "--output
 _KEYS = {"partition", "account", "time", "mpi", "options", "signal"}
 _WORD = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_UNITS = {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}      # seconds of MM, MM:SS and HH:MM:SS
 _CALL_TIMEOUT = 60      # seconds for one sbatch/squeue/sacct call
 # seconds for 'scontrol ping' before anything is started or submitted: a controller that is up
 # answers in milliseconds, and srun or sbatch would wait about 10 s for one that is down
@@ -50,17 +51,10 @@ def minutes_of(value, where: str) -> int:
         raise ConfigError(f"{where}: time {value!r} is not a Slurm time limit; write minutes, "
                           "\"HH:MM:SS\" or \"D-HH:MM:SS\"")
     else:
-        days, a, b, c = (int(x) if x is not None else None for x in match.groups())
-        parts = [x for x in (a, b, c) if x is not None]
-        if days is not None:            # D-HH[:MM[:SS]]
-            parts += [0] * (3 - len(parts))
-            seconds = days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
-        elif len(parts) == 1:           # MM
-            seconds = parts[0] * 60
-        elif len(parts) == 2:           # MM:SS
-            seconds = parts[0] * 60 + parts[1]
-        else:                           # HH:MM:SS
-            seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
+        days, *parts = match.groups()
+        parts = [int(x) for x in parts if x is not None]
+        units = _UNITS[len(parts)] if days is None else (3600, 60, 1)   # D-HH[:MM[:SS]]
+        seconds = int(days or 0) * 86400 + sum(u * x for u, x in zip(units, parts))
     if seconds <= 0:
         raise ConfigError(f"{where}: time must be at least one minute, got {value!r}")
     return math.ceil(seconds / 60)
