@@ -15,15 +15,14 @@ anything is started, a launcher that cannot start a job now: no mpiexec, no srun
 controller down), ``command(n_ranks, args)`` (the command line that runs ``omtl-mpi ARGS`` on
 ``n_ranks`` ranks; made without starting anything, so that a dry run prints it anywhere) and
 ``environment(env)`` (the variables that command needs added to ``env``, with the notices that
-announce them). A launcher that submits batch jobs
-(``batch = True``) also writes array scripts, submits them and says which of its jobs are still
-queued or running: :class:`BatchLauncher`. Adding a launcher is one module with a ``LAUNCHER``
-object and one line in :data:`MODULES`.
+announce them). A launcher that submits batch jobs (``batch = True``) also writes array
+scripts, submits them and says which of its jobs are still queued or running
+(:class:`.slurm.Slurm`). Adding a launcher is one module with a ``LAUNCHER`` object and one
+line in :data:`MODULES`.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Mapping, Protocol
 
 from ...errors import ConfigError
 
@@ -31,38 +30,7 @@ from ...errors import ConfigError
 MODULES = {"local": "local", "slurm": "slurm", "launched": "launched"}
 
 
-class Launcher(Protocol):
-    name: str
-    batch: bool             # True: runs are submitted as batch jobs (BatchLauncher)
-
-    def ready(self) -> None:
-        """Raise UserError, in one line and within seconds, where this launcher cannot start
-        a job now (what it starts is missing, or the scheduler cannot be reached)."""
-
-    def command(self, n_ranks: int, args: list[str]) -> list[str]:
-        """The command line that runs ``omtl-mpi ARGS`` on ``n_ranks`` ranks."""
-
-    def environment(self, env: Mapping[str, str]) -> tuple[dict, list[str]]:
-        """Variables the command needs beyond ``env``, and one notice line for each that
-        overrides a safety setting (said, not done silently)."""
-
-
-class BatchLauncher(Launcher, Protocol):
-    def array_script(self, *, name: str, count: int, ranks: int, minutes: int, settings: dict,
-                     element: list[str], log: str, throttle: int | None = None) -> str:
-        """The batch script of an array of ``count`` elements, each running ``element``."""
-
-    def submit(self, script_path: str) -> str:
-        """Submit a script; return its job id."""
-
-    def states(self, job_ids: list[str]) -> dict:
-        """The scheduler's state of each job id it still knows (see :mod:`.slurm`)."""
-
-    def element_id(self) -> tuple[str, int] | None:
-        """Inside an array element: (this element's job id, its index in the array)."""
-
-
-def get(name: str) -> Launcher:
+def get(name: str):
     """The launcher called ``name``.
 
     Raises
