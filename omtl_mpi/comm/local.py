@@ -23,9 +23,6 @@ class LocalWorld:
     def gather_rows(self, rows: np.ndarray, counts=None) -> np.ndarray:
         return rows
 
-    def abort(self, code: int) -> None:
-        raise SystemExit(code)
-
     def barrier(self) -> None:
         pass
 

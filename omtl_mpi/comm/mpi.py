@@ -66,9 +66,6 @@ class MpiWorld:
         self.comm.Gatherv([rows, mpitype], None, root)
         return None
 
-    def abort(self, code: int) -> None:
-        self.comm.Abort(code)
-
     def barrier(self) -> None:
         arrive(self.comm)
         self.comm.Barrier()         # everyone is here: leave together, within microseconds

@@ -61,16 +61,15 @@ def data_digest(source) -> str:
     return "sha256:" + hashlib.sha256(source.describe().encode()).hexdigest()
 
 
-def write(path: str, done: int, ranks_state: list, *, config: str, fingerprint: str,
-          signature: str, data_digest: str) -> None:
-    """Write every rank's state (rank order) after ``done`` rounds; the old file stays intact
-    until the new one is complete."""
+def write(path: str, done: int, ranks_state: list, cfg, meta, source) -> None:
+    """Write every rank's state (rank order) after ``done`` rounds of the run of ``cfg`` on the
+    data of ``meta`` and ``source``; the old file stays intact until the new one is complete."""
+    attrs = {"format": FORMAT, "format_version": VERSION, "round": done,
+             "config": cfg.to_json(), "fingerprint": cfg.fingerprint(),
+             "signature": signature_of(meta), "data_digest": data_digest(source),
+             "state_digest": state_digest(done, ranks_state), "ranks": len(ranks_state)}
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        f.attrs.update({"format": FORMAT, "format_version": VERSION, "round": done,
-                        "config": config, "fingerprint": fingerprint, "signature": signature,
-                        "data_digest": data_digest,
-                        "state_digest": state_digest(done, ranks_state),
-                        "ranks": len(ranks_state)})
+        f.attrs.update(attrs)
         for r, state in enumerate(ranks_state):
             write_tree(f.create_group(f"rank_{r:04d}"), state)
 
@@ -94,7 +93,6 @@ class Checkpoint:
     """A checkpoint of this run, read on rank 0: what it holds and whether it is intact."""
 
     path: str
-    version: int
     done: int
     states: list            # every rank's part, in rank order
     intact: bool            # its state matches its digest (True for a version-1 file: no digest)
@@ -111,18 +109,16 @@ class Checkpoint:
                             "is damaged; resume from another checkpoint or start the run afresh")
 
 
-def read(path: str, *, config: str, fingerprint: str, signature: str, data_digest, ranks: int,
-         rounds: int) -> Checkpoint:
+def read(path: str, cfg, meta, source, ranks: int, rounds: int) -> Checkpoint:
     """A checkpoint made by the same run (rank 0 reads it); refuses every other file in one line.
 
     Parameters
     ----------
     path : str
         The file given to ``--resume``.
-    config, fingerprint, signature : str
-        This run's, as :func:`write` records them.
-    data_digest : callable
-        ``data_digest()`` gives this run's data digest; called only when the checkpoint has one.
+    cfg, meta, source
+        This run's configuration, data set's metadata and source, as :func:`write` records
+        them (the data's digest is computed only when the checkpoint has one).
     ranks, rounds : int
         This run's number of ranks and of rounds.
 
@@ -145,9 +141,7 @@ def read(path: str, *, config: str, fingerprint: str, signature: str, data_diges
         raise UserError(f"{where}: not a readable HDF5 checkpoint") from None
     try:
         with f:
-            return _read_checkpoint(f, where, path, config=config, fingerprint=fingerprint,
-                                    signature=signature, data_digest=data_digest, ranks=ranks,
-                                    rounds=rounds)
+            return _read_checkpoint(f, where, path, cfg, meta, source, ranks, rounds)
     except UserError:                          # already one line about this checkpoint
         raise
     except (Damaged, *H5_ERRORS) as exc:      # a damaged file: one line naming the checkpoint
@@ -155,8 +149,7 @@ def read(path: str, *, config: str, fingerprint: str, signature: str, data_diges
                         "checkpoint or start the run afresh") from None
 
 
-def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_digest, ranks,
-                     rounds) -> Checkpoint:
+def _read_checkpoint(f, where, path, cfg, meta, source, ranks, rounds) -> Checkpoint:
     attrs = f.attrs
     if attrs.get("format") != FORMAT:
         raise UserError(f"{where}: not an omtl-mpi checkpoint")
@@ -168,18 +161,18 @@ def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_dig
     if int(attrs["ranks"]) != ranks:
         raise UserError(f"{where}: made with {int(attrs['ranks'])} ranks, this run has "
                         f"{ranks}; resume with the same number of ranks")
-    if attrs["signature"] != signature:
+    if attrs["signature"] != signature_of(meta):
         raise UserError(f"{where}: made on a different data set (task names, lengths or "
                         "dimension differ); resume with the same --data")
     if "data_digest" in attrs:
-        then, now = str(attrs["data_digest"]), data_digest()
+        then, now = str(attrs["data_digest"]), data_digest(source)
         if then != now:
             raise UserError(f"{where}: made on a data set with different contents: its digest "
                             f"was {_short(then)}, the data's is now {_short(now)}; resume with "
                             "the same --data")
-    if attrs["fingerprint"] != fingerprint:
+    if attrs["fingerprint"] != cfg.fingerprint():
         raise UserError(f"{where}: made with a different configuration "
-                        f"({_differences(attrs['config'], config)}); resume with the same "
+                        f"({_differences(attrs['config'], cfg.to_json())}); resume with the same "
                         "options as the original run")
     done = int(attrs["round"])
     if not 0 <= done <= rounds:
@@ -191,7 +184,7 @@ def _read_checkpoint(f, where, path, *, config, fingerprint, signature, data_dig
         states.append(read_item(f, f"rank_{r:04d}"))
     intact = ("state_digest" not in attrs
               or str(attrs["state_digest"]) == state_digest(done, states))
-    return Checkpoint(path=path, version=version, done=done, states=states, intact=intact)
+    return Checkpoint(path=path, done=done, states=states, intact=intact)
 
 
 def _short(digest: str) -> str:
@@ -211,19 +204,16 @@ class Expect:
 _SAME_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "f", "c": "c"}
 
 
-def check_part(path: str, rank: int, saved, expected, *, missing_ok: bool = False) -> None:
+def check_part(path: str, rank: int, saved, expected) -> None:
     """Refuse rank ``rank``'s part of a checkpoint unless it has the keys, shapes and dtype
     kinds of ``expected`` (this run's part: arrays, or :class:`Expect` leaves).
-
-    ``missing_ok``: keys this run has and the checkpoint lacks are left to the learner's
-    ``load_state`` (a checkpoint of an older version, which had no digest).
 
     Raises
     ------
     UserError
         One line: the file, the rank, the array and how it differs.
     """
-    problem = _mismatch(saved, expected, [], missing_ok)
+    problem = _mismatch(saved, expected, [])
     if problem is not None:
         raise UserError(f"--resume {path}: rank {rank}'s {problem}; the checkpoint is damaged or "
                         "from another version: resume from another checkpoint or start afresh")
@@ -234,7 +224,7 @@ def _name(parts: list) -> str:
     return parts[0] + (" " + "/".join(parts[1:]) if len(parts) > 1 else "")
 
 
-def _mismatch(saved, expected, parts: list, missing_ok: bool) -> str | None:
+def _mismatch(saved, expected, parts: list) -> str | None:
     if isinstance(expected, dict):
         if not isinstance(saved, dict):
             return f"{_name(parts)} is {_what(saved)}, this run's is a group"
@@ -243,10 +233,8 @@ def _mismatch(saved, expected, parts: list, missing_ok: bool) -> str | None:
             return f"{_name(parts + [extra[0]])} is not part of this run's state"
         for key in expected:
             if key not in saved:
-                if missing_ok:
-                    continue
                 return f"{_name(parts + [key])} is missing"
-            problem = _mismatch(saved[key], expected[key], parts + [key], missing_ok)
+            problem = _mismatch(saved[key], expected[key], parts + [key])
             if problem is not None:
                 return problem
         return None
@@ -254,7 +242,7 @@ def _mismatch(saved, expected, parts: list, missing_ok: bool) -> str | None:
         if not isinstance(saved, list) or len(saved) != len(expected):
             return f"{_name(parts)} is {_what(saved)}, this run's is a list of {len(expected)}"
         for i, (s, e) in enumerate(zip(saved, expected)):
-            problem = _mismatch(s, e, parts + [str(i)], missing_ok)
+            problem = _mismatch(s, e, parts + [str(i)])
             if problem is not None:
                 return problem
         return None

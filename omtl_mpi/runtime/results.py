@@ -66,9 +66,7 @@ VERSION = 2
 
 
 def check_writable(path, option: str = "--out") -> str:
-    """Fail before learning starts if the file ``option`` names could not be written (not a
-    file name, its folder missing, not writable or refusing a file, or the path a folder, a
-    device, a FIFO or a socket: :func:`omtl_mpi.paths.output_file`); the path as a str."""
+    """:func:`omtl_mpi.paths.output_file`, of ``--out`` unless said: before learning starts."""
     return output_file(path, option)
 
 

@@ -228,7 +228,6 @@ class Job:
     topology: object
     params: object
     rounds: int
-    local: list
     batches: list
     roles: Engine
     clock: PhaseClock
@@ -297,9 +296,8 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     # who holds what (the placement's blocks of tasks, those of this rank) and their roles
     roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg),
                   nodes=workers, partial=partial)
-    local = roles.local
-    batches = _load_batches(cfg, world, source, local, T, d, notice, my_fault)
-    job = Job(cfg, world, source, algo, meta, d, topology, params, T, local, batches, roles,
+    batches = _load_batches(cfg, world, source, roles.local, T, d, notice, my_fault)
+    job = Job(cfg, world, source, algo, meta, d, topology, params, T, batches, roles,
               PhaseClock(T), my_fault, stragglers,
               # the simulated clock of --sync partial in one process does not sleep
               None if workers else stragglers.delay(rank, T),
@@ -360,21 +358,16 @@ def _resume(job: Job, path: str, notice) -> None:
     :func:`collective`, so that all ranks agree and a damaged file is one line, not a crash
     on one rank. Collective.
     """
-    world, cfg = job.world, job.cfg
-    rank = world.rank
+    world, rank = job.world, job.world.rank
 
     def read():
-        if rank != 0:
-            return None
-        return ckpt.read(path, config=cfg.to_json(), fingerprint=cfg.fingerprint(),
-                         signature=ckpt.signature_of(job.meta),
-                         data_digest=lambda: ckpt.data_digest(job.source), ranks=world.size,
-                         rounds=job.rounds)
+        if rank == 0:
+            return ckpt.read(path, job.cfg, job.meta, job.source, world.size, job.rounds)
     loaded = collective(world, read)
-    parts = [(loaded.done, loaded.version, s) for s in loaded.states] if rank == 0 else None
-    done, version, saved = world.scatter_objects(parts)
-    collective(world, lambda: ckpt.check_part(path, rank, saved, _checkpoint_part(job, expected=True),
-                                              ))
+    parts = [(loaded.done, s) for s in loaded.states] if rank == 0 else None
+    done, saved = world.scatter_objects(parts)
+    collective(world, lambda: ckpt.check_part(path, rank, saved,
+                                              _checkpoint_part(job, expected=True)))
     # the structure first (its message says which array differs), then the values' digest
     collective(world, lambda: loaded.verify() if rank == 0 else None)
     collective(world, lambda: _restore(job, path, saved))
@@ -415,9 +408,7 @@ def _save_checkpoint(job: Job, path: str, done: int) -> None:
     set's digest is computed on rank 0 only, once per run (it is cached)."""
     everything = job.world.gather_objects(_checkpoint_part(job))
     if job.world.rank == 0:
-        ckpt.write(path, done, everything, config=job.cfg.to_json(),
-                   fingerprint=job.cfg.fingerprint(), signature=ckpt.signature_of(job.meta),
-                   data_digest=ckpt.data_digest(job.source))
+        ckpt.write(path, done, everything, job.cfg, job.meta, job.source)
 
 
 def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
@@ -503,7 +494,7 @@ def collect(job: Job, out: str | None) -> dict | None:
     # its own tasks
     peak_rss = world.gather_rows(
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
-    role_names = world.agree(_role(rank, size, algo.pattern, job.local))
+    role_names = world.agree(_role(rank, size, algo.pattern, job.roles.local))
     # when each rank's last round ended, and the sleeps --slow and --delays asked of it
     finished = world.gather_rows(np.array([job.seconds]), [1] * size)
     injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
