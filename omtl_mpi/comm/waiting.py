@@ -1,14 +1,10 @@
-"""Waiting for MPI requests without burning a core.
+"""Waiting for MPI requests without burning a core (docs/DESIGN.md, *Waiting and failure*).
 
-A rank blocked in an MPI wait spins at 100% CPU (both PyPI MPI wheels; see the project's MPI
-field notes), and with more ranks than cores that steals the core from the rank everyone is
-waiting for.  So a waiting rank first tests and yields the CPU (``sched_yield``: the scheduler
-runs whoever has work, and a reply arriving within the round is seen within microseconds),
-and once the wait has lasted longer than a round normally does, it sleeps with a growing
-delay, so an idle rank costs next to nothing.
-
-Sleeping from the first test would cost every round the smallest sleep the kernel grants (tens
-of microseconds, longer than a whole C-ADMM round at K = 5), whereas yielding costs under 1 us.
+A blocked MPI wait spins at 100% CPU, and with more ranks than cores that takes the core from
+the rank everyone waits for. So a waiting rank tests and yields the CPU (``sched_yield``: a
+reply within the round is seen within microseconds), and once the wait lasts longer than a
+round normally does, sleeps with a growing delay (sleeping from the first test would cost
+every round the kernel's smallest sleep, longer than a short round).
 """
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """Ranks that share cores may run with one address layout (``omtl-mpi run --aslr on|off``).
 
-Every rank is a separately started Python interpreter. With address-space layout randomisation
-(ASLR) each one has the interpreter's and numpy's machine code at different virtual addresses,
-and a core's branch predictors, which are indexed by virtual address, must learn every rank's
-copy anew after each switch between ranks. The same C-ADMM worker round costs 1.5 to 2 times as
-much among 4 independently started processes on one CPU as among 4 forked ones, and nothing more
-when the independent ones run without ASLR; rounds of 5 or 6 ranks on 2 cores take 1.6x to
-1.9x as long with it (docs/PERFORMANCE.md, *Address layout*).
-
-``--aslr on`` (the default) keeps the system's randomisation everywhere: it is a defence against
-memory-corruption exploits, and the ranks parse user-supplied files (HDF5) in C. Only with
-``--aslr off``, which the user must ask for, does a rank of a node with more ranks than CPUs
-re-execute itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality: the
-same command, process, environment and open files, one more interpreter start-up.  ``omtl-mpi
-run --np P --aslr off`` sets the personality on the mpiexec it starts instead, so its ranks
-start that way.  Even with ``off``, randomisation stays on where ranks do not share cores, on
-everything that is not Linux, in a container that forbids the personality (the default Docker
-profile does), and under launchers that say nothing of how many ranks share the node.
+``--aslr on``, the default, keeps the system's randomisation (a defence for ranks that parse
+user-supplied files in C). With ``--aslr off`` a rank of a node with more ranks than CPUs
+re-executes itself, before MPI is initialised, with the ``ADDR_NO_RANDOMIZE`` personality, so
+that ranks sharing a core share its branch predictors; ``--np`` sets it on the mpiexec it starts
+instead. Why, and where randomisation stays on regardless: docs/DESIGN.md, *The speed plug-in*;
+what it buys: docs/PERFORMANCE.md, *Address layout*.
 """
 from __future__ import annotations
 

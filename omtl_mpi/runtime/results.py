@@ -1,46 +1,13 @@
 """The results file: one HDF5 file written by rank 0, atomically (temporary name, then rename).
 
-Layout (all datasets plain numpy types, readable with h5py or ``pandas.DataFrame(f[...][()])``)::
-
-    /                     attrs: format, algo, variant, loss, data, ranks, rounds, mean_error
-                                 (the mean of the tasks' errors), overall_error (over all
-                                 instances), balanced_error, f1, seconds, ms_per_round (of the rounds
-                                 this invocation ran: those after the checkpoint of a resumed
-                                 run), transport (local, mpi or none), config
-                                 (JSON), ...
-    /config               attrs: every configuration field (flattened, "params." prefix)
-    /tasks/names          (K,) UTF-8 task names        /tasks/samples  (K,) stream lengths
-    /tasks/offsets        (K+1,) task k's instances are [offsets[k], offsets[k+1]) of the
-                          per-instance arrays below
-    /predictions          (N,) int8 every instance's prediction (-1/+1), task by task, each
-                          task's in the order its stream was presented (the file's order, or
-                          shuffled by the run's --seed)
-    /metrics/mistakes     (N,) int8 1 where that prediction was wrong, 0 where right
-    /metrics/mean_curve   (T,) mean over tasks of the cumulative error after every round
-    /metrics/per_task_error, per_task_balanced_error, per_task_f1 (K,)
-    /metrics/confusion    (K, 4) tp, fp, fn, tn of the positive class
-    /metrics              attrs: error_by_length (JSON): for tasks of < 10, 10-100 and > 100
-                          instances, their number, instances, mean error and overall error
-    /model/...            final variables (W, Z, V, u for ADMM learners; Omega as its factors
-                          omega_basis, omega_values, omega_rest, and as omega, K x K, up to
-                          1024 tasks; U: per-task u of admm-single; node_*: every D-ADMM
-                          node's own copy)
-    /timing/seconds       (P, T, 3) per rank, round and phase (compute, communicate, wait)
-    /timing/roles         (P,) what each rank did ("server", "worker tasks 0-1", ...)
-    /timing/peak_rss_mib  (P,) peak resident memory of every rank
-    /timing/cpu_seconds   (P,) CPU seconds (user + system) each rank used during the rounds
-    /timing/staleness     (N, T) neighbour learners: mean age in rounds of the rows each node used
-    /timing/finish_seconds    (P,) seconds from the start of the rounds to each rank's last round's end
-    /timing/injected_seconds  (P,) seconds of sleep --slow and --delays added to each rank
-    /timing/last_at_barrier   (P,) rounds in which each rank was the last worker to arrive
-                              (attrs: workers, the ranks compared; /timing attrs: stragglers)
-    /timing/predicted_at      (H, T) when each task holder (a worker's or node's block of tasks,
-                              attrs: blocks, start and stop) started each round, that is
-                              predicted its instances (attrs: unit: seconds from the start of
-                              the rounds, or --sync partial's simulated time units)
-    /schedule/taken, used     (W, T) --sync partial: per worker and round, the server step
-                              that took its message, and the step whose reply its z-step used
-                              (attrs: min_workers, max_delay, replayed); --replay reads them
+Its layout, path by path, is docs/GUIDE.md's *Reading results*: the report's scalars and the
+JSON configuration as the root's attributes; /config (every field, flattened, "params."
+prefix); /tasks (names, samples, offsets: task k's instances are [offsets[k], offsets[k+1]) of
+the per-instance arrays); /predictions (int8, -1/+1, task by task, each in the order its stream
+was presented); /metrics; /model; /timing (per rank: seconds (P, T, 3) by phase, roles,
+peak_rss_mib, cpu_seconds, finish_seconds, injected_seconds, last_at_barrier, predicted_at;
+staleness (N, T) per node of neighbour learners); /schedule (--sync partial). Plain numpy types
+throughout, readable with h5py.
 """
 from __future__ import annotations
 
@@ -60,8 +27,7 @@ from ..errors import UserError
 from ..paths import output_file
 
 FORMAT = "omtl-mpi-results"
-# 2: per-instance arrays task-major with /tasks/offsets (1 had a dataset per task and (K, T)
-# arrays, which do not scale to 10^5 tasks)
+# bumped whenever the layout changes (2: per-instance arrays task-major, /tasks/offsets)
 VERSION = 2
 
 

@@ -1,22 +1,13 @@
-"""How the ranks of a run are started: one interface, one module per launcher.
+"""How the ranks of a run are started: one interface, one module per launcher (docs/DESIGN.md,
+*Launchers*): ``local`` (:mod:`.local`, mpiexec on this machine: ``run --np P`` and a sweep's
+runs by default), ``slurm`` (:mod:`.slurm`, srun for one run, ``sbatch --array`` jobs for
+sweeps) and ``launched`` (:mod:`.launched`, nothing to start: this process is a rank already).
 
-``local`` (:mod:`.local`)
-    the ``mpiexec`` next to this Python or on PATH: ``omtl-mpi run --np P`` on a laptop, and
-    every run of ``omtl-mpi sweep`` by default, each a subprocess of this machine.
-``slurm`` (:mod:`.slurm`)
-    ``srun --mpi=PLUGIN -n P`` for one run inside an allocation, and, for sweeps, ``sbatch
-    --array`` jobs whose elements run one run each through that same srun command.
-``launched`` (:mod:`.launched`)
-    nothing to start: this process is one rank of a job that mpiexec or srun started (or the
-    only process). It checks that the launcher and MPI agree on how many ranks there are.
-
-A launcher is an object with a ``name``, ``ready()`` (refuses, within seconds and before
-anything is started, a launcher that cannot start a job now: no mpiexec, no srun, Slurm's
-controller down), ``command(n_ranks, args)`` (the command line that runs ``omtl-mpi ARGS`` on
-``n_ranks`` ranks; made without starting anything, so that a dry run prints it anywhere) and
-``environment(env)`` (the variables that command needs added to ``env``, with the notices that
-announce them). A launcher that submits batch jobs (``batch = True``) also writes array
-scripts, submits them and says which of its jobs are still queued or running
+A launcher has a ``name``, ``batch``, ``ready()`` (refuses, within seconds and before anything
+starts, a launcher that cannot start a job now), ``command(n_ranks, args)`` (the command line
+that runs ``omtl-mpi ARGS`` on ``n_ranks`` ranks, made without starting anything) and
+``environment(env)`` (the variables it needs added, with the notices that announce them); a
+batch launcher also ``array_script``, ``submit``, ``states`` and ``element_id``
 (:class:`.slurm.Slurm`). Adding a launcher is one module with a ``LAUNCHER`` object and one
 line in :data:`MODULES`.
 """

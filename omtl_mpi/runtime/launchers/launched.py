@@ -1,12 +1,8 @@
 """The "already launched" mode: this process is one rank of a job that mpiexec or srun started
-(or the only process), and nothing is to be started. What it checks is that the launcher and
-MPI agree on the number of ranks.
-
-``srun -n 3 omtl-mpi run ...`` under Slurm's ``MpiDefault=none`` (many sites' default), or an
-mpiexec of another MPI than the one mpi4py loads, starts lone copies: three processes that each
-see an MPI world of one rank, each of which would run the whole job alone and write the same
-``--out``. :func:`check_world` stops every copy before it reads data, with one line naming the
-fix.
+(or the only process), and nothing is to be started. :func:`check_world` stops lone copies
+(processes that each see an MPI world of one rank, and would each run the whole job and write
+the same ``--out``: srun under Slurm's ``MpiDefault=none``, or an mpiexec of another MPI than
+mpi4py's) before they read data, with one line naming the fix (docs/DESIGN.md, *Launchers*).
 """
 from __future__ import annotations
 

