@@ -4,6 +4,8 @@ process and under MPI, under every caller (``omtl-mpi run``, the Python API's le
 tests): :func:`build` is the one place that makes them."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..algorithms.contract import all_finite
@@ -66,7 +68,8 @@ class Engine:
         self.predicted_at = None        # on --sync partial's simulated clock: (W, T) units
         if algo.pattern == "server":
             # the run's RowFormat, to the role classes that size their messages by it
-            more = {"rows": rows} if rows is not None and takes_rows(algo.worker) else {}
+            takes_rows = "rows" in inspect.signature(algo.worker).parameters     # C-ADMM's
+            more = {"rows": rows} if rows is not None and takes_rows else {}
             if partial is not None:
                 self.blocks = local
                 self.holders = [algo.worker(params, K, d, a, b, **more) for a, b in local]
@@ -117,33 +120,26 @@ class Engine:
     def run(self, batches, clock, hooks=NO_HOOKS, first_round: int = 0, instances=None,
             labels: bool = True):
         """Rounds ``first_round..T-1``; predictions per holder (int8, -1/+1, in the slots of its
-        stream's :class:`~omtl_mpi.data.rounds.RoundLayout`; booleans, True for +1, with
-        ``labels`` False) and staleness (holders x T).
-        ``hooks``: the between-round work (:class:`.schedule.Hooks`); ``instances``: every
-        round's instances over all the tasks (:func:`~omtl_mpi.data.rounds.round_instances`),
-        for the workers that plan by them.
-
-        While the rounds run, :attr:`preds` holds booleans (True for +1): one numpy call per
-        round instead of three; they become labels once, here.
-        """
+        stream's :class:`~omtl_mpi.data.rounds.RoundLayout`; with ``labels`` False booleans, True
+        for +1, as :attr:`preds` holds them while the rounds run: one numpy call a round, not
+        three) and staleness (holders x T). ``hooks``: the between-round work
+        (:class:`.schedule.Hooks`); ``instances``: every round's instances over all the tasks
+        (:func:`~omtl_mpi.data.rounds.round_instances`), for the workers that plan by them."""
         rounds = clock.rows.shape[0]
         if self.preds is None:
             self.preds = [np.zeros(b.n_slots, dtype=bool) for b in batches]
             self.staleness = np.zeros((len(self.holders), rounds))
+        for holder in self.holders if instances is not None else ():
+            plan = getattr(holder, "plan", None)
+            if plan is not None:
+                plan(instances, first_round)
         if self.partial is not None:
             self._run_partial(batches, clock, hooks)
         elif self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
-            plan = getattr(worker, "plan", None)
-            if plan is not None and instances is not None:
-                plan(instances, first_round)
             run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
                      self.preds[0] if self.preds else None, first_round, hooks)
         else:
-            for node in self.holders:
-                plan = getattr(node, "plan", None)
-                if plan is not None and instances is not None:
-                    plan(instances, first_round)
             run_graph(self.comm, self.holders, batches, clock, self.preds, self.staleness,
                       first_round, hooks)
         if not labels:          # the Python API's one-round calls: no conversion there and back
@@ -305,13 +301,6 @@ class _Round:
 
     def __getitem__(self, t):
         return self.item
-
-
-def takes_rows(cls) -> bool:
-    """Whether a role class takes the run's RowFormat (a ``rows`` keyword): the learners whose
-    messages carry entries of sparse rounds (C-ADMM)."""
-    import inspect
-    return "rows" in inspect.signature(cls).parameters
 
 
 def _arrays(tree):
