@@ -106,8 +106,7 @@ def _check_partial(cfg: RunConfig, algo, meta, size: int) -> None:
 
 def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | None) -> None:
     """The streams one rank holds, laid out in rounds, and the learner's own arrays
-    (:func:`check_model_memory`) must fit in this machine's memory (the task file's own check
-    is taskfile's)."""
+    (:func:`check_model_memory`) must fit in this machine's memory."""
     from ..data.footprint import available_memory, rank_streams_bytes
     free = available_memory()
     if free is None:
@@ -127,10 +126,8 @@ def _check_memory(cfg: RunConfig, meta, size: int, pattern: str, n_nodes: int | 
 def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                 n_nodes: int | None = None, rows=None) -> list:
     """What the chosen learner keeps on the rank that holds the most, as its registry entry
-    says (:class:`~omtl_mpi.algorithms.footprint.Part`: bytes, what it is, the fix): its
-    per-task arrays, and those it keeps of every task or node (the learner objects of the
-    Python API are checked the same way); ``rows``, the run's RowFormat, sizes C-ADMM's
-    messages of entries (None: as many as every coordinate)."""
+    says (a list of :class:`~omtl_mpi.algorithms.footprint.Part`: bytes, what, the fix);
+    ``rows``, the run's RowFormat, sizes C-ADMM's messages of entries (None: every coordinate)."""
     from ..algorithms.footprint import Held
     algo = registry.get(cfg.algo)
     everyone, blocks = placement(K, size, pattern, n_nodes)
@@ -144,9 +141,8 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
 
 def check_model_memory(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                        n_nodes: int | None = None, rows=None) -> None:
-    """The learner's own arrays (:func:`model_bytes`) must fit in this machine's memory,
-    checked before any is allocated. Raises SetupFailed naming the largest part and what to
-    change."""
+    """The learner's own arrays (:func:`model_bytes`) must fit in this machine's memory, before
+    any is allocated. Raises SetupFailed naming the largest part and what to change."""
     from ..data.footprint import available_memory
     free = available_memory()
     if free is None:
@@ -486,12 +482,10 @@ def collect(job: Job, out: str | None) -> dict | None:
     rank, size = world.rank, world.size
     if rank != 0 or not out:
         job.fault.check("write")             # rank 0 with a results file fails inside the write
-    gathered = _gather(world, job.roles, job.preds, job.batches, _node_extras(job),
-                       job.rounds, job.cfg.batch, job.dim)
+    gathered = _gather(world, job.roles, job.preds, job.batches, _node_extras(job), job.dim)
     timing = world.gather_rows(job.clock.rows[None], [1] * size)
     cpu_seconds = world.gather_rows(np.array([job.cpu_seconds]), [1] * size)
-    # peak resident memory of every rank (Linux reports KiB): shows that a worker holds only
-    # its own tasks
+    # every rank's peak resident memory in MiB (Linux reports KiB)
     peak_rss = world.gather_rows(
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, job.roles.local))
@@ -525,10 +519,8 @@ def collect(job: Job, out: str | None) -> dict | None:
         report["results"] = out
     # what the Python API keeps of a run (omtl_mpi.streams.Result): enough to write its file
     report["_written"] = (attrs, job.cfg.to_dict(), learned, measured)
-    report["_timing"] = measured.seconds
-    report["_roles"] = measured.roles
-    report["_last"] = measured.last
-    report["peak_rss_mib"] = measured.peak_rss.tolist()
+    report.update(_timing=measured.seconds, _roles=measured.roles, _last=measured.last,
+                  peak_rss_mib=measured.peak_rss.tolist())
     return report
 
 
@@ -598,8 +590,8 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         "algo": job.algo.name, "variant": getattr(params, "variant", "-"),
         "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
         "data": job.source.describe(), "tasks": meta.n_tasks, "dim": job.dim, "ranks": job.world.size,
-        "rounds": T, "batch": cfg.batch,
-        "seed": cfg.seed, "intercept": cfg.intercept, "scale": cfg.scale,
+        "rounds": T, "batch": cfg.batch, "seed": cfg.seed, "intercept": cfg.intercept,
+        "scale": cfg.scale,
         "mean_error": summary["mean_error"], "overall_error": summary["overall_error"],
         "error_by_length": summary["by_length"],
         "per_task_error": summary["per_task_error"].tolist(),
@@ -651,7 +643,7 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _gather(world, engine, preds, batches, extras, T, B, d) -> dict:
+def _gather(world, engine, preds, batches, extras, d) -> dict:
     """Every instance's prediction, label and mistake (task-major, flat), the holders'
     per-task arrays and the per-node extras, concatenated in task order on rank 0."""
     parts = {"predictions": [], "labels": [], "mistakes": []}
