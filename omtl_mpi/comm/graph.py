@@ -44,10 +44,9 @@ class LocalGraph:
 class MpiGraph:
     """This rank is node ``comm.rank`` of ``topology``; its neighbours are the graph's.
 
-    The exchange is one neighbourhood collective per round on the distributed-graph
-    communicator: a persistent ``Neighbor_allgather_init`` (MPI-4), bound once to the node's
-    message and inbox and started every round, or ``Ineighbor_allgather`` where the MPI
-    library predates MPI-4.
+    The exchange is one neighbourhood collective a round on the distributed-graph communicator:
+    a persistent ``Neighbor_allgather_init`` (MPI-4) started every round, else
+    ``Ineighbor_allgather``.
 
     Parameters
     ----------
@@ -56,10 +55,9 @@ class MpiGraph:
     message_shape : tuple
         Shape of what this node sends every round.
     message, inbox : ndarray, optional
-        The array a node's learner sends every round and the one it reads its neighbours'
-        messages from (shape (number of neighbours, *message_shape)): the request is bound to
-        them, so nothing is copied.  Learners that send a new array each round leave them out:
-        their messages are copied into, and received in, buffers of this object's own.
+        The array a node's learner sends every round and the one (number of neighbours,
+        *message_shape) it reads its neighbours' from: the request is bound to them, so nothing
+        is copied (without them: buffers of this object's own).
     """
 
     def __init__(self, comm, topology, message_shape, message=None, inbox=None):
@@ -98,15 +96,11 @@ class MpiGraph:
 
     def sum_nodes(self, messages: list, clock) -> list:
         """The sum over every node of the graph of their ``messages`` (arrays of one size), the
-        same bits on every node, for a few sums a run (the mixture prior's estimates:
-        docs/ALGORITHMS.md section 2.8).
+        same bits on every node, for a few sums a run (the mixture prior's estimates).
 
-        Each node's part floods the graph: at hop h every node sends its neighbours the parts
-        it got at hop h - 1 (at hop 1 its own), which are those of the nodes h - 1 hops from
-        it, so a neighbour knows what it will receive from the graph alone and a part crosses
-        an edge at most once each way; one ``Ineighbor_allgatherv`` per hop, as many hops as
-        the graph's diameter. Each node then adds the parts in node order, as C-ADMM's server adds
-        its workers' (:meth:`.mpi.MpiStar.reduce`).
+        Each node's part floods the graph, one ``Ineighbor_allgatherv`` a hop for as many hops
+        as its diameter, at hop h the parts of the nodes h - 1 hops away (docs/ALGORITHMS.md
+        section 2.8); each node then adds them in node order, as :meth:`.mpi.MpiStar.reduce`.
         """
         from mpi4py import MPI
 
@@ -140,9 +134,8 @@ class MpiGraph:
     def _flood_layers(self, clock) -> tuple:
         """Per hop h (1 .. the graph's diameter): the nodes h - 1 hops from this node (whose
         parts it sends) and, per neighbour in the exchange's order, those h - 1 hops from the
-        neighbour (whose parts it receives). Breadth-first searches from this node and its
-        neighbours; the hop count, the largest distance from any node, is the one number the
-        ranks agree on by a reduction (nonblocking, waited for without spinning)."""
+        neighbour (whose parts it receives). The diameter is the one number the ranks agree on
+        (a nonblocking reduction, waited for without spinning)."""
         from mpi4py import MPI
 
         from .waiting import wait

@@ -26,9 +26,8 @@ class MpiWorld:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
 
-    # The helpers below are rare set-up and tear-down collectives, where the ranks can arrive
-    # far apart (one loads data while another has none to load): each first waits for every
-    # rank without polling (waiting.arrive), then runs the collective among ranks all there.
+    # Rare set-up and tear-down collectives, where the ranks can arrive far apart: each first
+    # waits for every rank without polling (waiting.arrive), then runs among ranks all there.
 
     def agree(self, value):
         """Every rank's ``value`` in rank order, on every rank (a rare, small control message)."""
@@ -75,10 +74,8 @@ class MpiStar:
     """Rank 0 is the server, every other rank a worker.
 
     Per round each worker's flat message goes up once and the server's reply comes down once,
-    as persistent point-to-point requests (``Send_init``/``Recv_init``, started every round):
-    the buffers, counts and peers never change, so nothing is set up per round (unlike the
-    nonblocking collectives ``Igatherv`` and ``Iscatterv``). Requests complete with
-    :func:`omtl_mpi.comm.waiting.wait_all`, so a waiting rank yields its core.
+    as persistent point-to-point requests started every round (buffers, counts and peers never
+    change: nothing is set up per round), completed by :func:`.waiting.wait_all`.
 
     Parameters
     ----------
@@ -87,15 +84,12 @@ class MpiStar:
         Doubles each rank sends up / receives down per round (0 for rank 0).
     up_buffer, reply_buffer : ndarray, optional
         The array a worker's learner sends every round, and the one the server's learner
-        replies from: the requests are bound to them, so sending copies nothing.  Learners
-        that return a new array each round leave them out and their messages are copied into
-        buffers of this object's own.
+        replies from: the requests are bound to them, so sending copies nothing (without them:
+        buffers of this object's own).
     sized : bool
         The counts are capacities, and a message's first number says how many of its numbers
-        it uses: only those are sent (a round's entries of sparse instances, a prefix of
-        buffers sized for the fullest round). Each round then posts nonblocking requests of
-        the sizes used (``Irecv`` of the capacity, ``Isend`` of the prefix) instead of starting
-        persistent ones.
+        it uses (a round's entries of sparse instances): each round then posts nonblocking
+        requests of the sizes used (``Irecv`` of the capacity, ``Isend`` of the prefix).
     """
 
     UP, DOWN = 11, 12          # message tags

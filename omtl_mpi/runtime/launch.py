@@ -47,21 +47,16 @@ def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float
 
 def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None, outputs=()) -> int:
     """Run ``omtl-mpi ARGS`` on ``n_ranks`` ranks started by ``launcher`` (mpiexec, srun);
-    return its exit code.
+    return its exit code, 128 + the signal's number where SIGINT, SIGTERM or SIGHUP stopped it.
 
-    The launcher runs in a process group of its own; SIGINT, SIGTERM or SIGHUP sent to this
-    command is passed on to that whole group and waited for (SIGKILL after a grace period), so
-    that stopping the command stops every rank and no rank writes a file afterwards. The exit
-    code is then 128 + the signal's number.
-
-    ``before`` is called in the launcher's process before it starts (what the ranks inherit,
-    such as :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that
-    the job was stopped, and, before it starts, what the launcher overrides (Open MPI allowed to
-    run as root, which it would refuse).
-
-    ``outputs`` are the files the job writes (results, checkpoint): once it has ended, the
-    temporary files its ranks left of them are removed (:func:`omtl_mpi.atomic.remove_stale`).
-    Each rank removes its own when it is stopped, but mpiexec may kill a rank before it can.
+    The launcher runs in a process group of its own, to which such a signal is passed on and
+    waited for (SIGKILL after a grace period): stopping the command stops every rank, and no
+    rank writes a file afterwards (docs/RELIABILITY.md). ``before`` runs in the launcher's
+    process before it starts (what the ranks inherit, such as
+    :func:`omtl_mpi.fast.addresses.for_launch`'s personality); ``echo(line)`` says that the job
+    was stopped and, before it starts, what the launcher overrides (Open MPI run as root).
+    ``outputs`` (results, checkpoint): the temporary files the ranks left of them are removed
+    once the job has ended (mpiexec may kill a rank before it removes its own).
     """
     # one line of ours within seconds, where the launcher would fail later in its own words
     launcher.ready()
