@@ -24,7 +24,6 @@ class NoExchange:
         return list(messages)
 
 
-
 def run_graph(comm, nodes, streams, clock, preds, staleness, first_round: int = 0,
               hooks: Hooks = NO_HOOKS):
     """Run rounds ``first_round..T-1``, filling each local node's predictions ``preds[i]``

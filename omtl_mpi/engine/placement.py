@@ -1,8 +1,7 @@
 """Who holds which tasks: contiguous task blocks, and world-size validation per pattern."""
 from __future__ import annotations
 
-
-from ..algorithms.contract import task_blocks  # noqa: F401  (who holds what: the contract's)
+from ..algorithms.contract import task_blocks
 from ..errors import UserError
 
 

@@ -1,7 +1,6 @@
-"""The engine: a rank's roles of a run (server, workers, nodes) built from the placement, the
-exchange that joins them and their rounds, finiteness and state; the same objects in one
-process and under MPI, under every caller (``omtl-mpi run``, the Python API's learners, the
-tests): :func:`build` is the one place that makes them."""
+"""The engine: a rank's roles of a run (server, workers, nodes), the exchange that joins them,
+their rounds, finiteness and state; the same objects in one process and under MPI, for every
+caller: :func:`build` is the one place that makes them (docs/DESIGN.md, *Layers*)."""
 from __future__ import annotations
 
 import inspect
@@ -10,7 +9,7 @@ import numpy as np
 
 from ..algorithms.contract import all_finite
 from ..comm.local import LocalStar
-from .graph import run_graph
+from .graph import NoExchange, run_graph
 from .placement import placement
 from .schedule import NO_HOOKS
 from .star import run_star
@@ -103,7 +102,6 @@ class Engine:
         self.holders = [algo.node(params, K, d, a, b, topology, first + i)
                         for i, (a, b) in enumerate(local)]
         if topology is None:
-            from .graph import NoExchange
             self.comm = NoExchange()
             self.transport = "none"
         elif size == 1:

@@ -1,9 +1,6 @@
-"""The round schedule shared by every round loop: what happens between rounds.
-
-Before a round: the injected failure of --fail-at, if this is its round. After a round: the
-progress bar, the check that the model is still finite, and a checkpoint every so many rounds.
-The loops themselves only hold the math and the messages of one round; the between-round work
-is one :class:`Hooks` object that only :func:`rounds` reads.
+"""What happens between rounds, for every round loop: before a round, the injected failure of
+--fail-at; after it, the progress bar, the finiteness check and a checkpoint every so many
+rounds. The loops hold only one round's math and messages; :func:`rounds` does the rest.
 """
 from __future__ import annotations
 
