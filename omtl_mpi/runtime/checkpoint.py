@@ -1,15 +1,12 @@
 """Checkpoints: the full learning state of every rank in one HDF5 file, written atomically.
 
-Layout: root attributes ``format``, ``format_version``, ``round`` (rounds done), ``config``
-(JSON), ``fingerprint``, ``signature`` (JSON of the data set's names, lengths and d),
-``data_digest`` (SHA-256 of the data set's contents), ``state_digest`` (SHA-256 of the state
-below) and ``ranks``; one group ``rank_NNNN`` per rank holding that rank's learner state, its
-predictions so far, its staleness and its per-round timings, as nested groups of plain arrays.
-
-A checkpoint is read only after it is known to be one of this run's: same ranks, data set
-(names, lengths, d and contents) and configuration; its state is then checked against its
-digest and, on every rank, against the structure of that rank's learner (:func:`check_part`)
-before anything is restored. Nothing in it is ever unpickled.
+Root attributes ``format``, ``format_version``, ``round`` (rounds done), ``config`` (JSON),
+``fingerprint``, ``signature`` (of the data set's names, lengths and d), ``data_digest`` and
+``state_digest`` (SHA-256 of the data set's contents and of the state below) and ``ranks``; a
+group ``rank_NNNN`` per rank: its learner state, predictions so far, staleness and per-round
+timings, as nested groups of plain arrays, never unpickled. A checkpoint of another run is
+refused, and its state is checked against its digest and every rank's learner
+(:func:`check_part`) before anything is restored (docs/RELIABILITY.md).
 """
 from __future__ import annotations
 
@@ -28,9 +25,8 @@ from ..errors import UserError
 from ..paths import regular_file
 
 FORMAT = "omtl-mpi-checkpoint"
-# the layout and meaning of a checkpoint's arrays: bumped whenever either changes (a state's
-# shape, what a default resolves to), so that another release's checkpoint is refused in one
-# line instead of resuming into other numbers (the versions' history is in git)
+# bumped whenever the layout or meaning of a checkpoint's arrays changes (a state's shape, what a
+# default resolves to): another release's checkpoint is refused instead of resuming into others
 VERSION = 4
 
 
@@ -95,15 +91,10 @@ class Checkpoint:
     path: str
     done: int
     states: list            # every rank's part, in rank order
-    intact: bool            # its state matches its digest (True for a version-1 file: no digest)
+    intact: bool            # its state matches its digest (True where it has none)
 
     def verify(self) -> None:
-        """Refuse a checkpoint whose state does not match its digest.
-
-        Raises
-        ------
-        UserError
-        """
+        """Refuse (UserError) a checkpoint whose state does not match its digest."""
         if not self.intact:
             raise UserError(f"--resume {self.path}: its state does not match its digest: the file "
                             "is damaged; resume from another checkpoint or start the run afresh")
@@ -206,13 +197,8 @@ _SAME_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "f", "c": "c"}
 
 def check_part(path: str, rank: int, saved, expected) -> None:
     """Refuse rank ``rank``'s part of a checkpoint unless it has the keys, shapes and dtype
-    kinds of ``expected`` (this run's part: arrays, or :class:`Expect` leaves).
-
-    Raises
-    ------
-    UserError
-        One line: the file, the rank, the array and how it differs.
-    """
+    kinds of ``expected`` (this run's part: arrays, or :class:`Expect` leaves): a UserError of
+    one line naming the file, the rank, the array and how it differs."""
     problem = _mismatch(saved, expected, [])
     if problem is not None:
         raise UserError(f"--resume {path}: rank {rank}'s {problem}; the checkpoint is damaged or "

@@ -22,14 +22,8 @@ def launched_by_mpi() -> bool:
 
 def default_world():
     """An :class:`~omtl_mpi.comm.mpi.MpiWorld` on COMM_WORLD under MPI with more than one rank,
-    else the one-process :class:`~omtl_mpi.comm.local.LocalWorld` (no MPI initialised).
-
-    Raises
-    ------
-    UserError
-        On every one of several processes that a launcher started as lone copies, each an MPI
-        world of one rank (``srun`` without an MPI plugin): :func:`.launchers.launched.check_world`.
-    """
+    else the one-process :class:`~omtl_mpi.comm.local.LocalWorld` (no MPI initialised). Raises
+    UserError on every lone copy (:func:`.launchers.launched.check_world`)."""
     if launched_by_mpi():
         from ..comm.mpi import MpiWorld
         world = MpiWorld()

@@ -22,13 +22,7 @@ MODULES = {"local": "local", "slurm": "slurm", "launched": "launched"}
 
 
 def get(name: str):
-    """The launcher called ``name``.
-
-    Raises
-    ------
-    ConfigError
-        For a name that is not one of :data:`MODULES`.
-    """
+    """The launcher called ``name``; ConfigError for one that is not in :data:`MODULES`."""
     if name not in MODULES:
         raise ConfigError(f"unknown launcher {name!r}; choose one of {', '.join(MODULES)}")
     return importlib.import_module(f"{__name__}.{MODULES[name]}").LAUNCHER

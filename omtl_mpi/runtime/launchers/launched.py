@@ -60,13 +60,8 @@ def lone_copies_message(started: int, who: str, library: str) -> str:
 
 def check_world(size: int, environ=None) -> None:
     """Refuse to go on when the launcher started several processes and MPI's world (``size``
-    ranks, MPI initialised) has one.
-
-    Raises
-    ------
-    UserError
-        One line: how many copies, and the launch command that joins them into one job.
-    """
+    ranks, MPI initialised) has one: a UserError of one line, how many copies and the launch
+    command that joins them into one job."""
     said = announced(environ)
     if said is None or size != 1:
         return

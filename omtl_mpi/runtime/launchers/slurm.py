@@ -60,13 +60,8 @@ def minutes_of(value, where: str) -> int:
 def settings(table, where: str) -> dict:
     """A sweep file's ``[slurm]`` table, checked: partition, account, time (minutes, or None:
     from each run's timeout), mpi (a plugin name, or None: chosen as the module says), options
-    (extra sbatch options) and signal (seconds before the limit).
-
-    Raises
-    ------
-    ConfigError
-        One line naming the key and what to write.
-    """
+    (extra sbatch options) and signal (seconds before the limit); ConfigError, one line naming
+    the key and what to write."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table such as {{ partition = \"short\" }}")
     extra = sorted(set(table) - _KEYS)
@@ -152,13 +147,8 @@ def controller_reachable(tool: str) -> None:
 
     Where scontrol is missing, nothing is asked (the tool says what it finds). A controller is
     reachable when 'scontrol ping' says one is UP (a backup, where the primary is down), or
-    exits 0 without saying one is DOWN.
-
-    Raises
-    ------
-    UserError
-        One line: why the controller cannot be reached, and what to do.
-    """
+    exits 0 without saying one is DOWN. Raises UserError, one line: why the controller cannot
+    be reached, and what to do."""
     scontrol = shutil.which("scontrol")
     if not scontrol:
         return
@@ -201,12 +191,8 @@ class Slurm:
 
     def ready(self, tool: str = "srun") -> None:
         """Refuse, before anything is started or written, where ``tool`` (srun for a run,
-        sbatch for a sweep's submission) is missing or Slurm's controller cannot be reached.
-
-        Raises
-        ------
-        UserError
-        """
+        sbatch for a sweep's submission) is missing or Slurm's controller cannot be reached
+        (UserError)."""
         _tool(tool)
         controller_reachable(tool)
 
