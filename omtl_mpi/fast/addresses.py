@@ -108,15 +108,12 @@ def reexec_if_sharing(mode: str) -> None:
 
 def reexec_early(argv) -> None:
     """:func:`reexec_if_sharing` for ``run --aslr off``, called by ``python -m omtl_mpi`` before
-    anything else is imported: the interpreter that is replaced has then loaded almost nothing
-    (not click, not the command line).
+    anything else is imported, so that the interpreter replaced has loaded almost nothing.
 
-    Only the two words ``--aslr off``, as the last ``--aslr`` of a ``run`` command line without
-    ``--np`` or help, count here. Were they the value of another option, click would find
-    ``off`` left over and refuse the command line before any file is read, so this guess never
-    turns randomisation off for a run that click then runs with it on. Everything else (no
-    ``--aslr``: the default, on; ``--aslr=off``; ``--np``, whose process is the launcher and
-    not a rank) is left to the call in ``run`` itself, after click has parsed the line.
+    Only ``--aslr off`` as the last ``--aslr`` of a ``run`` line without ``--np`` or help counts:
+    were ``off`` the value of another option, click would refuse the line before any file is
+    read, so this guess never turns randomisation off for a run that click runs with it on.
+    Everything else (``--aslr=off``; ``--np``, whose process is no rank) is left to ``run``.
     """
     if argv[:1] != ["run"] or any(a.startswith(("--np", "-h", "--help")) for a in argv[1:]):
         return
@@ -126,11 +123,9 @@ def reexec_early(argv) -> None:
 
 
 def for_launch(mode: str, n_ranks: int):
-    """What ``--np`` runs in mpiexec's process before it starts (``preexec_fn``), or None: with
-    ``mode == "off"`` and ranks that will share cores, mpiexec and so its ranks start without
-    ASLR (the personality is inherited); the launching process itself is not changed. With
-    ``mode == "on"`` (the default), None: mpiexec and its ranks start as the system starts them.
-    """
+    """What ``--np`` runs in mpiexec's process before it starts (``preexec_fn``): with ``mode ==
+    "off"`` and ranks that will share cores, what starts mpiexec and so its ranks (which inherit
+    the personality) without ASLR; None otherwise. The launching process is not changed."""
     if mode == "off" and shares_cores(n_ranks, *_cpus()) and randomised() is True:
         return turn_off
     return None
