@@ -347,13 +347,10 @@ def _chunks(lengths, a: int, b: int, rows: int):
 
 
 def _resume(job: Job, path: str, notice) -> None:
-    """Every rank's state, predictions and clock as the checkpoint ``path`` holds them.
-
-    Rank 0 reads the file and refuses one of another run; every rank then checks its own part
-    against its learner before anything is restored, and every check goes through
-    :func:`collective`, so that all ranks agree and a damaged file is one line, not a crash
-    on one rank. Collective.
-    """
+    """Every rank's state, predictions and clock as the checkpoint ``path`` holds them: rank 0
+    reads the file, every rank checks its own part against its learner before anything is
+    restored, each check through :func:`collective`, so that a bad file is one line on every
+    rank, not a crash on one. Collective."""
     world, rank = job.world, job.world.rank
 
     def read():
@@ -377,13 +374,11 @@ def _checkpoint_part(job: Job, expected: bool = False) -> dict:
     clock; with ``expected``, what a checkpoint's part must look like for this run (the
     predictions and staleness are not made until the rounds start)."""
     roles = job.roles
-    if not expected:
-        return {"state": roles.state(), "preds": roles.preds, "staleness": roles.staleness,
-                "clock": job.clock.rows}
-    rounds = job.clock.rows.shape[0]
-    preds = [ckpt.Expect((b.n_slots,), "b") for b in job.batches]
-    return {"state": roles.state(), "preds": preds,
-            "staleness": ckpt.Expect((len(roles.holders), rounds), "f"), "clock": job.clock.rows}
+    preds, staleness = roles.preds, roles.staleness
+    if expected:
+        preds = [ckpt.Expect((b.n_slots,), "b") for b in job.batches]
+        staleness = ckpt.Expect((len(roles.holders), job.clock.rows.shape[0]), "f")
+    return {"state": roles.state(), "preds": preds, "staleness": staleness, "clock": job.clock.rows}
 
 
 def _restore(job: Job, path: str, saved: dict) -> None:
