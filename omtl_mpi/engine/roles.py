@@ -249,12 +249,11 @@ class Engine:
         return out
 
     def finite(self, tasks=None) -> bool:
-        """True when every variable of this rank's learner objects is finite.
+        """True when every variable of this rank's learner objects is finite, in one pass.
 
-        ``tasks`` (increasing indices of the run's tasks): only these tasks' rows changed
-        since the last check, so only they and the shared arrays are checked, where a role
-        can say which those are (its optional ``checked(rows)``, :mod:`..algorithms.contract`);
-        None: everything. One pass over all of them: the Python API checks after every call.
+        ``tasks`` (increasing indices of the run's tasks; None: everything): only these tasks'
+        rows changed since the last check (the Python API's, after every call), so only they and
+        the shared arrays are checked, where a role says which (its optional ``checked(rows)``).
         """
         arrays = []
         for holder, (a, b) in zip(self.holders, self.blocks):

@@ -45,9 +45,7 @@ NO_HOOKS = Hooks()
 def _next_event(done: int, last_round: int, every: int, check: bool) -> int:
     """The first round count after ``done`` at which a check or a checkpoint is due (past the
     last round: none), so that a round costs one comparison, not several remainders."""
-    due = [last_round] if check else []
-    if check:
-        due.append((done // CHECK_EVERY + 1) * CHECK_EVERY)
+    due = [last_round, (done // CHECK_EVERY + 1) * CHECK_EVERY] if check else []
     if every:
         due.append((done // every + 1) * every)
     return min(due) if due else last_round + 1
