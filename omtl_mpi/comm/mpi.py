@@ -45,8 +45,8 @@ class MpiWorld:
         arrive(self.comm)
         return self.comm.scatter(values, root=0)
 
-    def gather_rows(self, rows: np.ndarray, counts=None, root: int = 0):
-        """Concatenate every rank's ``rows`` (n_i, ...) on ``root`` in rank order (Gatherv).
+    def gather_rows(self, rows: np.ndarray, counts=None):
+        """Concatenate every rank's ``rows`` (n_i, ...) on rank 0 in rank order (Gatherv).
 
         The trailing shape and dtype must agree on all ranks; other ranks get None.
         """
@@ -57,12 +57,12 @@ class MpiWorld:
         if counts is None:
             counts = self.comm.allgather(rows.shape[0])
         mpitype = from_numpy_dtype(rows.dtype)
-        if self.rank == root:
+        if self.rank == 0:
             out = np.empty((int(sum(counts)),) + tail, dtype=rows.dtype)
             sizes = np.asarray(counts, dtype=np.int64) * per_row
-            self.comm.Gatherv([rows, mpitype], [out, (sizes, _displacements(sizes)), mpitype], root)
+            self.comm.Gatherv([rows, mpitype], [out, (sizes, _displacements(sizes)), mpitype], 0)
             return out
-        self.comm.Gatherv([rows, mpitype], None, root)
+        self.comm.Gatherv([rows, mpitype], None, 0)
         return None
 
     def barrier(self) -> None:
