@@ -141,14 +141,11 @@ def _why_down(text: str) -> str:
 
 
 def controller_reachable(tool: str) -> None:
-    """Refuse, within seconds, to start ``tool`` (srun, sbatch, squeue) where Slurm's
-    controller cannot be reached: asked by 'scontrol ping', which answers at once, where the
-    tool would retry for about 10 s and then fail in its own words, with no line of ours.
-
-    Where scontrol is missing, nothing is asked (the tool says what it finds). A controller is
-    reachable when 'scontrol ping' says one is UP (a backup, where the primary is down), or
-    exits 0 without saying one is DOWN. Raises UserError, one line: why the controller cannot
-    be reached, and what to do."""
+    """Refuse (UserError: why, and what to do), within seconds, to start ``tool`` (srun, sbatch,
+    squeue) where 'scontrol ping' says Slurm's controller cannot be reached: the tool would retry
+    for about 10 s, then fail in its own words. Reachable: 'scontrol ping' says one is UP (a
+    backup, where the primary is down), or exits 0 without saying one is DOWN; without scontrol
+    nothing is asked (the tool says what it finds)."""
     scontrol = shutil.which("scontrol")
     if not scontrol:
         return
@@ -217,12 +214,9 @@ class Slurm:
         lines = ["#!/bin/bash",
                  f"# {count} run{'s' if count > 1 else ''} of {ranks} rank{'s' if ranks > 1 else ''}, "
                  f"at most {minutes} min each; written by 'omtl-mpi sweep --launcher slurm'",
-                 f"#SBATCH --job-name={name}",
-                 f"#SBATCH --array={array}",
-                 f"#SBATCH --ntasks={ranks}",
-                 f"#SBATCH --time={minutes}",
-                 f"#SBATCH --signal=B:USR1@{settings['signal']}",
-                 f"#SBATCH --output={log}"]
+                 f"#SBATCH --job-name={name}", f"#SBATCH --array={array}",
+                 f"#SBATCH --ntasks={ranks}", f"#SBATCH --time={minutes}",
+                 f"#SBATCH --signal=B:USR1@{settings['signal']}", f"#SBATCH --output={log}"]
         lines += [f"#SBATCH --{key}={settings[key]}" for key in ("partition", "account") if settings.get(key)]
         lines += [f"#SBATCH {option}" for option in settings.get("options", [])]
         lines += ["", "exec " + shlex.join(element), ""]
