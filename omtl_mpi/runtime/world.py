@@ -39,11 +39,8 @@ class SetupFailed(UserError):
 
 
 def collective(world, fn):
-    """Run ``fn()`` on every rank; if it raised a UserError on any rank, raise SetupFailed on all.
-
-    The messages of all ranks are merged (duplicates removed, rank order kept), so rank 0 can
-    print them once and every rank can exit cleanly with the same code: no hang, no Abort.
-    """
+    """Run ``fn()`` on every rank; if it raised a UserError on any rank, raise SetupFailed on all,
+    with every rank's lines once in rank order: every rank exits with the same code, no hang."""
     result, message = None, None
     try:
         result = fn()

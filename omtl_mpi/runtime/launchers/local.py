@@ -64,25 +64,11 @@ def uses_open_mpi() -> bool:
 
 
 def root_override(environ=None, euid: int | None = None, open_mpi: bool | None = None) -> dict:
-    """The variables that let Open MPI's mpiexec run as root, where they must be added.
-
-    Parameters
-    ----------
-    environ : mapping, optional
-        The environment the job would get (default: this process's).
-    euid : int, optional
-        The effective user id (default: this process's).
-    open_mpi : bool, optional
-        Whether the launcher is Open MPI's (default: :func:`uses_open_mpi`); MPICH runs as root
-        anyway, so there is nothing to override, and nothing to announce.
-
-    Returns
-    -------
-    dict
-        Each of :data:`ROOT_VARS` that ``environ`` lacks, set to ``"1"``, when running as root;
-        empty otherwise, and when the user set them (then nothing is overridden behind their
-        back). A non-empty result is what :data:`ROOT_NOTICE` announces.
-    """
+    """The variables that let Open MPI's mpiexec run as root, where they must be added: each
+    of :data:`ROOT_VARS` that ``environ`` (default: this process's) lacks, set to ``"1"``, when
+    ``euid`` (default: this process's) is root and the launcher is Open MPI's (``open_mpi``,
+    default: :func:`uses_open_mpi`; MPICH runs as root anyway); empty otherwise, and where the
+    user set them. A non-empty result is what :data:`ROOT_NOTICE` announces."""
     environ = os.environ if environ is None else environ
     if euid is None:
         euid = os.geteuid() if hasattr(os, "geteuid") else -1
