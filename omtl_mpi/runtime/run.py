@@ -593,8 +593,7 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         "balanced_error": summary["balanced_error"], "f1": summary["f1"],
         # the rounds this invocation ran (all of them, or those after the checkpoint)
         "seconds": job.seconds, "ms_per_round": 1000.0 * job.seconds / ran,
-        # when the first round started on rank 0 (UNIX time): its difference from when the
-        # command started is what reading and laying out the data took
+        # rank 0's first round (UNIX time): after the command's start by the data's set-up
         "learning_started": job.learning_started,
         "task_names": list(meta.names), "eta": getattr(params, "eta", None),
         "transport": job.roles.transport,
@@ -610,9 +609,8 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         "last_at_barrier": measured.last.tolist(),
     }
     if job.topology is not None:
-        report["topology"] = job.topology.name
-        report["nodes"] = job.topology.n_nodes
-        report["mean_staleness"] = float(gathered["staleness"].mean()) if T else 0.0
+        report.update(topology=job.topology.name, nodes=job.topology.n_nodes,
+                      mean_staleness=float(gathered["staleness"].mean()) if T else 0.0)
     return report
 
 
