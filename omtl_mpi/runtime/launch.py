@@ -108,9 +108,8 @@ _MPICH_ABORT = re.compile(rb"^Abort\(\d+\) on node \S+ \(rank \d+ in comm \d+\):
 
 class _Relay:
     """Copies one of mpiexec's output streams to this process's as it comes, leaving out the
-    lines that ``drop`` matches (MPICH's line about an MPI_Abort on stderr: a job that stops on
-    an error then ends in the job's one line, as in one process) and everything once the job
-    is being stopped on purpose (:attr:`quiet`: mpiexec's banner about the ranks it stopped)."""
+    lines ``drop`` matches (MPICH's line about an MPI_Abort: a job stopped by an error ends in
+    its one line, as in one process) and, once :attr:`quiet` (stopped on purpose), all."""
 
     def __init__(self, pipe, stream, drop=None):
         import threading

@@ -23,11 +23,8 @@ def _count(environ, name: str) -> int | None:
 
 def announced(environ=None) -> tuple[int, str] | None:
     """(processes, "srun" or "mpiexec"): how many processes this process's launcher says it
-    started, when more than one; None otherwise.
-
-    Slurm's job step says it with SLURM_STEP_NUM_TASKS (SLURM_NTASKS inside a step of an srun
-    too old for it; alone, SLURM_NTASKS is also set in a batch script, which is one process).
-    """
+    started, when more than one; None otherwise. Slurm's step says it with SLURM_STEP_NUM_TASKS
+    (SLURM_NTASKS inside a step of an older srun; alone, it is set in a batch script too)."""
     environ = os.environ if environ is None else environ
     said = next((n for n in map(lambda v: _count(environ, v), _MPI_SIZE_VARS) if n is not None), None)
     step = _count(environ, "SLURM_STEP_NUM_TASKS")
