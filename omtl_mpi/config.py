@@ -57,17 +57,19 @@ class RunConfig:
         "help": "d-admm/d-psgd in one process: nodes to simulate (default: one per task). Under "
                 "MPI every rank is a node. With --sync partial in one process: the workers."})
     sync: str = field(default="full", metadata={
-        "help": "Rounds of c-admm: full: the server waits for every worker, every round (the "
-                "paper's); partial: it steps once --min-workers have sent, and a worker goes on "
-                "with the newest reply it holds. In one process, partial runs the workers on a "
-                "simulated clock (--slow and --delays set their pace).",
+        "help": "Rounds of c-admm and d-admm: full: every round waits for every worker (the "
+                "server) or neighbour (a node), the paper's; partial: c-admm's server steps once "
+                "--min-workers have sent and a worker goes on with the newest reply it holds, a "
+                "d-admm node mixes with the newest table it holds of each neighbour. In one "
+                "process, partial runs on a simulated clock (--slow and --delays set the pace).",
         "choices": SYNC_MODES})
     min_workers: int | None = field(default=None, metadata={
         "help": "--sync partial: the server steps once this many workers have sent since its "
                 "last step (default: half the workers, at least 1).", "metavar": "S"})
     max_delay: int | None = field(default=None, metadata={
         "help": "--sync partial: the newest message of a worker that the server uses is at most "
-                "this many of its steps old; it waits for that worker first (default: 8).",
+                "this many of its steps old, a neighbour's table that a node uses this many of "
+                "its rounds; it waits for that one first (default: 8).",
         "metavar": "TAU"})
 
     def __post_init__(self):
@@ -103,11 +105,14 @@ class RunConfig:
             out["topology"] = why
             if pattern != "server" or self.sync != "partial":
                 out["nodes"] = why + " (and --sync partial is not given)" * (pattern == "server")
-        if pattern != "server":
-            out["sync"] = f"only a server's rounds can be partial, and {self.algo} has no server"
+        if pattern == "none":
+            out["sync"] = f"{self.algo} learns every task alone, with no rounds to wait for"
         if self.sync != "partial":
             why = "it applies to --sync partial only"
             out["min_workers"] = out["max_delay"] = why
+        elif pattern == "neighbours":
+            out["min_workers"] = (f"{self.algo}'s nodes wait for no number of others: "
+                                  "--max-delay bounds the age of each neighbour's table")
         if self.data != "synthetic":
             why = f"it describes the built-in synthetic data, and --data is {self.data}"
             for name in ("synth_tasks", "synth_samples", "synth_seed", "synth_normalize"):

@@ -398,15 +398,19 @@ def _read_schedule(f, read, path) -> dict | None:
     if "schedule" not in f:
         return None
     group = read(f, "schedule")
-    out = {key: read(group, key)[()] for key in ("taken", "used")}
-    if any(v.ndim != 2 or v.dtype.kind != "i" for v in out.values()) or out["taken"].shape != out["used"].shape:
-        raise UserError(f"{path}: /schedule/taken and /schedule/used are not two integer arrays "
-                        "of one shape (workers x rounds); the file is damaged")
-    for key in ("min_workers", "max_delay", "replayed"):
+    graph = "taken" not in group            # a graph's: used only, node x round x neighbour
+    out = {"taken": None if graph else read(group, "taken")[()], "used": read(group, "used")[()]}
+    shapes = [v.shape for v in out.values() if v is not None]
+    if (any(v.dtype.kind != "i" for v in out.values() if v is not None)
+            or any(len(shape) != (3 if graph else 2) for shape in shapes) or len(set(shapes)) > 1):
+        raise UserError(f"{path}: /schedule's arrays are not integer arrays of the shapes a "
+                        "schedule has; the file is damaged")
+    for key in ("max_delay", "replayed") + (() if graph else ("min_workers",)):
         value = group.attrs.get(key)
         if value is None:
             raise UserError(f"{path}: /schedule lacks its attribute {key}; the file is damaged")
         out[key] = bool(value) if key == "replayed" else int(value)
+    out.setdefault("min_workers", None)
     return out
 
 

@@ -116,7 +116,6 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
     (["--sync", "partial", "--min-workers", "6"], "--min-workers 6 is more than the run's 5 workers"),
     (["--sync", "partial", "--nodes", "6"], "has at most 5 workers"),
     (["--sync", "partial", "--checkpoint-every", "10"], "--sync partial runs do not write or resume"),
-    (["--algo", "d-admm", "--sync", "partial"], "--sync does nothing for this run"),
     (["--sync", "partial", "--max-delay", "-1"], "--max-delay must be an integer >= 0"),
 ])
 def test_what_cannot_run_asynchronously_says_so_in_one_line(capsys, tmp_path, args, message):
@@ -227,3 +226,81 @@ def test_every_server_learner_runs_asynchronously_or_says_why_in_one_line(capsys
         refused(capsys, "run", "--algo", name, "--synth-tasks", "3", "--synth-samples", "60",
                 "--sync", "partial", "--out", out, needle=f"error: {name} cannot run with --sync partial: ")
         assert not out.exists()
+
+
+# ------------------------------------------------------------------ D-ADMM: gossip that lags
+RING = [[1, 3], [0, 2], [1, 3], [0, 2]]
+
+
+@pytest.mark.parametrize("TAU", [0, 1, 4])
+def test_a_simulated_graph_schedule_keeps_every_table_within_the_delay_bound(TAU):
+    from omtl_mpi.engine.partial import check_graph_schedule, simulate_graph
+    rng = np.random.default_rng(TAU)
+    factors = rng.uniform(0.5, 3.0, (4, 50))
+    factors[2] *= 4
+    used = simulate_graph(factors, RING, TAU)
+    check_graph_schedule(used, RING, 4, 50, TAU)
+    rounds = np.arange(50)[:, None]
+    assert (used >= rounds - TAU).all()                     # never older than TAU rounds
+    assert (np.diff(used, axis=1) >= 0).all()               # never older than the last one
+    assert np.array_equal(used, simulate_graph(factors, RING, TAU))
+    if TAU:
+        assert (used > rounds).any()         # a fast node's table from ahead of the reader
+    # at an equal pace with TAU = 0: the neighbours' tables of the same round, as in lockstep
+    assert (simulate_graph(np.ones((4, 5)), RING, 0) == np.arange(5)[None, :, None]).all()
+
+
+def test_a_damaged_graph_schedule_is_one_line():
+    from omtl_mpi.engine.partial import check_graph_schedule, simulate_graph
+    used = simulate_graph(np.ones((4, 6)), RING, 1)
+    bad = used.copy()
+    bad[1, 4, 0] = 1                                        # 3 rounds old, TAU 1
+    with pytest.raises(UserError, match="older than --max-delay 1 allows"):
+        check_graph_schedule(bad, RING, 4, 6, 1)
+    with pytest.raises(UserError, match="is for 4 nodes and 6 rounds of 2 neighbours"):
+        check_graph_schedule(used, RING, 4, 7, 1)
+
+
+def test_d_admm_in_lockstep_is_synchronous_d_admm_and_lags_otherwise(capsys, tmp_path):
+    data = ("--algo", "d-admm", "--synth-tasks", "4", "--synth-samples", "200")
+    sync, lock, lag, lag2 = (tmp_path / f"{n}.h5" for n in ("sync", "lock", "lag", "lag2"))
+    assert cli(capsys, "run", *data, "--out", sync)[0] == 0
+    assert cli(capsys, "run", *data, "--sync", "partial", "--max-delay", "0", "--out", lock)[0] == 0
+    assert _same(sync, lock) == []
+    for out in (lag, lag2):
+        assert cli(capsys, "run", *data, "--sync", "partial", "--slow", "2:5", "--out", out)[0] == 0
+    assert _same(lag, lag2) == [] and "predictions" in _same(sync, lag)
+    with h5py.File(lag) as f:
+        used = f["schedule/used"][()]
+        assert used.shape == (4, 200, 2) and "taken" not in f["schedule"]
+        assert f["timing/staleness"].shape == (4, 200)
+    again = tmp_path / "again.h5"
+    assert cli(capsys, "run", "--replay", lag, "--out", again)[0] == 0
+    assert _same(lag, again) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--algo", "d-admm", "--synth-tasks", "12"], "d-admm cannot run with --sync partial: the "
+                                                  "vote's mixture prior"),
+    (["--algo", "d-psgd"], "d-psgd cannot run with --sync partial: its nodes average"),
+    (["--algo", "d-admm", "--min-workers", "2"], "--min-workers does nothing for this run"),
+    (["--algo", "pa"], "--sync does nothing for this run: pa learns every task alone"),
+])
+def test_what_cannot_gossip_asynchronously_says_so_in_one_line(capsys, args, message):
+    refused(capsys, "run", "--synth-samples", "50", "--sync", "partial", *args, needle=message)
+
+
+@pytest.mark.mpi
+def test_an_asynchronous_d_admm_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp_path):
+    run, again = tmp_path / "run.h5", tmp_path / "again.h5"
+    r = omtl("run", "--algo", "d-admm", "--topology", "ring", "--synth-tasks", "4",
+             "--synth-samples", "300", "--sync", "partial", "--max-delay", "3", "--slow", "1:4",
+             "--out", run, np_ranks=4, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(run) as f:
+        used = f["schedule/used"][()]
+    from omtl_mpi.engine.partial import check_graph_schedule
+    check_graph_schedule(used, RING, 4, 300, 3)
+    code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
+    assert code == 0, err
+    assert _same(run, again) == []

@@ -129,6 +129,18 @@ class DAdmmNode:
         self._paper = params.variant == "paper"
         self.round = 0
 
+    @staticmethod
+    def merges(params, n_tasks: int, dim: int, rows=None):
+        """For ``--sync partial`` (each node mixes with the newest table it holds of each
+        neighbour: the tables' stamps already let it keep the freshest rows), ``{}``; or why
+        it cannot (a string): the mixture prior's EM steps are sums over every node at once."""
+        names = vote_experts(n_tasks, dim, params.class_weight) if params.experts else ()
+        if BAYES in names and mixture.used(dim):
+            return ("the vote's mixture prior (more tasks than features) is estimated from sums "
+                    "over every node in the same round; use --no-experts, or fewer tasks than "
+                    "features")
+        return {}
+
     @property
     def stamps(self) -> np.ndarray:
         """The round in which each node's rows, as this node knows them, were written (N,)."""

@@ -235,7 +235,7 @@ def _replay_of(path: str) -> tuple:
         raise UserError(f"--replay {path}: its configuration is not one this version runs "
                         f"({exc}); replay it with the omtl-mpi that wrote it") from None
     taken, used = measured.schedule["taken"], measured.schedule["used"]
-    return dataclasses.replace(cfg, nodes=taken.shape[0]), (taken, used)
+    return dataclasses.replace(cfg, nodes=used.shape[0]), (taken, used)
 
 
 def _strip_option(args: list[str], name: str) -> list[str]:

@@ -363,3 +363,181 @@ class Partial:
         self.min_workers, self.max_delay = min_workers, max_delay
         self.stragglers = stragglers if stragglers is not None else Stragglers()
         self.schedule = schedule
+
+
+# -- D-ADMM: a node mixes with the newest table it holds of each neighbour ------------------
+
+def simulate_graph(factors: np.ndarray, neighbours: list, TAU: int) -> np.ndarray:
+    """The schedule ``used`` (N x T x the most neighbours, -1 padded) of nodes whose rounds
+    last ``factors`` (N x T) time units: node i sends its table as its local step ends, and
+    merges once every neighbour's newest table is at most TAU of its rounds old (it waits for
+    it otherwise), with the newest it holds of each; messages take no time, and the tables that
+    arrive at an instant are there for every merge at that instant."""
+    import heapq
+    N, T = factors.shape
+    width = max((len(nb) for nb in neighbours), default=0)
+    used = np.full((N, T, width), -1, dtype=np.int64)
+    sent = [-1] * N                         # each node's newest table sent
+    events = [(float(factors[i, 0]), i) for i in range(N)] if T else []
+    heapq.heapify(events)
+    waiting = []                            # nodes whose table of round t is sent, merge due
+    done = [0] * N
+    while events or waiting:
+        now = events[0][0] if events else None
+        while events and events[0][0] == now:
+            _, i = heapq.heappop(events)
+            sent[i] += 1
+            waiting.append(i)
+        merged = True
+        while merged:
+            merged = False
+            for i in sorted(waiting):
+                t = sent[i]
+                if all(sent[j] >= t - TAU for j in neighbours[i]):
+                    used[i, t, :len(neighbours[i])] = [sent[j] for j in neighbours[i]]
+                    waiting.remove(i)
+                    done[i] = t + 1
+                    if t + 1 < T:
+                        heapq.heappush(events, (now + float(factors[i, t + 1]), i))
+                    merged = True
+        if not events and waiting:          # cannot happen: TAU >= 0 and every node sends
+            raise RuntimeError("the simulated graph schedule is stuck")
+    return used
+
+
+def check_graph_schedule(used: np.ndarray, neighbours: list, N: int, T: int, TAU: int) -> None:
+    """UserError unless ``used`` is a schedule of N nodes and T rounds on these neighbours:
+    per neighbour a table of a round it had sent, never older than TAU rounds, never older than
+    the one used the round before."""
+    where = "the schedule to replay (--replay)"
+    width = max((len(nb) for nb in neighbours), default=0)
+    if used.shape != (N, T, width):
+        raise UserError(f"{where} is for {used.shape[0]} nodes and {used.shape[1]} rounds of "
+                        f"{used.shape[2]} neighbours at most, the run has {N}, {T} and {width}")
+    rounds = np.arange(T)[:, None]
+    for i, nb in enumerate(neighbours):
+        mine = used[i, :, :len(nb)]
+        if ((mine < rounds - TAU).any() or (mine >= T).any()
+                or (np.diff(mine, axis=0) < 0).any() or (used[i, :, len(nb):] != -1).any()):
+            raise UserError(f"{where} gives node {i} tables its neighbours had not sent, or older "
+                            f"than --max-delay {TAU} allows; the file is damaged")
+
+
+def run_graph_schedule(nodes, streams, preds, staleness, used, neighbours, clock,
+                       hooks=None) -> None:
+    """Every node's rounds of the schedule ``used`` in this process: node i's round t after
+    its round t - 1 and after each neighbour's local step of the round whose table it uses;
+    the tables are the copies their nodes sent (kept until no neighbour can use them)."""
+    N, T = used.shape[:2]
+    sent = [{} for _ in range(N)]           # per node: {round: its table then}
+    slots = [s.slot_ptr.tolist() for s in streams]
+    stepped = [0] * N                       # rounds whose local step is done
+    finished = [0] * N                      # rounds merged and finished
+    rows = clock.rows
+    progress = hooks.progress if hooks is not None else None
+    fault = hooks.fault if hooks is not None else None
+    fail_at = fault.at if fault is not None else -1
+    while min(finished, default=T) < T:
+        moved = False
+        for i in range(N):
+            node, nb = nodes[i], neighbours[i]
+            while finished[i] < T:
+                t = finished[i]
+                if stepped[i] == t:
+                    if t == fail_at:
+                        fault.trigger(t)
+                    t0 = perf_counter()
+                    preds[i][slots[i][t]:slots[i][t + 1]] = node.local_step(*streams[i][t]).reshape(-1)
+                    sent[i][t] = node.message.copy()
+                    stepped[i] = t + 1
+                    rows[t, 0] += perf_counter() - t0
+                    moved = True
+                wanted = used[i, t, :len(nb)]
+                if any(r >= 0 and r not in sent[j] for r, j in zip(wanted, nb)):
+                    break
+                t0 = perf_counter()
+                # no table of a neighbour yet (-1): zeros, whose stamps lose to every row's
+                received = np.zeros((len(nb), node.message.size))
+                for n, (j, r) in enumerate(zip(nb, wanted)):
+                    if r >= 0:
+                        received[n] = sent[j][int(r)]
+                staleness[i, t] = node.merge(received)
+                node.finish_round()
+                finished[i] = t + 1
+                rows[t, 0] += perf_counter() - t0
+                moved = True
+        # a table no neighbour can use any more (each uses ever newer ones) is dropped
+        for j in range(N):
+            users = [used[k, finished[k], list(neighbours[k]).index(j)]
+                     for k in neighbours[j] if finished[k] < T]
+            low = min((max(int(u), 0) for u in users), default=T)
+            for r in [r for r in sent[j] if r < low]:
+                del sent[j][r]
+        if progress is not None:
+            progress.update(min(finished))
+        if not moved:
+            raise UserError("the schedule to replay (--replay) cannot be run: a round waits for "
+                            "a table that waits for it; the file is damaged")
+    if progress is not None:
+        progress.close()
+
+
+def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: int, TAU: int,
+           clock, hooks) -> np.ndarray:
+    """A D-ADMM node's side under MPI (node ``me`` is rank ``me``): every round, step, send
+    the table to every neighbour and merge the newest table it holds of each, waiting only for
+    one older than TAU rounds. Returns the round of each neighbour's table it used (T x n)."""
+    from mpi4py import MPI
+
+    from ..comm.waiting import wait, wait_all
+    size = node.message.size
+    n = len(neighbours)
+    outbox = [np.empty(size + 1), np.empty(size + 1)]       # this round's and the last one's
+    sends = [[], []]
+    inbox = [np.empty(size + 1) for _ in range(n)]
+    newest = np.zeros((n, size))
+    have = [-1] * n
+    receives = [comm.Irecv([inbox[k], MPI.DOUBLE], j, DOWN) if T else MPI.REQUEST_NULL
+                for k, j in enumerate(neighbours)]
+    used = np.full((T, n), -1, dtype=np.int64)
+    slots = stream.slot_ptr.tolist()
+    delay = hooks.delay.after if hooks.delay is not None else None
+    fail_at = hooks.fault.at if hooks.fault is not None else -1
+
+    def take(k) -> None:
+        newest[k] = inbox[k][:-1]
+        have[k] = int(inbox[k][-1])
+        receives[k] = (comm.Irecv([inbox[k], MPI.DOUBLE], neighbours[k], DOWN)
+                       if have[k] < T - 1 else MPI.REQUEST_NULL)
+    for t in range(T):
+        if t == fail_at:
+            hooks.fault.trigger(t)
+        clock.start()
+        t0 = perf_counter()
+        preds[slots[t]:slots[t + 1]] = node.local_step(*stream[t]).reshape(-1)
+        if delay is not None:
+            delay(t, perf_counter() - t0)
+        box = outbox[t % 2]
+        wait_all(sends[t % 2], clock)
+        t1 = perf_counter()
+        box[:-1] = node.message
+        box[-1] = t
+        sends[t % 2] = [comm.Isend([box, MPI.DOUBLE], j, DOWN) for j in neighbours]
+        for k in range(n):
+            while receives[k] != MPI.REQUEST_NULL and receives[k].Test():
+                take(k)
+        clock.comm += perf_counter() - t1
+        for k in range(n):
+            while have[k] < t - TAU:            # too old: wait for that neighbour
+                wait(receives[k], clock)
+                take(k)
+        used[t] = have
+        staleness[t] = node.merge(newest)
+        node.finish_round()
+        clock.stop(t)
+    for k in range(n):          # the neighbours' last tables: not used, but received
+        while have[k] < T - 1:
+            wait(receives[k], clock)
+            take(k)
+    wait_all(sends[0] + sends[1], clock)
+    return used

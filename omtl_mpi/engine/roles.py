@@ -104,6 +104,9 @@ class Engine:
         if topology is None:
             self.comm = NoExchange()
             self.transport = "none"
+        elif partial is not None:           # point-to-point tables (.partial.gossip)
+            self.neighbours = [list(topology.neighbours(i)) for i in range(topology.n_nodes)]
+            self.comm, self.rank = (None if size == 1 else world.comm), rank
         elif size == 1:
             from ..comm.graph import LocalGraph
             self.comm = LocalGraph(topology, [getattr(h, "inbox", None) for h in self.holders])
@@ -152,7 +155,9 @@ class Engine:
         from . import partial as async_rounds
         p, rounds = self.partial, clock.rows.shape[0]
         W = len(self.all_blocks)
-        if self.comm is None:
+        if self.algo.pattern != "server":
+            self._run_partial_graph(batches, clock, hooks)
+        elif self.comm is None:
             factors = np.stack([p.stragglers.factors(w + 1, rounds) for w in range(W)])
             if p.schedule is not None:
                 taken, used = p.schedule
@@ -175,6 +180,32 @@ class Engine:
             self.schedule = (None, async_rounds.work(
                 self.comm, self.holders[0], batches[0], self.preds[0], rounds,
                 self._down_sizes[w], clock, hooks))
+
+    def _run_partial_graph(self, batches, clock, hooks) -> None:
+        """D-ADMM's ``--sync partial``: in one process every node on the simulated clock (or
+        the schedule to replay), under MPI this rank's node (:func:`.partial.gossip`)."""
+        from . import partial as async_rounds
+        p, rounds, nb = self.partial, clock.rows.shape[0], self.neighbours
+        if self.comm is None:
+            N = len(nb)
+            factors = np.stack([p.stragglers.factors(i, rounds) for i in range(N)])
+            if p.schedule is not None:
+                used = p.schedule[1]
+            else:
+                used = async_rounds.simulate_graph(factors, nb, p.max_delay)
+                self.predicted_at = np.cumsum(factors, axis=1) - factors
+            async_rounds.check_graph_schedule(used, nb, N, rounds, p.max_delay)
+            async_rounds.run_graph_schedule(self.holders, batches, self.preds, self.staleness,
+                                            used, nb, clock, hooks)
+            self.schedule = (None, used)
+        else:
+            mine = async_rounds.gossip(self.comm, self.holders[0], self.rank, nb[self.rank],
+                                       batches[0], self.preds[0], self.staleness[0], rounds,
+                                       p.max_delay, clock, hooks)
+            width = max(len(n) for n in nb)
+            padded = np.full((1, rounds, width), -1, dtype=np.int64)
+            padded[0, :, :mine.shape[1]] = mine
+            self.schedule = (None, padded)
 
     def step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count: np.ndarray,
              clock) -> np.ndarray:

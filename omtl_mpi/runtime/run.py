@@ -71,6 +71,8 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
+        if cfg.sync == "partial":
+            _check_partial(cfg, algo, meta, size)
     _check_memory(cfg, meta, size, algo.pattern,
                   topology.n_nodes if topology is not None else _workers(cfg, meta, size))
     if out is not None:                 # '' or 0 is a bad name, not "no results file"
@@ -78,20 +80,27 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     return algo, meta, topology
 
 
-def _workers(cfg: RunConfig, meta, size: int) -> int | None:
-    """The workers of --sync partial in one process (--nodes, default one per task); None
-    otherwise (under MPI every worker is a rank)."""
-    return (cfg.nodes or meta.n_tasks) if cfg.sync == "partial" and size == 1 else None
+def _workers(cfg: RunConfig, meta, size: int, pattern: str = "server") -> int | None:
+    """The workers of C-ADMM's --sync partial in one process (--nodes, default one per task);
+    None otherwise (under MPI every worker is a rank; a graph's nodes are the topology's)."""
+    if pattern != "server" or cfg.sync != "partial" or size > 1:
+        return None
+    return cfg.nodes or meta.n_tasks
 
 
 def _check_partial(cfg: RunConfig, algo, meta, size: int) -> None:
-    """--sync partial: a learner whose messages fold, workers that exist, S of them at most."""
+    """--sync partial: a learner whose messages fold (C-ADMM) or whose nodes can mix with older
+    tables (D-ADMM), workers that exist, S of them at most."""
     K, d = meta.n_tasks, model_dim(meta.dim, cfg.intercept)
-    merges = getattr(algo.worker, "merges", None)
+    server = algo.pattern == "server"
+    merges = getattr(algo.worker if server else algo.node, "merges", None)
     why = (merges(cfg.params.resolved(1), K, d, row_format(meta, cfg)) if merges is not None
-           else f"its server takes every worker's message of the same round")
+           else "its server takes every worker's message of the same round" if server
+           else "its nodes average their neighbours' models of the same round")
     if isinstance(why, str):
         raise SetupFailed(f"{algo.name} cannot run with --sync partial: {why}")
+    if not server:
+        return
     if size > 1 and cfg.nodes is not None:
         raise SetupFailed(f"--nodes {cfg.nodes} is for --sync partial in one process; under MPI "
                           f"every worker is a rank ({size - 1} here): leave out --nodes")
@@ -280,11 +289,14 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     my_fault = fault(rank) if fault else NEVER
     my_fault.check_world(size)          # the same on every rank: every rank stops with it
     stragglers = stragglers if stragglers is not None else Stragglers()
-    workers = _workers(cfg, meta, size)
-    # in one process --sync partial's workers are ranks 1..W of the simulated clock
-    stragglers.check_world(workers + 1 if workers else size)
+    workers = _workers(cfg, meta, size, algo.pattern)
+    # in one process --sync partial's workers are ranks 1..W of the simulated clock, and a
+    # graph's nodes ranks 0..N-1
+    simulated = (workers + 1 if workers else topology.n_nodes
+                 if cfg.sync == "partial" and size == 1 and topology is not None else size)
+    stragglers.check_world(simulated)
     partial = None
-    if cfg.sync == "partial" and algo.pattern == "server":
+    if cfg.sync == "partial":
         W = workers or size - 1
         partial = Partial(cfg.min_workers or max(1, W // 2),
                           MAX_DELAY if cfg.max_delay is None else cfg.max_delay, stragglers,
@@ -296,7 +308,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, batches, roles,
               PhaseClock(T), my_fault, stragglers,
               # the simulated clock of --sync partial in one process does not sleep
-              None if workers else stragglers.delay(rank, T),
+              None if partial is not None and size == 1 else stragglers.delay(rank, T),
               layouts=set(world.agree(addresses.randomised())))
     if resume:
         _resume(job, resume, notice)
@@ -543,14 +555,18 @@ def _schedule(job: Job) -> dict | None:
         return None
     taken, used = job.roles.schedule
     world = job.world
-    if world.size > 1:
+    graph = job.algo.pattern != "server"
+    if world.size > 1 and graph:            # every rank's node: (1, T, width) each
+        used = world.gather_rows(used, [1] * world.size)
+    elif world.size > 1:
         mine = (np.zeros((0, job.rounds), dtype=np.int64) if used is None
                 else np.asarray(used, dtype=np.int64)[None])
         used = world.gather_rows(mine, [0] + [1] * (world.size - 1))
     if world.rank != 0:
         return None
-    return {"taken": taken, "used": used, "min_workers": partial.min_workers,
-            "max_delay": partial.max_delay, "replayed": partial.schedule is not None}
+    return {"taken": taken, "used": used, "max_delay": partial.max_delay,
+            "min_workers": None if graph else partial.min_workers,
+            "replayed": partial.schedule is not None}
 
 
 def _node_extras(job: Job) -> dict:
