@@ -304,3 +304,16 @@ def test_an_asynchronous_d_admm_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp
     code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
     assert code == 0, err
     assert _same(run, again) == []
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo, fail_rank", [("c-admm", 0), ("c-admm", 2), ("d-admm", 1)])
+def test_a_rank_that_fails_in_asynchronous_rounds_ends_the_job(mpiexec, tmp_path, algo, fail_rank):
+    out = tmp_path / "never.h5"
+    r = omtl("run", "--algo", algo, "--synth-samples", "3000", "--sync", "partial", "--fail-at",
+             "300", "--fail-rank", fail_rank, "--out", out, np_ranks=4, timeout=60)
+    assert r.returncode == 1, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: [rank {fail_rank}] InjectedFailure: injected failure at round 300 "
+                     "(--fail-at); ending the job"]
+    assert not out.exists()

@@ -58,12 +58,17 @@ def figure1(sweep: Sweep, path: str) -> None:
 
 
 def timing_figure(outcome: Outcome, path: str) -> None:
-    """Seconds each rank spent computing, communicating and waiting over the whole run."""
+    """Seconds each rank spent computing, communicating and waiting over the whole run, and
+    the share of the rounds in which each was the last worker the others waited for."""
     plt = _pyplot()
     with results_file(outcome.path, outcome.id) as f:
         seconds = f["timing/seconds"][()].sum(axis=1)           # (P, 3)
         phases = [str(p) for p in f["timing/seconds"].attrs["phases"]]
         roles = [r.decode() if isinstance(r, bytes) else str(r) for r in f["timing/roles"][()]]
+        last = f["timing/last_at_barrier"][()] if "last_at_barrier" in f["timing"] else None
+        rounds = max(f["timing/seconds"].shape[1], 1)
+    if last is not None and last.sum():       # the straggler histogram: whom the others waited for
+        roles = [f"{r}, last {100.0 * n / rounds:.0f}%" for r, n in zip(roles, last)]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(roles) + 2.0))
     left = np.zeros(len(roles))
     for j, phase in enumerate(phases):
