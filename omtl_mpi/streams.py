@@ -484,7 +484,8 @@ def load_result(path) -> Result:
             t = read(f, "timing")
             optional = {name: read(t, name)[()] if name in t else None
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness", "finish_seconds",
-                                     "injected_seconds", "last_at_barrier", "predicted_at")}
+                                     "injected_seconds", "last_at_barrier", "predicted_at",
+                                     "hosts", "shm_group")}
             waits = optional["last_at_barrier"]
             measured = Measured(seconds=read(t, "seconds")[()],
                                 roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
@@ -499,7 +500,11 @@ def load_result(path) -> Result:
                                 predicted_unit=str(t["predicted_at"].attrs.get("unit", ""))
                                 if optional["predicted_at"] is not None else "",
                                 blocks=(t["predicted_at"].attrs.get("blocks")
-                                        if optional["predicted_at"] is not None else None))
+                                        if optional["predicted_at"] is not None else None),
+                                hosts=(None if optional["hosts"] is None else
+                                       [h.decode() if isinstance(h, bytes) else str(h)
+                                        for h in optional["hosts"]]),
+                                shm_groups=optional["shm_group"])
             keep = {k: v for k, v in attrs.items()
                     if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
             learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)

@@ -26,6 +26,11 @@ class LocalWorld:
     def barrier(self) -> None:
         pass
 
+    def hosts(self) -> tuple[list, list, str]:
+        """This process's host, its shared-memory group 0, and no MPI library."""
+        import socket
+        return [socket.gethostname()], [0], "none (one process)"
+
 
 class LocalStar:
     """Server and workers in one process: ``up``/``gather`` and ``scatter``/``down`` hand over arrays."""

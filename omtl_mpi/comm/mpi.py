@@ -65,6 +65,20 @@ class MpiWorld:
         self.comm.Gatherv([rows, mpitype], None, 0)
         return None
 
+    def hosts(self) -> tuple[list, list, str]:
+        """Every rank's host name and shared-memory group (the lowest rank of the ranks it can
+        share memory with, ``COMM_TYPE_SHARED``), in rank order, and the MPI library (its
+        version and device). Collective (set-up only)."""
+        import socket
+        local = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        lowest = local.allreduce(self.rank, op=MPI.MIN)
+        local.Free()
+        pairs = self.agree((socket.gethostname(), lowest))
+        # the version line and, where the library names it (MPICH), its device
+        lines = [" ".join(line.split()) for line in MPI.Get_library_version().splitlines()]
+        library = "; ".join([lines[0]] + [x for x in lines[1:] if x.startswith("MPICH Device")])
+        return [h for h, _ in pairs], [g for _, g in pairs], library
+
     def barrier(self) -> None:
         arrive(self.comm)
         self.comm.Barrier()         # everyone is here: leave together, within microseconds

@@ -5,7 +5,8 @@ JSON configuration as the root's attributes; /config (every field, flattened, "p
 prefix); /tasks (names, samples, offsets: task k's instances are [offsets[k], offsets[k+1]) of
 the per-instance arrays); /predictions (int8, -1/+1, task by task, each in the order its stream
 was presented); /metrics; /model; /timing (per rank: seconds (P, T, 3) by phase, roles,
-peak_rss_mib, cpu_seconds, finish_seconds, injected_seconds, last_at_barrier, predicted_at;
+peak_rss_mib, cpu_seconds, finish_seconds, injected_seconds, last_at_barrier, predicted_at,
+hosts, shm_group;
 staleness (N, T) per node of neighbour learners); /schedule (--sync partial). Plain numpy types
 throughout, readable with h5py.
 """
@@ -76,6 +77,8 @@ class Measured:
     predicted_at: np.ndarray | None = None  # (H, T) when each task holder's rounds started
     predicted_unit: str = "seconds from the start of the rounds"
     blocks: np.ndarray | None = None        # (H, 2) each holder's tasks, start and stop
+    hosts: list | None = None               # (P,) each rank's host name
+    shm_groups: list | None = None          # (P,) the lowest rank each rank shares memory with
 
 
 def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
@@ -165,6 +168,10 @@ def _write_measured(tg, measured: Measured) -> None:
                               "(waited least), the others waiting for it")
         last.attrs["workers"] = np.asarray(measured.workers, dtype=np.int64)
         tg.attrs["stragglers"] = measured.stragglers
+    if measured.hosts is not None:
+        tg.create_dataset("hosts", data=np.array(list(measured.hosts), dtype=h5py.string_dtype()))
+        tg.create_dataset("shm_group", data=np.asarray(measured.shm_groups, dtype=np.int64)).attrs[
+            "meaning"] = "the lowest rank of the ranks this one can share memory with (MPI)"
     if measured.predicted_at is not None:
         at = tg.create_dataset("predicted_at", data=measured.predicted_at)
         at.attrs["dims"] = ["holder", "round"]

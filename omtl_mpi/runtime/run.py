@@ -246,6 +246,7 @@ class Job:
     cpu_seconds: float = 0.0
     learning_started: float = 0.0
     started_at: float = 0.0     # perf_counter() when the rounds started
+    hosts: tuple = ()           # every rank's host, its shared-memory group, the MPI library
 
 
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
@@ -310,9 +311,48 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
               # the simulated clock of --sync partial in one process does not sleep
               None if partial is not None and size == 1 else stragglers.delay(rank, T),
               layouts=set(world.agree(addresses.randomised())))
+    job.hosts = world.hosts()
+    if rank == 0 and notice is not None:
+        line = _one_host_notice(job.hosts[0])
+        if line:
+            notice(line)
     if resume:
         _resume(job, resume, notice)
     return job
+
+
+# the environment variables that choose how MPI moves messages, recorded with the hosts
+TRANSPORT_ENV = ("UCX_TLS", "UCX_NET_DEVICES", "FI_PROVIDER", "MPIR_CVAR_CH4_NETMOD",
+                 "MPIR_CVAR_NOLOCAL", "OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include")
+
+
+def _one_host_notice(hosts: list) -> str | None:
+    """A job given several nodes (Slurm's SLURM_JOB_NUM_NODES) whose ranks all run on one."""
+    import os
+    try:
+        nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 1)
+    except ValueError:
+        nodes = 1
+    if nodes > 1 and len(hosts) > 1 and len(set(hosts)) == 1:
+        return (f"the job was given {nodes} nodes, but all {len(hosts)} ranks run on {hosts[0]}: "
+                "start them with srun (or mpiexec with a host list) to spread them")
+    return None
+
+
+def _hosts_report(job: Job) -> dict:
+    """Where the ranks ran: each rank's host, ranks per host, the MPI library and the
+    transport settings, and the hosts whose ranks shared memory (network namespaces of one
+    machine do, unless MPI is told to keep to its network)."""
+    import os
+    hosts, groups, library = job.hosts
+    shared = {}
+    for host, group in zip(hosts, groups):
+        shared.setdefault(group, set()).add(host)
+    return {"hosts": list(hosts), "ranks_per_host": {h: hosts.count(h) for h in dict.fromkeys(hosts)},
+            "mpi_library": library,
+            "transport_env": " ".join(f"{k}={os.environ[k]}" for k in TRANSPORT_ENV if k in os.environ)
+            or "none",
+            "shared_memory_across_hosts": sorted(sorted(g) for g in shared.values() if len(g) > 1)}
 
 
 def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
@@ -510,7 +550,8 @@ def collect(job: Job, out: str | None) -> dict | None:
                               if rank == 0 else None),
                         workers=workers, stragglers=job.stragglers.describe(), schedule=schedule,
                         predicted_at=predicted_at, predicted_unit=unit,
-                        blocks=np.asarray(job.roles.all_blocks, dtype=np.int64))
+                        blocks=np.asarray(job.roles.all_blocks, dtype=np.int64),
+                        hosts=job.hosts[0], shm_groups=job.hosts[1])
     if rank != 0:
         return None
     lengths = job.meta.lengths
@@ -623,6 +664,7 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         "injected_s": measured.injected.tolist(),
         # per rank, the rounds in which the other workers waited for it (straggler histogram)
         "last_at_barrier": measured.last.tolist(),
+        **_hosts_report(job),
     }
     if job.topology is not None:
         report.update(topology=job.topology.name, nodes=job.topology.n_nodes,

@@ -78,6 +78,12 @@ def format_summary(report: dict) -> str:
         cpu = sum(report["cpu_ms_per_round"])
         lines.append(f"CPU per round, all ranks together: {cpu:.4f} ms, "
                      f"{cpu / report['ms_per_round']:.2f} x the time per round")
+    if report.get("ranks", 1) > 1 and report.get("hosts"):
+        per_host = ", ".join(f"{h} ({n})" for h, n in report["ranks_per_host"].items())
+        lines.append(f"hosts (ranks): {per_host}; {report['mpi_library']}"
+                     + (f"; {report['transport_env']}" if report["transport_env"] != "none" else ""))
+        for group in report["shared_memory_across_hosts"]:
+            lines.append(f"ranks on hosts {', '.join(group)} shared memory (one machine)")
     if report.get("aslr") == "off" and report.get("ranks", 1) > 1:
         lines.append("ranks ran without address-space layout randomisation (--aslr off, more "
                      "ranks than CPUs)")
