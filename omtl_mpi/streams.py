@@ -485,7 +485,7 @@ def load_result(path) -> Result:
             optional = {name: read(t, name)[()] if name in t else None
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness", "finish_seconds",
                                      "injected_seconds", "last_at_barrier", "predicted_at",
-                                     "hosts", "shm_group")}
+                                     "hosts", "shm_group", "bytes", "peer_bytes")}
             waits = optional["last_at_barrier"]
             measured = Measured(seconds=read(t, "seconds")[()],
                                 roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
@@ -504,7 +504,8 @@ def load_result(path) -> Result:
                                 hosts=(None if optional["hosts"] is None else
                                        [h.decode() if isinstance(h, bytes) else str(h)
                                         for h in optional["hosts"]]),
-                                shm_groups=optional["shm_group"])
+                                shm_groups=optional["shm_group"], traffic=optional["bytes"],
+                                peer_bytes=optional["peer_bytes"])
             keep = {k: v for k, v in attrs.items()
                     if k not in ("format", "format_version", "omtl_mpi_version", "created", "host", "config")}
             learned = Learned(names=names, lengths=lengths, metrics=metrics, model=model, predictions=preds)

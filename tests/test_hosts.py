@@ -45,3 +45,59 @@ def test_a_job_given_several_nodes_but_run_on_one_says_so(mpiexec):
     assert r.returncode == 0, r.stderr
     notices = [line for line in r.stderr.splitlines() if "was given 2 nodes" in line]
     assert len(notices) == 1 and "all 2 ranks run on" in notices[0], r.stderr
+
+
+def _bytes(path):
+    with h5py.File(path) as f:
+        return f["timing/bytes"][()], f["timing/peer_bytes"][()]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("options, up, down", [
+    # docs/ALGORITHMS.md section 2.5, per worker of kb tasks, d weights (float64):
+    # the defaults with fewer tasks than features: up the change of the sum of c_k (d), the
+    # experts' 3 mistakes and its tasks' models (kb d); down u (d), 3 totals, kb d related models
+    ([], lambda kb, d: d + 3 + kb * d, lambda kb, d: d + 3 + kb * d),
+    # the paper's protocol: up its tasks' c_k (kb d); down u and its tasks' v_k ((kb + 1) d)
+    (["--preset", "paper"], lambda kb, d: kb * d, lambda kb, d: (kb + 1) * d),
+])
+def test_the_bytes_counted_are_the_message_sizes_the_manual_gives(mpiexec, tmp_path, options,
+                                                                  up, down):
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--synth-tasks", "5", "--synth-samples", "100", *options, "--out", out,
+             "--json", np_ranks=3, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    traffic, peers = _bytes(out)
+    d = report["dim"]
+    blocks = [(0, 3), (3, 5)]                       # the two workers' tasks
+    for rank, (a, b) in enumerate(blocks, start=1):
+        assert (traffic[rank, :, 0] == 8 * up(b - a, d)).all()
+        assert (traffic[rank, :, 1] == 8 * down(b - a, d)).all()
+        assert peers[rank, 0].tolist() == [8 * up(b - a, d) * 100, 8 * down(b - a, d) * 100]
+        assert peers[0, rank].tolist() == [8 * down(b - a, d) * 100, 8 * up(b - a, d) * 100]
+    assert (traffic[0, :, 1] == traffic[1:, :, 0].sum(axis=0)).all()
+    assert report["bytes_per_round"][1] == [8.0 * up(3, d), 8.0 * down(3, d)]
+
+
+@pytest.mark.mpi
+def test_a_d_admm_node_sends_its_table_to_each_neighbour_once_a_round(mpiexec, tmp_path):
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--algo", "d-admm", "--topology", "ring", "--synth-tasks", "4",
+             "--synth-samples", "100", "--out", out, np_ranks=4, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    traffic, peers = _bytes(out)
+    table = traffic[0, 0, 0] / 2                    # two neighbours on a ring
+    assert table > 0 and (traffic[:, :, 0] == 2 * table).all() and (traffic[:, :, 1] == 2 * table).all()
+    ring = {0: (1, 3), 1: (0, 2), 2: (1, 3), 3: (0, 2)}
+    for rank, nb in ring.items():
+        for q in range(4):
+            assert peers[rank, q].tolist() == ([table * 100] * 2 if q in nb else [0.0, 0.0])
+
+
+def test_one_process_sends_nothing(capsys, tmp_path):
+    out = tmp_path / "run.h5"
+    code, stdout, _ = cli(capsys, "run", "--synth-samples", "50", "--out", out, "--json")
+    assert code == 0 and json.loads(stdout)["bytes_per_round"] == [[0.0, 0.0]]
+    traffic, peers = _bytes(out)
+    assert not traffic.any() and not peers.any()

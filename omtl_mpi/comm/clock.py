@@ -16,10 +16,15 @@ class PhaseClock:
     someone else); *compute* is everything else in the round.
     """
 
-    __slots__ = ("rows", "started", "comm", "wait", "_t0")
+    __slots__ = ("rows", "started", "comm", "wait", "_t0", "sent", "received", "traffic", "peers")
 
-    def __init__(self, rounds: int):
+    def __init__(self, rounds: int, ranks: int = 1):
         self.rows = np.zeros((rounds, 3))
+        # bytes this rank sent and received: per round (the exchange adds to sent / received
+        # as it goes), and per peer rank over the run
+        self.sent = self.received = 0
+        self.traffic = np.zeros((rounds, 2))
+        self.peers = np.zeros((ranks, 2))
         # when each round started (perf_counter seconds): when its instances were predicted
         self.started = np.zeros(rounds)
         self.comm = 0.0
@@ -29,6 +34,7 @@ class PhaseClock:
     def start(self) -> None:
         self.comm = 0.0
         self.wait = 0.0
+        self.sent = self.received = 0
         self._t0 = perf_counter()
 
     def stop(self, t: int) -> None:
@@ -38,3 +44,7 @@ class PhaseClock:
         row[0] = total - self.comm - self.wait
         row[1] = self.comm
         row[2] = self.wait
+        if self.sent or self.received:
+            bytes_ = self.traffic[t]
+            bytes_[0] = self.sent
+            bytes_[1] = self.received

@@ -92,6 +92,11 @@ class MpiGraph:
             req = self.comm.Ineighbor_allgather(*self._args)
         clock.comm += perf_counter() - t0
         wait(req, clock)
+        # the same table to every neighbour, one from each
+        each = self._send.nbytes
+        clock.sent += each * len(self._neighbours)
+        clock.received += each * len(self._neighbours)
+        clock.peers[self._neighbours] += each
         return [self._recv]
 
     def sum_nodes(self, messages: list, clock) -> list:
@@ -124,6 +129,10 @@ class MpiGraph:
                                                      [received, (counts, displacements), MPI.DOUBLE])
             clock.comm += perf_counter() - t0
             wait(request, clock)
+            clock.sent += send.nbytes * len(sources)
+            clock.received += received.nbytes
+            clock.peers[self._neighbours, 0] += send.nbytes
+            clock.peers[self._neighbours, 1] += 8.0 * np.asarray(counts)
             for nodes, a in zip(sources, displacements):
                 parts[nodes] = received[a:a + len(nodes) * n].reshape(len(nodes), n)
         total = parts[0].copy()

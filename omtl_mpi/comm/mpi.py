@@ -118,6 +118,9 @@ class MpiStar:
         down_counts = np.asarray(down_counts, dtype=np.int64)
         up_offsets = np.concatenate(([0], np.cumsum(up_counts)))
         down_offsets = np.concatenate(([0], np.cumsum(down_counts)))
+        # the bytes of a round's messages, per rank (the sized ones count what they use)
+        self._up_bytes, self._down_bytes = 8.0 * up_counts, 8.0 * down_counts
+        self._up_total, self._down_total = float(self._up_bytes.sum()), float(self._down_bytes.sum())
         self._requests = []
         self.sized = sized
 
@@ -160,12 +163,19 @@ class MpiStar:
             self._worker_round = [
                 self.comm.Irecv([self._down_buf, MPI.DOUBLE], 0, self.DOWN),
                 self.comm.Isend([self._up_msg[:used], MPI.DOUBLE], 0, self.UP)]
+            sent = 8.0 * used
         else:
             MPI.Prequest.Startall(self._worker_round)
+            sent = self._up_msg.nbytes
+        clock.sent += sent
+        clock.peers[0, 0] += sent
         clock.comm += perf_counter() - t0
 
     def down(self, clock) -> np.ndarray:
         wait_all(self._worker_round, clock)
+        got = 8.0 * int(self._down_buf[0]) if self.sized else self._down_buf.nbytes
+        clock.received += got
+        clock.peers[0, 1] += got
         return self._down_buf
 
     # -- server side -------------------------------------------------------------------
@@ -178,6 +188,13 @@ class MpiStar:
             MPI.Prequest.Startall(self._recv_up)
         clock.comm += perf_counter() - t0
         wait_all(self._recv_up, clock)
+        if self.sized:
+            got = 8.0 * np.array([buf[0] for buf in self._ups])
+            clock.received += float(got.sum())
+            clock.peers[1:, 1] += got
+        else:
+            clock.received += self._up_total
+            clock.peers[:, 1] += self._up_bytes
         return self._gathered
 
     def scatter(self, msg: np.ndarray, clock) -> None:
@@ -187,8 +204,13 @@ class MpiStar:
         if self.sized:
             self._send_down = [self.comm.Isend([buf[:int(buf[0])], MPI.DOUBLE], r, self.DOWN)
                                for r, buf in enumerate(self._downs, start=1)]
+            sent = 8.0 * np.array([buf[0] for buf in self._downs])
+            clock.sent += float(sent.sum())
+            clock.peers[1:, 0] += sent
         else:
             MPI.Prequest.Startall(self._send_down)
+            clock.sent += self._down_total
+            clock.peers[:, 0] += self._down_bytes
         clock.comm += perf_counter() - t0
         wait_all(self._send_down, clock)
 
@@ -201,6 +223,15 @@ class MpiStar:
             self._sum = np.empty(n)
             self._rows = np.empty((self.comm.Get_size(), n)) if self.is_server else None
         send = np.ascontiguousarray(values, dtype=np.float64)
+        # up to the server and back down: n numbers each way per worker
+        if self.is_server:
+            clock.received += send.nbytes * (len(self._rows) - 1)
+            clock.sent += send.nbytes * (len(self._rows) - 1)
+            clock.peers[1:] += send.nbytes
+        else:
+            clock.sent += send.nbytes
+            clock.received += send.nbytes
+            clock.peers[0] += send.nbytes
         t0 = perf_counter()
         request = self.comm.Igather([send, MPI.DOUBLE],
                                     [self._rows, MPI.DOUBLE] if self.is_server else None, root=0)

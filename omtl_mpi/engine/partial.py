@@ -270,6 +270,8 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
             for w in arrived:
                 folder.add(w, inbox[w])
                 barrier.arrive(w)
+                clock.received += inbox[w].nbytes
+                clock.peers[w + 1, 1] += inbox[w].nbytes
                 receives[w] = (comm.Irecv([inbox[w], MPI.DOUBLE], w + 1, UP)
                                if barrier.sent[w] < T else MPI.REQUEST_NULL)
             arrived = MPI.Request.Testsome(receives) or []
@@ -287,6 +289,8 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
                 box[:-2] = reply[a:b]
                 box[-2], box[-1] = s, barrier.took[w]
                 sends[w] = comm.Isend([box, MPI.DOUBLE], w + 1, DOWN)
+                clock.sent += box.nbytes
+                clock.peers[w + 1, 0] += box.nbytes
             folder.taken(took)
             server.after_reply()
             # a step's seconds count in the row of the newest round it took; its waiting too
@@ -295,6 +299,10 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
             row[1] += clock.comm
             row[2] += clock.wait
             clock.comm = clock.wait = 0.0
+            traffic = clock.traffic[max(barrier.took[w] for w in took) - 1]
+            traffic[0] += clock.sent
+            traffic[1] += clock.received
+            clock.sent = clock.received = 0
             if progress is not None and min(barrier.took) > fewest:
                 fewest = min(barrier.took)
                 progress.update(fewest)
@@ -335,7 +343,11 @@ def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks) -> n
         t1 = perf_counter()
         outbox[...] = message
         send = comm.Isend([outbox, MPI.DOUBLE], 0, UP)
+        clock.sent += outbox.nbytes
+        clock.peers[0, 0] += outbox.nbytes
         while replied < T and receive.Test():
+            clock.received += inbox.nbytes
+            clock.peers[0, 1] += inbox.nbytes
             newest[...] = inbox[:-2]
             have, replied = int(inbox[-2]), int(inbox[-1])
             receive = comm.Irecv([inbox, MPI.DOUBLE], 0, DOWN) if replied < T else MPI.REQUEST_NULL
@@ -505,6 +517,8 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
     fail_at = hooks.fault.at if hooks.fault is not None else -1
 
     def take(k) -> None:
+        clock.received += inbox[k].nbytes
+        clock.peers[neighbours[k], 1] += inbox[k].nbytes
         newest[k] = inbox[k][:-1]
         have[k] = int(inbox[k][-1])
         receives[k] = (comm.Irecv([inbox[k], MPI.DOUBLE], neighbours[k], DOWN)
@@ -523,6 +537,8 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
         box[:-1] = node.message
         box[-1] = t
         sends[t % 2] = [comm.Isend([box, MPI.DOUBLE], j, DOWN) for j in neighbours]
+        clock.sent += box.nbytes * n
+        clock.peers[neighbours, 0] += box.nbytes
         for k in range(n):
             while receives[k] != MPI.REQUEST_NULL and receives[k].Test():
                 take(k)

@@ -6,7 +6,7 @@ prefix); /tasks (names, samples, offsets: task k's instances are [offsets[k], of
 the per-instance arrays); /predictions (int8, -1/+1, task by task, each in the order its stream
 was presented); /metrics; /model; /timing (per rank: seconds (P, T, 3) by phase, roles,
 peak_rss_mib, cpu_seconds, finish_seconds, injected_seconds, last_at_barrier, predicted_at,
-hosts, shm_group;
+hosts, shm_group, bytes, peer_bytes;
 staleness (N, T) per node of neighbour learners); /schedule (--sync partial). Plain numpy types
 throughout, readable with h5py.
 """
@@ -79,6 +79,8 @@ class Measured:
     blocks: np.ndarray | None = None        # (H, 2) each holder's tasks, start and stop
     hosts: list | None = None               # (P,) each rank's host name
     shm_groups: list | None = None          # (P,) the lowest rank each rank shares memory with
+    traffic: np.ndarray | None = None       # (P, T, 2) bytes each rank sent, received a round
+    peer_bytes: np.ndarray | None = None    # (P, P, 2) bytes rank p sent to, received from q
 
 
 def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
@@ -172,6 +174,13 @@ def _write_measured(tg, measured: Measured) -> None:
         tg.create_dataset("hosts", data=np.array(list(measured.hosts), dtype=h5py.string_dtype()))
         tg.create_dataset("shm_group", data=np.asarray(measured.shm_groups, dtype=np.int64)).attrs[
             "meaning"] = "the lowest rank of the ranks this one can share memory with (MPI)"
+    if measured.traffic is not None:
+        for key, data, dims in (("bytes", measured.traffic, ["rank", "round", "sent/received"]),
+                                ("peer_bytes", measured.peer_bytes,
+                                 ["rank", "peer", "sent to/received from"])):
+            ds = tg.create_dataset(key, data=data)
+            ds.attrs["dims"] = dims
+            ds.attrs["unit"] = "bytes of MPI messages (none in one process)"
     if measured.predicted_at is not None:
         at = tg.create_dataset("predicted_at", data=measured.predicted_at)
         at.attrs["dims"] = ["holder", "round"]

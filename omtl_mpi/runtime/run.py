@@ -307,7 +307,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
                   nodes=workers, partial=partial)
     batches = _load_batches(cfg, world, source, roles.local, T, d, notice, my_fault)
     job = Job(cfg, world, source, algo, meta, d, topology, params, T, batches, roles,
-              PhaseClock(T), my_fault, stragglers,
+              PhaseClock(T, size), my_fault, stragglers,
               # the simulated clock of --sync partial in one process does not sleep
               None if partial is not None and size == 1 else stragglers.delay(rank, T),
               layouts=set(world.agree(addresses.randomised())))
@@ -542,6 +542,8 @@ def collect(job: Job, out: str | None) -> dict | None:
     workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
     schedule = _schedule(job)
     predicted_at, unit = _predicted_at(job)
+    traffic = world.gather_rows(job.clock.traffic[None], [1] * size)
+    peers = world.gather_rows(job.clock.peers[None], [1] * size)
     measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
                         cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"),
                         finished=finished, injected=injected,
@@ -551,7 +553,8 @@ def collect(job: Job, out: str | None) -> dict | None:
                         workers=workers, stragglers=job.stragglers.describe(), schedule=schedule,
                         predicted_at=predicted_at, predicted_unit=unit,
                         blocks=np.asarray(job.roles.all_blocks, dtype=np.int64),
-                        hosts=job.hosts[0], shm_groups=job.hosts[1])
+                        hosts=job.hosts[0], shm_groups=job.hosts[1], traffic=traffic,
+                        peer_bytes=peers)
     if rank != 0:
         return None
     lengths = job.meta.lengths
@@ -665,6 +668,10 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         # per rank, the rounds in which the other workers waited for it (straggler histogram)
         "last_at_barrier": measured.last.tolist(),
         **_hosts_report(job),
+        # per rank, the mean bytes a round it sent and received (MPI's messages; none in one
+        # process)
+        "bytes_per_round": (measured.traffic.mean(axis=1).tolist() if measured.traffic.shape[1]
+                            else [[0.0, 0.0]] * job.world.size),
     }
     if job.topology is not None:
         report.update(topology=job.topology.name, nodes=job.topology.n_nodes,

@@ -82,6 +82,8 @@ def format_summary(report: dict) -> str:
         per_host = ", ".join(f"{h} ({n})" for h, n in report["ranks_per_host"].items())
         lines.append(f"hosts (ranks): {per_host}; {report['mpi_library']}"
                      + (f"; {report['transport_env']}" if report["transport_env"] != "none" else ""))
+        lines.append("bytes a round, sent / received: " + ", ".join(
+            f"rank {r} {sent:.0f} / {got:.0f}" for r, (sent, got) in enumerate(report["bytes_per_round"])))
         for group in report["shared_memory_across_hosts"]:
             lines.append(f"ranks on hosts {', '.join(group)} shared memory (one machine)")
     if report.get("aslr") == "off" and report.get("ranks", 1) > 1:
