@@ -15,12 +15,13 @@ import numpy as np
 from ..data.sparse import combine, margins as margins_of
 from ..errors import ConfigError
 from .losses import gradient_coef, predict
+from .params import Settled
 
 DECAYS = ("sqrt", "linear")
 
 
 @dataclass(frozen=True)
-class DpsgdParams:
+class DpsgdParams(Settled):
     """Hyper-parameters of D-PSGD. ``gamma0`` is ours to choose (the paper gives none)."""
 
     gamma0: float = field(default=0.1, metadata={
@@ -33,9 +34,6 @@ class DpsgdParams:
             raise ConfigError(f"--gamma0 must be a finite number > 0, got {self.gamma0!r}")
         if self.decay not in DECAYS:
             raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
-
-    def resolved(self, rounds: int) -> "DpsgdParams":
-        return self
 
 
 class DPsgdNode:

@@ -33,7 +33,7 @@ from ..data.sparse import SparseRows
 from ..errors import ConfigError
 from .independent import AROW_R_PER_MEAN_SQ_NORM
 from .losses import predict
-from .params import require_positive
+from .params import Settled, require_positive
 from .wsteps import settle_r
 
 HASH_STEPS = ("adagrad", "arow")
@@ -63,7 +63,7 @@ def hashed(tasks: np.ndarray, dim: int, bits: int):
 
 
 @dataclass(frozen=True)
-class HashedParams:
+class HashedParams(Settled):
     """Hashed personalisation: the table's size and its per-coordinate step."""
 
     bits: int = field(default=18, metadata={
@@ -98,9 +98,6 @@ class HashedParams:
             return {"arow_r": "it is the arow step's r, and the step is adagrad"}
         why = "it is the adagrad step's, and the step is arow"
         return {"gamma0": why, "delta": why}
-
-    def resolved(self, rounds: int) -> "HashedParams":
-        return self
 
 
 class HashedWorker:

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, BlockRole, TaskBlock, fixed_fields
 from .losses import gradient_coef, predict
-from .params import require_positive
+from .params import Settled, require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
                      older_checkpoint_r, put, rows, settle_r)
 
@@ -114,16 +114,13 @@ class AdmmSingleNode(BlockRole, _NoMessage):
 
 
 @dataclass(frozen=True)
-class PaParams:
+class PaParams(Settled):
     """PA-I: ``tau = min(C, hinge loss / |x|^2)``, ``w += tau y x``. Default C = 1."""
 
     C: float = field(default=1.0, metadata={"help": "Aggressiveness C of PA-I (> 0)."})
 
     def __post_init__(self):
         require_positive("C", self.C)
-
-    def resolved(self, rounds: int) -> "PaParams":
-        return self
 
 
 class PaNode(_SingleTaskNode):
@@ -172,7 +169,7 @@ class SingleParams(AdmmParams):
 
 
 @dataclass(frozen=True)
-class AdagradParams:
+class AdagradParams(Settled):
     """Diagonal AdaGrad on the hinge loss: ``w -= gamma0 g / sqrt(delta + sum of g^2)``."""
 
     gamma0: float = field(default=1.0, metadata={
@@ -184,9 +181,6 @@ class AdagradParams:
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
         require_positive("delta", self.delta)
-
-    def resolved(self, rounds: int) -> "AdagradParams":
-        return self
 
 
 class AdagradNode(_SingleTaskNode):
@@ -246,7 +240,7 @@ AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 0.2
 
 
 @dataclass(frozen=True)
-class ArowParams:
+class ArowParams(Settled):
     """AROW's regularisation r (> 0): larger r, smaller and more cautious updates; None
     (auto): each task's own, at the scale of its features (wsteps.settle_r)."""
 
@@ -269,9 +263,6 @@ class ArowParams:
         if self.arow_covariance not in COVARIANCES:
             raise ConfigError(f"--arow-covariance must be one of {', '.join(COVARIANCES)}, got "
                               f"{self.arow_covariance!r}")
-
-    def resolved(self, rounds: int) -> "ArowParams":
-        return self
 
 
 class ArowNode(_SingleTaskNode):

@@ -12,3 +12,11 @@ def require_positive(name: str, value, allow_zero: bool = False) -> None:
     if not ok:
         raise ConfigError(f"--{name.replace('_', '-')} must be a finite number {'>=' if allow_zero else '>'} 0, "
                           f"got {value!r}")
+
+
+class Settled:
+    """A base of the hyper-parameter classes of which nothing depends on the run's length."""
+
+    def resolved(self, rounds: int):
+        """``self``: there is nothing to fill in for a run of ``rounds`` rounds."""
+        return self

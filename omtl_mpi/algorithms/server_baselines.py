@@ -15,7 +15,7 @@ from ..data.sparse import SparseRows, combine, margins as margins_of
 from ..errors import ConfigError
 from .admm import AdmmParams, DivergenceError, fixed_fields
 from .losses import gradient_coef, predict
-from .params import require_positive
+from .params import Settled, require_positive
 
 
 # ----------------------------------------------------------------------------- PMSC-Log
@@ -52,7 +52,7 @@ class PmscLogParams(AdmmParams):
 
 # ----------------------------------------------------------------------------- DROM
 @dataclass(frozen=True)
-class DromParams:
+class DromParams(Settled):
     """DROM (Yang & Li, AAAI 2020) as reconstructed in docs/ALGORITHMS.md section 5. Defaults are ours:
     gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
     Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
@@ -74,9 +74,6 @@ class DromParams:
         require_positive("omega_eps", self.omega_eps)
         if not isinstance(self.tau, int) or self.tau < 1:
             raise ConfigError(f"--tau must be an integer >= 1 (rounds between synchronisations), got {self.tau!r}")
-
-    def resolved(self, rounds: int) -> "DromParams":
-        return self
 
 
 class DromWorker:
@@ -190,11 +187,8 @@ class DromServer:
 
 # ----------------------------------------------------------------------------- multitask perceptron
 @dataclass(frozen=True)
-class NoParams:
+class NoParams(Settled):
     """This learner has no hyper-parameters."""
-
-    def resolved(self, rounds: int) -> "NoParams":
-        return self
 
 
 class MtPerceptronWorker:
@@ -300,7 +294,7 @@ class SumServer:
 
 # ----------------------------------------------------------------------------- pooled
 @dataclass(frozen=True)
-class PooledParams:
+class PooledParams(Settled):
     """One model for all tasks, hinge OGD with step gamma0 / sqrt(t). Default gamma0 = 0.1."""
 
     gamma0: float = field(default=0.1, metadata={
@@ -308,9 +302,6 @@ class PooledParams:
 
     def __post_init__(self):
         require_positive("gamma0", self.gamma0)
-
-    def resolved(self, rounds: int) -> "PooledParams":
-        return self
 
 
 class PooledWorker:
