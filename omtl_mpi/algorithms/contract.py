@@ -254,6 +254,43 @@ class Node(Protocol):
         """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
 
 
+class ArrayState:
+    """``state()`` and ``load_state()`` of a role whose state is its float64 arrays named in
+    ``_STATE`` (copied out, rebound to copies on loading) and its counters named in
+    ``_COUNTS`` (int64 in the state)."""
+
+    _STATE: tuple = ()
+    _COUNTS: tuple = ()
+
+    def state(self) -> dict:
+        out = {k: getattr(self, k).copy() for k in self._STATE}
+        out.update({k: np.int64(getattr(self, k)) for k in self._COUNTS})
+        return out
+
+    def load_state(self, state: dict) -> None:
+        for k in self._STATE:
+            setattr(self, k, np.array(state[k], dtype=np.float64))
+        for k in self._COUNTS:
+            setattr(self, k, int(state[k]))
+
+
+class QuietServer:
+    """The server hooks of a server with no work after the replies, no arrays for /model and
+    no state (a subclass overrides those it has)."""
+
+    def after_reply(self) -> None:
+        pass
+
+    def global_arrays(self) -> dict:
+        return {}
+
+    def state(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        pass
+
+
 def all_finite(arrays) -> bool:
     """Whether every number of ``arrays`` (float arrays, any shapes) is finite: the small ones
     in one pass over them all, since a role object's finiteness check (``finite(rows)``) runs

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..data.sparse import combine, margins as margins_of
 from ..errors import ConfigError
+from .contract import ArrayState
 from .losses import gradient_coef, predict
 from .params import Settled
 
@@ -36,7 +37,7 @@ class DpsgdParams(Settled):
             raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
 
 
-class DPsgdNode:
+class DPsgdNode(ArrayState):
     """Node ``node`` of ``topology``, holding exactly one task, ``start`` (:class:`.contract.Node`;
     without a topology, a lone node that mixes with nobody)."""
 
@@ -45,6 +46,7 @@ class DPsgdNode:
     # every node averages its model with its neighbours' each round, whether its task has an
     # instance or not (Lian et al.'s gossip): learning one task moves the others'
     CHECK_SKIPS = ("check_learning_a_task_leaves_the_others",)
+    _STATE, _COUNTS = ("w",), ("round",)
 
     def __init__(self, params: DpsgdParams, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0):
@@ -94,13 +96,6 @@ class DPsgdNode:
 
     def finish_round(self) -> None:
         pass
-
-    def state(self) -> dict:
-        return {"w": self.w.copy(), "round": np.int64(self.round)}
-
-    def load_state(self, state: dict) -> None:
-        self.w = np.array(state["w"], dtype=np.float64)
-        self.round = int(state["round"])
 
     def task_rows(self) -> dict:
         return {"W": self.w}

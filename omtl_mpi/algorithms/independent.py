@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, BlockRole, TaskBlock, fixed_fields
+from .contract import ArrayState
 from .losses import gradient_coef, predict
 from .params import Settled, require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
@@ -31,11 +32,14 @@ class _NoMessage:
     def merge(self, received) -> float:
         return 0.0
 
+    def finish_round(self) -> None:
+        pass
+
     def node_arrays(self) -> dict:
         return {}
 
 
-class _SingleTaskNode(_NoMessage):
+class _SingleTaskNode(ArrayState, _NoMessage):
     """A learner that keeps per-task arrays only (named in ``_STATE``, W first, each with the
     tasks on axis 0), which predicts from the margins of W.
 
@@ -62,20 +66,10 @@ class _SingleTaskNode(_NoMessage):
         active tasks only (X (B, na, d), dense or sparse rows) and changes nothing of the others."""
         return margins_of(self.W[active], X)
 
-    def finish_round(self) -> None:
-        pass
-
-    def state(self) -> dict:
-        return {k: getattr(self, k).copy() for k in self._STATE}
-
     def checked(self, rows=None) -> list:
         """The arrays of the tasks ``rows`` (None: all), to be finite, without copying the rest."""
         rows = slice(None) if rows is None else rows
         return [getattr(self, k)[rows] for k in self._STATE]
-
-    def load_state(self, state: dict) -> None:
-        for k in self._STATE:
-            setattr(self, k, np.array(state[k], dtype=np.float64))
 
     def task_rows(self) -> dict:
         return {"W": self.W}
@@ -105,9 +99,6 @@ class AdmmSingleNode(BlockRole, _NoMessage):
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins (B, na) :meth:`local_step` predicts from, changing nothing."""
         return self.block.decide(X, active)
-
-    def finish_round(self) -> None:
-        pass
 
     def task_rows(self) -> dict:
         return self.block.task_rows()

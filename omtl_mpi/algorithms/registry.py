@@ -58,8 +58,8 @@ class Algorithm:
         :class:`.contract.Server`).
     node : type
         Role class of the ``neighbours`` and ``none`` patterns (:class:`.contract.Node`).
-        ``none`` nodes get ``message`` (empty), ``merge`` and ``node_arrays`` from
-        ``independent._NoMessage``; nodes that keep per-task arrays only get more from
+        ``none`` nodes get ``message`` (empty), ``merge``, ``finish_round`` and ``node_arrays``
+        from ``independent._NoMessage``; nodes that keep per-task arrays only get more from
         ``independent._SingleTaskNode`` (docs/DESIGN.md, *Adding a learner*).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks (d-psgd).

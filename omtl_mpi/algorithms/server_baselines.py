@@ -14,6 +14,7 @@ import numpy as np
 from ..data.sparse import SparseRows, combine, margins as margins_of
 from ..errors import ConfigError
 from .admm import AdmmParams, DivergenceError, fixed_fields
+from .contract import ArrayState, QuietServer
 from .losses import gradient_coef, predict
 from .params import Settled, require_positive
 
@@ -76,11 +77,12 @@ class DromParams(Settled):
             raise ConfigError(f"--tau must be an integer >= 1 (rounds between synchronisations), got {self.tau!r}")
 
 
-class DromWorker:
+class DromWorker(ArrayState):
     """Capped-hinge subgradient steps with the relationship term from the last synchronisation:
     ``w_k <- w_k - gamma_t (g_k + mu [W Omega^-1]_{:,k})``."""
 
     TASK_AXIS = {"W": 0, "R": 0}
+    _STATE, _COUNTS = ("W", "R"), ("round",)
 
     def __init__(self, params: DromParams, n_tasks: int, dim: int, start: int, stop: int):
         self.p, self.dim = params, dim
@@ -116,20 +118,14 @@ class DromWorker:
     def down(self, msg):
         self.R[...] = msg.reshape(-1, self.dim)
 
-    def state(self):
-        return {"W": self.W.copy(), "R": self.R.copy(), "round": np.int64(self.round)}
-
-    def load_state(self, state):
-        self.W = np.array(state["W"], dtype=np.float64)
-        self.R = np.array(state["R"], dtype=np.float64)
-        self.round = int(state["round"])
-
     def task_rows(self):
         return {"W": self.W}
 
 
-class DromServer:
+class DromServer(ArrayState, QuietServer):
     """Every tau rounds: one Frank-Wolfe step on Omega, then [W Omega^-1]_{:,k} to each worker."""
+
+    _STATE, _COUNTS = ("omega",), ("steps",)
 
     def __init__(self, params: DromParams, n_tasks: int, dim: int, blocks):
         self.p, self.K, self.dim = params, n_tasks, dim
@@ -171,16 +167,6 @@ class DromServer:
                                   "for an Omega that is nearly rank one); raise --omega-eps "
                                   "(default 0.01)") from None
 
-    def after_reply(self):
-        pass
-
-    def state(self):
-        return {"omega": self.omega.copy(), "steps": np.int64(self.steps)}
-
-    def load_state(self, state):
-        self.omega = np.array(state["omega"], dtype=np.float64)
-        self.steps = int(state["steps"])
-
     def global_arrays(self):
         return {"omega": self.omega}
 
@@ -191,7 +177,7 @@ class NoParams(Settled):
     """This learner has no hyper-parameters."""
 
 
-class MtPerceptronWorker:
+class MtPerceptronWorker(ArrayState):
     """Cavallanti, Cesa-Bianchi & Gentile 2010, fully connected interaction: a mistake of task i
     on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. So w_j = (S + O_j) / (K + 1),
     with S the sum of every mistake's y x over all tasks and O_j that of task j's own: workers
@@ -200,6 +186,7 @@ class MtPerceptronWorker:
 
     TASK_AXIS = {"O": 0}
     ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
+    _STATE = ("O", "S")
 
     def __init__(self, params, n_tasks, dim, start, stop):
         self.dim = dim
@@ -257,18 +244,11 @@ class MtPerceptronWorker:
     def down(self, msg):
         self.S += msg
 
-    def state(self):
-        return {"O": self.O.copy(), "S": self.S.copy()}
-
-    def load_state(self, state):
-        self.O = np.array(state["O"], dtype=np.float64)
-        self.S = np.array(state["S"], dtype=np.float64)
-
     def task_rows(self):
         return {"W": self._models()}
 
 
-class SumServer:
+class SumServer(QuietServer):
     """Sums the workers' messages (in rank order) and sends the sum back to every worker: the
     server of the multitask perceptron and of the pooled model."""
 
@@ -278,18 +258,6 @@ class SumServer:
     def step(self, up_all):
         total = up_all.reshape(self.n_workers, -1).sum(axis=0)     # rank order, sequential
         return np.tile(total, self.n_workers)
-
-    def after_reply(self):
-        pass
-
-    def state(self):
-        return {}
-
-    def load_state(self, state):
-        pass
-
-    def global_arrays(self):
-        return {}
 
 
 # ----------------------------------------------------------------------------- pooled
@@ -304,12 +272,13 @@ class PooledParams(Settled):
         require_positive("gamma0", self.gamma0)
 
 
-class PooledWorker:
+class PooledWorker(ArrayState):
     """Predicts every task with the one shared w; sends the sum of its round's gradients and
     their count."""
 
     # every array of its state is shared: the one w, the round
     TASK_AXIS: dict = {}
+    _STATE, _COUNTS = ("w",), ("round",)
 
     def __init__(self, params: PooledParams, n_tasks, dim, start, stop):
         self.p, self.dim = params, dim
@@ -347,13 +316,6 @@ class PooledWorker:
     def down(self, msg):
         n = max(msg[-1], 1.0)
         self.w = self.w - (self.p.gamma0 / math.sqrt(self.round)) * msg[:-1] / n
-
-    def state(self):
-        return {"w": self.w.copy(), "round": np.int64(self.round)}
-
-    def load_state(self, state):
-        self.w = np.array(state["w"], dtype=np.float64)
-        self.round = int(state["round"])
 
     def task_rows(self):
         return {"W": np.tile(self.w, (self.kb, 1))}
