@@ -1,48 +1,17 @@
 """The contract every learner's role classes keep: what the runtime calls, with which shapes.
 
-A learner is a set of role classes, by communication pattern (:mod:`.registry`):
+A learner is a set of role classes, by communication pattern (:mod:`.registry`): a
+:class:`Worker` per block of tasks and one :class:`Server` for the ``server`` pattern (a star
+around rank 0), a :class:`Node` per block for ``neighbours`` (gossip over a topology) and
+``none`` (no communication). They are :class:`typing.Protocol` classes: a role class need not
+inherit from them, it has their members, and :func:`check_roles`, which
+:func:`.registry.register` calls, checks that it has them and that its constructor follows the
+one convention (:data:`WORKER_PARAMETERS`, :data:`SERVER_PARAMETERS`, :data:`NODE_PARAMETERS`).
 
-* ``server`` pattern (a star around rank 0): a :class:`Worker` per block of tasks and one
-  :class:`Server`;
-* ``neighbours`` pattern (gossip over a topology) and ``none`` (no communication): a
-  :class:`Node` per block of tasks.
-
-The three classes below are :class:`typing.Protocol` classes: a role class need not inherit
-from them, it has their members. :func:`check_roles`, which :func:`.registry.register` calls,
-checks that the members exist and that the constructor follows the one convention:
-
-* ``Worker(params, n_tasks, dim, start, stop)``;
-* ``Server(params, n_tasks, dim, blocks)``;
-* ``Node(params, n_tasks, dim, start, stop, topology=None, node=0)``.
-
-Shapes and conventions, the same for every role:
-
-* K (``n_tasks``) is every task of the run, d (``dim``) the weights per task (the features,
-  plus one with the intercept); a worker or node holds the contiguous block of tasks
-  ``start..stop-1``, kb = stop - start of them; B is the number of instances per task per
-  round (the mini-batch).
-* Every round a task holder gets the round's **active** tasks only: ``active``, which of its
-  tasks have an instance in the round (``slice(None)`` when all of them do, else an array of
-  their indices in the block, increasing), ``X`` (B, na, d) for those na tasks, ``y`` (B, na),
-  float labels -1/+1 with 0 for padding (a short last batch; its ``X`` rows are 0), and
-  ``inv_count`` (na,), 1 / the number of real instances of each of them. It returns its
-  predictions, made before it reads ``y``, as booleans (B, na), True for +1. A task that is not
-  active takes no step (docs/ALGORITHMS.md section 1), so a round's cost follows the tasks
-  active in it.
-* :meth:`Worker.decide` / :meth:`Node.decide` give the decision values behind those
-  predictions without changing any state: ``decide(X) >= 0`` is, bit for bit, what the next
-  step on the same ``X`` predicts.
-* ``state()`` returns {name: array}, every array that determines the role's next round
-  (copies), and ``load_state(state)`` restores it: checkpoints and the generic checks
-  (:mod:`omtl_mpi.checks`) go through them.
-* ``TASK_AXIS`` (a class attribute of workers and nodes) names the per-task arrays of
-  ``state()``: {key: the axis of the tasks in that array}. A key it does not list is shared:
-  the same in every block of a run (u of C-ADMM, a round counter). With it
-  :func:`merge_states` joins the states of consecutive blocks into one block's. ``None``
-  for a node whose state is a node's own rather than its block's (D-ADMM's gossiped table,
-  D-PSGD's mixing).
-* ``task_rows()`` gives a holder's final per-task arrays, one row per task, by name (``W``
-  the weights; ``Z``, ``V``, ``U`` where it has them), for the results file's /model.
+The shapes (K tasks, d weights, a holder's block ``start..stop-1`` of kb tasks, B instances per
+task per round; labels -1/+1, 0 for padding, whose ``X`` rows are 0), the round's active tasks,
+``decide``, ``state()``, ``TASK_AXIS`` and ``task_rows()`` are stated in docs/DESIGN.md,
+*Adding a learner*, and in the protocols below.
 """
 from __future__ import annotations
 
@@ -57,7 +26,39 @@ SERVER_PARAMETERS = ("params", "n_tasks", "dim", "blocks")
 NODE_PARAMETERS = ("params", "n_tasks", "dim", "start", "stop", "topology", "node")
 
 
-class Worker(Protocol):
+class _Stateful(Protocol):
+    """What every role has: its state."""
+
+    def state(self) -> dict:
+        """{name: array}, copies of every array that determines the next round."""
+
+    def load_state(self, state: dict) -> None:
+        """Restore a :meth:`state`."""
+
+
+class _Holder(_Stateful, Protocol):
+    """What a holder of tasks (a worker, a node) has besides.
+
+    Attributes
+    ----------
+    TASK_AXIS : dict
+        {state key: axis of the tasks in that array} for every per-task array of
+        :meth:`state`; the keys it does not list are shared by every block of a run.
+    """
+
+    TASK_AXIS: ClassVar[dict | None]
+
+    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
+        """The decision values (B, na) float64 of ``X`` (B, na, d), instances of the block's
+        tasks ``active`` (as the round's step's: ``up``, ``local_step``), with the current
+        state, changing no state: ``decide(X, active) >= 0`` equals, bit for bit, the
+        predictions of the next step on the same ``X`` and ``active``."""
+
+    def task_rows(self) -> dict:
+        """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
+
+
+class Worker(_Holder, Protocol):
     """A worker of the ``server`` pattern: holds tasks ``start..stop-1`` of a run's K.
 
     Parameters
@@ -70,12 +71,6 @@ class Worker(Protocol):
         d, the weights per task.
     start, stop : int
         The block of tasks held, ``start..stop-1`` (kb = stop - start).
-
-    Attributes
-    ----------
-    TASK_AXIS : dict
-        {state key: axis of the tasks in that array} for every per-task array of
-        :meth:`state`; the keys it does not list are shared by every block of a run.
 
     Notes
     -----
@@ -95,8 +90,6 @@ class Worker(Protocol):
     ``reduce(values)``, the sum of ``values`` over every worker, on every rank (the exchange of
     sums a round may need beside its messages: the mixture prior's EM steps).
     """
-
-    TASK_AXIS: ClassVar[dict]
 
     def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int) -> None: ...
 
@@ -126,23 +119,9 @@ class Worker(Protocol):
         """Take the server's flat reply of ``down_size(params, n_tasks, kb, dim)`` float64
         numbers."""
 
-    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
-        """The decision values (B, na) float64 of ``X`` (B, na, d), instances of the block's
-        tasks ``active`` (as :meth:`up`'s), with the current state, changing no state:
-        ``decide(X, active) >= 0`` equals, bit for bit, the predictions of the next :meth:`up`
-        on the same ``X`` and ``active``."""
-
-    def state(self) -> dict:
-        """{name: array}, copies of every array that determines the next round."""
-
-    def load_state(self, state: dict) -> None:
-        """Restore a :meth:`state`."""
-
-    def task_rows(self) -> dict:
-        """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
 
 
-class Server(Protocol):
+class Server(_Stateful, Protocol):
     """The server of the ``server`` pattern, on rank 0.
 
     Parameters
@@ -176,14 +155,8 @@ class Server(Protocol):
     def global_arrays(self) -> dict:
         """{name: array} of the run's shared arrays, for the results file's /model."""
 
-    def state(self) -> dict:
-        """{name: array}, copies of every array that determines the next round."""
 
-    def load_state(self, state: dict) -> None:
-        """Restore a :meth:`state`."""
-
-
-class Node(Protocol):
+class Node(_Holder, Protocol):
     """A node of the ``neighbours`` or ``none`` pattern: holds tasks ``start..stop-1``.
 
     Parameters
@@ -216,7 +189,6 @@ class Node(Protocol):
     ``ROW_AXES``, ``NOT_STATE`` and ``CHECK_SKIPS``, as the workers'.
     """
 
-    TASK_AXIS: ClassVar[dict | None]
     message: np.ndarray
 
     def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int,
@@ -228,12 +200,6 @@ class Node(Protocol):
         instances, then learn from ``y`` (B, na) and ``inv_count`` (na,); returns the
         predictions (B, na) booleans, True for +1, made before ``y`` is read."""
 
-    def decide(self, X: np.ndarray, active=slice(None)) -> np.ndarray:
-        """The decision values (B, na) float64 of ``X`` (B, na, d), instances of the block's
-        tasks ``active`` (as :meth:`local_step`'s), with the current state, changing no state:
-        ``decide(X, active) >= 0`` equals, bit for bit, the predictions of the next
-        :meth:`local_step` on the same ``X`` and ``active``."""
-
     def merge(self, received: np.ndarray) -> float:
         """Take the neighbours' messages, (n_neighbours, \\*message.shape); returns the mean
         staleness in rounds of what the node used (0.0 where that means nothing)."""
@@ -243,15 +209,6 @@ class Node(Protocol):
 
     def node_arrays(self) -> dict:
         """{name: array} of the node's own copies of shared variables (/model/node_NAME)."""
-
-    def state(self) -> dict:
-        """{name: array}, copies of every array that determines the next round."""
-
-    def load_state(self, state: dict) -> None:
-        """Restore a :meth:`state`."""
-
-    def task_rows(self) -> dict:
-        """{name: (kb, ...) array}, the block's final per-task arrays (``W`` first)."""
 
 
 class ArrayState:
@@ -351,10 +308,12 @@ def _resume(generator, value):
 
 
 def _members(protocol) -> tuple[list[str], list[str]]:
-    """The methods and the attributes a role of ``protocol`` must have (its own, not object's)."""
-    methods = [name for name, value in vars(protocol).items()
+    """The methods and the attributes a role of ``protocol`` must have (its own and its base
+    protocols', not object's)."""
+    own = [c for c in protocol.__mro__ if c.__module__ == __name__]
+    methods = [name for c in own for name, value in vars(c).items()
                if not name.startswith("_") and isinstance(value, (staticmethod, type(_members)))]
-    return methods, list(protocol.__annotations__)
+    return methods, [name for c in reversed(own) for name in vars(c).get("__annotations__", {})]
 
 
 _ROLES = {"worker": (Worker, WORKER_PARAMETERS), "server": (Server, SERVER_PARAMETERS),

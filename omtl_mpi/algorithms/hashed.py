@@ -31,6 +31,7 @@ import numpy as np
 
 from ..data.sparse import SparseRows
 from ..errors import ConfigError
+from .contract import QuietServer
 from .independent import AROW_R_PER_MEAN_SQ_NORM
 from .losses import predict
 from .params import Settled, require_positive
@@ -212,7 +213,7 @@ class HashedWorker:
         return {"W": self.w[0] * self.sign[0] + self.w[1:] * self.sign[1:]}
 
 
-class HashedServer:
+class HashedServer(QuietServer):
     """The table: adds the workers' steps (rank order) at their indices, steps the weights
     they touched, and sends each worker the table at its indices."""
 
@@ -263,9 +264,6 @@ class HashedServer:
             self.reply[lo + half:hi] = self.acc[idx]
         return self.reply
 
-    def after_reply(self) -> None:
-        pass
-
     def state(self) -> dict:
         return {"w": self.w.copy(), "acc": self.acc.copy()}
 
@@ -279,6 +277,3 @@ class HashedServer:
     def load_state(self, state: dict) -> None:
         self.w[...] = state["w"]
         self.acc[...] = state["acc"]
-
-    def global_arrays(self) -> dict:
-        return {}
