@@ -39,7 +39,6 @@ from ..data.sparse import SparseRows
 EXPERTS = ("multi-task", "shared", "related")
 # the fourth expert, with more tasks than features: the empirical-Bayes model of bayes.py
 BAYES = "bayes"
-BAYES_FIRST = True
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
@@ -64,15 +63,9 @@ def inverse_norms(W: np.ndarray) -> np.ndarray:
     return 1.0 / np.where(norms > 0.0, norms, np.inf)
 
 
-def contributions(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
-    """``w_j / sqrt|w_j|`` for every row of W (0 for a zero row): H = Y^T Y (Y these rows);
-    ``inverse`` is :func:`inverse_norms` of W where known."""
-    return W * np.sqrt(inverse_norms(W) if inverse is None else inverse)[..., None]
-
-
 def directions(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
-    """``w_k / |w_k|`` for every row of W (0 for a zero row); ``inverse`` as in
-    :func:`contributions`."""
+    """``w_k / |w_k|`` for every row of W (0 for a zero row); ``inverse`` is
+    :func:`inverse_norms` of W where known."""
     return W * (inverse_norms(W) if inverse is None else inverse)[..., None]
 
 
@@ -120,9 +113,9 @@ def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | No
 
 
 def moment(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
-    """The rows' part of H, ``sum_j w_j w_j^T / |w_j|`` (d x d); ``inverse`` as in
-    :func:`contributions`."""
-    y = contributions(W, inverse)
+    """The rows' part of H, ``sum_j w_j w_j^T / |w_j|`` (d x d): Y^T Y, Y the rows
+    ``w_j / sqrt|w_j|``; ``inverse`` as in :func:`directions`."""
+    y = W * np.sqrt(inverse_norms(W) if inverse is None else inverse)[..., None]
     return y.T @ y
 
 

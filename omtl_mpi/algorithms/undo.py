@@ -39,7 +39,6 @@ _OWN = __name__.rsplit(".", 2)[0] + "."          # "omtl_mpi."
 # values kept by reference without a look inside (they cannot change in place)
 _ATOMS = frozenset({int, float, bool, str, bytes, type(None), slice, range, np.float64, np.int64,
                     np.bool_, np.intp})
-_NO_ROWS = np.zeros(0, dtype=np.intp)
 
 
 class Journal:
@@ -146,23 +145,10 @@ def _mark(roles):
         if not walkable(role):
             saved.append(("state", role, role.state()))
             continue
-        entries: list = []
-        _save_object(role, _NO_ROWS, entries, set())
-        for entry in entries:
-            if entry[0] == "rows":
-                per_task.append((entry[1], entry[2], a, b))
-            else:
-                saved.append(entry)
+        found: list = []
+        _save_object(role, found, saved, set())
+        per_task += [(array, axis, a, b) for array, axis in found]
     return saved, per_task
-
-
-def save(obj, rows=None) -> list:
-    """Everything needed to put the role object ``obj`` back as it is now, after rounds that
-    step the tasks ``rows`` (indices along each declared task axis; None: every task): entries
-    for :func:`restore`."""
-    saved: list = []
-    _save_object(obj, rows, saved, set())
-    return saved
 
 
 def restore(saved: list) -> None:
@@ -193,7 +179,9 @@ def restore(saved: list) -> None:
             entry[1].load_state(entry[2])
 
 
-def _save_object(obj, rows, saved, seen) -> None:
+def _save_object(obj, per_task, saved, seen) -> None:
+    """Save ``obj`` into ``saved``, but for its declared per-task arrays, which go to the list
+    ``per_task`` as (array, axis) (``per_task`` None: saved whole too)."""
     if id(obj) in seen:
         return
     seen.add(id(obj))
@@ -201,7 +189,6 @@ def _save_object(obj, rows, saved, seen) -> None:
     saved.append(("attrs", obj, dict(attrs)))
     axes = obj.row_axes() if hasattr(obj, "row_axes") else getattr(obj, "ROW_AXES", {})
     scratch = getattr(obj, "NOT_STATE", ())
-    by_rows = rows is not None and not isinstance(rows, slice)
     for name, value in attrs.items():
         kind = type(value)
         if kind in _ATOMS or name in scratch:
@@ -210,16 +197,16 @@ def _save_object(obj, rows, saved, seen) -> None:
             if id(value) in seen:
                 continue
             seen.add(id(value))
-            axis = axes.get(name) if by_rows else None
+            axis = axes.get(name) if per_task is not None else None
             if axis is None:
                 saved.append(("whole", value, value.copy()))
             else:
-                saved.append(("rows", value, axis, rows, np.take(value, rows, axis=axis)))
+                per_task.append((value, axis))
         else:
-            _save_value(value, rows, saved, seen)
+            _save_value(value, per_task, saved, seen)
 
 
-def _save_value(value, rows, saved, seen) -> None:
+def _save_value(value, per_task, saved, seen) -> None:
     """An attribute's value other than an atom or an array: a container (its arrays and role
     objects saved whole), a random generator, or a role object of this package."""
     if isinstance(value, (list, tuple, dict)):
@@ -241,4 +228,4 @@ def _save_value(value, rows, saved, seen) -> None:
     elif isinstance(value, np.random.Generator):
         saved.append(("rng", value, value.bit_generator.state))
     elif walkable(value) and not dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _save_object(value, rows, saved, seen)
+        _save_object(value, per_task, saved, seen)
