@@ -1,39 +1,14 @@
-"""The vote's empirical-Bayes expert: each task's posterior-mean linear model under a Gaussian
-prior over the tasks' models whose mean and covariance are estimated from every task's data
-(docs/ALGORITHMS.md section 2.7).
+"""The vote's empirical-Bayes expert: each task's posterior-mean linear model
+``h_k = (Pi + Q_k / s2)^-1 (Pi mu + s_k / s2)`` under a Gaussian prior ``N(mu, Pi^-1)`` over the
+tasks' models (Heskes, ICML 2000; Bakker and Heskes, JMLR 2003), so that a short stream borrows
+from the tasks like it. ``mu`` and ``Pi`` come from sums over every task by the method of
+moments (:func:`prior`), so that no rank needs another rank's tasks; each instance updates a
+task's ``A_k = (Pi + Q_k / s2)^-1`` and ``h_k`` by Sherman-Morrison in O(d^2), and the prior is
+estimated again when the instances seen have grown by :data:`GROWTH`. Used only with more tasks
+than features (:func:`used`).
 
-The model (Heskes, ICML 2000; Bakker and Heskes, JMLR 2003, for its multi-task use): task k's
-labels follow ``y = x . beta_k + noise`` (variance :data:`NOISE`, labels -1/+1), and the
-tasks' ``beta_k`` are drawn from ``N(mu, Sigma)``. Given ``mu`` and ``Sigma`` the posterior mean
-of beta_k is
-
-    h_k = (Pi + Q_k / s2)^-1 (Pi mu + s_k / s2),   Pi = Sigma^-1,
-
-from the task's own sufficient statistics ``Q_k = sum x x^T`` and ``s_k = sum y x``: a new task
-predicts with ``mu``, a task with a long stream with its own least-squares model, and one in
-between learns only the directions in which the tasks differ (the few that ``Sigma`` spans
-when the tasks come in a few latent groups), so that five instances go a long way.
-
-``mu`` and ``Sigma`` come from sums over every task, by the method of moments, so that no rank
-needs another rank's tasks: with ``b_k = E[y x]`` of task k, ``(s_k s_k^T - Q_k) / n_k`` has
-the mean ``(n_k - 1) b_k b_k^T``, and ``b_k = Sx beta_k`` for the features' second moment
-``Sx``. So a block sends the change of
-
-    M = sum_k (s_k s_k^T - Q_k) / n_k,  QT = sum x x^T,  S1 = sum y x,  N,  N1 = sum_k (n_k - 1)
-
-(:func:`stats_size` numbers, whatever its number of tasks), and every rank computes the same
-prior from their sums (:func:`prior`). The prior is estimated again whenever the instances seen
-have grown by :data:`GROWTH` since the last estimate (a few dozen times in a run), so a block
-computes M, QT and S1 (three products over its tasks) only in a round that may end in an
-estimate, and sends N and N1 alone in the others (:meth:`EmpiricalBayes.statistics`); a task's
-matrix ``A_k = (Pi + Q_k / s2)^-1`` and ``h_k`` are computed afresh at its first instance
-after that; in between each instance updates them by Sherman-Morrison, O(d^2): with
-``u = A_k x``, ``A_k -= u u^T / (s2 + x . u)`` and ``h_k += u (y - x . h_k) / (s2 + x . u)``
-(recursive least squares).
-
-Used by the vote only with more tasks than features (:func:`used`): the covariance of d
-features is estimated from K tasks, and its d x d statistics then cost less than sending the
-tasks' models.
+The model, the moments, the statistics a block sends and the costs: docs/ALGORITHMS.md
+section 2.7.
 """
 from __future__ import annotations
 

@@ -1,33 +1,13 @@
-"""D-ADMM (paper Algorithm 2, docs/ALGORITHMS.md section 3): no server; nodes gossip what each
-node knows of every node's block of tasks.
+"""D-ADMM (paper Algorithm 2): no server; every node gossips a table of what it knows of every
+node's block of tasks, each node's part stamped with the round its owner wrote it, and keeps the
+freshest copy of each. The table holds one row per node (``[stamp, S_j, m_j, H_j, B_j]``, the
+parts the consensus and the vote need) and, where the math needs every task, one row per task
+(``[c_k, v_k]`` with a learned Omega or the paper variant, ``w_k`` in the vote's ``rows`` form).
 
-Node i of N holds the contiguous block ``task_blocks(K, N)[i]``. What it sends every neighbour
-is its table, in two parts, each merged per node by a stamp (the round its owner wrote it):
-
-* one row per node: ``[stamp, S_j, m_j, H_j, B_j]``: with Omega fixed at I/K (the defaults),
-  S_j the sum of node j's tasks' messages c_k (every v_k follows from c_k and u, so this is
-  all the consensus needs of node j); with the vote, m_j its experts' mistakes and, in the
-  ``moment`` form, H_j its part of the related expert's statistic (d x d), and with more tasks
-  than features B_j its tasks' statistics for the empirical-Bayes expert's Gaussian prior
-  (:mod:`.bayes`; not with its mixture prior, below);
-* one row per task, only where the math needs every task: with a learned Omega (or the paper
-  variant) ``[c_k, v_k]`` (the paper's table), and with the vote in the ``rows`` form the
-  task's model w_k.
-
-Per round t: (1) predict and step its own tasks, write its own rows with stamp t; (2) the
-runtime exchanges the tables with the neighbours and every node keeps, for each node j, the
-copy with the largest stamp (with node j's task rows from the same copy); (3) a learned Omega
-is rebuilt from the table's V; (4) the consensus from the table; (5) the z-step.
-
-Steps 3-4 use the same objects as the C-ADMM server, which is why D-ADMM on a fully connected
-graph predicts exactly like C-ADMM.
-
-With the empirical-Bayes expert's mixture prior (:mod:`.mixture`), the rounds that end in an
-estimate (every node knows which: the instances of every round are planned, and the mixture is
-estimated when their sum grows by :data:`.bayes.GROWTH`) end with sums over every node, taken
-together (:attr:`DAdmmNode.sums`, which the runtime sums over the graph: docs/ALGORITHMS.md
-section 2.8): the nodes' statistics, then one E-step's sums per EM step; every node then holds
-the same mixture, the one C-ADMM's server would have computed from the same blocks.
+What each part is, the round's steps and the messages' sizes: docs/ALGORITHMS.md section 3;
+the mixture prior's sums over every node (:attr:`DAdmmNode.sums`): section 2.8. The consensus
+runs the C-ADMM server's objects, which is why D-ADMM on a fully connected graph predicts
+exactly like C-ADMM.
 """
 from __future__ import annotations
 

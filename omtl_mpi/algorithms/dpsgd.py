@@ -1,9 +1,5 @@
-"""D-PSGD (Lian et al. 2017; docs/ALGORITHMS.md section 5): decentralised SGD with
-Metropolis-Hastings mixing.
-
-One task per node. Per round t every node computes the hinge subgradient g_k at its current
-(pre-mixing) w_k, sends w_k to its neighbours, and takes
-``w_k <- sum_j M_kj w_j - gamma_t g_k`` with ``gamma_t = gamma0 / sqrt(t)`` (or ``gamma0 / t``).
+"""D-PSGD (Lian et al. 2017): decentralised SGD with Metropolis-Hastings mixing, one task per
+node (the step and its decay: docs/ALGORITHMS.md section 5).
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
 """Adaptive sharing for the ADMM multi-task learners (``--experts``, the default): each task
-predicts by a weighted vote of three experts, weighted by how few mistakes each has made on
-all the tasks (docs/ALGORITHMS.md section 2.6 states exactly what each rank computes; why the
-defaults are what they are: docs/GUIDE.md, *How the defaults were chosen*).
+predicts by a weighted vote of its experts (:data:`EXPERTS`: its multi-task model w_k, the shared
+u and the related tasks' models r_k, :class:`Related`; with more tasks than features led by the
+empirical-Bayes expert of :mod:`.bayes`), weighted by how few mistakes each has made on all the
+tasks (:class:`ExpertVote`), so that the sharing follows how related the tasks are. The vote
+only decides what is predicted: the ADMM updates are not changed.
 
-The experts of task k, each a linear model whose margin on x is computed before y is revealed:
-
-* ``multi-task``: w_k, the ADMM model itself;
-* ``shared``: u, the pattern shared by every task (near what pooling all tasks learns);
-* ``related``: r_k = (1/K) sum_j c_kj w_j, the tasks' models weighted by their cosine
-  similarity c_kj to task k's model, sign included (:class:`Related`): tasks that point the
-  same way pool their evidence, anti-correlated ones count with a minus sign, unrelated ones
-  hardly count.
-
-The related models need every task's model, but only through one d x d matrix,
-``H = sum_j w_j w_j^T / |w_j|``: ``r_k = H w_k / (K |w_k|)``. So a rank sends the change of
-its tasks' part of H (d x d numbers) or, where there are fewer tasks than features, its tasks'
-models (d numbers each), and a round's work follows the tasks that learned in it
-(:class:`Related`).
-
-Every task counts its experts' mistakes m_(k,e); the weights, the same for every task, are
-``p_e proportional to pi_e exp(-eta_t M_e / K)`` with the prior pi = (0.99, 0.005, 0.005)
-(:data:`PRIOR_FIRST`: the ADMM model first), M_e = sum_k m_(k,e) and
-``eta_t = c sqrt(8 ln 3 / t)`` after t instances per task (c = :data:`STEP_MULTIPLE`); a task
-predicts +1 when the experts voting +1 have at least half the weight. That is the exponentially
-weighted average forecaster on the per-round mistakes scaled by 1/K, whose expected regret, and
-so half the weighted majority's mistakes, the guarantee in docs/ALGORITHMS.md section 2.6 bounds.
-The ADMM updates are not changed: the vote only decides what is predicted.
+docs/ALGORITHMS.md section 2.6 states what each rank computes, the weights and their
+guarantee; why the defaults are what they are: docs/GUIDE.md, *How the defaults were chosen*.
 """
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """The BLAS and LAPACK routines the learners call directly: ``dger`` (AROW's in-place rank-one
-update) and ``dgesdd`` (the thin SVD of the Omega update, every round: at a few tasks
-numpy.linalg.svd's Python-side checks cost as much as the decomposition).
-
-They are scipy's own Fortran wrappers (``scipy.linalg.blas.dger``, ``scipy.linalg.lapack.dgesdd``:
-the very same function objects, so the same bits). ``import scipy.linalg`` costs about as much CPU as numpy, h5py and mpi4py
-together, most of it in parts of scipy these learners never use (its array-API layer and
-docstring processing), and an MPI job pays it once per rank, on cores the ranks share
-(docs/DESIGN.md, "Start-up"). The extension module that holds the wrapper needs nothing of
-that, so it is loaded from scipy's folder by itself, in a few milliseconds. Should a scipy
-build lay it out differently, or refuse to load it alone, the normal import is used.
+update) and ``dgesdd`` (the thin SVD of the Omega update). They are scipy's own wrappers (the
+same function objects, so the same bits), loaded from scipy's folder without importing
+``scipy.linalg``, whose import costs every rank about as much CPU as numpy, h5py and mpi4py
+together (docs/DESIGN.md, "Start-up"); the normal import where a scipy build will not load
+them alone.
 """
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
-"""Hashed personalisation (``--algo hashed``, docs/ALGORITHMS.md section 5): one linear model on
-the features and their copies crossed with the task, hashed into a table of 2^b weights.
+"""Hashed personalisation (``--algo hashed``): one linear model on the features and their copies
+crossed with the task, hashed into a table of 2^b weights (Weinberger, Dasgupta, Langford, Smola
+and Attenberg, ICML 2009; without hashing, Daume's feature augmentation, ACL 2007): what a new
+task knows is the shared part. The table lives on the server (rank 0); a worker holds its
+values at its tasks' indices and sends its instances' steps there, which the server adds up in
+rank order (so that one process and MPI agree).
 
-Task k's instance x is read as ``sum_j x_j (e[h(j)] s(j) + e[h(k, j)] s(k, j))``: every feature
-once as itself, shared by every task, and once as "feature j of task k", the task's own. h
-hashes a key to one of 2^b weights and s to a sign, so that colliding features cancel on
-average (Weinberger, Dasgupta, Langford, Smola and Attenberg, ICML 2009, who learned hundreds
-of thousands of users' spam filters this way; without hashing it is Daume's frustratingly easy
-feature augmentation, ACL 2007). A task's prediction is its shared part plus its own, each
-learned from the same instance: what a new task knows is the shared part.
-
-The table lives on the server (rank 0), as C-ADMM's u does; a worker holds the table's values
-at the indices its tasks use (its tasks' own and the shared ones) and sends, every round, its
-instances' steps at those indices; the server adds them up (in rank order, so that one process
-and MPI agree), steps the table and sends back the values. Steps per coordinate:
-
-* ``adagrad`` (the default): ``w -= gamma0 G / sqrt(delta + S)``, G the round's summed hinge
-  gradient at the coordinate and S the sum of its instances' squared gradients so far;
-* ``arow``: diagonal AROW in its precision form: a margin error (y w.x < 1) adds ``x_j^2 / r``
-  to coordinate j's precision P_j and ``(1 - y w.x) / (v + r) y x_j`` to its step, with
-  ``v = sum_j x_j^2 / P_j``; the step is taken over the precision after the round
-  (``w_j += step_j / P_j``), so that a round's many instances of a shared coordinate add up
-  as evidence, not as many separate steps. r: ``arow_r`` or, when None, each task's own from
-  its first nonzero instance (as single-task AROW's).
+The keys, the signs and the two steps per weight (``adagrad``, ``arow``): docs/ALGORITHMS.md
+section 5.
 """
 from __future__ import annotations
 

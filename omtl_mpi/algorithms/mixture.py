@@ -1,45 +1,13 @@
-"""The empirical-Bayes expert with a mixture prior: tasks that come in latent groups borrow from
-their group, not from all tasks (docs/ALGORITHMS.md section 2.8).
+"""The empirical-Bayes expert with a mixture prior ``sum_g pi_g N(c_g, s_w I)``: tasks that come
+in latent groups borrow from their group, not from all tasks. Its posterior is exact at little
+more than the Gaussian's cost (a task's A_k is the same under every component; beside it the
+task keeps h0_k and one number L_kg per component). The mixture is estimated where the Gaussian
+prior of :mod:`.bayes` is, by :data:`EM_STEPS` steps of EM over the blocks, each one sum of the
+blocks' E-step sums (through C-ADMM's server, :attr:`MixtureBayes.sum_blocks`, or over D-ADMM's
+graph, :meth:`MixtureBayes.estimate`); the first estimate takes the Gaussian prior and draws the
+centres from it.
 
-:mod:`.bayes` puts one Gaussian prior ``N(mu, Sigma)`` on the tasks' models: a task's first
-instances move its posterior mean only a little, along Sigma, and most short streams end
-before they have moved it far. Here the prior is a mixture of :data:`GROUPS` components with
-one within-group covariance, ``sum_g pi_g N(c_g, s_w I)``. Its posterior is exact and costs
-little more than the Gaussian's: a task's posterior precision ``I / s_w + Q_k / s2`` is the
-same under every component, so its matrix ``A_k`` is shared, and under component g
-
-    h_kg = h0_k + A_k v_g,   h0_k = A_k s_k / s2,   v_g = c_g / s_w,
-    log p(data_k | g) = log pi_g - c_g . v_g / 2 + v_g . A_k v_g / 2 + v_g . h0_k + const_k,
-
-so a task keeps h0_k beside A_k and, per component, the number
-``L_kg = v_g . A_k v_g / 2 + v_g . h0_k``, and predicts with the posterior mean
-``sum_g r_kg h_kg . x = h0_k . x + sum_g r_kg v_g . (A_k x)``, r_kg its posterior
-responsibilities, the softmax of ``log pi_g - c_g . v_g / 2 + L_kg``. An instance's
-Sherman-Morrison step (u = A_k x, c = 1 / (s2 + x . u), e = y - x . h0_k) moves L_kg by
-``c (e (u . v_g) - (u . v_g)^2 / 2)``: O(G) numbers a task, O(G d) work an instance.
-
-The mixture is estimated where the Gaussian prior is (when the instances seen have grown by
-:data:`.bayes.GROWTH`), by :data:`EM_STEPS` steps of EM for a mixture of linear regressions
-over the tasks, each task's data from one component's model ``y = x . c_g + noise``:
-
-* E-step, on every block: ``r_kg`` from the task's likelihood under each component,
-  ``log pi_g + (c_g . s_k - c_g^T Q_k c_g / 2) / s2``;
-* the blocks' sums, over their tasks: ``R_g = sum_k r_kg Q_k`` (packed), ``T_g = sum_k r_kg s_k``,
-  ``n_g = sum_k r_kg``, and for the within variance ``N1_g = sum_k r_kg (n_k - 1)`` and
-  ``m_g = sum_k r_kg (s_k^T P s_k - <P, Q_k>) / n_k`` with ``P = Sx^-2`` (:func:`sums_size`
-  numbers, summed over the blocks in block order, one sum a step: through C-ADMM's server,
-  :attr:`MixtureBayes.sum_blocks`, or over D-ADMM's graph, :meth:`MixtureBayes.estimate`);
-* M-step, on every rank from the same sums: ``c_g = (R_g + RIDGE I)^-1 T_g``,
-  ``pi_g = n_g / sum n``; after the last step ``s_w`` is the mean eigenvalue of the
-  within-group covariance by the method of moments of :mod:`.bayes` weighted by the
-  responsibilities, ``sum_g pi_g (m_g / N1_g - |c_g|^2) / d``, floored as Sigma is. With two or
-  three instances a task, the moments' estimate of a full within covariance is noise of
-  either sign in every direction; their mean eigenvalue cancels it.
-
-The first estimate takes the Gaussian prior of :mod:`.bayes` (one component) and draws the
-centres from it (a fixed seed: the same on every rank); every later one runs the EM steps from
-the last centres and takes the mixture. Only the rounds with an estimate exchange the sums (a
-few dozen a run); the others cost a task G more d-vectors to update.
+The posterior, the EM steps' sums and the costs: docs/ALGORITHMS.md section 2.8.
 """
 from __future__ import annotations
 

@@ -2,32 +2,16 @@
 
 The Python API's calls are transactions: a call that raises (or whose step would make the model
 non-finite) leaves the learner exactly as it was. Copying the state before every call would
-cost O(K d) at K tasks where a ``learn_one`` costs O(d), and even the rows it steps cost more
-than its arithmetic at small d. So a :class:`Journal` keeps, since a mark:
+cost O(K d) where a ``learn_one`` costs O(d), so a :class:`Journal` keeps, since a mark, the
+role objects as they were (every attribute by reference, every array whole but those with a
+row per task, of which each task's rows are copied the first time a call after the mark steps
+it) and the rounds learned since (their inputs, at most :data:`Journal.LIMIT` rounds and
+:data:`Journal.BYTES`). Undoing a call puts the mark back and steps the rounds before the call
+again: the same inputs on the same state give the same bits.
 
-* the role objects as they were at the mark: every attribute (by reference: a round that
-  rebinds one is undone by rebinding it) and every array whole, except the arrays with a row
-  per task; of those, each task's rows the first time a call after the mark steps that task;
-* the rounds learned since the mark (their inputs), at most :data:`Journal.LIMIT` of them and
-  :data:`Journal.BYTES` of their arrays.
-
-Undoing a call puts the mark back and steps the rounds before the call again: the same inputs
-on the same state give the same bits. A call then costs a few row copies the first time it
-meets a task after a mark, and the mark's copy every :data:`Journal.LIMIT` rounds.
-
-What a role object declares, as class attributes:
-
-* ``ROW_AXES`` (or a method ``row_axes()`` where it depends on the instance): {name of an
-  attribute holding an array: the axis of the tasks in it}. A round changes only the rows of
-  the tasks active in it (the contract's rule, :mod:`.contract`), so the other rows of such an
-  array need no copy;
-* ``NOT_STATE``: constants, and scratch whose contents no later round reads (not copied).
-
-Every other array is copied whole, and the role objects an object holds (of this package;
-parameter dataclasses excepted, which no round changes) are walked the same way: an attribute
-a class forgets to declare costs a copy, never a wrong undo. Role objects of other packages (a
-learner of one's own, :func:`.registry.register`) are saved through their contract's
-``state()`` and put back by ``load_state()``.
+What a role object declares for it (``ROW_AXES`` or ``row_axes()``, ``NOT_STATE``), and what
+an undeclared attribute costs: docs/DESIGN.md, *Adding a learner*, step 5. Role objects of
+other packages are saved through their ``state()`` and put back by ``load_state()``.
 """
 from __future__ import annotations
 
