@@ -14,12 +14,9 @@ from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, AROW_W_STEP_R_PER_MEAN_
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
-# --coordinates: a round steps every coordinate of its tasks' models (the paper's), or only
-# those where the round's instances are non-zero; auto: nonzero above LARGE_DIM weights with
-# a diagonal w-step (docs/ALGORITHMS.md section 2.1, *Large d*). Its own d, above AROW's
-# diagonal one: below it a diagonal round that steps every coordinate costs little
-# (docs/PERFORMANCE.md, *AROW's covariance*), and nonzero only approximates the paper's step,
-# the more so the larger the lambdas
+# --coordinates (docs/ALGORITHMS.md section 2.1, *Large d*); auto: nonzero above LARGE_DIM
+# weights with a diagonal w-step, a d above AROW's diagonal one: below it a diagonal round of
+# every coordinate costs little, and nonzero only approximates the paper's step
 COORDINATES = ("auto", "all", "nonzero")
 LARGE_DIM = 2048
 # The paper's model and settings (docs/ALGORITHMS.md section 1): what --preset paper gives the
@@ -46,17 +43,9 @@ class AdmmParams:
     / 10^4 (small enough for unit-norm features), and the experts' vote. :data:`PAPER` holds
     the paper's settings (docs/ALGORITHMS.md section 1; ``--preset paper``, :meth:`paper`).
 
-    ``eta = None`` means the paper's ``sqrt(T)``, T the longest stream's number of rounds,
-    for the Euclidean w-step, and :data:`ADAPTIVE_ETA` for the adaptive ones (their metric
-    D_t grows by itself, so a step control that also grows with T would double-count it);
-    resolved by :meth:`resolved`.
-
-    ``w_step`` picks the Bregman divergence of the w-step (docs/ALGORITHMS.md section 2.1):
-    ``euclid`` |w - w_t|^2 / 2 (the paper's), ``adagrad`` with D_t = diag(sqrt(delta + sum of
-    squared past gradients)), ``arow`` with D_t = r I + sum over margin errors of x x^T, r =
-    ``arow_r`` or, when None, each task's own from its first nonzero instance (wsteps.settle_r).
-
-    Each field's metadata holds its option's help (:mod:`omtl_mpi.options`).
+    ``eta = None`` is filled in by :meth:`resolved`; ``w_step`` picks the Bregman divergence of
+    the w-step (docs/ALGORITHMS.md section 2.1). Each field's metadata holds its option's help
+    (:mod:`omtl_mpi.options`).
     """
 
     rho: float = field(default=0.1, metadata={"help": "ADMM penalty (> 0)."})

@@ -102,31 +102,14 @@ def moment(W: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
 
 class Related:
     """The related expert of a block of ``n_tasks`` tasks of a run of ``total_tasks``:
-    ``r_k = (1/K) sum_j cos(w_k, w_j) w_j``.
+    ``r_k = (1/K) sum_j cos(w_k, w_j) w_j = H w_hat_k / K``, ``H = sum_j w_j w_j^T / |w_j|``.
 
-    ``r_k = H w_hat_k / K`` with ``H = sum_j w_j w_j^T / |w_j|`` and ``w_hat_k = w_k / |w_k|``
-    (a zero model contributes nothing and is related to nothing). The vote uses only the sign
-    of ``r_k . x``, so the positive factor 1/K is a convention (the mean of the cosine-weighted
-    models), not a choice that changes a prediction.
-
-    Two exact forms of the same r_k, the cheaper one chosen by size (the run's ``mode``):
-
-    * ``moment``: the block holds H (d x d, the same in every block) and computes r_k when task
-      k predicts, in O(d^2): for runs with more tasks than features; a round's change of H
-      comes from the tasks that learned in it (:func:`moment_change`);
-    * ``rows``: the block holds its tasks' r_k (kb x d), computed where every task's model is
-      known (C-ADMM's server, a D-ADMM node's table) by :func:`related_rows`, O(K d) per task:
-      for runs with fewer tasks than features.
-
-    * ``models``: the block holds every task's model (d x K) and its tasks' cosines with every
-      task (kb x K), and computes ``r_k . x = (1/K) sum_j c_kj (w_j . x)`` when task k
-      predicts, in O(K non-zeros) on sparse instances: for runs whose tasks change only the
-      coordinates of their instances (``--coordinates nonzero``), where a round changes a few
-      entries of the models, not whole rows (C-ADMM's server sends those entries and the
-      cosines: :func:`gram_change`).
-
-    Either way r_k is the cosine-weighted sum up to rounding (tests/test_experts.py checks the
-    forms against each other and against the K x K cosine matrix).
+    The same r_k up to rounding in three forms, the run's ``mode`` (docs/ALGORITHMS.md section
+    2.6, *Computed through d x d sums*): ``moment``, the block holds H (d x d), for more tasks
+    than features (:func:`moment_change`); ``rows``, its tasks' r_k (kb x d), computed where
+    every task's model is known (:func:`related_rows`), for fewer; ``models``, every task's
+    model (d x K) and its tasks' cosines (kb x K), for ``--coordinates nonzero``, whose rounds
+    change a few entries of the models (:func:`gram_change`).
     """
 
     def __init__(self, n_tasks: int, dim: int, total_tasks: int, mode: str):
@@ -191,9 +174,8 @@ class Related:
 
 
 class ExpertVote:
-    """The vote of a block of ``n_tasks`` tasks, with weights shared by every task of the run.
-
-    Each task's experts' mistakes are counted here; the weights come from their sums over every
+    """The vote of a block of ``n_tasks`` tasks, with weights shared by every task of the run:
+    each task's experts' mistakes are counted here, the weights come from their sums over every
     task of the run (:attr:`totals`), which the consensus step returns.
 
     Parameters

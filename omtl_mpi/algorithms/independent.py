@@ -41,12 +41,8 @@ class _NoMessage:
 
 class _SingleTaskNode(ArrayState, _NoMessage):
     """A learner that keeps per-task arrays only (named in ``_STATE``, W first, each with the
-    tasks on axis 0), which predicts from the margins of W.
-
-    A subclass's ``__init__(params, n_tasks, dim, start, stop, topology=None, node=0)`` sets
-    every array of ``_STATE`` for its stop - start tasks; it gets ``TASK_AXIS`` (axis 0 for
-    every array of ``_STATE``, unless it sets its own) and :meth:`decide`.
-    """
+    tasks on axis 0, set by the subclass's ``__init__``), which predicts from the margins of W:
+    it gets ``TASK_AXIS`` (axis 0 for each, unless it sets its own) and :meth:`decide`."""
 
     _STATE: tuple = ("W",)
     TASK_AXIS = {"W": 0}
@@ -60,10 +56,8 @@ class _SingleTaskNode(ArrayState, _NoMessage):
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins ``w_k . x`` (B, na) of ``X`` (B, na, d), instances of the block's tasks
-        ``active``, changing nothing: the numpy
-        call with which the subclasses' ``local_step`` predicts (a subclass that predicts
-        otherwise overrides this). ``local_step(X, y, inv_count, active)`` takes the round's
-        active tasks only (X (B, na, d), dense or sparse rows) and changes nothing of the others."""
+        ``active``, changing nothing: the call with which the subclasses' ``local_step``
+        predicts (a subclass that predicts otherwise overrides this)."""
         return margins_of(self.W[active], X)
 
     def checked(self, rows=None) -> list:
@@ -76,12 +70,8 @@ class _SingleTaskNode(ArrayState, _NoMessage):
 
 
 class AdmmSingleNode(BlockRole, _NoMessage):
-    """Each task of the block runs C-ADMM alone: u_k and v_k from its own c_k (K = 1).
-
-    With K = 1 and no lambda4 term the exact (u, v) step is, per task,
-    ``u_k = c_k (1 - rho p) / (lambda2 + rho - rho^2 p)`` and ``v_k = (c_k - rho u_k) p``
-    with ``p = 1 / (a + rho)`` (:class:`.admm.TaskBlock`'s ALONE mode).
-    """
+    """Each task of the block runs C-ADMM alone: u_k and v_k from its own c_k (K = 1), in
+    closed form (docs/ALGORITHMS.md section 5; :class:`.admm.TaskBlock`'s ALONE mode)."""
 
     # every task has its own u
     TASK_AXIS = TaskBlock.task_axis(ALONE)
@@ -222,10 +212,7 @@ class AdagradNode(_SingleTaskNode):
 
 # single-task AROW's r when none is given is this factor times the squared norm of the task's
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
-# one), chosen on the selection sets (docs/GUIDE.md, *How the defaults were
-# chosen*; the ADMM learners' arow w-step's is wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM); in the
-# diagonal form the second, chosen on the synthetic review corpus at large d, where the
-# diagonal form is the one used
+# one), in the diagonal form the second (docs/GUIDE.md, *How the defaults were chosen*)
 AROW_R_PER_MEAN_SQ_NORM = 0.5
 AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 0.2
 
@@ -258,20 +245,10 @@ class ArowParams(Settled):
 
 class ArowNode(_SingleTaskNode):
     """Independent AROW (Crammer, Kulesza & Dredze 2009) per task, full covariance, or its
-    diagonal (``arow_covariance``, :func:`.wsteps.arow_form`).
-
-    On a margin error (y mu.x < 1): ``beta = 1 / (x^T Sigma x + r)``,
-    ``mu += (1 - y mu.x) beta y Sigma x``, ``Sigma -= beta Sigma x x^T Sigma``.  A mini-batch's
-    predictions are all made first; its instances then update the model one after another.
-    r is per task: ``arow_r``, or each task's own, :data:`AROW_R_PER_MEAN_SQ_NORM` (with the
-    diagonal, :data:`AROW_DIAGONAL_R_PER_MEAN_SQ_NORM`) times the squared norm of its first
-    nonzero instance (wsteps.settle_r).
-
-    Diagonal (Crammer et al.'s diagonal variant): Sigma is a diagonal ``sigma`` (kb x d): on a
-    margin error ``mu += (1 - y mu.x) beta y sigma x`` with ``beta = 1 / (x^T sigma x + r)``,
-    then ``sigma <- 1 / (1 / sigma + x^2 / r)`` (the precision's diagonal grows by x^2 / r): the
-    same step as the ADMM learners' diagonal arow w-step with the consensus terms gone. Only the
-    coordinates where x is non-zero move.
+    diagonal (``arow_covariance``, :func:`.wsteps.arow_form`), whose step is the ADMM learners'
+    diagonal arow w-step without the consensus terms (docs/ALGORITHMS.md section 5). A
+    mini-batch's predictions are all made first; its instances then update the model one after
+    another. r is per task: ``arow_r``, or each task's own (:func:`.wsteps.settle_r`).
     """
 
     _STATE = ("W", "Sigma", "r")

@@ -120,29 +120,17 @@ register(Algorithm(
     summary="Centralised online multi-task relationship learning by ADMM (server + task workers).",
     citation="Li et al., Online Parallel Multi-Task Relationship Learning via ADMM, "
              "Neurocomputing 611 (2025), Algorithm 1",
-    pattern="server",
-    reconstruction=False,
-    params=AdmmParams,
-    worker=CAdmmWorker,
-    server=CAdmmServer,
-    class_name="CADMM",
-    footprint=footprint.admm,
-    ablation="relationship",
+    pattern="server", reconstruction=False, params=AdmmParams, worker=CAdmmWorker,
+    server=CAdmmServer, class_name="CADMM", footprint=footprint.admm, ablation="relationship",
 ))
-
 
 register(Algorithm(
     name="d-admm",
     summary="Decentralised ADMM: nodes gossip (c, v, stamp) tables with their neighbours, no server.",
     citation="Li et al., Online Parallel Multi-Task Relationship Learning via ADMM, "
              "Neurocomputing 611 (2025), Algorithm 2",
-    pattern="neighbours",
-    reconstruction=False,
-    params=AdmmParams,
-    node=DAdmmNode,
-    class_name="DADMM",
-    footprint=footprint.admm,
-    ablation="relationship",
+    pattern="neighbours", reconstruction=False, params=AdmmParams, node=DAdmmNode,
+    class_name="DADMM", footprint=footprint.admm, ablation="relationship",
 ))
 
 register(Algorithm(
@@ -150,40 +138,25 @@ register(Algorithm(
     summary="Decentralised parallel SGD, one model per task, Metropolis-Hastings mixing (baseline).",
     citation="Lian et al., Can Decentralized Algorithms Outperform Centralized Algorithms?, "
              "NeurIPS 2017",
-    pattern="neighbours",
-    reconstruction=False,
-    params=DpsgdParams,
-    node=DPsgdNode,
-    one_task_per_node=True,
-    class_name="DPSGD",
+    pattern="neighbours", reconstruction=False, params=DpsgdParams, node=DPsgdNode,
+    one_task_per_node=True, class_name="DPSGD",
 ))
-
 
 register(Algorithm(
     name="admm-single",
     summary="Every task alone: the C-ADMM math with K = 1, no Omega (the ablation's 'Indpt').",
-    citation="Li et al. 2025, baseline ADMM-Single (docs/ALGORITHMS.md section 5)",
-    pattern="none",
-    reconstruction=False,
-    params=SingleParams,
-    node=AdmmSingleNode,
-    class_name="ADMMSingle",
-    footprint=footprint.admm,
-    ablation="independent",
+    citation="Li et al. 2025, baseline ADMM-Single (docs/ALGORITHMS.md section 5)", pattern="none",
+    reconstruction=False, params=SingleParams, node=AdmmSingleNode, class_name="ADMMSingle",
+    footprint=footprint.admm, ablation="independent",
 ))
 
 register(Algorithm(
     name="pmsc-log",
     summary="PMSC-Log: C-ADMM with logistic loss, shared + task-specific model, no relationship "
             "learning (reconstruction: the original equations are unpublished).",
-    citation="Wu & Huang 2016, as reconstructed in docs/ALGORITHMS.md section 5",
-    pattern="server",
-    reconstruction=True,
-    params=PmscLogParams,
-    worker=CAdmmWorker,
-    server=CAdmmServer,
-    class_name="PMSCLog",
-    footprint=footprint.admm,
+    citation="Wu & Huang 2016, as reconstructed in docs/ALGORITHMS.md section 5", pattern="server",
+    reconstruction=True, params=PmscLogParams, worker=CAdmmWorker, server=CAdmmServer,
+    class_name="PMSCLog", footprint=footprint.admm,
 ))
 
 register(Algorithm(
@@ -192,24 +165,14 @@ register(Algorithm(
             "parameter server synchronised every tau rounds (reconstruction).",
     citation="Yang & Li, Distributed Primal-Dual Optimization for Online Multi-Task Learning, "
              "AAAI 2020, as reconstructed in docs/ALGORITHMS.md section 5",
-    pattern="server",
-    reconstruction=True,
-    params=DromParams,
-    worker=DromWorker,
-    server=DromServer,
-    class_name="DROM",
-    footprint=footprint.drom,
+    pattern="server", reconstruction=True, params=DromParams, worker=DromWorker, server=DromServer,
+    class_name="DROM", footprint=footprint.drom,
 ))
 
 register(Algorithm(
-    name="pa",
-    summary="Independent Passive-Aggressive PA-I per task, no communication.",
-    citation="Crammer et al., Online Passive-Aggressive Algorithms, JMLR 2006",
-    pattern="none",
-    reconstruction=False,
-    params=PaParams,
-    node=PaNode,
-    class_name="PA",
+    name="pa", summary="Independent Passive-Aggressive PA-I per task, no communication.",
+    citation="Crammer et al., Online Passive-Aggressive Algorithms, JMLR 2006", pattern="none",
+    reconstruction=False, params=PaParams, node=PaNode, class_name="PA",
 ))
 
 register(Algorithm(
@@ -217,10 +180,7 @@ register(Algorithm(
     summary="Independent diagonal AdaGrad on the hinge loss per task, no communication.",
     citation="Duchi, Hazan & Singer, Adaptive Subgradient Methods for Online Learning and "
              "Stochastic Optimization, JMLR 2011",
-    pattern="none",
-    reconstruction=False,
-    params=AdagradParams,
-    node=AdagradNode,
+    pattern="none", reconstruction=False, params=AdagradParams, node=AdagradNode,
     class_name="AdaGrad",
 ))
 
@@ -229,11 +189,7 @@ register(Algorithm(
     summary=f"Independent AROW per task (full covariance, diagonal above d = {AROW_DIAGONAL_ABOVE}), "
             "no communication.",
     citation="Crammer, Kulesza & Dredze, Adaptive Regularization of Weight Vectors, NIPS 2009",
-    pattern="none",
-    reconstruction=False,
-    params=ArowParams,
-    node=ArowNode,
-    class_name="AROW",
+    pattern="none", reconstruction=False, params=ArowParams, node=ArowNode, class_name="AROW",
     footprint=footprint.arow,
 ))
 
@@ -242,24 +198,15 @@ register(Algorithm(
     summary="Multitask perceptron, fully connected interaction: every mistake updates all tasks.",
     citation="Cavallanti, Cesa-Bianchi & Gentile, Linear Algorithms for Online Multitask "
              "Classification, JMLR 2010",
-    pattern="server",
-    reconstruction=False,
-    params=NoParams,
-    worker=MtPerceptronWorker,
-    server=SumServer,
-    class_name="MTPerceptron",
+    pattern="server", reconstruction=False, params=NoParams, worker=MtPerceptronWorker,
+    server=SumServer, class_name="MTPerceptron",
 ))
 
 register(Algorithm(
     name="pooled",
     summary="One model for all tasks (hinge OGD, step gamma0/sqrt(t)): no task-specific part.",
-    citation="the usual single-model baseline",
-    pattern="server",
-    reconstruction=False,
-    params=PooledParams,
-    worker=PooledWorker,
-    server=SumServer,
-    class_name="Pooled",
+    citation="the usual single-model baseline", pattern="server", reconstruction=False,
+    params=PooledParams, worker=PooledWorker, server=SumServer, class_name="Pooled",
 ))
 
 register(Algorithm(
@@ -268,13 +215,8 @@ register(Algorithm(
             "hashed into 2^b weights (AdaGrad or diagonal AROW per weight).",
     citation="Weinberger et al., Feature Hashing for Large Scale Multitask Learning, ICML 2009; "
              "Daume, Frustratingly Easy Domain Adaptation, ACL 2007",
-    pattern="server",
-    reconstruction=False,
-    params=HashedParams,
-    worker=HashedWorker,
-    server=HashedServer,
-    class_name="Hashed",
-    footprint=footprint.hashed,
+    pattern="server", reconstruction=False, params=HashedParams, worker=HashedWorker,
+    server=HashedServer, class_name="Hashed", footprint=footprint.hashed,
 ))
 
 
