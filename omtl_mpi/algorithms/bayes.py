@@ -145,10 +145,8 @@ class EmpiricalBayes:
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights.
 
     The per-task arrays are held with the tasks on the last axis (``s`` as d x kb, ``Q`` and
-    ``A`` as d x d x kb): a round's work is a few element-wise passes over them, whose inner
-    loops then run over the tasks, not over d-long rows (at d = 10 numpy's batched matrix
-    products and outer products take 3x as long on kb x d x d arrays). :meth:`state` gives
-    them task-first, as checkpoints hold them.
+    ``A`` as d x d x kb), so that a round's element-wise passes run their inner loops over the
+    tasks, not over d-long rows; :meth:`state` gives them task-first, as checkpoints hold them.
 
     Attributes
     ----------
@@ -258,8 +256,8 @@ class EmpiricalBayes:
         return np.einsum("ik,bki->bk", h, X)
 
     def _scratch(self, n: int) -> np.ndarray:
-        """A (d, d, n) work array, the same memory every round: an array of this size made
-        afresh every round costs the system's page faults, more than the arithmetic."""
+        """A (d, d, n) work array, the same memory every round (a fresh one would cost more in
+        page faults than the arithmetic)."""
         return self._buffer(self.d * self.d * n).reshape(self.d, self.d, n)
 
     def _buffer(self, size: int) -> np.ndarray:
@@ -326,13 +324,10 @@ class EmpiricalBayes:
 
     def statistics(self, bound: float | None = None) -> np.ndarray:
         """The block's statistics (:func:`stats_size` numbers, the same buffer every call),
-        which the blocks' sum makes :attr:`totals`.
-
-        The prior reads M, QT and S1 only when it is estimated again, at the end of a round in
-        which the instances seen reach :data:`GROWTH` times those of the last estimate; so
-        given ``bound``, an upper bound on the instances of the coming round over every block
-        (the same on every block), they are computed only when the round may end in an
-        estimate and are 0 otherwise (N and N1 always are). ``bound`` None: every time."""
+        which the blocks' sum makes :attr:`totals`. Only an estimate reads M, QT and S1, so
+        given ``bound``, an upper bound on the coming round's instances over every block (the
+        same on every block), they are 0 unless the round may end in one (docs/ALGORITHMS.md
+        section 2.7); ``bound`` None: computed every time."""
         stats, d = self._stats, self.d
         M, QT, S1, _, _ = _split(stats, d)
         stats[-2] = self._N
@@ -345,12 +340,10 @@ class EmpiricalBayes:
 
     def seen(self):
         """The tasks the sums over the block's tasks run over: every one (``slice(None)``), or,
-        while fewer than an eighth of them have had an instance (a learner fed one instance
-        at a time at K = 100,000), the indices of those that have. A task without one adds
-        zeros, so the sums are the same but for their rounding (the order of the additions
-        changes with the number of terms): a run, whose every task starts in its first round,
-        always takes every task; the sums of a learner's first calls cost what their few
-        tasks do, not what K would."""
+        while fewer than an eighth of them have had an instance, the indices of those that
+        have, so that a learner's first calls cost what their few tasks do, not what K would
+        (a task without one adds zeros: the same sums but for their rounding; a run, whose
+        every task starts in its first round, always takes every task)."""
         if self._started * 8 >= len(self.n):
             return slice(None)
         return np.flatnonzero(self.n > 0)

@@ -120,7 +120,6 @@ class Worker(_Holder, Protocol):
         numbers."""
 
 
-
 class Server(_Stateful, Protocol):
     """The server of the ``server`` pattern, on rank 0.
 
@@ -173,7 +172,7 @@ class Node(_Holder, Protocol):
     Attributes
     ----------
     TASK_AXIS : dict or None
-        As :attr:`Worker.TASK_AXIS`; None where the state is the node's own, not its
+        As a worker's; None where the state is the node's own, not its
         block's (D-ADMM, D-PSGD).
     message : ndarray
         What goes to every neighbour after :meth:`local_step`, of the same shape every round

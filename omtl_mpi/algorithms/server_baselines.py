@@ -1,8 +1,6 @@
 """Server-pattern baselines (docs/ALGORITHMS.md section 5): PMSC-Log, DROM, the multitask
-perceptron, pooled.
-
-Each has the C-ADMM role layout: workers hold contiguous task blocks and exchange flat float64
-messages with a server on rank 0.  DROM talks only every ``tau`` rounds (``sync_every``).
+perceptron, pooled: workers of contiguous task blocks exchange flat float64 messages with a
+server on rank 0 (DROM only every ``tau`` rounds, ``sync_every``).
 """
 from __future__ import annotations
 
@@ -22,12 +20,10 @@ from .params import Settled, require_positive
 # ----------------------------------------------------------------------------- PMSC-Log
 @dataclass(frozen=True)
 class PmscLogParams(AdmmParams):
-    """PMSC-Log (Wu & Huang 2016) as reconstructed in docs/ALGORITHMS.md section 5: C-ADMM,
-    variant exact, logistic loss, Omega fixed at I/K, lambda4 = 0, no experts' vote (``FIXED_FIELDS``:
-    setting them otherwise is refused). By default the Euclidean w-step and the paper's rho,
-    eta and lambda1-3. The ADMM learners' other options (the w-step with its r or delta, the
-    class weights) can be set as for C-ADMM: omtl-mpi's extensions, applied to the
-    reconstructed method as to the others."""
+    """PMSC-Log (Wu & Huang 2016) as reconstructed in docs/ALGORITHMS.md section 5: C-ADMM with
+    the fields of ``FIXED_FIELDS`` fixed (setting them otherwise is refused), by default the
+    Euclidean w-step and the paper's rho, eta and lambda1-3; the ADMM learners' other options
+    can be set as for C-ADMM."""
 
     loss: str = "logistic"
     lambda4: float = 0.0
@@ -54,9 +50,8 @@ class PmscLogParams(AdmmParams):
 # ----------------------------------------------------------------------------- DROM
 @dataclass(frozen=True)
 class DromParams(Settled):
-    """DROM (Yang & Li, AAAI 2020) as reconstructed in docs/ALGORITHMS.md section 5. Defaults are ours:
-    gamma0 = 0.1, mu = 0.01, cap = 2, tau = 1 round, eps = 0.01 (smaller eps lets
-    Omega^-1 explode once the Frank-Wolfe steps make Omega nearly rank one)."""
+    """DROM (Yang & Li, AAAI 2020) as reconstructed in docs/ALGORITHMS.md section 5; the
+    defaults are ours."""
 
     gamma0: float = field(default=0.1, metadata={
         "help": "Initial step size of the workers' capped-hinge steps, gamma0/sqrt(t) (> 0)."})
@@ -178,11 +173,10 @@ class NoParams(Settled):
 
 
 class MtPerceptronWorker(ArrayState):
-    """Cavallanti, Cesa-Bianchi & Gentile 2010, fully connected interaction: a mistake of task i
-    on (x, y) adds ``y x (1 + [j = i]) / (K + 1)`` to every task j. So w_j = (S + O_j) / (K + 1),
-    with S the sum of every mistake's y x over all tasks and O_j that of task j's own: workers
-    send the sum of their round's mistakes' y x (d numbers); the server returns the sum over
-    every worker, and a round touches only the tasks with an instance in it."""
+    """Cavallanti, Cesa-Bianchi & Gentile 2010, fully connected interaction (docs/ALGORITHMS.md
+    section 5): w_j = (S + O_j) / (K + 1), with S the sum of every mistake's y x over all tasks
+    and O_j that of task j's own, so that workers send the sum of their round's mistakes' y x
+    (d numbers) and a round touches only the tasks with an instance in it."""
 
     TASK_AXIS = {"O": 0}
     ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
