@@ -12,7 +12,7 @@ from ..data.sparse import combine, margins as margins_of
 from ..errors import ConfigError
 from .contract import ArrayState
 from .losses import gradient_coef, predict
-from .params import Settled
+from .params import Settled, require_positive
 
 DECAYS = ("sqrt", "linear")
 
@@ -27,8 +27,7 @@ class DpsgdParams(Settled):
                                                  "choices": DECAYS})
 
     def __post_init__(self):
-        if not (isinstance(self.gamma0, (int, float)) and math.isfinite(self.gamma0) and self.gamma0 > 0):
-            raise ConfigError(f"--gamma0 must be a finite number > 0, got {self.gamma0!r}")
+        require_positive("gamma0", self.gamma0)
         if self.decay not in DECAYS:
             raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
 

@@ -41,8 +41,9 @@ class _NoMessage:
 
 class _SingleTaskNode(ArrayState, _NoMessage):
     """A learner that keeps per-task arrays only (named in ``_STATE``, W first, each with the
-    tasks on axis 0, set by the subclass's ``__init__``), which predicts from the margins of W:
-    it gets ``TASK_AXIS`` (axis 0 for each, unless it sets its own) and :meth:`decide`."""
+    tasks on axis 0, set by the subclass's ``__init__`` beside W and ``p``, the parameters),
+    which predicts from the margins of W: it gets ``TASK_AXIS`` (axis 0 for each, unless it sets
+    its own) and :meth:`decide`."""
 
     _STATE: tuple = ("W",)
     TASK_AXIS = {"W": 0}
@@ -53,6 +54,11 @@ class _SingleTaskNode(ArrayState, _NoMessage):
         if "TASK_AXIS" not in vars(cls):
             cls.TASK_AXIS = {k: 0 for k in cls._STATE}
         cls.ROW_AXES = {k: 0 for k in cls._STATE}       # its state's keys are its attributes (.undo)
+
+    def __init__(self, params, n_tasks: int, dim: int, start: int, stop: int,
+                 topology=None, node: int = 0):
+        self.p = params
+        self.W = np.zeros((stop - start, dim))
 
     def decide(self, X, active=slice(None)) -> np.ndarray:
         """The margins ``w_k . x`` (B, na) of ``X`` (B, na, d), instances of the block's tasks
@@ -107,11 +113,6 @@ class PaParams(Settled):
 class PaNode(_SingleTaskNode):
     """Independent PA-I for every task of the block; a mini-batch takes the mean of the
     per-instance PA steps, all computed at the same w."""
-
-    def __init__(self, params: PaParams, n_tasks: int, dim: int, start: int, stop: int,
-                 topology=None, node: int = 0):
-        self.p = params
-        self.W = np.zeros((stop - start, dim))
 
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         W = rows(self.W, active)
@@ -172,10 +173,8 @@ class AdagradNode(_SingleTaskNode):
 
     def __init__(self, params: AdagradParams, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0):
-        self.p = params
-        kb = stop - start
-        self.W = np.zeros((kb, dim))
-        self.S = np.zeros((kb, dim))
+        super().__init__(params, n_tasks, dim, start, stop)
+        self.S = np.zeros((stop - start, dim))
 
     def local_step(self, X, y, inv_count, active=slice(None)) -> np.ndarray:
         if isinstance(X, SparseRows):
@@ -255,9 +254,8 @@ class ArowNode(_SingleTaskNode):
 
     def __init__(self, params: ArowParams, n_tasks: int, dim: int, start: int, stop: int,
                  topology=None, node: int = 0):
-        self.p = params
+        super().__init__(params, n_tasks, dim, start, stop)
         kb = stop - start
-        self.W = np.zeros((kb, dim))
         self.diagonal = arow_form(params.arow_covariance, dim) == "diagonal"
         self._r_per_sq_norm = (AROW_DIAGONAL_R_PER_MEAN_SQ_NORM if self.diagonal
                                else AROW_R_PER_MEAN_SQ_NORM)

@@ -28,31 +28,17 @@ def _expit():
 
 
 def predict(margins: np.ndarray) -> np.ndarray:
-    """Predictions from margins ``w . x``: True for +1, False for -1 (``sign(0) = +1``).
-
-    Booleans, one numpy call: the runtime turns them into int8 labels once, at the end.
-    """
+    """Predictions from margins ``w . x``: True for +1, False for -1 (``sign(0) = +1``);
+    booleans, one numpy call: the runtime turns them into int8 labels once, at the end."""
     return margins >= _ZERO
 
 
 def descent_coef(loss: str, y: np.ndarray, margins: np.ndarray,
                  positive: np.ndarray) -> np.ndarray:
-    """Scalar factor of each instance's negative loss (sub)gradient, ``-g = coef * x``.
-
-    Parameters
-    ----------
-    loss : {"hinge", "perceptron", "logistic", "squared-hinge"}
-    y : ndarray of float
-        True labels in {-1, +1}, or 0 for padding.
-    margins : ndarray of float
-        ``w_k . x`` for each instance, same shape as ``y``.
-    positive : ndarray of bool
-        Predictions, ``predict(margins)``.
-
-    Returns
-    -------
-    ndarray of float64, same shape as ``y``.
-    """
+    """Scalar factor (float64, the shape of ``y``) of each instance's negative loss
+    (sub)gradient, ``-g = coef * x``, of ``loss`` (one of :data:`LOSSES`) from the labels ``y``
+    (-1/+1, 0 for padding), the margins ``w_k . x`` and the predictions ``positive``
+    (``predict(margins)``)."""
     if loss == "hinge":
         return np.where(y * margins < _ONE, y, _ZERO)
     if loss == "perceptron":
