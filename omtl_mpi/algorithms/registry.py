@@ -45,22 +45,16 @@ class Algorithm:
         True when the original equations are unpublished and the reconstruction in
         docs/ALGORITHMS.md section 5 is used.
     params : type
-        Frozen dataclass of hyper-parameters: every field has a default and its help in the
-        field's metadata (``"choices"``, ``"metavar"``, ``"none_text"`` optional) and is an
-        option of the run (:mod:`omtl_mpi.options`); ``__post_init__`` raises ConfigError, one
-        line per bad value; ``resolved(rounds)`` returns the parameters the roles get, with
-        what depends on the run's length filled in (``self`` when nothing does): it is always
-        called. Optional: ``inactive()``, {field: why} of the fields that have no effect with
-        these values (given, they are refused), and ``FIXED_FIELDS``/``FIXED_FIELDS_WHY``, the fields a
-        learner built on another's parameters fixes and why (:func:`.admm_params.fixed_fields`).
+        Frozen dataclass of hyper-parameters, every field an option of the run
+        (:mod:`omtl_mpi.options`), with ``__post_init__``, ``resolved(rounds)`` and optionally
+        ``inactive()`` and ``FIXED_FIELDS``/``FIXED_FIELDS_WHY``, as docs/DESIGN.md, *Adding a
+        learner*, step 1, says.
     worker, server : type
         Role classes of the ``server`` pattern (:class:`.contract.Worker`,
         :class:`.contract.Server`).
     node : type
-        Role class of the ``neighbours`` and ``none`` patterns (:class:`.contract.Node`).
-        ``none`` nodes get ``message`` (empty), ``merge``, ``finish_round`` and ``node_arrays``
-        from ``independent._NoMessage``; nodes that keep per-task arrays only get more from
-        ``independent._SingleTaskNode`` (docs/DESIGN.md, *Adding a learner*).
+        Role class of the ``neighbours`` and ``none`` patterns (:class:`.contract.Node`; the
+        ``none`` nodes of the package take its empty hooks from ``independent._NoMessage``).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks (d-psgd).
     class_name : str
