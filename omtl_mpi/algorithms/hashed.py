@@ -27,22 +27,19 @@ HASH_STEPS = ("adagrad", "arow")
 _TASK_KEY = np.uint64(2 ** 32)
 
 
-def _mix(keys: np.ndarray) -> np.ndarray:
-    """splitmix64 of uint64 keys: 64 well-mixed bits per key, the same on every machine."""
-    z = keys + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def hashed(tasks: np.ndarray, dim: int, bits: int):
     """Table indices and signs (n + 1, dim) of the shared features (row 0) and of the own
     copies of ``tasks`` (the following rows), for a table of 2^bits weights."""
     j = np.arange(dim, dtype=np.uint64)
     keys = np.concatenate([j[None], (np.asarray(tasks, dtype=np.uint64)[:, None] + np.uint64(1))
                            * _TASK_KEY + j[None]])
-    with np.errstate(over="ignore"):            # the mixing multiplies modulo 2^64
-        h = _mix(keys)
+    # splitmix64 of the keys: 64 well-mixed bits per key, the same on every machine (its
+    # products are modulo 2^64)
+    with np.errstate(over="ignore"):
+        z = keys + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        h = z ^ (z >> np.uint64(31))
     index = (h & np.uint64((1 << bits) - 1)).astype(np.int64)
     sign = np.where(h >> np.uint64(63), -1.0, 1.0)
     return index, sign
@@ -234,11 +231,10 @@ class HashedServer(QuietServer):
             at.append(idx[used])
         every = np.unique(np.concatenate(at))
         touched = every[self._extra[every] != 0.0]          # as flatnonzero of the sums
+        self.acc[touched] += self._extra[touched]
         if self.p.hash_step == "adagrad":
-            self.acc[touched] += self._extra[touched]
             self.w[touched] -= self.p.gamma0 * self._step[touched] / np.sqrt(self.acc[touched])
         else:
-            self.acc[touched] += self._extra[touched]
             self.w[touched] += self._step[touched] / self.acc[touched]
         self._step[every] = 0.0
         self._extra[every] = 0.0
