@@ -176,7 +176,7 @@ class Node(_Holder, Protocol):
         block's (D-ADMM, D-PSGD).
     message : ndarray
         What goes to every neighbour after :meth:`local_step`, of the same shape every round
-        (empty for ``none``: ``independent._NoMessage``).
+        (empty for ``none``: :class:`QuietNode`).
 
     Notes
     -----
@@ -228,6 +228,22 @@ class ArrayState:
             setattr(self, k, np.array(state[k], dtype=np.float64))
         for k in self._COUNTS:
             setattr(self, k, int(state[k]))
+
+
+class QuietNode:
+    """The node hooks of a node that sends nothing (the ``none`` pattern, which still goes
+    through the neighbour loop, with an empty exchange): a subclass overrides those it has."""
+
+    message = np.zeros((0,))
+
+    def merge(self, received) -> float:
+        return 0.0
+
+    def finish_round(self) -> None:
+        pass
+
+    def node_arrays(self) -> dict:
+        return {}
 
 
 class QuietServer:

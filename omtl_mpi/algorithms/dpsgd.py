@@ -10,7 +10,7 @@ import numpy as np
 
 from ..data.sparse import combine, margins as margins_of
 from ..errors import ConfigError
-from .contract import ArrayState
+from .contract import ArrayState, QuietNode
 from .losses import gradient_coef, predict
 from .params import Settled, require_positive
 
@@ -32,7 +32,7 @@ class DpsgdParams(Settled):
             raise ConfigError(f"--decay must be 'sqrt' (gamma0/sqrt(t)) or 'linear' (gamma0/t), got {self.decay!r}")
 
 
-class DPsgdNode(ArrayState):
+class DPsgdNode(ArrayState, QuietNode):
     """Node ``node`` of ``topology``, holding exactly one task, ``start`` (:class:`.contract.Node`;
     without a topology, a lone node that mixes with nobody)."""
 
@@ -89,11 +89,5 @@ class DPsgdNode(ArrayState):
         self.w = mixed - gamma * self.g
         return 0.0
 
-    def finish_round(self) -> None:
-        pass
-
     def task_rows(self) -> dict:
         return {"W": self.w}
-
-    def node_arrays(self) -> dict:
-        return {}

@@ -17,29 +17,14 @@ import numpy as np
 from ..errors import ConfigError
 from ..data.sparse import SparseRows, margins as margins_of, rows_dense
 from .admm import ALONE, AdmmParams, BlockRole, TaskBlock, fixed_fields
-from .contract import ArrayState
+from .contract import ArrayState, QuietNode
 from .losses import gradient_coef, predict
 from .params import Settled, require_positive
 from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, COVARIANCES, arow_form, inverse_rank_one,
                      older_checkpoint_r, put, rows, settle_r)
 
 
-class _NoMessage:
-    """Nodes that never talk still go through the neighbour loop, with an empty exchange."""
-
-    message = np.zeros((0,))
-
-    def merge(self, received) -> float:
-        return 0.0
-
-    def finish_round(self) -> None:
-        pass
-
-    def node_arrays(self) -> dict:
-        return {}
-
-
-class _SingleTaskNode(ArrayState, _NoMessage):
+class _SingleTaskNode(ArrayState, QuietNode):
     """A learner that keeps per-task arrays only (named in ``_STATE``, W first, each with the
     tasks on axis 0, set by the subclass's ``__init__`` beside W and ``p``, the parameters),
     which predicts from the margins of W: it gets ``TASK_AXIS`` (axis 0 for each, unless it sets
@@ -75,7 +60,7 @@ class _SingleTaskNode(ArrayState, _NoMessage):
         return {"W": self.W}
 
 
-class AdmmSingleNode(BlockRole, _NoMessage):
+class AdmmSingleNode(BlockRole, QuietNode):
     """Each task of the block runs C-ADMM alone: u_k and v_k from its own c_k (K = 1), in
     closed form (docs/ALGORITHMS.md section 5; :class:`.admm.TaskBlock`'s ALONE mode)."""
 

@@ -54,7 +54,7 @@ class Algorithm:
         :class:`.contract.Server`).
     node : type
         Role class of the ``neighbours`` and ``none`` patterns (:class:`.contract.Node`; the
-        ``none`` nodes of the package take its empty hooks from ``independent._NoMessage``).
+        ``none`` nodes of the package take their empty hooks from :class:`.contract.QuietNode`).
     one_task_per_node : bool
         The neighbour-pattern learner needs exactly as many nodes as tasks (d-psgd).
     class_name : str
