@@ -120,22 +120,23 @@ class AdmmParams:
                 return False
             return True
 
+        def one_of(name, choices):
+            value = getattr(self, name)
+            if value not in choices:
+                problems.append(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, "
+                                f"got {value!r}")
+            return value in choices
+
         for name in ("rho", "lambda1", "lambda2", "delta", "arow_r"):
             value = getattr(self, name)
             if value is None and name == "arow_r":      # auto
                 continue
             if finite(name, value) and value <= 0:
                 problems.append(f"--{name.replace('_', '-')} must be > 0, got {value!r}")
-        if self.w_step not in W_STEPS:
-            problems.append(f"--w-step must be one of {', '.join(W_STEPS)}, got {self.w_step!r}")
-        if self.arow_covariance not in COVARIANCES:
-            problems.append(f"--arow-covariance must be one of {', '.join(COVARIANCES)}, got "
-                            f"{self.arow_covariance!r}")
-        if self.coordinates not in COORDINATES:
-            problems.append(f"--coordinates must be one of {', '.join(COORDINATES)}, got "
-                            f"{self.coordinates!r}")
-        elif (self.coordinates == "nonzero" and self.w_step == "arow"
-              and self.arow_covariance == "full"):
+        one_of("w_step", W_STEPS)
+        one_of("arow_covariance", COVARIANCES)
+        if (one_of("coordinates", COORDINATES) and self.coordinates == "nonzero"
+                and self.w_step == "arow" and self.arow_covariance == "full"):
             problems.append("--coordinates nonzero needs a diagonal w-step: the full arow metric "
                             "moves every coordinate at every step; use --arow-covariance diagonal")
         for name in ("lambda3", "lambda4", "omega_eps"):
@@ -146,10 +147,8 @@ class AdmmParams:
         # it and the model runs off to inf within a few rounds
         if self.eta is not None and finite("eta", self.eta) and self.eta <= 0:
             problems.append(f"--eta must be > 0 (the w-step's proximal weight), got {self.eta!r}")
-        if self.variant not in VARIANTS:
-            problems.append(f"--variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        if self.loss not in LOSSES:
-            problems.append(f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        one_of("variant", VARIANTS)
+        one_of("loss", LOSSES)
         if class_weights(self.class_weight) is None:
             problems.append(f"--class-weight must be none, balanced or a number > 0 (the weight of "
                             f"class +1), got {self.class_weight!r}")

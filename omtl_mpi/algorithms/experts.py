@@ -174,24 +174,11 @@ class Related:
 
 
 class ExpertVote:
-    """The vote of a block of ``n_tasks`` tasks, with weights shared by every task of the run:
-    each task's experts' mistakes are counted here, the weights come from their sums over every
-    task of the run (:attr:`totals`), which the consensus step returns.
-
-    Parameters
-    ----------
-    n_tasks : int
-        This block's tasks.
-    total_tasks : int
-        Every task of the run (K): the sums are divided by it.
-    n_experts : int
-        How many experts vote (:func:`vote_experts`).
-
-    Notes
-    -----
-    The first expert has the prior weight :data:`PRIOR_FIRST`, and the others share the rest
-    equally.
-    """
+    """The vote of ``n_experts`` experts (:func:`vote_experts`) of a block of ``n_tasks``
+    tasks, with weights shared by every task of the run's ``total_tasks`` (K, which the sums
+    are divided by): each task's experts' mistakes are counted here, the weights come from
+    their sums over every task (:attr:`totals`), which the consensus step returns. The first
+    expert has the prior weight :data:`PRIOR_FIRST`, the others share the rest equally."""
 
     # the axis of the tasks in each per-task array of state() (contract.merge_states); the
     # totals and steps are the same in every block of a run
