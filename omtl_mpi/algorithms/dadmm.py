@@ -159,18 +159,10 @@ class DAdmmNode:
         return self.block.decide(X, active)
 
     def merge(self, received: np.ndarray) -> float:
-        """Step 2's second half: keep, for every node, the freshest copy of its rows.
-
-        Parameters
-        ----------
-        received : ndarray, shape (n_neighbours, size)
-            The neighbours' tables (normally :attr:`inbox` itself, filled by the exchange).
-
-        Returns
-        -------
-        float
-            Mean staleness (rounds) of what is used this round: ``t - stamp`` over all tasks.
-        """
+        """Step 2's second half: keep, for every node, the freshest copy of its rows among the
+        neighbours' tables ``received`` (n_neighbours, size; normally :attr:`inbox` itself,
+        filled by the exchange); returns the mean staleness (rounds) of what is used this
+        round, ``t - stamp`` over all tasks."""
         nodes, tasks = self._nodes, self._tasks
         if received.shape[0]:
             if received is not self.inbox:      # not received in place: stack them here
@@ -216,19 +208,16 @@ class DAdmmNode:
 
     def plan(self, instances, first_round: int = 0) -> None:
         """Every round's instances over all the tasks (the same on every node), from round 0
-        whatever ``first_round`` (C-ADMM's worker's signature: a resumed node counts its
-        rounds itself): the rounds that end in a mixture prior's estimate are then known
-        without asking the other nodes (without a plan, :attr:`sums` sums the nodes'
-        instances every round)."""
+        whatever ``first_round`` (a resumed node counts its rounds itself), so that the rounds
+        that end in a mixture prior's estimate are known without asking the other nodes."""
         self._seen = np.cumsum(np.asarray(instances, dtype=np.float64))
 
     def _sums(self):
-        """The round's sums over every node, with the empirical-Bayes expert's mixture prior:
-        a generator that yields this node's part of each sum (arrays, the same sizes on every
-        node, in the same order) and is sent the sum over every node (in node order, by the
-        runtime). In a round that ends in an estimate (:func:`.mixture.em_steps` of the run's
-        instances so far), every node's statistics, then the EM steps'
-        (:meth:`.MixtureBayes.estimate`); without a plan, first the nodes' instances."""
+        """The round's sums over every node, with the empirical-Bayes expert's mixture prior: a
+        generator that yields this node's part of each sum and is sent the sum over every node
+        (in node order, by the runtime): without a plan, the nodes' instances; in a round that
+        ends in an estimate (:func:`.mixture.em_steps`), every node's statistics, then the EM
+        steps' (:meth:`.MixtureBayes.estimate`)."""
         bayes, t = self.block.bayes, self.round - 1
         if self._seen is not None and t < len(self._seen):
             N = float(self._seen[t])
