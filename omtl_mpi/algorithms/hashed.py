@@ -103,9 +103,7 @@ class HashedWorker:
     def up_size(params, n_tasks, kb, dim):
         return 2 * (kb + 1) * dim
 
-    @staticmethod
-    def down_size(params, n_tasks, kb, dim):
-        return 2 * (kb + 1) * dim
+    down_size = up_size             # the reply is as long as the message
 
     def _parts(self, active):
         """The signed shared weights (d,) and the active tasks' own (na, d)."""

@@ -90,9 +90,7 @@ class DromWorker(ArrayState):
     def up_size(params, n_tasks, kb, dim):
         return kb * dim
 
-    @staticmethod
-    def down_size(params, n_tasks, kb, dim):
-        return kb * dim
+    down_size = up_size             # the reply is as long as the message
 
     def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
@@ -193,9 +191,7 @@ class MtPerceptronWorker(ArrayState):
     def up_size(params, n_tasks, kb, dim):
         return dim
 
-    @staticmethod
-    def down_size(params, n_tasks, kb, dim):
-        return dim
+    down_size = up_size             # the reply is as long as the message
 
     def _models(self, active=slice(None)) -> np.ndarray:
         return (self.O[active] + self.S) / (self.K + 1)
@@ -285,9 +281,7 @@ class PooledWorker(ArrayState):
     def up_size(params, n_tasks, kb, dim):
         return dim + 1
 
-    @staticmethod
-    def down_size(params, n_tasks, kb, dim):
-        return dim + 1
+    down_size = up_size             # the reply is as long as the message
 
     def up(self, X, y, inv_count, active=slice(None)):
         self.round += 1
