@@ -45,14 +45,8 @@ class Consensus:
         return self._exact
 
     def step(self, C: np.ndarray):
-        """New (u, V) from C (call :meth:`update_relationship` after it, every round).
-
-        Returns
-        -------
-        u : ndarray, shape (d,)
-        V : ndarray, shape (K, d)
-            The consensus's own arrays, valid until the next step.
-        """
+        """New (u, V) from C (call :meth:`update_relationship` after it, every round): u (d,)
+        and V (K, d), the consensus's own arrays, valid until the next step."""
         p = self.p
         if p.variant == "exact":
             # joint minimiser of the augmented Lagrangian over (u, V), docs/ALGORITHMS.md section 2.2
@@ -74,12 +68,9 @@ class Consensus:
         return self.u, self.V
 
     def update_relationship(self, V: np.ndarray | None = None) -> None:
-        """The Omega update from V (default: the V of the step just taken), every m-th step.
-
-        Separate from :meth:`step` so that a server can send (u, V) first and update Omega
-        while the workers compute: the numbers are the same, the critical path is shorter.
-        A D-ADMM node calls it before its step, with the V it gossiped (docs/ALGORITHMS.md section 3).
-        """
+        """The Omega update from V (default: the V of the step just taken), every m-th step:
+        apart from :meth:`step`, so that a server can send (u, V) first and update Omega while
+        the workers compute; a D-ADMM node calls it before its step, with the V it gossiped."""
         p = self.p
         if p.relationship and self.rounds > 0 and self.rounds % p.omega_every == 0:
             self.rel = update_omega(self.V if V is None else V, p.omega_eps, self._rel)
