@@ -156,21 +156,20 @@ class Related:
         np.multiply(gram_rows, inverse, out=self.cos)
         self.cos *= inverse[first:first + len(self.cos), None]
 
-    def state(self) -> dict:
+    def _arrays(self) -> dict:
+        """The arrays of this form, by their names in :meth:`state`."""
         if self.mode == MOMENT:
-            return {"H": self.H.copy()}
+            return {"H": self.H}
         if self.mode == MODELS:
-            return {"models": self.all_models.copy(), "cos": self.cos.copy()}
-        return {"rows": self.rows.copy()}
+            return {"models": self.all_models, "cos": self.cos}
+        return {"rows": self.rows}
+
+    def state(self) -> dict:
+        return {k: v.copy() for k, v in self._arrays().items()}
 
     def load_state(self, state: dict) -> None:
-        if self.mode == MOMENT:
-            self.H[...] = state["H"]
-        elif self.mode == MODELS:
-            self.all_models[...] = state["models"]
-            self.cos[...] = state["cos"]
-        else:
-            self.rows[...] = state["rows"]
+        for k, v in self._arrays().items():
+            v[...] = state[k]
 
 
 class ExpertVote:
