@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .admm import GIVEN, AdmmParams, coupling
+from .admm import GIVEN, LARGE_DIM, AdmmParams, coordinates_of, coupling
 from .bayes import used as bayes_used
 from .cadmm import down_parts, up_parts
-from .wsteps import arow_form
+from .wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
 
 
 class Part(NamedTuple):
@@ -133,8 +133,6 @@ def large_d(params, d: int) -> str | None:
     """The line that says which large-d forms ``--arow-covariance auto`` and ``--coordinates
     auto`` chose on the user's behalf at ``d`` weights (None where they chose the defaults'
     small-d forms, or the user chose)."""
-    from .admm import LARGE_DIM, AdmmParams, coordinates_of
-    from .wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
     covariance = getattr(params, "arow_covariance", None)
     uses_arow = isinstance(params, AdmmParams) and params.w_step == "arow" or (
         not isinstance(params, AdmmParams) and covariance is not None)
