@@ -31,6 +31,14 @@ class PhaseClock:
         self.wait = 0.0
         self._t0 = 0.0
 
+    def peers_of(self, size: int) -> np.ndarray:
+        """:attr:`peers` for a world of ``size`` ranks (widened, zeros added, if it is not)."""
+        if self.peers.shape[0] < size:
+            wider = np.zeros((size, 2))
+            wider[:self.peers.shape[0]] = self.peers
+            self.peers = wider
+        return self.peers
+
     def start(self) -> None:
         self.comm = 0.0
         self.wait = 0.0

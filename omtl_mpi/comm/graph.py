@@ -96,7 +96,7 @@ class MpiGraph:
         each = self._send.nbytes
         clock.sent += each * len(self._neighbours)
         clock.received += each * len(self._neighbours)
-        clock.peers[self._neighbours] += each
+        clock.peers_of(self._topology.n_nodes)[self._neighbours] += each
         return [self._recv]
 
     def sum_nodes(self, messages: list, clock) -> list:
@@ -131,8 +131,8 @@ class MpiGraph:
             wait(request, clock)
             clock.sent += send.nbytes * len(sources)
             clock.received += received.nbytes
-            clock.peers[self._neighbours, 0] += send.nbytes
-            clock.peers[self._neighbours, 1] += 8.0 * np.asarray(counts)
+            clock.peers_of(self._topology.n_nodes)[self._neighbours, 0] += send.nbytes
+            clock.peers_of(self._topology.n_nodes)[self._neighbours, 1] += 8.0 * np.asarray(counts)
             for nodes, a in zip(sources, displacements):
                 parts[nodes] = received[a:a + len(nodes) * n].reshape(len(nodes), n)
         total = parts[0].copy()

@@ -112,6 +112,7 @@ class MpiStar:
                  sized=False):
         self.comm = comm
         rank = comm.Get_rank()
+        self._size = comm.Get_size()
         self.is_server = rank == 0
         self.is_worker = rank != 0
         up_counts = np.asarray(up_counts, dtype=np.int64)
@@ -168,14 +169,14 @@ class MpiStar:
             MPI.Prequest.Startall(self._worker_round)
             sent = self._up_msg.nbytes
         clock.sent += sent
-        clock.peers[0, 0] += sent
+        clock.peers_of(self._size)[0, 0] += sent
         clock.comm += perf_counter() - t0
 
     def down(self, clock) -> np.ndarray:
         wait_all(self._worker_round, clock)
         got = 8.0 * int(self._down_buf[0]) if self.sized else self._down_buf.nbytes
         clock.received += got
-        clock.peers[0, 1] += got
+        clock.peers_of(self._size)[0, 1] += got
         return self._down_buf
 
     # -- server side -------------------------------------------------------------------
@@ -191,10 +192,10 @@ class MpiStar:
         if self.sized:
             got = 8.0 * np.array([buf[0] for buf in self._ups])
             clock.received += float(got.sum())
-            clock.peers[1:, 1] += got
+            clock.peers_of(self._size)[1:, 1] += got
         else:
             clock.received += self._up_total
-            clock.peers[:, 1] += self._up_bytes
+            clock.peers_of(self._size)[:, 1] += self._up_bytes
         return self._gathered
 
     def scatter(self, msg: np.ndarray, clock) -> None:
@@ -206,11 +207,11 @@ class MpiStar:
                                for r, buf in enumerate(self._downs, start=1)]
             sent = 8.0 * np.array([buf[0] for buf in self._downs])
             clock.sent += float(sent.sum())
-            clock.peers[1:, 0] += sent
+            clock.peers_of(self._size)[1:, 0] += sent
         else:
             MPI.Prequest.Startall(self._send_down)
             clock.sent += self._down_total
-            clock.peers[:, 0] += self._down_bytes
+            clock.peers_of(self._size)[:, 0] += self._down_bytes
         clock.comm += perf_counter() - t0
         wait_all(self._send_down, clock)
 
@@ -227,11 +228,11 @@ class MpiStar:
         if self.is_server:
             clock.received += send.nbytes * (len(self._rows) - 1)
             clock.sent += send.nbytes * (len(self._rows) - 1)
-            clock.peers[1:] += send.nbytes
+            clock.peers_of(self._size)[1:] += send.nbytes
         else:
             clock.sent += send.nbytes
             clock.received += send.nbytes
-            clock.peers[0] += send.nbytes
+            clock.peers_of(self._size)[0] += send.nbytes
         t0 = perf_counter()
         request = self.comm.Igather([send, MPI.DOUBLE],
                                     [self._rows, MPI.DOUBLE] if self.is_server else None, root=0)

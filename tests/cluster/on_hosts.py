@@ -1,0 +1,138 @@
+"""Ranks on separate hosts that talk over real links: the hosts of tests/cluster/hosts.sh (network
+namespaces of this machine, run by tests/cluster/run.sh), MPI forced onto TCP.
+
+Run by ``make test-cluster`` (root) after ``tests/cluster/hosts.sh up 3``; every test has a limit.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HOSTS = os.path.join(ROOT, "tests", "cluster", "hosts.sh")
+BIN = os.path.dirname(sys.executable)
+LIMIT = 180
+
+pytestmark = [pytest.mark.cluster, pytest.mark.mpi]
+
+
+def _up() -> bool:
+    return subprocess.run([HOSTS, "exec", "h2", "true"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hosts():
+    if os.geteuid() != 0 or not _up():
+        pytest.fail("the hosts of tests/cluster/hosts.sh are not up: run 'make test-cluster' as root")
+
+
+def on_hosts(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT):
+    """``omtl-mpi ARGS`` under mpiexec -n N, started on h0 and spread over ``hosts`` (hydra's
+    ssh launcher is hosts.sh), the ranks forced onto TCP."""
+    extra = [f"{k}={v}" for k, v in (env or {}).items()]
+    cmd = [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
+           f"MPIEXEC_TIMEOUT={timeout - 10}", "PYTHONUNBUFFERED=1", *extra,
+           os.path.join(BIN, "mpiexec"), "-genvall", "-hosts", hosts, "-launcher", "ssh",
+           "-launcher-exec", HOSTS, "-n", str(n), sys.executable, "-m", "mpi4py", "-m",
+           "omtl_mpi", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def here(n, *args, timeout=LIMIT):
+    """The same command on this machine's own network (mpiexec -n N; in one process: n None)."""
+    cmd = [sys.executable, "-m", "omtl_mpi", *map(str, args)]
+    if n is not None:
+        cmd = [os.path.join(BIN, "mpiexec"), "-n", str(n), sys.executable, "-m", "mpi4py", *cmd[1:]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def arrays(path):
+    with h5py.File(path) as f:
+        out = {f"{g}/{k}": v[()] for g in ("metrics", "model") for k, v in f[g].items()}
+        out["predictions"] = f["predictions"][()]
+    return out
+
+
+def link_bytes(host: str) -> int:
+    """Bytes sent and received so far on ``host``'s link."""
+    line = next(l for l in subprocess.run([HOSTS, "exec", host, "cat", "/proc/net/dev"],
+                                          capture_output=True, text=True).stdout.splitlines()
+                if l.strip().startswith("eth0:"))
+    fields = line.split(":", 1)[1].split()
+    return int(fields[0]) + int(fields[8])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hosts") / "tasks.h5"
+    r = here(None, "data", "synth", "-o", path, "--tasks", "4", "--samples", "300", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+@pytest.mark.parametrize("algo, n, options", [
+    ("c-admm", 5, []), ("c-admm", 5, ["--preset", "paper"]),
+    ("d-admm", 4, ["--topology", "ring"]), ("d-admm", 4, ["--topology", "full"]),
+])
+def test_over_three_hosts_the_bits_of_one_machine(data, tmp_path, algo, n, options):
+    across, local, one = tmp_path / "across.h5", tmp_path / "local.h5", tmp_path / "one.h5"
+    args = ("run", "--algo", algo, "--data", data, *options, "--json")
+    before = link_bytes("h1")
+    r = on_hosts(n, *args, "--out", across)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(set(report["hosts"])) == ["h0", "h1", "h2"]
+    assert report["transport_env"] == "UCX_TLS=tcp" and report["shared_memory_across_hosts"] == []
+    # what the ranks on h1 sent and received crossed its link (and more: TCP's own bytes)
+    on_h1 = [r for r, h in enumerate(report["hosts"]) if h == "h1"]
+    counted = sum(sum(report["bytes_per_round"][r]) for r in on_h1) * report["rounds"]
+    assert link_bytes("h1") - before >= counted > 0
+    assert here(n, *args, "--out", local).returncode == 0
+    assert here(None, *args, "--out", one).returncode == 0
+    a, b, c = arrays(across), arrays(local), arrays(one)
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key              # the same ranks: the same bits
+        assert np.allclose(a[key], c[key], rtol=0, atol=1e-10), key    # one process: to 1e-10
+
+
+def test_a_shaped_link_changes_the_time_and_not_the_result(data, tmp_path):
+    fast, slow = tmp_path / "fast.h5", tmp_path / "slow.h5"
+    args = ("run", "--preset", "paper", "--data", data, "--json")
+    r = on_hosts(5, *args, "--out", fast)
+    assert r.returncode == 0, r.stderr
+    subprocess.run([HOSTS, "shape", "3", "1mbit"], check=True)
+    try:
+        r = on_hosts(5, *args, "--out", slow)
+    finally:
+        subprocess.run([HOSTS, "shape", "3", "none"], check=True)
+    assert r.returncode == 0, r.stderr
+    a, b = arrays(fast), arrays(slow)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    with h5py.File(fast) as f, h5py.File(slow) as g:
+        print(f"ms a round, unshaped {f.attrs['ms_per_round']:.3f}, 1 Mbit/s {g.attrs['ms_per_round']:.3f}")
+
+
+def test_an_asynchronous_run_over_hosts_is_replayed_here(data, tmp_path):
+    run, again = tmp_path / "run.h5", tmp_path / "again.h5"
+    r = on_hosts(5, "run", "--data", data, "--sync", "partial", "--min-workers", "1",
+                 "--slow", "2:3", "--out", run)
+    assert r.returncode == 0, r.stderr
+    assert here(None, "run", "--replay", run, "--out", again).returncode == 0
+    a, b = arrays(run), arrays(again)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_a_rank_failing_on_another_host_ends_the_job(data, tmp_path, mode):
+    out = tmp_path / "never.h5"
+    r = on_hosts(5, "run", "--synth-samples", "20000", "--fail-at", "500", "--fail-rank", "2",
+                 "--fail-mode", mode, "--out", out, timeout=90)
+    assert r.returncode != 0
+    if mode == "raise":
+        assert [l for l in r.stderr.splitlines() if l.startswith("error:")] == [
+            "error: [rank 2] InjectedFailure: injected failure at round 500 (--fail-at); ending the job"]
+    assert not out.exists()
