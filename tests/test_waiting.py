@@ -77,3 +77,28 @@ def test_ranks_that_wait_in_a_set_up_collective_leave_the_cpu_to_the_late_one(mp
             assert rest.endswith("[[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]")
         if rank != "2":
             assert float(cpu) < 0.5, line          # asleep, not polling
+
+
+def test_a_round_wait_gives_up_after_the_peer_timeout_and_a_set_up_wait_does_not(monkeypatch):
+    """A message that never comes within a round (a host or link down) ends the wait with
+    PeerTimeout after OMTL_MPI_PEER_TIMEOUT seconds; the set-up collectives' waits (arrive),
+    which wait for data to load, have no limit."""
+    from types import SimpleNamespace
+
+    from mpi4py import MPI
+
+    from omtl_mpi.comm import waiting
+    from omtl_mpi.comm.clock import PhaseClock
+    monkeypatch.setattr(waiting, "PEER_TIMEOUT", 0.3)
+    monkeypatch.setattr(waiting, "SPIN_SECONDS", 0.01)
+    never = MPI.COMM_SELF.Irecv([np.empty(1), MPI.DOUBLE], 0, 99)
+    with pytest.raises(waiting.PeerTimeout, match="in 0.3 s .OMTL_MPI_PEER_TIMEOUT.: a host or"):
+        waiting.wait(never, PhaseClock(1))
+    # without a round's clock the same wait goes on: it ends when the message comes
+    import threading
+    box = np.zeros(1)
+    threading.Timer(0.6, lambda: MPI.COMM_SELF.Send([np.ones(1), MPI.DOUBLE], 0, 98)).start()
+    waiting.wait(MPI.COMM_SELF.Irecv([box, MPI.DOUBLE], 0, 98), SimpleNamespace(wait=0.0))
+    assert box[0] == 1.0
+    never.Cancel()
+    never.Wait()

@@ -152,4 +152,10 @@ def _abort_if_parallel(size: int, code: int) -> None:
         sys.stderr.flush()
         sys.stdout.flush()
         time.sleep(0.2)
+        # MPI_Abort asks the launcher, which a rank cut off from it (its host's link down)
+        # never reaches, and holds the interpreter while it waits: SIGALRM's default action
+        # then ends the rank
+        import signal
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(5)
         sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(code)

@@ -23,6 +23,15 @@ MAX_SLEEP = float(os.environ.get("OMTL_MPI_WAIT_MAX_SLEEP", "5e-3"))
 # how a rank waits for a request: "polite" (test and yield the core, then sleep, as the module
 # docstring says) or "busy" (MPI's own Wait, which spins)
 WAIT_MODE = os.environ.get("OMTL_MPI_WAIT", "polite")
+# A wait within the rounds that lasts this long means a peer that will not send: its host or
+# the link to it is down (TCP does not say so for minutes), or it is stuck. The rank then ends
+# the job with one line. Set-up and tear-down waits (arrive), which wait for data to load or
+# results to be written, have no limit.
+PEER_TIMEOUT = float(os.environ.get("OMTL_MPI_PEER_TIMEOUT", "60"))
+
+
+class PeerTimeout(RuntimeError):
+    """No message from a peer within :data:`PEER_TIMEOUT` seconds of a round's wait."""
 
 
 def wait(request, clock) -> None:
@@ -63,9 +72,16 @@ def _wait(test_of, block, what, clock) -> None:
                 break
             if perf_counter() > deadline:
                 delay = FIRST_SLEEP
+                # only a round's waits have a limit (their clock keeps rows of rounds)
+                give_up = t0 + PEER_TIMEOUT if hasattr(clock, "rows") else float("inf")
                 while not test():
                     time.sleep(delay)
                     delay = min(delay * 2.0, MAX_SLEEP)
+                    if perf_counter() > give_up:
+                        raise PeerTimeout(
+                            f"no message from the ranks this one waits for in {PEER_TIMEOUT:g} s "
+                            "(OMTL_MPI_PEER_TIMEOUT): a host or the link to it is down, or a "
+                            "rank is stuck")
                 break
     clock.wait += perf_counter() - t0
 

@@ -452,6 +452,8 @@ def _save_checkpoint(job: Job, path: str, done: int) -> None:
     everything = job.world.gather_objects(_checkpoint_part(job))
     if job.world.rank == 0:
         ckpt.write(path, done, everything, job.cfg, job.meta, job.source)
+    # the other ranks wait for the write here, where a wait has no limit (comm.waiting)
+    job.world.barrier()
 
 
 def learn(job: Job, progress: bool = False, checkpoint=None) -> None:

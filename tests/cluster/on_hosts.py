@@ -136,3 +136,33 @@ def test_a_rank_failing_on_another_host_ends_the_job(data, tmp_path, mode):
         assert [l for l in r.stderr.splitlines() if l.startswith("error:")] == [
             "error: [rank 2] InjectedFailure: injected failure at round 500 (--fail-at); ending the job"]
     assert not out.exists()
+
+
+def test_a_host_whose_link_goes_down_ends_the_job_within_seconds(tmp_path):
+    """The link of h2 deleted mid-run: TCP would say nothing for minutes; the ranks waiting for
+    h2's give up after OMTL_MPI_PEER_TIMEOUT seconds with one line each, and every rank ends,
+    those on h2 too (cut off from the launcher, they end themselves)."""
+    import threading
+    import time
+    out = tmp_path / "never.h5"
+    marker = str(out)
+    cut = threading.Timer(4.0, subprocess.run, ([HOSTS, "cut", "h2"],))
+    cut.start()
+    t0 = time.monotonic()
+    try:
+        r = on_hosts(5, "run", "--synth-samples", "200000", "--no-progress", "--out", out,
+                     env={"OMTL_MPI_PEER_TIMEOUT": "4"}, timeout=90)
+        took = time.monotonic() - t0
+    finally:
+        cut.join()
+        subprocess.run([HOSTS, "down", "3"], check=True)       # h2 again, for the tests after
+        subprocess.run([HOSTS, "up", "3"], check=True)
+    assert r.returncode != 0 and took < 30, (r.returncode, took, r.stderr[-2000:])
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert errors and all("PeerTimeout: no message from the ranks this one waits for in 4 s" in l
+                          for l in errors), r.stderr[-2000:]
+    assert not out.exists()
+    deadline = time.monotonic() + 15
+    while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a rank outlived its job"
+        time.sleep(0.5)
