@@ -28,7 +28,7 @@ from ..paths import output_file, refuse_inputs, refuse_special
 from . import importers
 from .fetch_manifest import DATASETS
 
-READ_CHUNK_BYTES = 1 << 20         # read (hashing) and written (downloading) this much at a time
+READ_CHUNK_BYTES = 1 << 20         # downloaded and written this much at a time
 BACKOFF_S = 0.5                    # first pause before a retry; doubles each time
 ANNOUNCE_FROM_BYTES = 4 << 20      # files from this size get a line before their download too
 
@@ -108,14 +108,6 @@ def _digest_of(spec: dict) -> tuple[str, str]:
     return ("sha256", spec["sha256"]) if "sha256" in spec else ("md5", spec["md5"])
 
 
-def _hash_file(path: str, algo: str) -> str:
-    h = hashlib.new(algo)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(READ_CHUNK_BYTES), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify(path: str, spec: dict) -> tuple[str, str, str] | None:
     """None when ``path`` has the size and digest of ``spec``, else (what, got, expected)."""
     try:
@@ -125,7 +117,8 @@ def verify(path: str, spec: dict) -> tuple[str, str, str] | None:
     if size != spec["size"]:
         return ("size", f"{size} bytes", f"{spec['size']} bytes")
     algo, want = _digest_of(spec)
-    got = _hash_file(path, algo)
+    with open(path, "rb") as f:
+        got = hashlib.file_digest(f, algo).hexdigest()
     return None if got == want else (algo, got, want)
 
 

@@ -103,8 +103,5 @@ def file_digest(path) -> str:
 
 @functools.cache
 def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
