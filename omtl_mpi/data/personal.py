@@ -103,25 +103,6 @@ def _row_dots(A: np.ndarray, B, owner=None) -> np.ndarray:
     return out
 
 
-def _draw(ks, lengths, groups, centres, spread: float, noise: float, seed: int, normalize: bool):
-    """Weights (len(ks), d), features and labels (one task after another) of tasks ``ks``."""
-    d = centres.shape[1]
-    n = lengths[ks]
-    offsets = np.concatenate(([0], np.cumsum(n))).tolist()
-    Z, X, e = np.empty((len(ks), d)), np.empty((offsets[-1], d)), np.empty(offsets[-1])
-    for i, rng in enumerate(task_rngs(seed, ks)):
-        a, b = offsets[i], offsets[i + 1]
-        rng.standard_normal(out=Z[i])               # z_k, then the instances, then the noise
-        rng.standard_normal(out=X[a:b])
-        rng.standard_normal(out=e[a:b])
-    W = centres[groups[ks]] + spread * Z / np.sqrt(d)
-    margin = _row_dots(X, W, np.repeat(np.arange(len(ks)), n)) + noise * e
-    y = np.where(margin >= 0.0, 1, -1).astype(np.int8)
-    if normalize:
-        X /= np.sqrt(_row_dots(X, X))[:, None]
-    return W, X, y
-
-
 class _Family:
     """The family's draws for some options: centres, groups and lengths of every task."""
 
@@ -135,8 +116,23 @@ class _Family:
         self.lengths = stream_lengths(tasks, length_median, length_sigma, length_max, seed)
 
     def draw(self, ks, normalize: bool):
-        return _draw(np.asarray(ks, dtype=np.int64), self.lengths, self.groups, self.centres,
-                     self.spread, self.noise, self.seed, normalize)
+        """Weights (len(ks), d), features and labels (one task after another) of tasks ``ks``."""
+        ks = np.asarray(ks, dtype=np.int64)
+        d = self.centres.shape[1]
+        n = self.lengths[ks]
+        offsets = np.concatenate(([0], np.cumsum(n))).tolist()
+        Z, X, e = np.empty((len(ks), d)), np.empty((offsets[-1], d)), np.empty(offsets[-1])
+        for i, rng in enumerate(task_rngs(self.seed, ks)):
+            a, b = offsets[i], offsets[i + 1]
+            rng.standard_normal(out=Z[i])           # z_k, then the instances, then the noise
+            rng.standard_normal(out=X[a:b])
+            rng.standard_normal(out=e[a:b])
+        W = self.centres[self.groups[ks]] + self.spread * Z / np.sqrt(d)
+        margin = _row_dots(X, W, np.repeat(np.arange(len(ks)), n)) + self.noise * e
+        y = np.where(margin >= 0.0, 1, -1).astype(np.int8)
+        if normalize:
+            X /= np.sqrt(_row_dots(X, X))[:, None]
+        return W, X, y
 
 
 def task_weights(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"],
