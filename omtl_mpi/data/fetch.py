@@ -1,12 +1,8 @@
 """Download the paper's public data sets, verify them and import them (``omtl-mpi data fetch``).
 
-Standard library only (urllib, hashlib). Every file is written to ``FINAL.part``, checked against
-the size and digest in :mod:`fetch_manifest`, and only then renamed to its final name, so a
-failed or interrupted download never leaves a half-written file under the final name. An
-interrupted download keeps its ``.part`` and is resumed with an HTTP ``Range`` request on the
-next attempt (from zero when the server answers 200 instead of 206); a digest mismatch deletes
-it. A final file that is already present and verifies is not downloaded again.
-"""
+Standard library only. Every file is written to ``FINAL.part``, resumed with an HTTP ``Range``
+request after an interruption, checked against the size and digest in :mod:`fetch_manifest`,
+and only then renamed; docs/DATASETS.md (*Fetching*) says what each failure does."""
 from __future__ import annotations
 
 import hashlib

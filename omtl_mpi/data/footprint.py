@@ -1,10 +1,6 @@
-"""How much memory (or disk) the data layer's work needs, estimated before it starts: reading a
-task file's blocks, laying a rank's streams out in rounds, importing and generating data sets.
-
-Every estimate is here, so that each check (a task file's reader, ``omtl-mpi run``'s set-up,
-the importers, ``data synth``) refuses with the same figures; the learners' own arrays are
-:mod:`omtl_mpi.algorithms.footprint`'s.
-"""
+"""How much memory (or disk) the data layer's work needs, estimated before it starts, so that
+every check refuses with the same figures (the learners' own arrays are
+:mod:`omtl_mpi.algorithms.footprint`'s)."""
 from __future__ import annotations
 
 import zipfile

@@ -1,15 +1,9 @@
 """A skewed many-task family (``omtl-mpi data synth --family personal``): per-customer models.
 
-K tasks belong to G latent groups (unit centres c_g), and their streams have heavy-tailed,
-log-normal lengths (most short, a few very long). Task k's weights are w_k = c_g(k) + spread *
-z_k / sqrt(d) and the label of x ~ N(0, I) is sign(x . w_k + noise * e), the dot product
-summed over the features in order. The family-wide draws come from ``default_rng([s, 2**31 +
-i])`` (i = 1 centres, 2 groups, 3 lengths), task k's z_k, instances and noises, in this order,
-from ``default_rng([s, k])``; docs/DATASETS.md (*Many skewed tasks*) gives every draw. Task
-k's group, length, weights and instances depend only on (s, k) (not on K), so generating some
-tasks gives the same arrays as slicing all of them. What should win: one model per latent group
-(a learner that finds which tasks go together pools each group's data).
-"""
+K tasks in G latent groups, weights w_k = c_g(k) + spread * z_k / sqrt(d), labels sign(x . w_k +
+noise * e), log-normal stream lengths. Task k's draws depend only on (seed, k), so generating
+some tasks gives the same arrays as slicing all of them; docs/DATASETS.md (*Many skewed tasks*)
+gives every draw and what should win (one model per latent group)."""
 from __future__ import annotations
 
 import math

@@ -1,15 +1,10 @@
 """Sparse instances: a round's rows that hold only their non-zero features, and the
 compressed-sparse-row (CSR) arrays task files and importers keep them in.
 
-A data set whose features are mostly zero (hashed text: a few hundred of 2^18 coordinates per
-instance) is stored as CSR (``data``, ``indices``, ``indptr``: row i's values are
-``data[indptr[i]:indptr[i+1]]`` at the columns ``indices[...]``, increasing, none repeated),
-held in memory as :mod:`scipy.sparse` matrices, and handed to the learners a round at a time
-as :class:`SparseRows`: the (B, na, d) instances of the round's active tasks, of which only the
-non-zero entries exist. Every operation a learner needs of them costs O(non-zeros), never O(d).
-
-Pure numpy: scipy is imported only where a scipy.sparse matrix is made or read.
-"""
+Sparse data sets are stored as CSR, held in memory as :mod:`scipy.sparse` matrices, and handed
+to the learners a round at a time as :class:`SparseRows`, whose every operation costs
+O(non-zeros), never O(d) (docs/DESIGN.md, *Sparse rows*). scipy is imported only where a
+scipy.sparse matrix is made or read."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,14 +1,9 @@
 """Known-answer test beds: linear tasks whose relationship is known, so that a multi-task learner
 can be checked against what should win (``omtl-mpi data synth --family ...``).
 
-Every task k has a true weight vector w_k in R^d; its instances are x ~ N(0, I) and its labels
-``sign(x . w_k + noise * N(0, 1))`` (sign(0) = +1). The families differ only in the w_k
-(docs/DATASETS.md, *Known-answer test beds*): ``identical`` (pooling wins), ``clustered``
-(contiguous groups; with two, around +w and -w: one direction, two signs, what a learned task
-covariance is for) and ``unrelated`` (learning each task alone wins). Task k's instances depend
-only on (seed, k), and the weight vectors on the seed, so generating some tasks gives the same
-arrays as slicing all of them.
-"""
+Task k has weights w_k, instances x ~ N(0, I) and labels ``sign(x . w_k + noise * N(0, 1))``;
+``identical``, ``clustered`` and ``unrelated`` differ only in the w_k (docs/DATASETS.md,
+*Known-answer test beds*). Task k's instances depend only on (seed, k), the weights on the seed."""
 from __future__ import annotations
 
 import numpy as np

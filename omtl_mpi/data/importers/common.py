@@ -1,10 +1,6 @@
-"""What every importer decides the same way, in one place: which output it may write, which
-option values it takes, how much memory it may ask for, and how the source's labels become -1/+1.
-
-Each importer calls these before the work they guard, so that a bad command line is refused in
-one line before anything is read, allocated or written, and each decision it takes on the
-user's behalf (labels 0/1 read as -1/+1, rows dropped by ``--label-map``) is said on stderr.
-"""
+"""What every importer decides the same way: which output it may write, which option values it
+takes, how much memory it may ask for, and how the source's labels become -1/+1; each refuses a
+bad command line in one line before anything is read, and says each decision on stderr."""
 from __future__ import annotations
 
 import math

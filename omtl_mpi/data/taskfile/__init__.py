@@ -1,22 +1,10 @@
 """The task-stream HDF5 format: one file, validated before learning starts.
 
-Version 2 (written by every writer of this release)::
-
-    /              attrs: format = "omtl-mpi-tasks", format_version = 2, source, description
-    /X             (N, d) float64: every task's instances, task 0's rows first, then task 1's, ...
-                   (chunked by rows, about 1 MiB of features per chunk, not compressed)
-    /y             (N,) int8 in {-1, +1}
-    /offsets       (K+1,) int64: task k is rows offsets[k]:offsets[k+1]; offsets[0] = 0,
-                   strictly increasing (no empty task), offsets[K] = N
-    /names         (B,) uint8: the task names, UTF-8, one after another
-    /name_offsets  (K+1,) int64: task k's name is names[name_offsets[k]:name_offsets[k+1]]
-
-Version 3 is version 2 with the features stored as compressed sparse rows (/X a group of
-data, indices and indptr, with attributes shape and max_row_nnz), written only for data whose
-features are mostly zero. Version 1 files (a group /tasks/0000, ... per task, holding X and y
-and a name attribute) are still read. A process reads only its own contiguous block of tasks:
-one slice of /X and one of /y (:func:`load_block`). docs/DATASETS.md (*The task-file format*)
-gives every layout and the measurements behind them.
+Version 2 holds every task's instances in /X (N, d) float64 and /y (N,) int8, task after task,
+with /offsets (K+1,) and the UTF-8 names in /names and /name_offsets; version 3 stores /X as
+compressed sparse rows; version 1 files (a group /tasks/0000, ... per task) are still read. A
+process reads only its own contiguous block of tasks (:func:`load_block`). docs/DATASETS.md
+(*The task-file format*) gives every layout.
 """
 from __future__ import annotations
 
