@@ -17,10 +17,9 @@ INDEX = np.int32
 
 @dataclass(frozen=True)
 class RowFormat:
-    """What a run's instances are, as far as its learners' messages need to know: at most
-    ``nonzeros`` non-zero features per instance (the intercept's included), ``batch`` instances
-    per task per round. A learner whose rounds change only the coordinates of their instances
-    sizes its messages by it (C-ADMM with ``--coordinates nonzero``)."""
+    """What a run's learners' messages need to know of its instances: at most ``nonzeros`` non-zero
+    features an instance (the intercept's included), ``batch`` instances per task per round
+    (C-ADMM with ``--coordinates nonzero`` sizes its messages by it)."""
 
     nonzeros: int
     batch: int = 1
@@ -33,9 +32,8 @@ class RowFormat:
 class SparseRows:
     """The instances of one round, (B, na, d), as compressed sparse rows.
 
-    Row ``r = b * na + i`` is instance b of the round's active task i (batch position major,
-    as a C-ordered (B, na, d) array lays them out). A row of padding (a short last mini-batch)
-    has no entry. Columns within a row increase and do not repeat.
+    Row ``r = b * na + i`` is instance b of active task i (as a C-ordered (B, na, d) array lays
+    them out); a row of padding has no entry; columns within a row increase and do not repeat.
 
     Parameters
     ----------
@@ -72,8 +70,7 @@ class SparseRows:
         return cls(flat[rows, cols], cols.astype(INDEX), indptr, X.shape)
 
     def __getitem__(self, key) -> "SparseRows":
-        """``rows[:, tasks]``: the instances of some of the round's tasks (``tasks`` an index
-        array or a slice), as a dense (B, na, d) array would be indexed."""
+        """``rows[:, tasks]`` (indices or a slice), as a dense (B, na, d) array is indexed."""
         if not (isinstance(key, tuple) and len(key) == 2 and key[0] == slice(None)):
             raise TypeError("sparse rows are indexed as rows[:, tasks]")
         B, na, d = self.shape
@@ -117,8 +114,7 @@ class SparseRows:
                            minlength=self.n_rows).reshape(self.shape[:2])
 
     def row_sums(self, values: np.ndarray) -> np.ndarray:
-        """Sums by row of ``values`` (nnz, ...), one per entry along the first axis:
-        (n_rows, ...)."""
+        """Sums by row of ``values`` (nnz, ...), one per entry along axis 0: (n_rows, ...)."""
         out = np.zeros((self.n_rows,) + values.shape[1:])
         if self.nnz:
             # a row's sum runs to the next row with entries (the empty ones between add nothing)
@@ -141,9 +137,8 @@ class SparseRows:
         return self._per_row(self.data * v[self.indices])
 
     def margins(self, W: np.ndarray, rows=None) -> np.ndarray:
-        """``w_i . x`` of every instance of task i, (B, na), for W (na, d): one row per active
-        task; or, with ``rows`` (na,), W holds a block's every task and task i is row
-        ``rows[i]`` (no row is copied)."""
+        """``w_i . x`` of every instance of task i, (B, na), for W (na, d); with ``rows`` (na,), W
+        holds a block's every task and task i is row ``rows[i]`` (no row is copied)."""
         tasks = self.task_ids() if rows is None else rows[self.task_ids()]
         return self._per_row(self.data * W[tasks, self.indices])
 
@@ -154,8 +149,8 @@ class SparseRows:
         return out
 
     def add_to(self, W: np.ndarray, coef: np.ndarray, scale=None) -> None:
-        """``W[i] += scale[i] * sum_b coef[b, i] x_(b, i)`` in place, touching only the entries'
-        coordinates (W (na, d); ``scale`` (na,) or None for 1)."""
+        """``W[i] += scale[i] * sum_b coef[b, i] x_(b, i)`` in place, at the entries' coordinates
+        only (``scale`` (na,), or None for 1)."""
         values = self.data * coef.reshape(-1)[self.row_ids()]
         if scale is not None:
             values *= scale[self.task_ids()]
@@ -194,9 +189,8 @@ def rows_dense(X) -> np.ndarray:
 
 
 def csr_arrays(X):
-    """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix, in canonical CSR
-    form (columns increasing within a row, no repeat, no stored zero); the caller's matrix is
-    never changed. Raises :func:`checked_csr`'s UserError."""
+    """(data float64, indices, indptr int64, shape) of a scipy.sparse matrix in canonical CSR form
+    (a copy where the caller's is not); :func:`checked_csr`'s UserError."""
     X = checked_csr(X)
     if not X.has_canonical_format or (X.data == 0).any():
         X = X.copy()                     # the caller's matrix stays as it was given
@@ -207,11 +201,9 @@ def csr_arrays(X):
 
 
 def checked_csr(X):
-    """A scipy.sparse matrix as CSR of float64 numbers (the caller's matrix, where it is one
-    already), its stored indices checked against its shape before anything reads them: a
-    UserError for indices outside it (scipy builds a matrix from arrays without checking them: a
-    column -1 would be learned into another weight, and scipy's own slicing of one reads memory
-    it does not own), or for values that are no real numbers."""
+    """A scipy.sparse matrix as CSR of float64 (the caller's, where it is one), its indices checked
+    against its shape before anything reads them (scipy does not check them: a column -1 would be
+    learned into another weight): a UserError for indices outside it or values no real numbers."""
     from ..errors import UserError
     if X.dtype.kind not in "biuf":
         raise UserError(f"a sparse matrix holds numbers, got dtype {X.dtype}")
@@ -233,8 +225,8 @@ def csr_matrix(data, indices, indptr, shape):
 
 
 def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """The running maximum of ``values`` within each run of equal ``groups`` (values sorted by
-    group, each group's in order): exact, O(n log n), vectorised (a segmented scan by doubling)."""
+    """The running maximum of ``values`` within each run of equal ``groups``: exact, vectorised
+    (a segmented scan by doubling)."""
     out = values.copy()
     n, shift = len(out), 1
     while shift < n:
@@ -245,11 +237,9 @@ def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def online_scale_csr(data, indices, indptr, lengths, start=None) -> np.ndarray:
-    """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` rows per task)
-    divided, as :func:`omtl_mpi.data.features.online_scale` divides a dense stream, by the
-    largest absolute value their column has taken so far in their task's stream (their own
-    included). Zeros stay zeros, so only the entries are touched. ``start`` (tasks, d): the
-    largest absolute values of each task's columns before these rows (the learner objects')."""
+    """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` rows per task), scaled
+    as :func:`omtl_mpi.data.features.online_scale` scales a dense stream, only the entries touched;
+    ``start`` (tasks, d): the largest absolute values before these rows (the learner objects')."""
     if not len(data):
         return np.array(data, dtype=np.float64)
     rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
@@ -268,11 +258,10 @@ def online_scale_csr(data, indices, indptr, lengths, start=None) -> np.ndarray:
 
 def margins(W: np.ndarray, X) -> np.ndarray:
     """``w_i . x`` (B, na) of a round's instances X (B, na, d), dense or :class:`SparseRows`,
-    for W (na, d): one row per active task (``einsum("kd,bkd->bk")`` of dense ones)."""
+    for W (na, d) (``einsum("kd,bkd->bk")`` of dense ones)."""
     return X.margins(W) if isinstance(X, SparseRows) else np.einsum("kd,bkd->bk", W, X)
 
 
 def combine(coef: np.ndarray, X) -> np.ndarray:
-    """``sum_b coef[b, i] x_(b, i)`` (na, d) of a round's instances, dense or
-    :class:`SparseRows` (``einsum("bk,bkd->kd")`` of dense ones)."""
+    """``sum_b coef[b, i] x_(b, i)`` (na, d) of a round's instances, dense or sparse."""
     return X.combine(coef) if isinstance(X, SparseRows) else np.einsum("bk,bkd->kd", coef, X)

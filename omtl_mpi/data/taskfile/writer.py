@@ -17,8 +17,7 @@ from .schema import (CHUNK_BYTES, FORMAT, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION,
 
 
 def _chunk_rows(width: int, itemsize: int, rows: int | None) -> int:
-    """Rows per HDF5 chunk of a dataset of rows of ``width`` values: about CHUNK_BYTES, or the
-    whole dataset where it is known to be smaller."""
+    """Rows per HDF5 chunk of ``width`` values a row: about CHUNK_BYTES, fewer in a small file."""
     target = max(1, CHUNK_BYTES // max(1, width * itemsize))
     return max(1, min(target, int(rows))) if rows else target
 
@@ -27,10 +26,8 @@ class TaskFileWriter:
     """Write a task-stream file (version 2) chunk by chunk, atomically: a context manager.
 
     Every :meth:`add` appends whole tasks as flat arrays, validated as :func:`write_tasks`
-    validates (unique names, finite numeric features of one d, labels -1/+1 or 0/1 written as
-    -1/+1, no empty task). The file appears under ``path`` only when the ``with`` block ends
-    without an exception; otherwise nothing is left there. It holds about one chunk in memory,
-    so data too large to hold twice can be written::
+    validates; the file appears under ``path`` only when the ``with`` block ends without an
+    exception. It holds about one chunk in memory::
 
         with TaskFileWriter("tasks.h5", source="mine", description="...") as w:
             for names, X, y, lengths in chunks:   # X (sum(lengths), d), y (sum(lengths),)
@@ -42,18 +39,15 @@ class TaskFileWriter:
     source, description : str
         The file's ``source`` and ``description`` attributes.
     rows : int, optional
-        The number of instances the file will hold, where known: a small file then gets HDF5
-        chunks of its own size instead of 1 MiB ones.
+        The number of instances the file will hold, where known (a small file gets smaller chunks).
     sparse : bool, optional
-        Store the features as compressed sparse rows (format version 3) or dense (version 2);
-        by default as the first chunk comes (a scipy.sparse matrix, or an array). Later chunks
-        of the other form are converted.
+        Store the features as compressed sparse rows (version 3) or dense (version 2); by default
+        as the first chunk comes. Later chunks of the other form are converted.
 
     Raises
     ------
     DataError
-        From :meth:`add`, listing every problem of the chunk (one line each, naming the task and
-        the first bad row); on leaving the block, when no task was added.
+        From :meth:`add`, every problem of the chunk; on leaving the block, when no task was added.
     """
 
     def __init__(self, path, *, source: str = "", description: str = "", rows: int | None = None,
@@ -82,10 +76,8 @@ class TaskFileWriter:
         try:
             tmp = self._stack.enter_context(atomic_path(self.path))
             self._file = self._stack.enter_context(h5py.File(tmp, "w", rdcc_nbytes=4 * CHUNK_BYTES))
-            self._file.attrs["format"] = FORMAT
-            self._file.attrs["format_version"] = VERSION
-            self._file.attrs["source"] = self.source
-            self._file.attrs["description"] = self.description
+            self._file.attrs.update(format=FORMAT, format_version=VERSION, source=self.source,
+                                    description=self.description)
         except BaseException:
             if not self._stack.__exit__(*sys.exc_info()):
                 raise
@@ -127,8 +119,7 @@ class TaskFileWriter:
         self._append(*chunk)
 
     def _checked(self, names, X, y, lengths):
-        """((the names in UTF-8, X as float64, labels, lengths), []) for a valid chunk, else
-        (None, the problems)."""
+        """((UTF-8 names, X float64, labels, lengths), []) if valid, else (None, the problems)."""
         path, k0 = self.path, self._counted
         names = [str(n) for n in names]
         self._counted += len(names)
@@ -263,9 +254,8 @@ class TaskFileWriter:
 
 
 def block_spans(lengths, most: int) -> list:
-    """Consecutive tasks, of stream ``lengths``, grouped into spans (a, b) of tasks a..b-1 that
-    hold at most ``most`` instances together (a span of one task may hold more): how the
-    writers and generators cut data into blocks."""
+    """Consecutive tasks of stream ``lengths`` as spans (a, b) of tasks a..b-1 that hold at most
+    ``most`` instances together (one task may hold more): how writers and generators cut blocks."""
     offsets = _offsets_of(np.asarray(lengths, dtype=np.int64))
     spans, a, count = [], 0, len(offsets) - 1
     while a < count:
