@@ -22,16 +22,14 @@ _BYTES_PER_CHAR = 3
 
 
 def available_memory() -> int | None:
-    """Bytes of memory this process may still allocate (the machine's MemAvailable, or less
-    under a cgroup's limit: :func:`omtl_mpi.memory.available`), None if unknown."""
+    """Bytes this process may still allocate (:func:`omtl_mpi.memory.available`); None: unknown."""
     return memory.available()
 
 
 # ---------------------------------------------------------------- reading a task file
 def features_bytes(meta, rows: int) -> int:
-    """Bytes ``rows`` instances of the data set (``meta``, its TaskMeta) take in memory: 8 per
-    feature dense; sparse, 12 per entry (value and column; their share of the entries, at the
-    data set's mean) and 8 per row."""
+    """Bytes ``rows`` instances of the data set (``meta``) take in memory: 8 per feature dense;
+    sparse, 12 per entry (at the data set's mean) and 8 per row."""
     if meta.sparse:
         total = int(meta.lengths.sum())
         return int(12 * meta.nnz * rows / max(total, 1)) + 8 * (rows + 1)
@@ -55,8 +53,8 @@ def check_fits(meta, indices) -> None:
 
 
 def check_declared(path: str, what: str, nbytes: int) -> None:
-    """Refuse, before reading it, an array that would take more than half the memory available
-    (a damaged or hostile file may declare any size, compressed to nothing)."""
+    """Refuse, before reading it, an array that would take more than half the memory available (a
+    damaged file may declare any size, compressed to nothing)."""
     free = available_memory()
     if free is not None and 2 * nbytes > free:
         raise DataError(f"{path}: {what} would need {memory.size_text(nbytes)}, more than half the "
@@ -66,10 +64,8 @@ def check_declared(path: str, what: str, nbytes: int) -> None:
 
 # ---------------------------------------------------------------- a run's streams in rounds
 def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
-    """Bytes a :class:`~omtl_mpi.data.rounds.RoundLayout` of streams of these ``lengths`` holds
-    for ``dim`` weights: the slots' features (float64; sparse, ``entries`` of them, a value and
-    a column each, and a row pointer per slot, twice while they are laid out), labels (float64)
-    and predictions, and the per-round index."""
+    """Bytes a :class:`~omtl_mpi.data.rounds.RoundLayout` of streams of these ``lengths`` holds for
+    ``dim`` weights (sparse: ``entries`` of them, twice while laid out), with its index."""
     lengths = np.asarray(lengths, dtype=np.int64)
     pairs = int((-(-lengths // batch)).sum())
     features = 8 * dim * pairs * batch if entries is None else 2 * (12 * entries + 8 * pairs * batch)
@@ -79,15 +75,14 @@ def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> i
 
 
 def entries(meta, rows: int, intercept: bool) -> int:
-    """The stored features of ``rows`` instances of a sparse data set (their share of its
-    entries, at its mean), and the intercept's entry of each."""
+    """The stored features of ``rows`` instances of a sparse data set (at its mean), and the
+    intercept's entry of each."""
     total = max(int(meta.lengths.sum()), 1)
     return int(-(-meta.nnz * rows // total)) + (rows if intercept else 0)
 
 
 def chunk_rows(meta) -> int:
-    """Instances of the data set in one chunk read (``meta``: its TaskMeta, or a number of
-    dense features)."""
+    """Instances in one chunk read (``meta``: the TaskMeta, or a number of dense features)."""
     if isinstance(meta, (int, np.integer)):
         return max(1, READ_CHUNK_BYTES // (8 * max(int(meta), 1)))
     if meta.sparse:
@@ -97,9 +92,8 @@ def chunk_rows(meta) -> int:
 
 
 def rank_streams_bytes(meta, blocks, batch: int, dim: int, intercept: bool) -> tuple:
-    """(bytes, stream lengths) of the rank that holds the most of a run: its blocks' streams
-    laid out in rounds for ``dim`` weights, and three copies of a chunk read at a time.
-    ``blocks`` holds each rank's blocks of tasks, as (a, b) spans."""
+    """(bytes, stream lengths) of the rank that holds the most of a run (``blocks``: each rank's
+    (a, b) spans): its streams in rounds for ``dim`` weights, and three chunks read."""
     most, lengths = 0, None
     for rank_blocks in blocks:
         n = np.concatenate([meta.lengths[a:b] for a, b in rank_blocks] or [np.zeros(0, np.int64)])
@@ -112,22 +106,20 @@ def rank_streams_bytes(meta, blocks, batch: int, dim: int, intercept: bool) -> t
 
 # ---------------------------------------------------------------- importing and generating
 def matrix_bytes(rows: int, dims: int) -> float:
-    """Peak bytes of a float64 feature matrix while it is written (its validation needs a
-    boolean copy of it: an eighth more)."""
+    """Peak bytes of a float64 feature matrix while written (and validated: an eighth more)."""
     return 1.125 * 8.0 * rows * dims
 
 
 def parsed_bytes(stored: int, rows: int, dims: int, sparse: bool) -> float:
-    """Peak bytes of ``rows`` parsed instances of ``dims`` features holding ``stored`` entries:
-    the entries (value and column) twice, as they are parsed and as they are validated and
-    written, a row pointer and label per row, and the dense matrix unless stored ``sparse``."""
+    """Peak bytes of ``rows`` parsed instances of ``dims`` features holding ``stored`` entries
+    (twice: parsed, then written), a row pointer and label a row, and the dense matrix unless
+    ``sparse``."""
     return 24.0 * stored + 16.0 * rows + (0 if sparse else matrix_bytes(rows, dims))
 
 
 def text_bytes(chars: int, n: int, dims: int) -> float:
     """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``: the texts,
-    and their hashed entries as :func:`parsed_bytes` counts them (dense where the task file
-    stores them dense)."""
+    and their entries as :func:`parsed_bytes` counts them."""
     from .taskfile import store_sparse
     stored = min(_GRAMS_PER_CHAR * chars, n * dims)
     sparse = store_sparse(int(stored), n, dims)
@@ -135,8 +127,8 @@ def text_bytes(chars: int, n: int, dims: int) -> float:
 
 
 def npz_bytes(src: str) -> float:
-    """Bytes an .npz archive's arrays take once loaded and written as float64 features, from
-    their headers alone (0 where a header cannot be read: loading it will say what is wrong)."""
+    """Bytes an .npz archive's arrays take loaded and written as float64, from their headers alone
+    (0 where one cannot be read: loading it will say what is wrong)."""
     total = 0.0
     try:
         with zipfile.ZipFile(src) as z:
@@ -157,33 +149,29 @@ def npz_bytes(src: str) -> float:
 
 def images_bytes(n: int, pixels: int, dims: int | None) -> float:
     """Peak bytes of converting ``n`` images of ``pixels`` pixels (projected to ``dims``, where
-    given): the pixels as floats, the projection and its product, and the tasks' copies."""
+    given), the tasks' copies included."""
     d = dims or pixels
     return 8.0 * n * pixels + (8.0 * (pixels + n) * dims if dims else 0) + matrix_bytes(n, d)
 
 
 def block_bytes(rows: int, dims: int) -> float:
-    """Peak bytes of generating and writing one block of ``rows`` instances of ``dims``
-    features: the features twice (drawn, then validated and written), about thirty float
-    temporaries per instance, and the writer's chunk cache."""
+    """Peak bytes of generating and writing a block of ``rows`` instances of ``dims`` features: the
+    features twice, about thirty float temporaries an instance, and the writer's chunk cache."""
     from .taskfile import CHUNK_BYTES
     return float(rows) * (16.0 * dims + 240) + 4 * CHUNK_BYTES
 
 
 def synthetic_bytes(tasks: int, samples: int, dims: int = 9) -> float:
-    """Bytes that generating ``tasks`` x ``samples`` instances of ``dims`` features (9 for the
-    paper's family) holds at its peak, written block by block as 'omtl-mpi data synth' does:
-    one block of whole tasks (about :data:`~omtl_mpi.data.synthetic.BLOCK_ROWS` instances, one
-    task at least) with its temporaries, the file's chunk cache, and a few values per task
-    (parameters, name, offsets)."""
+    """Peak bytes of generating ``tasks`` x ``samples`` instances of ``dims`` features block by
+    block as 'omtl-mpi data synth' does: one block, the chunk cache and a few values per task."""
     from .synthetic import BLOCK_ROWS
     rows = min(int(tasks), max(1, BLOCK_ROWS // int(samples))) * float(samples)
     return block_bytes(rows, dims) + tasks * (8.0 * (dims + 6) + 200)
 
 
 def personal_bytes(lengths, dims: int) -> float:
-    """Peak bytes of generating and writing personal streams of these ``lengths`` block by block
-    (the largest block, with its weights repeated per instance), plus a few values per task."""
+    """Peak bytes of generating and writing personal streams of these ``lengths`` block by block,
+    plus a few values per task."""
     from .synthetic import block_rows
     return block_bytes(block_rows(lengths), dims + 1) + len(lengths) * (8.0 * dims + 220)
 

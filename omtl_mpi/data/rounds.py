@@ -22,9 +22,8 @@ def rounds_needed(lengths, batch: int) -> int:
 
 
 def round_instances(lengths, batch: int, rounds: int) -> np.ndarray:
-    """Instances of every round over all the tasks (T,): round t holds min(B, n_k - t B) of
-    each stream that has not ended, so ``S(t B) - S((t + 1) B)`` with ``S(m) = sum_k max(0,
-    n_k - m)``, from the sorted lengths."""
+    """Instances of every round over all the tasks (T,): ``S(t B) - S((t + 1) B)`` with ``S(m) =
+    sum_k max(0, n_k - m)``, from the sorted lengths."""
     n = np.sort(np.asarray(lengths, dtype=np.int64))
     tail = np.concatenate([np.cumsum(n[::-1])[::-1], [0]])          # tail[i] = sum of n[i:]
     m = np.arange(rounds + 1, dtype=np.int64) * batch
@@ -36,10 +35,9 @@ def round_instances(lengths, batch: int, rounds: int) -> np.ndarray:
 class RoundLayout:
     """A block of task streams, round-major, over each round's active tasks.
 
-    Slots are laid out round after round; round t has ``B * na_t`` slots, na_t its active
-    tasks, as a (B, na_t) array (batch position major), its tasks in increasing order. A slot
-    past the end of a stream (a short last mini-batch) has all-zero features and label 0,
-    which every loss maps to a zero gradient.
+    Round t has ``B * na_t`` slots, its na_t active tasks as a (B, na_t) array (batch position
+    major), tasks in increasing order. A slot past the end of a stream has all-zero features and
+    label 0, which every loss maps to a zero gradient.
 
     Parameters
     ----------
@@ -48,12 +46,10 @@ class RoundLayout:
     batch, dim : int
         Mini-batch size B >= 1; weights per instance (the features, plus the intercept's).
     rounds : int
-        Rounds T of the whole run (the longest stream over *all* tasks, so that every rank
-        runs the same rounds); rounds past the block's longest stream have no active task.
+        Rounds T of the whole run (its longest stream over *all* tasks, the same on every rank).
     sparse : bool
-        Hold the features as compressed sparse rows (their non-zero entries only) and give each
-        round's as :class:`~omtl_mpi.data.sparse.SparseRows`; :meth:`fill` then takes
-        scipy.sparse matrices.
+        Hold the features as compressed sparse rows, each round's given as
+        :class:`~omtl_mpi.data.sparse.SparseRows`; :meth:`fill` then takes scipy.sparse matrices.
 
     Attributes
     ----------
@@ -115,8 +111,8 @@ class RoundLayout:
         return self.rounds
 
     def slots_of(self, first: int, lengths) -> np.ndarray:
-        """The slot of every instance of tasks ``first, first + 1, ...`` (their ``lengths``),
-        instance by instance in the order the streams are presented (task-major)."""
+        """The slot of every instance of tasks ``first, first + 1, ...`` (their ``lengths``), in the
+        order the streams are presented."""
         lengths = np.asarray(lengths, dtype=np.int64)
         B = self.batch
         k = np.repeat(np.arange(first, first + len(lengths), dtype=np.int64), lengths)
@@ -127,9 +123,8 @@ class RoundLayout:
         return self.slot_ptr[r] + b * self.active_counts[r] + (position - self.round_ptr[r])
 
     def fill(self, first: int, X: np.ndarray, y: np.ndarray, lengths) -> None:
-        """Write the streams of tasks ``first, first + 1, ...``, instances in the order they
-        are presented (task-major, X (n, d'), y (n,) -1/+1; d' <= dim: the rest of each row,
-        the intercept's column, is written by :meth:`set_column`)."""
+        """Write the streams of tasks ``first, first + 1, ...`` in the order they are presented
+        (X (n, d'), y (n,); d' <= dim: the intercept's column is written by :meth:`set_column`)."""
         dest = self.slots_of(first, lengths)
         if self.sparse:
             from .sparse import csr_arrays
@@ -143,16 +138,15 @@ class RoundLayout:
         self._y[dest] = y
 
     def set_column(self, column: int, value: float) -> None:
-        """Set one column of every real slot (label not 0) to ``value`` (the intercept; of
-        sparse rows, the last column: an entry appended to every real row)."""
+        """Set one column of every real slot to ``value`` (the intercept; of sparse rows, an entry
+        appended to every real row)."""
         if self.sparse:
             self._column = (column, value)
             return
         self.X[self._y != 0, column] = value
 
     def _lay_out(self) -> None:
-        """Sparse rows: put the rows :meth:`fill` took in their slots (and the intercept's
-        entries), once, before the first round is read."""
+        """Sparse rows: put the rows :meth:`fill` took in their slots, once."""
         slots = self.n_slots
         counts = np.zeros(slots, dtype=np.int64)
         for dest, _, _, indptr in self._pieces:
@@ -176,8 +170,8 @@ class RoundLayout:
         self.csr = (data, indices, indptr)
 
     def __getitem__(self, t: int):
-        """Round t: X (B, na, d), y (B, na), inv_count (na,) and the active tasks (``ALL`` or
-        their indices in the block)."""
+        """Round t: X (B, na, d), y (B, na), inv_count (na,) and the active tasks (``ALL`` or their
+        indices in the block)."""
         a, b = int(self.round_ptr[t]), int(self.round_ptr[t + 1])
         na, B = b - a, self.batch
         s0 = a * B
@@ -199,6 +193,6 @@ class RoundLayout:
         return self._y[order]
 
     def task_order(self) -> np.ndarray:
-        """Every real slot (padding left out), task by task, each task's in the order its
-        stream is presented: ``values[layout.task_order()]`` turns a per-slot array task-major."""
+        """Every real slot, task by task in stream order: ``values[layout.task_order()]`` turns a
+        per-slot array task-major."""
         return self.slots_of(0, self.lengths)

@@ -37,8 +37,8 @@ def _seed_words(n: int) -> list:
 
 
 def _pcg64_states(seed: int, ks: list) -> list:
-    """(state, increment) of ``np.random.default_rng([seed, k]).bit_generator`` for every k,
-    SeedSequence's hashing computed for all k at once (every k below 2**32)."""
+    """(state, increment) of ``np.random.default_rng([seed, k]).bit_generator`` for every k (all
+    below 2**32), SeedSequence's hashing computed for all k at once."""
     n = len(ks)
     words = [np.full(n, w, dtype=np.uint32) for w in _seed_words(seed)]
     words.append(np.asarray(ks, dtype=np.uint32))
@@ -80,9 +80,9 @@ def task_rngs(seed: int, ks):
     """For each k of ``ks`` in turn, a numpy Generator in the state of
     ``np.random.default_rng([seed, k])``: the same draws, made about five times faster.
 
-    The same Generator object is re-seeded for each k: use it before taking the next. The
-    vectorised seeding is checked against numpy's own on the first k; where it differs (a
-    numpy that seeds otherwise) or a k is 2**32 or more, each generator is made numpy's way.
+    The same Generator object is re-seeded for each k: use it before taking the next. Where the
+    vectorised seeding differs from numpy's on the first k, or a k is 2**32 or more, each
+    generator is made numpy's way.
     """
     ks = [int(k) for k in ks]
     states = None
@@ -124,8 +124,8 @@ def task_parameters(tasks: int, seed: int):
 
 
 def block_rows(lengths, most: int = BLOCK_ROWS) -> int:
-    """Instances in the largest block of whole tasks that streams of ``lengths`` are generated
-    in (blocks of at most ``most`` instances, or one task)."""
+    """Instances in the largest block of whole tasks (of at most ``most`` instances, or one task)
+    that streams of ``lengths`` are generated in."""
     lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)))
     return max((int(offsets[b] - offsets[a]) for a, b in block_spans(lengths, most)), default=0)
@@ -175,10 +175,8 @@ def generate_tasks(a, theta, seed: int, ks, samples: int, normalize: bool):
 
 def blocks(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: bool = False,
            rows: int = BLOCK_ROWS):
-    """The family a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
-    lengths) of about ``rows`` instances each (one task at least), tasks in order. Bad values
-    are a ConfigError at once, not when iterated.
-    """
+    """The family a block of whole tasks at a time, for a writer: (names, X, y, lengths) of about
+    ``rows`` instances each, tasks in order; bad values a ConfigError at once."""
     _check(tasks, samples, seed)
     a, theta = task_parameters(tasks, seed)
     return named_blocks(lambda ks: generate_tasks(a, theta, seed, ks, samples, normalize),
@@ -186,8 +184,8 @@ def blocks(tasks: int = 5, samples: int = 10000, seed: int = 0, normalize: bool 
 
 
 def named_blocks(draw, lengths, rows: int):
-    """What every family's blocks iterate: (names, X, y, lengths) of whole tasks of these stream
-    ``lengths``, about ``rows`` instances at a time, X and y of tasks ``ks`` from ``draw(ks)``."""
+    """(names, X, y, lengths) of whole tasks of stream ``lengths``, about ``rows`` instances at a
+    time, X and y of tasks ``ks`` from ``draw(ks)``: what every family's blocks iterate."""
     for lo, hi in block_spans(lengths, rows):
         X, y = draw(range(lo, hi))
         yield [f"task{k}" for k in range(lo, hi)], X, y, lengths[lo:hi]

@@ -19,11 +19,9 @@ from .. import footprint, taskfile
 # ---------------------------------------------------------------- the output and the source
 def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
     """Refuse (UserError), before the source is read, an output ``out`` (named by ``option``)
-    that would replace the file or folder ``src`` (``what``: "CSV file", "TweetEval folder"):
-    ``src`` itself, a link or hard link to it, a file inside it; a folder; or one whose folder
-    is missing or not writable. A pipe or device ``src`` is refused (it would block). With
-    ``every_file`` (a folder whose every file is read) a new ``out`` inside it is refused too:
-    the next import of the folder would read it."""
+    that would replace the file or folder ``src`` (``what`` it is), or a file inside it; a folder;
+    one whose folder is missing or not writable; a pipe or device ``src``. With ``every_file`` (a
+    folder whose every file is read), a new ``out`` inside it too: the next import would read it."""
     src, out = os.fspath(src), os.fspath(out)
     if os.path.isdir(src):
         refuse_inputs(out, [(src, f"inside the {what} being imported")], option)
@@ -38,16 +36,10 @@ def check_output(src, out, what: str = "file", option: str = "-o", every_file: b
 
 
 def folder_files(src: str, what: str, suffix: str = "", notices: list | None = None) -> dict:
-    """{task: path}, sorted by file name, of a folder whose every file is one task, named after
-    the file (``what`` it is: "LIBSVM file").
-
-    Every entry whose name ends in ``suffix`` and does not start with a dot (an editor's lock
-    or swap file, a desktop's metadata) is a task file. Each must be a regular file: a FIFO
-    would block the import, a device (or a link to /dev/zero) stream forever, a dangling link
-    hold nothing, so any of them is refused (UserError), naming it, rather than left out
-    unseen; so are two files that would be one task. A subfolder holds no task rows: it is
-    left out, with a notice added to ``notices``.
-    """
+    """{task: path}, sorted by file name, of a folder whose every file (``what`` it is) not starting
+    with a dot and ending in ``suffix`` is a task, named after the file. One that is not a regular
+    file (it would block, stream forever or hold nothing) is refused (UserError), and so are two
+    files that would be one task; a subfolder is left out, with a notice added to ``notices``."""
     tasks: dict = {}
     folders = []
     for name in sorted(os.listdir(src)):
@@ -70,9 +62,8 @@ def folder_files(src: str, what: str, suffix: str = "", notices: list | None = N
 
 
 def rowless_files(src: str, files, read, notices: list) -> None:
-    """Add to ``notices`` which ``files`` of the folder ``src`` are not in ``read`` (gave no
-    row: empty, comments or a header only): they are no task of the output, where a user would
-    look for them."""
+    """Add to ``notices`` which ``files`` of the folder ``src`` gave no row (are not in ``read``),
+    and so are no task of the output."""
     empty = [os.path.basename(f) for f in files if f not in read]
     if empty:
         notices.append(f"{src}: {len(empty)} file(s) hold no data row (empty, comments or a header "
@@ -80,8 +71,7 @@ def rowless_files(src: str, files, read, notices: list) -> None:
 
 
 def folder_option(src: str, option: str, value) -> None:
-    """Refuse an option that names each line's task (``--task-field``) given with a folder,
-    whose tasks are its files: it would do nothing, and the project refuses such options."""
+    """Refuse an option naming lines' tasks (``--task-field``) with a folder: it does nothing."""
     if value is not None and os.path.isdir(src):
         raise ConfigError(f"{option} {value} does nothing with a folder: each file of {src} is one "
                           f"task, named after it; leave {option} out, or give one file whose lines "
@@ -89,8 +79,8 @@ def folder_option(src: str, option: str, value) -> None:
 
 
 def distinct_options(**columns) -> None:
-    """Refuse two column options (``text_col``, ``label_col``, ...; None: not given) naming one
-    column: the label read as the text, or as the task, would be learned from silently."""
+    """Refuse two column options (``text_col``, ...; None: not given) naming one column: the label
+    read as the text, or as the task, would be learned from silently."""
     given = [(f"--{k.replace('_', '-')}", v) for k, v in columns.items() if v is not None]
     for i, (a, value) in enumerate(given):
         for b, other in given[i + 1:]:
@@ -111,7 +101,7 @@ LIMITS = {"tasks": (1, None), "samples": (1, None), "dims": (1, None), "clusters
 
 
 def check_options(**values) -> None:
-    """Refuse an out-of-range value of a numeric option (``dims=0``...; None: not given): a
+    """Refuse out-of-range values of numeric options (``dims=0``...; None: not given): a
     ConfigError of one line per bad value, naming the option and the accepted range."""
     problems = []
     for name, value in values.items():
@@ -128,9 +118,8 @@ def check_options(**values) -> None:
 
 
 def require_memory(need: float, what: str, fix: str) -> None:
-    """Refuse (ConfigError), before allocating it, work that needs more memory than this
-    machine has free: ``need`` bytes at its peak (temporaries included) for ``what`` ("100000
-    tasks x 100000000 samples x 9 features"), saying ``fix`` ("lower --samples")."""
+    """Refuse (ConfigError), before allocating it, work of ``need`` bytes at its peak for ``what``
+    ("1000 tasks x 100 samples x 9 features") beyond this machine's free memory, saying ``fix``."""
     free = footprint.available_memory()
     if free is not None and need > free:
         raise ConfigError(f"{what} would need {size_text(need)} of memory, but only "
@@ -146,9 +135,8 @@ def available_disk(path) -> int | None:
 
 
 def require_disk(need: float, out, what: str, fix: str) -> None:
-    """Refuse (ConfigError), before writing it, an output ``out`` of ``need`` bytes (``what``:
-    "100000 tasks x 100 samples x 9 features") larger than the free space of its file system,
-    saying ``fix``."""
+    """Refuse (ConfigError), before writing it, an output ``out`` of ``need`` bytes (``what``)
+    beyond the free space of its file system, saying ``fix``."""
     free = available_disk(out)
     if free is not None and need > free:
         raise ConfigError(f"{what} would take {size_text(need)} on disk, but only "
@@ -162,8 +150,8 @@ LABEL_MAP_SYNTAX = "LABEL=+1, LABEL=-1 or LABEL=drop, comma-separated"
 
 
 def label_key(value):
-    """A label as it is compared with --label-map's: a number (``1``, ``+1`` and ``1.0`` are the
-    same label) or else its text, stripped and case-folded."""
+    """A label as compared with --label-map's: a number (``1``, ``+1`` and ``1.0`` are one label),
+    or else its text, stripped and case-folded."""
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         number = float(value)
     else:
@@ -185,9 +173,8 @@ def show_label(key) -> str:
 
 
 def parse_label_map(text) -> dict | None:
-    """``--label-map`` ("1=-1,2=+1", "positive=1,negative=-1,neutral=drop") as {label key: +1,
-    -1 or None (drop the row)}; a dict is taken as already parsed; None or "" is not given.
-    A malformed entry is a ConfigError."""
+    """``--label-map`` ("1=-1,2=+1,neutral=drop") as {label key: +1, -1 or None (drop)}; a dict
+    is taken as parsed; None or "" is not given. A malformed entry is a ConfigError."""
     if text is None or isinstance(text, dict):
         return None if text is None else {label_key(k): v for k, v in text.items()}
     if not text.strip():
@@ -281,11 +268,9 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
                   notices: list | None = None) -> dict:
     """How the labels seen become -1/+1: {label key: +1, -1 or None (drop)}.
 
-    The rule, the same for every importer: with ``label_map`` (the user's --label-map), exactly
-    that, and a label it does not name is refused at its first line. Without it, labels -1/+1
-    are kept and 0/1 read as -1/+1 (with a notice), provided every task's labels are one of those
-    two pairs; any other labels (other values, more than two, or values that differ between
-    tasks) are ``default``'s where the importer has one (text CSV: positive/negative/neutral),
+    With ``label_map`` (the --label-map), exactly that, a label it does not name refused at its
+    first line. Without it, -1/+1 kept and 0/1 read as -1/+1 (with a notice) where every task's
+    labels are one of those pairs; any other labels are ``default``'s where the importer has one,
     else refused (DataError), naming the labels found and an example --label-map.
     """
     decided = parse_label_map(label_map)
@@ -318,9 +303,8 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
 
 
 def distinct_columns(path: str, header, read) -> None:
-    """Refuse a CSV header that names a column the import reads by name (``read``: the text,
-    label or task column) more than once: which of the two is meant would be a guess. Other
-    columns may repeat or be unnamed (a spreadsheet's trailing empty columns)."""
+    """Refuse a CSV header naming a column the import reads (``read``: the text, label or task
+    column) more than once: which is meant would be a guess. Other columns may repeat."""
     twice = [c for c in read if c is not None and header.count(c) > 1]
     if twice:
         raise DataError(f"{path}: the header names column(s) {_listed(twice, 4)} more than once; "
@@ -328,10 +312,9 @@ def distinct_columns(path: str, header, read) -> None:
 
 
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
-    """(names, X_list, y_list): every task's rows and -1/+1 labels under ``decided``, rows
-    mapped to drop removed. ``X_list`` holds arrays, scipy.sparse matrices or lists (of texts);
-    the same kind comes back. A task left with no rows is left out, with a notice; a DataError
-    when no task has rows left."""
+    """(names, X_list, y_list) of every task's rows and -1/+1 labels under ``decided``, the rows
+    mapped to drop removed (arrays, scipy.sparse matrices or lists of texts, as given). A task left
+    with no rows is left out, with a notice; a DataError when none has rows left."""
     names_out, X_out, y_out, dropped, emptied = [], [], [], 0, []
     for name, X, keys in zip(names, X_list, key_lists):
         y = np.array([decided[k] or 0 for k in keys], dtype=np.int8)
