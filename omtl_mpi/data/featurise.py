@@ -17,8 +17,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def feature_column(gram: str, dims: int):
-    """(column, sign) of a feature's name among ``dims``: the hash every importer and the
-    Python API's dicts use."""
+    """(column, sign) of a feature's name among ``dims``: the hash of every importer and the API."""
     h = int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
     return h % dims, 1.0 if (h >> 63) & 1 else -1.0
 
@@ -28,8 +27,7 @@ _CHUNK_TEXTS = 2048
 
 
 class _Codes(dict):
-    """n-gram -> its column + 1, signed by its hash's sign (one int holds both); an n-gram not
-    seen before is hashed on first lookup."""
+    """n-gram -> its column + 1, signed by its hash's sign (hashed on first lookup)."""
 
     def __init__(self, dims: int):
         super().__init__()
@@ -42,8 +40,7 @@ class _Codes(dict):
 
 
 class _WordCodes(dict):
-    """word -> the codes of its unigram and its character n-grams (they depend on the word
-    alone, and words repeat: each word's are made once)."""
+    """word -> the codes of its unigram and its character n-grams (made once per word)."""
 
     def __init__(self, codes: _Codes, char_ngrams: tuple):
         super().__init__()
@@ -72,14 +69,10 @@ def _text_codes(text: str, words_of: _WordCodes, codes: _Codes, word_ngrams: int
 
 def hash_texts_sparse(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)):
     """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words) of the
-    str ``texts``, as a (len(texts), ``dims``) scipy.sparse CSR matrix of float64 rows of unit
-    L2 norm (no entry for an empty text): only each text's own n-grams are ever held, never a
-    dense row. (The public API's :func:`omtl_mpi.hash_texts` is this with the importers'
-    default ``dims``.)
-
-    Each n-gram adds its sign at its column; a row's values are then divided by its L2 norm.
-    The sums are of whole numbers and so exact in any order: the values are bit for bit
-    :func:`hash_texts`'s.
+    str ``texts``: a (len(texts), ``dims``) scipy.sparse CSR matrix of float64 rows of unit L2 norm
+    (no entry for an empty text), never a dense row (:func:`omtl_mpi.hash_texts` is this with the
+    importers' default ``dims``). Each n-gram adds its sign at its column; the sums are of whole
+    numbers, so the values are bit for bit :func:`hash_texts`'s.
     """
     from scipy.sparse import csr_matrix
     cache = _Codes(dims)
@@ -108,8 +101,7 @@ def hash_texts_sparse(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams:
 
 
 def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)) -> np.ndarray:
-    """:func:`hash_texts_sparse` as a dense array (len(texts), dims), all-zero rows for empty
-    texts.
+    """:func:`hash_texts_sparse` as a dense array (len(texts), dims), all-zero rows for empty texts.
 
     Examples
     --------
@@ -121,9 +113,8 @@ def hash_texts(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple 
 
 
 def hash_entries(features, dims: int):
-    """A dict of feature -> value as the (columns, values) of its non-zero entries, each
-    feature's name hashed to a column and a sign as :func:`hash_texts` hashes n-grams (not
-    normalised; features hashed to one column add up, in the dict's order).
+    """A dict of feature -> value as the (columns, values) of its non-zero entries, names hashed as
+    :func:`hash_texts` hashes n-grams (not normalised; features of one column add up, in order).
 
     Examples
     --------

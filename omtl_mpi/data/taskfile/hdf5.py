@@ -21,10 +21,8 @@ _MAX_LINK_DEPTH = 16
 
 
 def own_item(group, key: str):
-    """``group[key]`` where it is stored in this file under that name (a hard link).
-
-    A soft or external link would be followed into another object or file (anything, a FIFO):
-    the files the package writes hold none, so one is refused, never followed.
+    """``group[key]`` where it is stored in this file under that name (a hard link): a soft or
+    external link is refused, never followed (the package's files hold none).
 
     Raises
     ------
@@ -46,15 +44,8 @@ def reason(exc: BaseException) -> str:
 
 @contextmanager
 def _open(path: str):
-    """The task file at ``path``, open for reading (a context manager).
-
-    Nothing but a regular file is opened (a FIFO would block forever), and an h5py error
-    raised while the file is read in the ``with`` block becomes a DataError naming the file.
-
-    Raises
-    ------
-    DataError
-    """
+    """The task file at ``path``, open for reading (a context manager): nothing but a regular file
+    (a FIFO would block), an h5py error in the ``with`` block a DataError naming the file."""
     path = str(path)
     if not os.path.lexists(path):
         raise DataError(f"{path}: no such file")
@@ -87,8 +78,7 @@ def _read_values(group, name: str, where: str) -> np.ndarray:
 
 
 def _check_version(path: str, f) -> int:
-    """The file's format version (1 or 2); a file without one (older) is read as 1, a file of
-    another version is refused."""
+    """The file's format version: 1 without one (older files); another version is refused."""
     version = f.attrs.get("format_version")
     if version is None:
         return 1
@@ -106,13 +96,9 @@ def _check_version(path: str, f) -> int:
 
 
 def _link_problem(f, group, name: str, depth: int = 0) -> str | None:
-    """Why the link ``group[name]`` may not be followed (it dangles, or leaves the file), as
-    the rest of a sentence whose subject is the link ("is a soft link to /x, which does not
-    exist in the file"); None for a link that stays in the file.
-
-    Links are inspected without being followed: following an external link would open
-    another file, which could be anything (a FIFO blocks forever).
-    """
+    """Why the link ``group[name]`` may not be followed (it dangles, loops or leaves the file), as
+    the rest of a sentence whose subject is the link; None for a link that stays in the file.
+    Links are inspected, never followed (an external link could open anything, a FIFO)."""
     link = group.get(name, getlink=True)
     via = f"is a soft link to {link.path}, which" if isinstance(link, h5py.SoftLink) else ""
     for _ in range(_MAX_LINK_DEPTH - depth):
@@ -135,8 +121,7 @@ def _has(group, name: str) -> bool:
 
 
 def _walk(f, group, target: str, depth: int):
-    """(the last link of the path ``target``, the group that holds it, None), or (None, None,
-    why the path cannot be followed)."""
+    """(last link of the path ``target``, its group, None), or (None, None, why not followable)."""
     here = f if target.startswith("/") else group
     parts = [p for p in target.split("/") if p]
     for i, part in enumerate(parts):

@@ -81,9 +81,8 @@ def info(path, *, edges: int | None = None) -> dict:
 
 
 def file_digest(path) -> str:
-    """A SHA-256 digest of the file's bytes: what a checkpoint records of its data set, so a
-    different file under the same name is noticed (computed once per process while the file
-    is unchanged).
+    """A SHA-256 digest of the file's bytes, which a checkpoint records of its data set
+    (computed once per process while the file is unchanged).
 
     Raises
     ------

@@ -14,8 +14,6 @@ from .schema import _CSR, _V2, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION, TaskMeta, 
 def read_meta(path) -> TaskMeta:
     """Read and check a task-stream file's structure (no feature values are read).
 
-    Version 2 costs no Python work per task beyond decoding the names.
-
     Raises
     ------
     DataError
@@ -291,9 +289,8 @@ def _task_groups(path: str, f) -> tuple:
 
 
 def _task_structure(path: str, f, groups, key: str, k: int) -> tuple:
-    """Task ``k``'s (group ``key``) name, stream length, feature count (None where X is not
-    2-D) and the lines about what is wrong with its structure (a task that cannot be read
-    counts 0 instances)."""
+    """Task ``k``'s (group ``key``) name, stream length (0 if unreadable), feature count (None
+    where X is not 2-D) and the lines about what is wrong with its structure."""
     why = _link_problem(f, groups, key)
     if why is not None:
         return f"task{k}", 0, None, [f"{path}: task {k}: /tasks/{key} {why}"]

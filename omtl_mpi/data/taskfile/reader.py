@@ -49,10 +49,8 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
 
 
 def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
-    """Read and validate the tasks ``start..stop-1`` as flat arrays (a process's own block).
-
-    A version 2 file is read in one slice of /X and one of /y, and validated without a Python
-    loop over the tasks (only the tasks with a problem are looked at one by one, to name them).
+    """Read and validate the tasks ``start..stop-1`` as flat arrays (a process's own block): of
+    a version 2 file one slice of /X and one of /y, validated without a Python loop over the tasks.
 
     Raises
     ------
@@ -97,10 +95,9 @@ def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, li
 
 
 def _row_pointers(g, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
-    """The row pointers of rows lo..hi-1 of the sparse /X group ``g`` (hi - lo + 1 of them),
-    checked: they increase within the entries, and no row holds more entries than the file's
-    max_row_nnz, which sizes each round's rows and messages in a run (a row holding more is a
-    damaged file, said by the rank that reads it, not a broadcast error rounds later)."""
+    """The row pointers of rows lo..hi-1 of the sparse /X group ``g``, checked: they increase
+    within the entries, and no row holds more than max_row_nnz, which sizes a run's rounds and
+    messages (a row holding more is a damaged file, said here, not a broadcast error later)."""
     indptr = _read_rows(g, "indptr", lo, hi + 1, meta).astype(np.int64)
     a, b = int(indptr[0]), int(indptr[-1])
     steps = np.diff(indptr)
@@ -116,10 +113,8 @@ def _row_pointers(g, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
 
 
 def _read_sparse_rows(f, lo: int, hi: int, meta: TaskMeta):
-    """Rows lo..hi-1 of a sparse /X as a scipy.sparse CSR matrix, its structure checked (the
-    row pointers increase, no row holds more than max_row_nnz entries, the columns lie in
-    0..d-1 and increase within each row): a damaged file is one line naming the first task
-    concerned."""
+    """Rows lo..hi-1 of a sparse /X as a scipy.sparse CSR matrix, structure checked (columns in
+    0..d-1, increasing within a row): a damaged file is one line naming the first task concerned."""
     from ..sparse import csr_matrix
     g = f["X"]
     indptr = _row_pointers(g, lo, hi, meta)

@@ -21,10 +21,9 @@ SPARSE_MAX_DIM = 2 ** 31 - 1    # the largest d a sparse file holds (its columns
 class TaskMeta:
     """What a data set is, read from the file's structure only (no feature values).
 
-    ``offsets`` (K+1 int64, task k is instances offsets[k]:offsets[k+1] of the flat stream) is
-    set for files (any version), None for data that is not one. ``nnz`` is the number of
-    stored (non-zero) features of a sparse data set, None for a dense one; ``max_row_nnz`` the
-    most of them in one instance.
+    ``offsets`` (K+1 int64: task k is instances offsets[k]:offsets[k+1]) is set for files, None
+    otherwise; ``nnz``, the stored features of a sparse data set (None for a dense one), and
+    ``max_row_nnz`` the most of them in one instance.
     """
 
     path: str
@@ -71,9 +70,8 @@ class TaskStreams:
 class FlatStreams:
     """The streams of the tasks ``start..stop-1``, loaded and validated, as flat arrays.
 
-    ``X`` is (N, d) float64 C-contiguous (a scipy.sparse CSR matrix for a sparse data set),
-    ``y`` (N,) int8 in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]``
-    (``offsets`` has stop - start + 1 entries, the first 0).
+    ``X`` (N, d) float64 C-contiguous (a scipy.sparse CSR matrix for sparse data), ``y`` (N,) int8
+    in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]`` (``offsets[0]`` = 0).
     """
 
     start: int
@@ -108,9 +106,8 @@ def _offsets_of(lengths) -> np.ndarray:
 
 
 def _shape_problems(where: str, X: np.ndarray, y: np.ndarray, labels: bool = True) -> list:
-    """What is wrong with one task's arrays before their values are looked at: features not a
-    2-D array of numbers, a row count that differs from the labels', no rows, labels that are
-    not numbers (unless not ``labels``)."""
+    """What is wrong with one task's arrays before their values are looked at (labels that are not
+    numbers only where ``labels``)."""
     if X.ndim != 2:
         return [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"]
     # Strings or Python objects would make np.isfinite raise a bare TypeError.
@@ -132,11 +129,8 @@ def _is_csr(X) -> bool:
 
 
 def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, list, list]:
-    """Validate one task's features (dense, or a scipy.sparse matrix) and labels.
-
-    Returns the labels as int8 in {-1, +1} (``{0, 1}`` mapped, with a notice), the problems
-    found (one line each) and the notices.
-    """
+    """Validate one task's features (dense, or a scipy.sparse matrix) and labels: (labels as int8
+    in {-1, +1}, ``{0, 1}`` mapped with a notice; the problems, one line each; the notices)."""
     notices = []
     if X.ndim != 2 or X.dtype.kind not in "fiub":
         return y, _shape_problems(where, X, np.asarray(y)), []
@@ -169,8 +163,8 @@ def check_values(where: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _finite_rows(X: np.ndarray) -> np.ndarray:
-    """Whether each row of ``X`` holds only finite values (computed in pieces of about 8 MiB,
-    so that the boolean temporary stays small; of a sparse matrix, from its entries)."""
+    """Whether each row of ``X`` holds only finite values (in pieces of about 8 MiB, so that the
+    temporary stays small; of a sparse matrix, from its entries)."""
     if _is_csr(X):
         X = X.tocsr()
         out = np.ones(X.shape[0], dtype=bool)
@@ -192,14 +186,10 @@ def _more(count: int, what: str) -> str:
 
 
 def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.ndarray):
-    """Validate the values of consecutive tasks held as flat arrays (X (N, d), y (N,); task i
-    is rows offsets[i]:offsets[i+1]), vectorised over the tasks; ``label(i)`` names task i.
-
-    Returns (labels int8 in {-1, +1}, or None where there are problems; :func:`check_values`'
-    lines for the first :data:`SHOWN` tasks with non-finite features or labels other than -1/+1
-    or 0/1, then one counting the others; the notices of tasks whose labels are 0/1, mapped
-    0 -> -1: one per task for up to three, else one with their count and the first three).
-    """
+    """:func:`check_values` of consecutive tasks held as flat arrays (task i is rows
+    offsets[i]:offsets[i+1], named by ``label(i)``), vectorised over the tasks: (labels, or None
+    where there are problems; the lines of the first :data:`SHOWN` tasks with problems, then one
+    counting the others; the notices of 0/1 labels, one per task for up to three, else one)."""
     n = len(offsets) - 1
     if n == 0 or len(y) == 0:
         return np.zeros(0, dtype=np.int8), [], []
@@ -246,6 +236,6 @@ SPARSE_DENSITY, SPARSE_MIN_DIM = 0.25, 1024
 
 
 def store_sparse(nnz: int, rows: int, dims: int) -> bool:
-    """Whether the importers store ``rows`` instances of ``dims`` features of which ``nnz`` are
-    non-zero as compressed sparse rows (:data:`SPARSE_DENSITY`, :data:`SPARSE_MIN_DIM`)."""
+    """Whether the importers store ``rows`` instances of ``dims`` features, ``nnz`` non-zero, as
+    compressed sparse rows (:data:`SPARSE_DENSITY`, :data:`SPARSE_MIN_DIM`)."""
     return dims >= SPARSE_MIN_DIM and nnz <= SPARSE_DENSITY * rows * dims
