@@ -9,8 +9,8 @@ from ..errors import ConfigError
 
 
 class Plan(NamedTuple):
-    """What ``data synth`` writes: its blocks of tasks (X, y, names), the file's source and
-    description attributes, the instances in all, and the line saying what was written."""
+    """What ``data synth`` writes: its blocks of tasks, the file's source and description, the
+    instances in all, and the line saying what was written."""
 
     blocks: Iterable
     source: str
@@ -21,10 +21,9 @@ class Plan(NamedTuple):
 
 def plan_family(out, family: str, *, tasks, samples, seed, normalize, testbed: dict,
                 lengths: dict) -> Plan:
-    """The plan of ``family`` with the options given (None: not given): ``testbed`` the test
-    beds' and personal's options (dims, clusters, spread, noise), ``lengths`` personal's own
-    (groups, length-median, length-sigma, length-max), by their option names. Raises
-    ConfigError for an option the family does not take, UserError for what does not fit."""
+    """The plan of ``family`` with the options given (None: not given), ``testbed`` (dims,
+    clusters, spread, noise) and personal's ``lengths`` by their option names: a ConfigError for
+    an option the family does not take, UserError for what does not fit."""
     given = [k for k, v in lengths.items() if v is not None]
     if given and family != "personal":
         other = "to the paper's family" if family == "paper" else family
@@ -107,8 +106,7 @@ def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
 
 
 def _synth_fits(out, tasks: int, samples: int, dims: int, also: str) -> None:
-    """Refuse, before generating it, a data set that this machine's free memory (one block of
-    tasks at a time) or the output's free disk space cannot hold."""
+    """Refuse, before generating it, data that free memory or the output's free disk cannot hold."""
     from .footprint import file_bytes, synthetic_bytes
     from .importers.common import require_disk, require_memory
     what = f"{tasks} tasks x {samples} samples x {dims} features"

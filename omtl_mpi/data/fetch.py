@@ -39,8 +39,7 @@ NAMES = tuple(DATASETS) + tuple(WITHDRAWN)
 
 
 def _options(importer) -> dict:
-    """The options of ``importer`` that `data fetch` passes on, with their defaults: its keyword
-    parameters but label_map (the labels of the files fetched are known)."""
+    """The keyword options of ``importer`` that `data fetch` passes on, with their defaults."""
     return {p.name: p.default for p in inspect.signature(importer).parameters.values()
             if p.kind is p.KEYWORD_ONLY and p.name != "label_map"}
 
@@ -216,8 +215,8 @@ def _content_range_start(value: str | None) -> int | None:
 
 
 def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str = "") -> str:
-    """One attempt to complete ``part`` from ``url``; returns 'downloaded', 'resumed at N' or
-    'completed earlier' (the .part was already whole)."""
+    """One attempt to complete ``part`` from ``url``: 'downloaded', 'resumed at N' or 'completed
+    earlier' (the .part was already whole)."""
     size = spec["size"]
     have = os.path.getsize(part) if os.path.exists(part) else 0
     if have > size:
@@ -359,11 +358,9 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
 # --------------------------------------------------------------------------- a data set
 def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: float = 60.0,
           retries: int = 2, echo=None) -> Fetched:
-    """Download and verify the files of data set ``name`` into ``dest``, each at DEST/<path>
-    (<path> as in the manifest, the layout a mirror has too). With ``mirror``, every file comes
-    from MIRROR/<path> instead of its canonical URL; a variant the mirror lacks (404) falls
-    back to the next (MNIST: the idx files, then mnist_restored.npz). ``groups`` limits
-    TweetEval tasks or TU sets."""
+    """Download and verify the files of data set ``name`` into ``dest``, each at DEST/<path> (from
+    MIRROR/<path> with ``mirror``); a variant the mirror lacks (404) falls back to the next (MNIST:
+    the idx files, then mnist_restored.npz). ``groups`` limits TweetEval tasks or TU sets."""
     echo = echo or (lambda line: print(line, file=sys.stderr))
     check_mirror(mirror)
     if timeout <= 0:
@@ -412,9 +409,8 @@ def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -
 
 def check_out(name: str, dest, out, groups=None) -> None:
     """Refuse (UserError), before anything is downloaded, an output (-o) that would replace one
-    of the data set's files under ``dest``, that is a folder, or whose folder is missing or not
-    writable (``dest`` itself may be missing: fetch creates it; its default output DEST/NAME.h5
-    is written again when fetch is run again)."""
+    of the data set's files under ``dest`` (which fetch creates where missing), that is a folder,
+    or whose folder is missing or not writable."""
     dest = os.path.abspath(str(dest))
     inputs = []
     for variant, files in select_files(name, groups):

@@ -28,8 +28,7 @@ def check_options(tasks=DEFAULTS["tasks"], dims=DEFAULTS["dims"], groups=DEFAULT
                   spread=DEFAULTS["spread"], noise=DEFAULTS["noise"],
                   length_median=DEFAULTS["length_median"], length_sigma=DEFAULTS["length_sigma"],
                   length_max=DEFAULTS["length_max"], seed=0) -> None:
-    """Refuse bad values of the family's options: a ConfigError of one line per bad value,
-    naming the option."""
+    """Refuse bad values of the family's options: a ConfigError of one line per bad value."""
     problems = []
     for name, value, low in (("tasks", tasks, 1), ("dims", dims, 1), ("groups", groups, 1),
                              ("seed", seed, 0), ("length-max", length_max, 1)):
@@ -57,16 +56,15 @@ def group_centres(groups: int = DEFAULTS["groups"], dims: int = DEFAULTS["dims"]
 
 def task_groups(tasks: int = DEFAULTS["tasks"], groups: int = DEFAULTS["groups"],
                 seed: int = 0) -> np.ndarray:
-    """The true (latent) group of every task, (tasks,) int64 in 0..groups-1: what an oracle
-    that knew the groups would pool."""
+    """The latent group of every task, (tasks,) int64 in 0..groups-1 (what an oracle would pool)."""
     return np.random.default_rng([seed, _STREAM + _GROUPS]).integers(0, groups, size=tasks)
 
 
 def stream_lengths(tasks: int = DEFAULTS["tasks"], length_median: float = DEFAULTS["length_median"],
                    length_sigma: float = DEFAULTS["length_sigma"], length_max: int | None = None,
                    seed: int = 0) -> np.ndarray:
-    """Every task's stream length, (tasks,) int64 >= 1 (heavy-tailed: log-normal around the
-    median, capped at ``length_max``)."""
+    """Every task's stream length, (tasks,) int64 >= 1: log-normal around the median, capped at
+    ``length_max``."""
     u = np.random.default_rng([seed, _STREAM + _LENGTHS]).standard_normal(tasks)
     with np.errstate(over="ignore"):                    # inf is refused below, not wrapped
         n = np.maximum(1, np.rint(length_median * np.exp(length_sigma * u)))
@@ -84,8 +82,8 @@ _PIECE = 4096
 
 
 def _row_dots(A: np.ndarray, B, owner=None) -> np.ndarray:
-    """Row-wise dot products of A with B (or, with ``owner``, with B[owner[i]] for row i),
-    summed over the columns in order: the same bits for a row whatever rows come with it."""
+    """Row-wise dot products of A with B (with ``owner``, with B[owner[i]] for row i), summed over
+    the columns in order: a row's bits do not depend on the rows that come with it."""
     out = np.empty(len(A))
     for a in range(0, len(A), _PIECE):
         Ap = A[a:a + _PIECE]
@@ -151,8 +149,8 @@ def generate_personal(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims
                       normalize: bool = False, only=None):
     """Generate the family; ``only`` restricts it to some task indices (bit-identical slice).
 
-    Returns names (list of str), X_list (ndarrays (n_k, dims) float64) and y_list (ndarrays
-    (n_k,) int8 in {-1, +1}); a ConfigError of one line per bad value.
+    Returns names (list of str), X_list ((n_k, dims) float64) and y_list ((n_k,) int8 in
+    {-1, +1}); a ConfigError of one line per bad value.
     """
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
@@ -173,10 +171,9 @@ def personal_blocks(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"]
                     length_sigma: float = DEFAULTS["length_sigma"],
                     length_max: int | None = DEFAULTS["length_max"], seed: int = 0,
                     normalize: bool = False, rows: int = BLOCK_ROWS):
-    """The family a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
-    lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
-    of :func:`generate_personal`. Bad values are a ConfigError at once, not when iterated.
-    """
+    """The family a block of whole tasks at a time, for a writer: (names, X, y, lengths) of about
+    ``rows`` instances each, the values of :func:`generate_personal`; bad values a ConfigError at
+    once."""
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
     return named_blocks(lambda ks: family.draw(ks, normalize)[1:], family.lengths, rows)

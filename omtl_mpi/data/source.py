@@ -66,11 +66,8 @@ class SyntheticSource:
 
 
 def shuffled(streams: TaskStreams, seed: int | None) -> TaskStreams:
-    """``streams`` with each task's instances in a seeded random order (``seed=None``: unchanged).
-
-    Task k's order depends only on (seed, k), never on which tasks a rank holds, so every
-    layout of ranks sees the same streams. Sweeps repeat a run over seeds this way.
-    """
+    """``streams`` with each task's instances in a seeded random order (``seed=None``: unchanged),
+    task k's depending only on (seed, k), so that every layout of ranks sees the same streams."""
     if seed is None:
         return streams
     order = [np.random.default_rng([seed, int(k)]).permutation(len(y))
@@ -81,9 +78,8 @@ def shuffled(streams: TaskStreams, seed: int | None) -> TaskStreams:
 
 
 def block_of(source, start: int, stop: int):
-    """Tasks ``start..stop-1`` of ``source`` as flat arrays: X (n, d) float64, y (n,) int8
-    -1/+1, the tasks' lengths (stop - start,) and the notices about them (labels mapped); a
-    source without ``load_block`` is read through ``load``."""
+    """Tasks ``start..stop-1`` of ``source`` as flat arrays: X (n, d) float64, y (n,) int8, their
+    lengths and the notices about them (through ``load`` where it has no ``load_block``)."""
     block = getattr(source, "load_block", None)
     if block is not None:
         flat = block(start, stop)
@@ -101,11 +97,9 @@ def block_of(source, start: int, stop: int):
 
 def presented(X: np.ndarray, y: np.ndarray, lengths, first: int, seed: int | None,
               scale: str = "none"):
-    """Every stream of a block of tasks (``first`` the index of its first task in the run) in
-    the order a run presents it: the file's, or a seeded random order per task, where task k's
-    order depends only on (seed, k), never on which tasks a rank holds (:func:`shuffled`); then
-    scaled online (``scale="online"``, :mod:`.features`). Returns new X and y, task-major
-    (sparse rows, a scipy.sparse matrix, stay so)."""
+    """A block of tasks' streams (``first``: its first task in the run) in the order a run presents
+    them (:func:`shuffled`'s, for ``seed``), then scaled online (``scale="online"``): new X and
+    y, task-major (sparse rows stay so)."""
     from .features import online_scale
     lengths = np.asarray(lengths, dtype=np.int64)
     if seed is not None:

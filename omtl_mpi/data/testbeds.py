@@ -49,8 +49,8 @@ def _check(family, tasks, samples, dims, clusters, spread, noise) -> None:
 
 
 def _draw(W, seed: int, ks, samples: int, dims: int, noise: float, normalize: bool):
-    """Features (len(ks) * samples, dims) and labels of tasks ``ks``, one task after another,
-    each drawn from its own generator default_rng([seed, k])."""
+    """Features (len(ks) * samples, dims) and labels of tasks ``ks``, one after another, each
+    from its own generator default_rng([seed, k])."""
     X = np.empty((len(ks) * samples, dims))
     y = np.empty(len(ks) * samples, dtype=np.int8)
     for i, (k, rng) in enumerate(zip(ks, task_rngs(seed, ks))):
@@ -66,10 +66,9 @@ def _draw(W, seed: int, ks, samples: int, dims: int, noise: float, normalize: bo
 def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
                    clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                    normalize: bool = False, rows: int = BLOCK_ROWS):
-    """A test bed a block of whole tasks at a time, for a writer: an iterator of (names, X, y,
-    lengths) of about ``rows`` instances each (one task at least), tasks in order; the values
-    of :func:`generate_testbed`. Bad values are a ConfigError at once, not when iterated.
-    """
+    """A test bed a block of whole tasks at a time, for a writer: (names, X, y, lengths) of about
+    ``rows`` instances each, the values of :func:`generate_testbed`; bad values a ConfigError at
+    once."""
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
     return named_blocks(lambda ks: _draw(W, seed, ks, samples, dims, noise, normalize),
@@ -81,12 +80,11 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
                      normalize: bool = False, only=None):
     """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice).
 
-    ``normalize`` divides every instance by its L2 norm after its label is drawn: the same tasks,
-    labels and best classifiers, at the scale of unit-norm features (hashed text, embeddings),
-    so that a learner whose defaults depend on the features' scale shows it.
+    ``normalize`` divides every instance by its L2 norm after its label is drawn: the same tasks
+    at the scale of unit-norm features (hashed text, embeddings).
 
-    Returns names (list of str), X_list (ndarrays (samples, dims) float64) and y_list (ndarrays
-    (samples,) int8 in {-1, +1}); a ConfigError of one line per bad value.
+    Returns names (list of str), X_list ((samples, dims) float64) and y_list ((samples,) int8 in
+    {-1, +1}); a ConfigError of one line per bad value.
     """
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)

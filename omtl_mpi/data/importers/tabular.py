@@ -142,8 +142,8 @@ def _libsvm_line(line: str, where: str, task_field: str | None):
 
 
 class _SparseRows:
-    """A task's LIBSVM rows as they are read: columns (0-based) and values in flat arrays, a
-    chunk at a time, so that a row costs its entries, not a Python dict (never a dense row)."""
+    """A task's LIBSVM rows as read: columns (0-based) and values in flat arrays, a chunk at a
+    time, so that a row costs its entries, not a Python dict."""
 
     _FLUSH = 1 << 16
 
@@ -187,9 +187,9 @@ class _SparseRows:
 
 def _read_lines(path: str, parse, seen: SeenLabels, per_task: dict,
                 file_task: str | None = None) -> bool:
-    """Add the rows and label keys of a file of one row a line to ``per_task`` ({task: (rows,
-    keys)}), each line parsed by ``parse(line, where)`` into (label, {index: value}, task), or
-    None for a line without a row; ``file_task``: every row's task. True if it held a row."""
+    """Add to ``per_task`` ({task: (rows, keys)}) the rows of a file of one a line, each parsed by
+    ``parse(line, where)`` into (label, {index: value}, task) or None; ``file_task``: every row's
+    task. True if it held a row."""
     held = False
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -212,8 +212,8 @@ def _read_lines(path: str, parse, seen: SeenLabels, per_task: dict,
 
 def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
     """LIBSVM text: a folder of files (one task each) or one file whose lines carry a
-    ``TASK_FIELD:name`` token (e.g. ``qid``). Indices are 1-based; d is the largest index seen.
-    Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
+    ``TASK_FIELD:name`` token (e.g. ``qid``); d is the largest (1-based) index seen. Labels -1/+1
+    or 0/1, or any others with ``label_map`` (--label-map)."""
     src, out = str(src), str(out)
     check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
     folder_option(src, "--task-field", task_field)
@@ -245,10 +245,9 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
 
 def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tuple,
                 seen: SeenLabels, label_map, notices: list, description: str) -> TaskMeta:
-    """Write the rows read of every task (``per_task``: {task: (_SparseRows, label keys)}) of
-    ``dims`` columns (None: the largest index read), sparse where the task file stores them so,
-    once their memory is checked (``said``: what they are, after their number, with ``{d}``;
-    what to change)."""
+    """Write every task's rows (``per_task``: {task: (_SparseRows, label keys)}) of ``dims``
+    columns (None: the largest index read), once their memory is checked (``said``: what they are,
+    after their number, with ``{d}``; what to change)."""
     for rows, _ in per_task.values():
         rows.flush()
     d = dims or max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
@@ -270,10 +269,9 @@ def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tupl
 
 # ------------------------------------------------------------------------- Vowpal Wabbit
 def _vw_line(line: str, where: str, task_namespace: str | None, columns):
-    """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format,
-    ``label [importance] ['tag]|namespace feature[:value] ...|namespace ...``: each feature's
-    name (``namespace^name``, or the name alone in the default namespace) hashed to a column and
-    a sign, values 1 where none is given, features of one column added up (in line order)."""
+    """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format
+    (``label [importance] ['tag]|namespace feature[:value] ...``): each name (``namespace^name``)
+    hashed to a column and a sign, values 1 where none is given, one column's added up."""
     head, bar, rest = line.partition("|")
     parts = head.split()
     if not bar or not parts:
@@ -307,12 +305,11 @@ def _vw_line(line: str, where: str, task_namespace: str | None, columns):
 
 def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None = None,
               label_map=None) -> TaskMeta:
-    """Vowpal Wabbit's text format: a folder of files (one task each, named after the file), or
-    one file whose lines name their task in the namespace ``task_namespace`` (``|task de``).
-    Feature names are hashed to ``dims`` columns (default
-    :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) with the text importers' hash, read
-    straight into sparse rows; importance weights and tags are read and not used (a notice
-    says so). Labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
+    """Vowpal Wabbit's text format: a folder of files (one task each), or one file whose lines
+    name their task in the namespace ``task_namespace`` (``|task de``). Feature names are hashed
+    to ``dims`` columns (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) into sparse rows;
+    importance weights and tags are not used (a notice says so). Labels -1/+1 or 0/1, or any
+    others with ``label_map`` (--label-map)."""
     from ..embed import check_featuriser
     from ..featurise import feature_column
     src, out = str(src), str(out)

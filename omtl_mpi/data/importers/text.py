@@ -33,10 +33,8 @@ def _lines(path: str) -> list:
 
 
 def _featurise_tasks(task_texts: list, featuriser: str, dims: int, out: str) -> list:
-    """Feature matrices of every task's texts from one featuriser call, so that an embedding
-    cache (next to the output file; hashing needs none) is read and written once per import.
-    Hashed features are made sparse, and stay so where the task file stores them sparse
-    (:func:`~omtl_mpi.data.taskfile.store_sparse`)."""
+    """Feature matrices of every task's texts from one featuriser call (an embedding cache next to
+    the output is read and written once); hashed ones sparse where the task file stores them so."""
     texts = [t for texts in task_texts for t in texts]
     ends = np.cumsum([len(texts) for texts in task_texts])
     if featuriser == "hashing":
@@ -55,8 +53,8 @@ def _described(featuriser: str, dims: int) -> str:
 
 
 def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
-    """Refuse, before reading, a source whose hashed features would not fit in memory (its
-    bytes bound its characters; hashing needs no more per text than its characters)."""
+    """Refuse, before reading, a source whose hashed features would not fit in memory (its bytes
+    bound its characters)."""
     if featuriser != "hashing":
         return
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
@@ -65,8 +63,8 @@ def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
 
 
 def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> None:
-    """Refuse, before featurising, texts whose features would not fit in memory (the texts are
-    known now: their number and characters); embedded, the dense matrix."""
+    """Refuse, before featurising, texts whose features would not fit in memory (embedded: the
+    dense matrix)."""
     n = sum(len(texts) for texts in task_texts)
     if featuriser == "hashing":
         need = text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
@@ -133,11 +131,8 @@ DEFAULT_MAPPING = {"positive": 1, "negative": -1, "neutral": None}
 
 def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | None,
                    seen: SeenLabels, tasks: dict) -> tuple:
-    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)}).
-
-    Returns (rows read, whether the file has a column 'task' that is not read: each file is
-    one task without --task-col). A file with no header at all, like one of a header only,
-    holds no row."""
+    """Add one CSV file's texts and label keys to ``tasks`` ({task: (texts, keys)}): (rows read,
+    whether it has a column 'task' that is not read). A file without a header holds no row."""
     regular_file(path, "CSV file")
     read = [text_col, label_col] + ([task_col] if task_col else [])
     rows = 0
@@ -185,8 +180,8 @@ def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label
     """A folder of CSV files (one task each, named after the file) or one CSV with a task column.
 
     ``dims``: hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`);
-    ``featuriser``: "hashing" or "minilm" (384-d); ``mapping``: the --label-map (text or dict); without it, labels -1/+1 or 0/1, else the
-    default positive=+1, negative=-1, neutral=drop.
+    ``featuriser``: "hashing" or "minilm" (384-d); ``mapping``: the --label-map (text or dict);
+    without it, labels -1/+1 or 0/1, else positive=+1, negative=-1, neutral=drop.
     """
     src, out = str(src), str(out)
     check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file", every_file=True)
