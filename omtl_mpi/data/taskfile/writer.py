@@ -54,12 +54,10 @@ class TaskFileWriter:
                  sparse: bool | None = None):
         self.path = str(path)
         self.source, self.description, self.rows = str(source), str(description), rows
-        self.sparse = sparse
-        self._stack = None
-        self._file = self._X = self._y = None
-        self._csr = None            # a sparse /X's datasets: data, indices, indptr
+        self.sparse, self._stack = sparse, None
+        # _csr: a sparse /X's datasets (data, indices, indptr)
+        self._file = self._X = self._y = self._csr = self._dim = None
         self._nnz = self._max_row_nnz = 0
-        self._dim = None
         self._written = 0           # instances written
         self._counted = 0           # tasks validated (the index of the next one)
         self._lengths = []          # one array of stream lengths per chunk written
@@ -195,15 +193,12 @@ class TaskFileWriter:
         """Append the CSR arrays ``X`` = (data, indices, indptr) of ``n_rows`` rows to /X."""
         data, indices, indptr = X
         if self._csr is None:
-            g = self._file.create_group("X")
-            width = _chunk_rows(1, 8, None)
-            self._csr = {
-                "data": g.create_dataset("data", shape=(0,), maxshape=(None,), dtype=np.float64,
-                                         chunks=(width,)),
-                "indices": g.create_dataset("indices", shape=(0,), maxshape=(None,),
-                                            dtype=np.int32, chunks=(width,)),
-                "indptr": g.create_dataset("indptr", data=np.zeros(1, dtype=np.int64),
-                                           maxshape=(None,), chunks=(width,))}
+            g, width = self._file.create_group("X"), _chunk_rows(1, 8, None)
+            self._csr = {name: g.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype,
+                                                chunks=(width,))
+                         for name, dtype in (("data", np.float64), ("indices", np.int32))}
+            self._csr["indptr"] = g.create_dataset("indptr", data=np.zeros(1, dtype=np.int64),
+                                                   maxshape=(None,), chunks=(width,))
         a, b = self._nnz, self._nnz + len(data)
         for name, values in (("data", data), ("indices", indices)):
             ds = self._csr[name]
@@ -245,8 +240,8 @@ class TaskFileWriter:
         f = self._file
         if self.sparse:
             f.attrs["format_version"] = SPARSE_VERSION
-            f["X"].attrs["shape"] = np.array([self._written, self._dim], dtype=np.int64)
-            f["X"].attrs["max_row_nnz"] = np.int64(self._max_row_nnz)
+            f["X"].attrs.update(shape=np.array([self._written, self._dim], dtype=np.int64),
+                                max_row_nnz=np.int64(self._max_row_nnz))
         f.create_dataset("offsets", data=_offsets_of(np.concatenate(self._lengths)))
         sizes = np.fromiter(map(len, self._encoded), dtype=np.int64, count=len(self._encoded))
         f.create_dataset("names", data=np.frombuffer(b"".join(self._encoded), dtype=np.uint8))
