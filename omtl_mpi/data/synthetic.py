@@ -27,20 +27,14 @@ _MIX_L, _MIX_R, _M32 = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
 _PCG_MULT, _M128 = 0x2360ED051FC65DA44385DF649FCCF645, 2 ** 128 - 1
 
 
-def _seed_words(n: int) -> list:
-    """An entropy integer as SeedSequence splits it: 32-bit words, lowest first ([0] for 0)."""
-    words = [] if n else [0]
-    while n:
-        words.append(n & _M32)
-        n >>= 32
-    return words
-
-
 def _pcg64_states(seed: int, ks: list) -> list:
     """(state, increment) of ``np.random.default_rng([seed, k]).bit_generator`` for every k (all
     below 2**32), SeedSequence's hashing computed for all k at once."""
-    n = len(ks)
-    words = [np.full(n, w, dtype=np.uint32) for w in _seed_words(seed)]
+    n, words, rest = len(ks), [] if seed else [0], seed
+    while rest:                             # the seed as SeedSequence splits it: 32-bit words
+        words.append(rest & _M32)
+        rest >>= 32
+    words = [np.full(n, w, dtype=np.uint32) for w in words]
     words.append(np.asarray(ks, dtype=np.uint32))
     const = _INIT_A
 

@@ -254,16 +254,6 @@ def _differ(seen: SeenLabels) -> str:
         f"task {t}: {_listed(sets[t], 4)}" for t in distinct[:2]) + ")"
 
 
-def _refuse_words(seen: SeenLabels, found: list) -> None:
-    """Without a label map, a label that is not a number is refused where it first appears."""
-    word = seen.first(lambda key: isinstance(key, str))
-    if word:
-        at, raw = word
-        raise DataError(f"{at}: label {str(raw).strip()!r} is not a number; labels must be -1/+1 or "
-                        "0/1, or each be given a value with --label-map, e.g. --label-map "
-                        f"\"{_example(found)}\"")
-
-
 def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict | None = None,
                   notices: list | None = None) -> dict:
     """How the labels seen become -1/+1: {label key: +1, -1 or None (drop)}.
@@ -284,7 +274,11 @@ def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict |
     if decided is None and default is not None:
         decided = parse_label_map(default)
     if decided is None:
-        _refuse_words(seen, found)
+        word = seen.first(lambda key: isinstance(key, str))        # refused where it first is
+        if word:
+            raise DataError(f"{word[0]}: label {str(word[1]).strip()!r} is not a number; labels "
+                            "must be -1/+1 or 0/1, or each be given a value with --label-map, e.g. "
+                            f"--label-map \"{_example(found)}\"")
         what = (f"labels {_listed(found)} found" if len(found) <= 2 else
                 f"labels must take two values, found {len(found)}: {_listed(found)}")
         raise DataError(f"{source}: {what}{_differ(seen)}; only -1/+1 and 0/1 are imported without "

@@ -98,15 +98,6 @@ def _load_mnist(src: str):
     return arrays["x_train"], arrays["y_train"]
 
 
-def _mnist_fits(src: str, n: int, pixels: int, dims: int | None) -> None:
-    """Refuse, before converting them, images whose features would not fit in memory: the
-    pixels as floats, the projection and its product, and the tasks' copies of the rows."""
-    need = images_bytes(n, pixels, dims)
-    what = f"{src}: {n} images of {pixels} pixels" + (f" projected to {dims} dims" if dims else "")
-    require_memory(need, what, "lower --dims" if dims else
-                   "give --dims to project the pixels to fewer dimensions")
-
-
 def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMeta:
     """The paper's five tasks 0v5, 1v6, 2v7, 3v8, 4v9 on the training images.
 
@@ -124,7 +115,10 @@ def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMet
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise DataError(f"{src}: {images.shape} images but labels of shape {labels.shape}; "
                         "expected (n, rows, cols) images and n labels")
-    _mnist_fits(src, len(images), images.shape[1] * images.shape[2], dims)
+    n, pixels = len(images), images.shape[1] * images.shape[2]      # before converting them
+    require_memory(images_bytes(n, pixels, dims), f"{src}: {n} images of {pixels} pixels"
+                   + (f" projected to {dims} dims" if dims else ""), "lower --dims" if dims else
+                   "give --dims to project the pixels to fewer dimensions")
     X = images.reshape(len(images), -1).astype(np.float64) / 255.0
     if dims is not None:
         R = np.random.default_rng(seed).normal(size=(X.shape[1], dims)) / np.sqrt(dims)

@@ -33,7 +33,11 @@ def read_meta(path) -> TaskMeta:
             if dim is not None:
                 dims[k] = dim
             problems += found
-        problems += _dim_mismatches(path, dims, names)
+        first = min(dims, default=None)         # a line for each d other than the first task's
+        problems += [f"{path}: {_label(k, names[k])} has d={dk} features but "
+                     f"{_label(first, names[first])} has d={dims[first]}; "
+                     "all tasks must have the same features"
+                     for k, dk in dims.items() if dk != dims[first]]
         if problems:
             raise DataError("\n".join(problems))
         lengths = np.array(lengths, dtype=np.int64)
@@ -321,14 +325,3 @@ def _task_structure(path: str, f, groups, key: str, k: int) -> tuple:
     if X.ndim and rows == 0:
         problems.append(f"{where}: the task is empty (no samples)")
     return name, rows, (X.shape[1] if X.ndim == 2 else None), problems
-
-
-def _dim_mismatches(path: str, dims: dict, names: list) -> list:
-    """One line for each task whose feature count differs from the first task's."""
-    if not dims:
-        return []
-    first_k = min(dims)
-    return [f"{path}: {_label(k, names[k])} has d={dk} features but "
-            f"{_label(first_k, names[first_k])} has d={dims[first_k]}; "
-            "all tasks must have the same features"
-            for k, dk in dims.items() if dk != dims[first_k]]

@@ -311,7 +311,8 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
     lengths = [len(y) for y in y_list]
     per_row = max(1, X_list[0].shape[1])
     if sparse:      # a block's entries, not its rows x d, are what it holds
-        per_row = max(1, max(_stored(X) for X in X_list) // max(1, max(lengths)))
+        stored = max(int(X.nnz) if _is_csr(X) else int(X.size) for X in X_list)
+        per_row = max(1, stored // max(1, max(lengths)))
     with TaskFileWriter(path, source=source, description=description, rows=sum(lengths),
                         sparse=sparse) as w:
         for a, b in block_spans(lengths, max(1, _GROUP_VALUES // per_row)):
@@ -322,11 +323,6 @@ def write_tasks(path, names, X_list, y_list, *, source: str = "", description: s
                 w._append(*chunk)
         if problems:
             raise DataError("\n".join(problems))
-
-
-def _stored(X) -> int:
-    """Numbers stored of a task's features: its entries if sparse, else rows x d."""
-    return int(X.nnz) if _is_csr(X) else int(X.size)
 
 
 def _stack(parts):
