@@ -384,8 +384,14 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
     variants.sort(key=lambda vf: not _sized(dest, vf[1]))
     usable = [(v, fs) for v, fs in variants if mirror or _sized(dest, fs) or all(f["urls"] for f in fs)]
     for i, (variant, files) in enumerate(usable):
+        out = Fetched(name=name, dest=dest, variant=variant["name"],
+                      import_src=os.path.join(dest, *variant["import_src"].split("/")))
         try:
-            return _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo)
+            for j, spec in enumerate(files, start=1):
+                urls = [mirror_url(mirror, spec["path"])] if mirror else spec["urls"]
+                out.files.append(fetch_file(spec, dest, urls, timeout=timeout, retries=retries,
+                                            echo=echo, index=f"[{j}/{len(files)}] "))
+            return out
         except NotFound as exc:
             if i + 1 < len(usable):
                 echo(f"  {exc.url} {exc.why}; trying the {usable[i + 1][0]['name']} files instead")
@@ -395,16 +401,6 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
                     "the source may have moved: use --mirror URL for another source")
             raise NotFound(exc.path, exc.url, exc.why, hint) from None
     raise FetchError(f"{name}: its files have no canonical download; use --mirror URL")
-
-
-def _fetch_variant(name, dest, variant, files, mirror, timeout, retries, echo) -> Fetched:
-    out = Fetched(name=name, dest=dest, variant=variant["name"],
-                  import_src=os.path.join(dest, *variant["import_src"].split("/")))
-    for i, spec in enumerate(files, start=1):
-        urls = [mirror_url(mirror, spec["path"])] if mirror else spec["urls"]
-        out.files.append(fetch_file(spec, dest, urls, timeout=timeout, retries=retries, echo=echo,
-                                    index=f"[{i}/{len(files)}] "))
-    return out
 
 
 def check_out(name: str, dest, out, groups=None) -> None:

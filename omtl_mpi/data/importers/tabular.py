@@ -28,29 +28,24 @@ def _number(text: str, where: str, column: str) -> float:
     return value
 
 
-def _csv_columns(src: str, header, label_col: str, task_col: str):
-    """The label's, the task's and the features' column indices of ``header``."""
-    if not header:
-        raise DataError(f"{src}: empty file; expected a header row")
-    distinct_columns(src, header, (label_col, task_col))
-    for need in (label_col, task_col):
-        if need not in header:
-            raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
-    li, ti = header.index(label_col), header.index(task_col)
-    fi = [i for i in range(len(header)) if i not in (li, ti)]
-    if not fi:
-        raise DataError(f"{src}: no feature column: its only columns are the label ({label_col}) and "
-                        f"the task ({task_col}); add at least one numeric feature column")
-    return li, ti, fi
-
-
 def _read_csv(src: str, label_col: str, task_col: str, seen: SeenLabels) -> dict:
     """{task: (feature rows, label keys)} of a CSV file, in file order."""
     tasks: dict = {}
     with open(src, newline="", encoding="utf-8-sig") as f:      # -sig: a spreadsheet's BOM
         reader = csv.reader(f)
         header = next(reader, None)
-        li, ti, fi = _csv_columns(src, header, label_col, task_col)
+        if not header:
+            raise DataError(f"{src}: empty file; expected a header row")
+        distinct_columns(src, header, (label_col, task_col))
+        for need in (label_col, task_col):
+            if need not in header:
+                raise DataError(f"{src}: no column {need!r} (columns: {', '.join(header)})")
+        li, ti = header.index(label_col), header.index(task_col)
+        fi = [i for i in range(len(header)) if i not in (li, ti)]       # the features' columns
+        if not fi:
+            raise DataError(f"{src}: no feature column: its only columns are the label "
+                            f"({label_col}) and the task ({task_col}); add at least one numeric "
+                            "feature column")
         for row in reader:
             if not row:
                 continue

@@ -29,13 +29,23 @@ def load_tasks(meta: TaskMeta, indices) -> TaskStreams:
     if outside.size:
         raise _out_of_range(meta, int(outside[0]))
     check_fits(meta, indices)
-    if meta.version >= 2:
-        return _load_tasks_v2(meta, indices)
     X_list, y_list, problems, notices = [], [], [], []
     with _open(meta.path) as f:
-        for k in indices:
-            g = f["tasks"][f"{int(k):04d}"]
-            where = f"{meta.path}: {_label(int(k), meta.names[k])}"
+        if meta.version >= 2:           # each run of consecutive tasks asked for is one block
+            X, y, wanted = {}, {}, np.unique(indices)
+            for run in np.split(wanted, np.flatnonzero(np.diff(wanted) != 1) + 1):
+                flat, found = _block_v2(f, meta, int(run[0]), int(run[-1]) + 1)
+                problems += found
+                notices += flat.notices
+                if not found:
+                    part = flat.split()
+                    X.update(zip(run.tolist(), part.X))
+                    y.update(zip(run.tolist(), part.y))
+            if not problems:
+                X_list, y_list = [X[k] for k in indices.tolist()], [y[k] for k in indices.tolist()]
+        for k in indices.tolist() if meta.version < 2 else ():
+            g = f["tasks"][f"{k:04d}"]
+            where = f"{meta.path}: {_label(k, meta.names[k])}"
             X = np.ascontiguousarray(_read_values(g, "X", where), dtype=np.float64)
             y, probs, notes = check_values(where, X, _read_values(g, "y", where))
             problems += probs
@@ -172,24 +182,3 @@ def _first_unreadable(ds, lo: int, hi: int) -> int:
             return a
         a = b
     return lo
-
-
-def _load_tasks_v2(meta: TaskMeta, indices: np.ndarray) -> TaskStreams:
-    """load_tasks for a version 2 file: each run of consecutive tasks asked for is one block."""
-    wanted = np.unique(indices)
-    runs = np.split(wanted, np.flatnonzero(np.diff(wanted) != 1) + 1)
-    X, y, problems, notices = {}, {}, [], []
-    with _open(meta.path) as f:
-        for run in runs:
-            flat, found = _block_v2(f, meta, int(run[0]), int(run[-1]) + 1)
-            problems += found
-            notices += flat.notices
-            if not found:
-                part = flat.split()
-                X.update(zip(run.tolist(), part.X))
-                y.update(zip(run.tolist(), part.y))
-    if problems:
-        raise DataError("\n".join(problems))
-    order = indices.tolist()
-    return TaskStreams(indices=indices, names=tuple(meta.names[k] for k in order),
-                       X=[X[k] for k in order], y=[y[k] for k in order], notices=notices)
