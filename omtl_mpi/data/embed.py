@@ -48,10 +48,8 @@ def check_featuriser(featuriser: str, dims: int | None) -> int:
 
 def featurise(texts, featuriser: str = "hashing", dims: int | None = None,
               cache: str | None = None) -> np.ndarray:
-    """Feature rows (float64, unit L2 norm) of the str ``texts`` by ``featuriser`` ("hashing"
-    or "minilm"): ``dims`` the hashing dimension (default :data:`DEFAULT_HASH_DIMS`; left out,
-    or 384, for minilm), ``cache`` the npz file of cached embeddings (minilm only), created or
-    extended."""
+    """Unit-norm float64 feature rows of the str ``texts`` by ``featuriser``: "hashing" (to
+    ``dims``, default :data:`DEFAULT_HASH_DIMS`) or "minilm" (``cache``: the embeddings' file)."""
     dims = check_featuriser(featuriser, dims)
     if featuriser == "hashing":
         return hash_texts(texts, dims)

@@ -17,12 +17,9 @@ def model_dim(dim: int, intercept: bool) -> int:
 
 
 def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
-    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0).
-
-    ``axis``: the axis along which the stream runs (the Python API's rounds hold (tasks, B, d));
-    ``start``: the largest absolute values seen before ``X`` (broadcast against it), for a
-    stream that arrives in pieces (the learner objects keep them between calls).
-    """
+    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0);
+    ``axis``: the stream's (the API's rounds hold (tasks, B, d)); ``start``: the largest absolute
+    values seen before ``X`` (broadcast against it), of a stream arriving in pieces."""
     if not X.size:
         return np.array(X, dtype=np.float64)
     scale = np.maximum.accumulate(np.abs(X), axis=axis)
@@ -32,9 +29,9 @@ def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
 
 
 def prepare(X_list, intercept: bool = False, scale: str = "none") -> list:
-    """Every task's features as the learners see them: of each stream (n_k, d) of ``X_list``,
-    in the order it is presented, a new (n_k, d + intercept) array, scaled by ``scale``
-    ("none" or "online") and with a constant feature 1 appended where ``intercept``."""
+    """Every task's features as the learners see them: each stream (n_k, d) of ``X_list``, in the
+    order presented, as a new array scaled by ``scale`` ("none" or "online"), with a constant
+    feature 1 appended where ``intercept``."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     out = []

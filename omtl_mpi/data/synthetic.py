@@ -98,11 +98,9 @@ def task_rngs(seed: int, ks):
 
 
 def task_parameters(tasks: int, seed: int):
-    """The random walk of task parameters: ``a`` (K, 5) and ``theta`` (K,).
-
-    Task 0 has a = (0, 1, 1, 1, 1) and theta = 0; each next task adds N(0, 0.1^2) to every a_i
-    and N(0, (0.1 pi / 4)^2) to theta (five draws, then one, per task, from ``default_rng(seed)``).
-    """
+    """The random walk of task parameters: ``a`` (K, 5) and ``theta`` (K,). Task 0 has a = (0, 1,
+    1, 1, 1) and theta = 0; each next adds N(0, 0.1^2) to every a_i and N(0, (0.1 pi / 4)^2) to
+    theta (five draws, then one, per task, from ``default_rng(seed)``)."""
     rng = np.random.default_rng(seed)
     draws = rng.standard_normal(6 * (tasks - 1)).reshape(tasks - 1, 6)
     a = np.empty((tasks, 5))

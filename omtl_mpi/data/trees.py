@@ -39,8 +39,7 @@ def read_tree(group):
 
 
 def read_item(group, key: str):
-    """``group[key]`` read as a tree or an array: the group's own item only (a link is
-    :class:`Damaged`)."""
+    """``group[key]`` read as a tree or an array: its own item only (a link is :class:`Damaged`)."""
     try:
         item = own_item(group, key)
     except LookupError as what:
@@ -58,8 +57,7 @@ def tree_digest(head: str, tree) -> str:
 
 
 def digest_into(h, where: str, value) -> None:
-    """Add a tree (under the name ``where``) to the hash ``h``: keys in sorted order, each
-    array's dtype, shape and bytes."""
+    """Add a tree (named ``where``) to the hash ``h`` as :func:`tree_digest` describes."""
     if isinstance(value, dict):
         h.update(f"{where}:dict:{len(value)}\0".encode())
         for key in sorted(value, key=str):

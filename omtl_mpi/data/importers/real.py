@@ -99,12 +99,9 @@ def _load_mnist(src: str):
 
 
 def import_mnist(src, out, *, dims: int | None = None, seed: int = 0) -> TaskMeta:
-    """The paper's five tasks 0v5, 1v6, 2v7, 3v8, 4v9 on the training images.
-
-    Features are pixels scaled to [0, 1], optionally reduced to ``dims`` by a seeded Gaussian
-    random projection (the paper used 512-d ResNet18 features, whose weights cannot be
-    downloaded here). The first digit of each pair is the positive class.
-    """
+    """The paper's five tasks 0v5, 1v6, 2v7, 3v8, 4v9 (the first digit positive) on the training
+    images: pixels scaled to [0, 1], optionally reduced to ``dims`` by a seeded Gaussian random
+    projection (the paper's 512-d ResNet18 features cannot be downloaded here)."""
     src, out = str(src), str(out)
     check_output(src, out, "MNIST folder" if os.path.isdir(src) else "MNIST file")
     check_options(dims=dims, seed=seed)

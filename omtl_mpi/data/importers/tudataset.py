@@ -53,11 +53,9 @@ def _h(label) -> int:
 
 def wl_features(edges: np.ndarray, graph_of: np.ndarray, node_labels: np.ndarray, n_graphs: int,
                 dims: int, iterations: int = 3) -> np.ndarray:
-    """WL subtree features: labels refined ``iterations`` times, each round's labels hashed into
-    ``dims`` buckets and counted per graph; rows L2-normalised.
-
-    ``edges`` is (E, 2) of 0-based node ids; ``graph_of`` (N,) 0-based graph ids.
-    """
+    """WL subtree features: labels refined ``iterations`` times, each round's hashed into ``dims``
+    buckets and counted per graph, rows L2-normalised (``edges`` (E, 2) 0-based node ids,
+    ``graph_of`` (N,) 0-based graph ids)."""
     N = len(graph_of)
     neighbours = [[] for _ in range(N)]
     for u, v in edges:
@@ -118,10 +116,8 @@ def read_tu(folder: str, name: str, dims: int, iterations: int, notices: list, s
 
 def import_tudataset(src, out, *, dims: int = 64, sets=DEFAULT_SETS, iterations: int = 3,
                      label_map=None) -> TaskMeta:
-    """One task per TU data set (default the paper's chemistry stand-ins), WL features of ``dims``.
-
-    Graph labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map).
-    """
+    """One task per TU data set (default the paper's chemistry stand-ins), WL features of ``dims``;
+    graph labels -1/+1 or 0/1, or any others with ``label_map`` (--label-map)."""
     src, out = str(src), str(out)
     check_output(src, out, "TU data folder")
     check_options(dims=dims, iterations=iterations)

@@ -27,24 +27,21 @@ def info(path, *, edges: int | None = None) -> dict:
     ----------
     edges : int, optional
         For a file of more than :data:`INFO_ALL` tasks, list only the first and the last
-        ``edges`` tasks in ``per_task`` (``per_task_omitted`` counts the others). By default
-        every task is listed.
+        ``edges`` tasks in ``per_task`` (``per_task_omitted`` counts the others); by default all.
 
     Returns
     -------
     dict
-        ``path``, ``tasks``, ``dims``, ``total``, ``max``, ``min``, ``median`` and ``mean``
-        (stream lengths), ``positive_ratio`` (the mean over tasks of the fraction of +1
-        labels), ``per_task`` (``index``, ``name``, ``samples``, ``positive_ratio``),
-        ``per_task_omitted``, ``format_version``, ``source``, ``description``, ``storage``
-        ("dense" or "sparse"), ``density`` (the fraction of the N x d features stored: 1 for
-        dense storage) and ``nnz`` (the features stored).
+        ``path``, ``tasks``, ``dims``, ``total``, ``max``, ``min``, ``median`` and ``mean`` (stream
+        lengths), ``positive_ratio`` (the mean over tasks of their fraction of +1 labels),
+        ``per_task`` (``index``, ``name``, ``samples``, ``positive_ratio``), ``per_task_omitted``,
+        ``format_version``, ``source``, ``description``, ``storage`` ("dense" or "sparse"),
+        ``density`` (the fraction of the N x d features stored) and ``nnz`` (the features stored).
 
     Raises
     ------
     DataError
-        For a file that is not a valid task-stream file, or whose labels cannot be read
-        (naming the task).
+        For a file that is not a valid task-stream file, or whose labels cannot be read.
     """
     meta = read_meta(path)
     lengths = meta.lengths

@@ -108,8 +108,7 @@ class TaskFileWriter:
         Raises
         ------
         DataError
-            Every problem of this chunk; the file is then not written (leave the ``with``
-            block by the exception).
+            Every problem of this chunk; the file is then not written.
         """
         chunk, problems = self._checked(names, X, y, lengths)
         if problems:
@@ -266,11 +265,9 @@ _GROUP_VALUES = 2 ** 22
 
 def write_tasks(path, names, X_list, y_list, *, source: str = "", description: str = "",
                 sparse: bool | None = None) -> None:
-    """Validate and write a task-stream file atomically (temporary name, then rename).
-
-    The features are arrays or scipy.sparse matrices; they are stored as compressed sparse rows
-    (version 3) when ``sparse`` is True, or when it is None and any task's are a sparse matrix,
-    else dense (version 2).
+    """Validate and write a task-stream file atomically (temporary name, then rename): sparse
+    (version 3) when ``sparse`` is True, or when None and any task's features are a scipy.sparse
+    matrix, else dense (version 2).
 
     Raises
     ------
