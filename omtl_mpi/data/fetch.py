@@ -174,7 +174,6 @@ def _default_groups(name: str) -> tuple:
     return _options(IMPORTERS[name])[GROUP_OPTION[name]]
 
 
-# --------------------------------------------------------------------------- one file
 def _open(url: str, headers: dict, timeout: float):
     if url.startswith("file:"):
         # a mirror's file is read as a download: a FIFO or a device there would block or
@@ -355,7 +354,6 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
     raise not_found
 
 
-# --------------------------------------------------------------------------- a data set
 def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: float = 60.0,
           retries: int = 2, echo=None) -> Fetched:
     """Download and verify the files of data set ``name`` into ``dest``, each at DEST/<path> (from
@@ -372,15 +370,13 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
     if os.path.lexists(dest) and not os.path.isdir(dest):
         raise UserError(f"--dest {dest}: not a folder (a file, pipe or device is there); give "
                         "a folder, or a name where none is")
-    # every file it may read back and rename into place, before anything is downloaded: a
-    # FIFO there would block the check of what is present, a device would be replaced
+    # every file it may read back and rename into place, before any download (a FIFO blocks)
     for _, files in variants:
         for spec in files:
             final = os.path.join(dest, *spec["path"].split("/"))
             refuse_special(final, "--dest")
             refuse_special(final + ".part", "--dest")
-    # a variant already on disk goes first (it verifies without the network); one that has no
-    # canonical URLs (MNIST's npz) needs --mirror unless it is on disk
+    # a variant on disk first (no network); one without canonical URLs needs --mirror or disk
     variants.sort(key=lambda vf: not _sized(dest, vf[1]))
     usable = [(v, fs) for v, fs in variants if mirror or _sized(dest, fs) or all(f["urls"] for f in fs)]
     for i, (variant, files) in enumerate(usable):

@@ -10,12 +10,10 @@ import numpy as np
 from .. import memory
 from ..errors import DataError
 
-# bytes of features read from a task file at a time while a rank lays its streams out in
-# rounds (a whole task at least)
+# bytes of features read at a time while a rank lays its streams out in rounds (a task at least)
 READ_CHUNK_BYTES = 1 << 24
-# the n-grams of a text per character, about (word 1-2-grams and character 3-4-grams: two per
-# character of a word, and two per word): each becomes at most one stored entry of the text's
-# hashed row
+# the n-grams of a text per character, about (word 1-2-grams and character 3-4-grams), each at
+# most one stored entry of the text's hashed row
 _GRAMS_PER_CHAR = 2
 # bytes a character of the source takes once read (a Python string per text, the lists)
 _BYTES_PER_CHAR = 3
@@ -26,7 +24,6 @@ def available_memory() -> int | None:
     return memory.available()
 
 
-# ---------------------------------------------------------------- reading a task file
 def features_bytes(meta, rows: int) -> int:
     """Bytes ``rows`` instances of the data set (``meta``) take in memory: 8 per feature dense;
     sparse, 12 per entry (at the data set's mean) and 8 per row."""
@@ -62,15 +59,13 @@ def check_declared(path: str, what: str, nbytes: int) -> None:
                         "large for this machine")
 
 
-# ---------------------------------------------------------------- a run's streams in rounds
 def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> int:
     """Bytes a :class:`~omtl_mpi.data.rounds.RoundLayout` of streams of these ``lengths`` holds for
     ``dim`` weights (sparse: ``entries`` of them, twice while laid out), with its index."""
     lengths = np.asarray(lengths, dtype=np.int64)
     pairs = int((-(-lengths // batch)).sum())
     features = 8 * dim * pairs * batch if entries is None else 2 * (12 * entries + 8 * pairs * batch)
-    # features, label and prediction per slot; active task, position and count per pair; the
-    # sort that builds them
+    # features, label and prediction per slot; task, position, count and their sort per pair
     return features + pairs * batch * 2 + pairs * (8 + (8 if batch > 1 else 0)) + pairs * 16
 
 
@@ -104,7 +99,6 @@ def rank_streams_bytes(meta, blocks, batch: int, dim: int, intercept: bool) -> t
     return most + 3 * features_bytes(meta, min(int(lengths.sum()), chunk_rows(meta))), lengths
 
 
-# ---------------------------------------------------------------- importing and generating
 def matrix_bytes(rows: int, dims: int) -> float:
     """Peak bytes of a float64 feature matrix while written (and validated: an eighth more)."""
     return 1.125 * 8.0 * rows * dims

@@ -73,8 +73,7 @@ class RoundLayout:
         self.slot_ptr = self.round_ptr * batch
         pairs = int(self.round_ptr[-1])
         index = np.int32 if max(pairs, kb) < 2 ** 31 else np.int64
-        # the (task, round) pairs, task-major, and their position when sorted round-major
-        # (a stable sort keeps each round's tasks in increasing order)
+        # the (task, round) pairs, task-major, and their position sorted round-major (stably)
         self._task_first_pair = np.concatenate(([0], np.cumsum(per_task)))
         pair_round = (np.arange(pairs, dtype=np.int64)
                       - np.repeat(self._task_first_pair[:-1], per_task)).astype(index)

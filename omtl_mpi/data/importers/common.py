@@ -16,7 +16,6 @@ from ...paths import inside, output_file, refuse_inputs, regular_file
 from .. import footprint, taskfile
 
 
-# ---------------------------------------------------------------- the output and the source
 def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
     """Refuse (UserError), before the source is read, an output ``out`` (named by ``option``)
     that would replace the file or folder ``src`` (``what`` it is), or a file inside it; a folder;
@@ -94,7 +93,6 @@ def require_file(path, what: str) -> None:
         raise DataError(f"{path}: {what} not found")
 
 
-# ---------------------------------------------------------------- numeric options
 # every numeric option of the data commands: (smallest, largest) accepted value
 LIMITS = {"tasks": (1, None), "samples": (1, None), "dims": (1, None), "clusters": (2, None),
           "seed": (0, 2 ** 63 - 1), "iterations": (0, 50), "groups": (1, None)}
@@ -143,7 +141,6 @@ def require_disk(need: float, out, what: str, fix: str) -> None:
                           f"{size_text(free)} are free for {out}: {fix}, or write elsewhere")
 
 
-# ---------------------------------------------------------------- labels
 BINARY_SETS = ({-1.0, 1.0}, {0.0, 1.0})
 BINARY = {-1.0: -1, 0.0: -1, 1.0: 1}
 LABEL_MAP_SYNTAX = "LABEL=+1, LABEL=-1 or LABEL=drop, comma-separated"

@@ -69,8 +69,7 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
     distinct_options(label_col=label_col, task_col=task_col)
     seen = SeenLabels()
     if os.path.isfile(src):
-        # before reading: a value takes 2 bytes of the file at least ("0,"), and 40 while it is
-        # read (a Python float in a list of the row, then 8 in the task's array)
+        # before reading: a value takes 2 bytes of the file at least ("0,"), 40 while it is read
         size = os.path.getsize(src)
         require_memory(20.0 * size, f"{src}: {size:,} bytes of CSV",
                        "import fewer rows at a time, or convert it to LIBSVM (sparse rows)")
@@ -96,8 +95,7 @@ def import_csv(src, out, *, label_col: str = "label", task_col: str = "task",
     return read_meta(out)
 
 
-# bytes of a LIBSVM file per entry ("123:0.25 "), the fewest that a real file takes: bounds the
-# entries before the file is read
+# bytes of a LIBSVM file per entry ("123:0.25 "), the fewest a real file takes: bounds its entries
 _BYTES_PER_ENTRY = 6
 
 
@@ -126,8 +124,7 @@ def _libsvm_line(line: str, where: str, task_field: str | None):
             raise DataError(f"{where}: feature index {shown} is beyond {SPARSE_MAX_DIM}, the most "
                             "columns a task file holds; check the feature indices")
         if int(key) in feats:
-            # LIBSVM gives each index once: keeping one of two values, or adding them, would
-            # each be a silent guess at what the file meant
+            # LIBSVM gives each index once: keeping or adding two values would be a guess
             raise DataError(f"{where}: feature index {int(key)} appears twice in the row; give "
                             "each index once")
         feats[int(key)] = _number(value, where, f"feature {key}")
@@ -216,8 +213,7 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
     seen, per_task, notices = SeenLabels(), {}, []
     tasks = folder_files(src, "LIBSVM file", notices=notices) if os.path.isdir(src) else {}
     files = list(tasks.values()) if os.path.isdir(src) else [src]
-    # before reading: an entry ("i:v ") takes 4 bytes of the source at least, about 10 in real
-    # files; held as a value and a column (12 bytes), twice while it is written
+    # before reading: entries of _BYTES_PER_ENTRY bytes, held as 12 (twice while written)
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     require_memory(24.0 * size / _BYTES_PER_ENTRY, f"{src}: {size:,} bytes of LIBSVM rows",
                    "import fewer rows at a time")
@@ -262,7 +258,6 @@ def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tupl
     return read_meta(out)
 
 
-# ------------------------------------------------------------------------- Vowpal Wabbit
 def _vw_line(line: str, where: str, task_namespace: str | None, columns):
     """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format
     (``label [importance] ['tag]|namespace feature[:value] ...``): each name (``namespace^name``)

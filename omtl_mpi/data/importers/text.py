@@ -153,9 +153,8 @@ def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | Non
                 start, end = end + 1, reader.line_num
                 if not fields:                                   # a blank line
                     continue
-                # a field past the header's that is not empty (a comma in an unquoted text), or
-                # a row that stops before a column read (a quote left open swallows the lines
-                # after it into one field) is a broken row; trailing empty fields are not
+                # a broken row: a field past the header's that is not empty, or a row that stops
+                # before a column read (a quote left open); trailing empty fields are not
                 if len(fields) <= last or any(f.strip() for f in fields[len(cols):]):
                     lines = f"line {start}" if start == end else f"lines {start}-{end}"
                     hint = "; a quote opened there and not closed?" if start != end else ""

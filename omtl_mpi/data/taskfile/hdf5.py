@@ -12,9 +12,8 @@ from ...errors import DataError, UserError
 from ...paths import regular_file
 from .schema import VERSIONS
 
-# what h5py (and reading what it returns) raises for a damaged file (a bad chunk, a broken link,
-# an unreadable or misshapen attribute): each becomes one line naming the file (and the task
-# where known), never a traceback; the checkpoint and the report readers use the same
+# what h5py (and reading what it returns) raises for a damaged file: each becomes one line
+# naming the file, never a traceback (the checkpoint and the report readers use the same)
 H5_ERRORS = (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError, RuntimeError)
 # soft links followed before a chain is taken for a loop
 _MAX_LINK_DEPTH = 16

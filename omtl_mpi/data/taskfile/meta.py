@@ -51,7 +51,6 @@ def _described(f) -> dict:
             "description": str(f.attrs.get("description", ""))}
 
 
-# ---------------------------------------------------------------- version 2 structure
 def _v2_datasets(path: str, f, sparse: bool = False) -> tuple[dict, list]:
     """The datasets of a version 2 file by name, and the lines about those that are missing,
     links (refused without being followed: the files the writers make hold none) or groups
@@ -133,11 +132,9 @@ def _sparse_shape(path: str, X, problems: list):
     if len(problems) > before:
         return None
     most, nnz = int(most), int(data.shape[0])
-    # the attributes size what a run allocates (each round's rows, the messages): checked
-    # against the arrays they describe, so that a wrong one is a damaged file, not a broadcast
-    # error in the middle of a run or a memory refusal of a file of a few KiB. Every row holds
-    # at most max_row_nnz entries and one row holds that many, so max_row_nnz <= nnz <=
-    # rows x max_row_nnz (<= rows x d); each block's rows are checked against it as read
+    # the attributes size what a run allocates: a wrong one is a damaged file, not an error in
+    # the middle of a run. max_row_nnz <= nnz <= rows x max_row_nnz; each block's rows are
+    # checked against it as read
     if not most <= nnz <= rows * most:
         problems.append(f"{path}: /X holds {nnz:,} entries in {rows:,} rows, which its "
                         f"max_row_nnz attribute of {most:,} (the most entries of a row) "

@@ -229,9 +229,8 @@ def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.nda
     return labels, [], notices
 
 
-# features are stored sparse (format version 3) by the importers when at most this fraction of
-# them is non-zero and there are at least SPARSE_MIN_DIM of them: below that a dense row is at
-# most 8 KiB and dense rounds cost the learners less (docs/DATASETS.md, *Sparse storage*)
+# the importers store features sparse (version 3) when at most this fraction is non-zero and
+# there are SPARSE_MIN_DIM at least (docs/DATASETS.md, *Sparse storage*)
 SPARSE_DENSITY, SPARSE_MIN_DIM = 0.25, 1024
 
 
