@@ -36,7 +36,6 @@ def plan_family(out, family: str, *, tasks, samples, seed, normalize, testbed: d
 
 
 def _paper_plan(out, tasks, samples, seed, normalize, testbed):
-    """The :class:`Plan` of the paper's family."""
     from .synthetic import blocks
     given = [k for k, v in testbed.items() if v is not None]
     if given:
@@ -53,7 +52,6 @@ def _paper_plan(out, tasks, samples, seed, normalize, testbed):
 
 
 def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
-    """The :class:`Plan` of a test bed."""
     from .testbeds import DEFAULTS, testbed_blocks
     if testbed["clusters"] is not None and family != "clustered":
         raise ConfigError(f"--clusters applies to --family clustered, not {family}")
@@ -72,7 +70,6 @@ def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
 
 
 def _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths):
-    """The :class:`Plan` of the personal family."""
     import numpy as np
 
     from . import personal

@@ -74,27 +74,6 @@ def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> Non
                    f"lower --dims ({DEFAULT_HASH_DIMS} is the default), or import fewer texts")
 
 
-def _read_tweeteval_task(src: str, task: str, seen: SeenLabels):
-    """(texts, label keys) of one TweetEval task folder, splits in the order train, val, test."""
-    texts, keys = [], []
-    for split in ("train", "val", "test"):
-        tpath = os.path.join(src, task, f"{split}_text.txt")
-        lpath = os.path.join(src, task, f"{split}_labels.txt")
-        t, l = _lines(tpath), _lines(lpath)
-        if len(t) != len(l):
-            raise DataError(f"{tpath}: {len(t)} lines but {lpath} has {len(l)} labels; "
-                            "they must match line for line")
-        for i, value in enumerate(l):
-            digits = value.strip().lstrip("-")
-            if not (digits.isascii() and digits.isdigit()):
-                raise DataError(f"{lpath}: line {i + 1}: label {value!r} is not an integer")
-        texts += t
-        keys += seen.add_all(task, l, lpath, lines=True)
-    if not texts:
-        raise DataError(f"{os.path.join(src, task)}: the task is empty")
-    return texts, keys
-
-
 def import_tweeteval(src, out, *, dims: int | None = None, tasks=TWEETEVAL_TASKS,
                      featuriser: str = "hashing", label_map=None) -> TaskMeta:
     """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
@@ -112,10 +91,24 @@ def import_tweeteval(src, out, *, dims: int | None = None, tasks=TWEETEVAL_TASKS
     _source_fits(src, [os.path.join(src, t, f"{s}_text.txt") for t in tasks
                        for s in ("train", "val", "test")], dims, featuriser)
     seen, task_texts, key_lists, notices = SeenLabels(), [], [], []
-    for task in tasks:
-        texts, keys = _read_tweeteval_task(src, task, seen)
-        task_texts.append(texts)
-        key_lists.append(keys)
+    for task in tasks:                  # its splits in the order train, val, test
+        task_texts.append([])
+        key_lists.append([])
+        for split in ("train", "val", "test"):
+            tpath = os.path.join(src, task, f"{split}_text.txt")
+            lpath = os.path.join(src, task, f"{split}_labels.txt")
+            t, l = _lines(tpath), _lines(lpath)
+            if len(t) != len(l):
+                raise DataError(f"{tpath}: {len(t)} lines but {lpath} has {len(l)} labels; "
+                                "they must match line for line")
+            for i, value in enumerate(l):
+                digits = value.strip().lstrip("-")
+                if not (digits.isascii() and digits.isdigit()):
+                    raise DataError(f"{lpath}: line {i + 1}: label {value!r} is not an integer")
+            task_texts[-1] += t
+            key_lists[-1] += seen.add_all(task, l, lpath, lines=True)
+        if not task_texts[-1]:
+            raise DataError(f"{os.path.join(src, task)}: the task is empty")
     decided = decide_labels(seen, src, label_map, notices=notices)
     names, task_texts, y_list = relabel(list(tasks), task_texts, key_lists, decided, src, notices)
     _hashing_fits(src, task_texts, dims, featuriser)
