@@ -134,13 +134,3 @@ def _walk(f, group, target: str, depth: int):
             return None, None, f"goes through {part}, a link that dangles or leaves the file"
         here = here[part]
     return h5py.HardLink(), here, None
-
-
-def _dataset_links(f, g, where: str) -> list:
-    """One line for each of a task group's X and y that is a link that cannot be followed."""
-    found = []
-    for name in ("X", "y"):
-        why = _link_problem(f, g, name) if _has(g, name) else None
-        if why is not None:
-            found.append(f"{where}: {name} {why}")
-    return found

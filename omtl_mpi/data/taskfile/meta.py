@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..footprint import check_declared
-from .hdf5 import _check_version, _dataset_links, _has, _link_problem, _open, _read_values
+from .hdf5 import _check_version, _has, _link_problem, _open, _read_values
 from .schema import _CSR, _V2, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION, TaskMeta, _label, _more, _offsets_of
 
 
@@ -299,7 +299,8 @@ def _task_structure(path: str, f, groups, key: str, k: int) -> tuple:
     name = g.attrs.get("name", f"task{k}")
     name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
     where = f"{path}: {_label(k, name)}"
-    links = _dataset_links(f, g, where)
+    links = [f"{where}: {ds} {why}" for ds in ("X", "y")     # links that cannot be followed
+             if (why := _link_problem(f, g, ds) if _has(g, ds) else None) is not None]
     if links:
         return name, 0, None, links
     if not isinstance(g, h5py.Group) or "X" not in g or "y" not in g:

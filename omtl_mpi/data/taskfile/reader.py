@@ -161,24 +161,16 @@ def _read_rows(f, name: str, lo: int, hi: int, meta: TaskMeta, entries=None) -> 
     try:
         return ds[lo:hi]
     except H5_ERRORS as exc:
-        row = _first_unreadable(ds, lo, hi)
+        step, row = (ds.chunks[0] if ds.chunks else max(1, hi - lo)), lo
+        for a in [lo, *range((lo // step + 1) * step, hi, step)]:     # the first bad chunk's
+            try:
+                ds[a:min(hi, (a // step + 1) * step)]
+            except H5_ERRORS:
+                row = a
+                break
         if entries is not None:
             first, indptr = entries
             row = first + int(np.searchsorted(indptr, row, side="right")) - 1
         k = int(np.searchsorted(meta.offsets, row, side="right")) - 1
         raise DataError(f"{meta.path}: {_label(k, meta.names[k])}: cannot read {name} "
                         f"({reason(exc)}); the file is damaged: import or copy it again") from None
-
-
-def _first_unreadable(ds, lo: int, hi: int) -> int:
-    """The first row of lo..hi-1 whose chunk cannot be read (lo if every chunk alone can)."""
-    step = ds.chunks[0] if ds.chunks else max(1, hi - lo)
-    a = lo
-    while a < hi:
-        b = min(hi, (a // step + 1) * step)
-        try:
-            ds[a:b]
-        except H5_ERRORS:
-            return a
-        a = b
-    return lo
