@@ -29,29 +29,21 @@ def plan_family(out, family: str, *, tasks, samples, seed, normalize, testbed: d
         other = "to the paper's family" if family == "paper" else family
         raise ConfigError(f"--{given[0]} applies to --family personal, not {other}")
     if family == "paper":
-        return _paper_plan(out, tasks, samples, seed, normalize, testbed)
+        from .synthetic import blocks
+        given = [k for k, v in testbed.items() if v is not None]
+        if given:
+            raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
+                              "clustered or unrelated) and --family personal, not to the paper's "
+                              "family")
+        tasks = 5 if tasks is None else tasks
+        samples = 10000 if samples is None else samples
+        _synth_fits(out, tasks, samples, 9, "")
+        return Plan(blocks(tasks=tasks, samples=samples, seed=seed, normalize=normalize),
+                    "omtl-mpi synthetic (Li et al. 2025)",
+                    f"paper tasks={tasks} samples={samples} seed={seed} normalize={normalize}",
+                    tasks * samples, f"{tasks} tasks x {samples} instances, d=9")
     if family == "personal":
         return _personal_plan(out, tasks, samples, seed, normalize, testbed, lengths)
-    return _testbed_plan(out, family, tasks, samples, seed, normalize, testbed)
-
-
-def _paper_plan(out, tasks, samples, seed, normalize, testbed):
-    from .synthetic import blocks
-    given = [k for k, v in testbed.items() if v is not None]
-    if given:
-        raise ConfigError(f"--{given[0]} applies to the test beds (--family identical, "
-                          "clustered or unrelated) and --family personal, not to the paper's "
-                          "family")
-    tasks = 5 if tasks is None else tasks
-    samples = 10000 if samples is None else samples
-    _synth_fits(out, tasks, samples, 9, "")
-    return Plan(blocks(tasks=tasks, samples=samples, seed=seed, normalize=normalize),
-            "omtl-mpi synthetic (Li et al. 2025)",
-            f"paper tasks={tasks} samples={samples} seed={seed} normalize={normalize}",
-            tasks * samples, f"{tasks} tasks x {samples} instances, d=9")
-
-
-def _testbed_plan(out, family, tasks, samples, seed, normalize, testbed):
     from .testbeds import DEFAULTS, testbed_blocks
     if testbed["clusters"] is not None and family != "clustered":
         raise ConfigError(f"--clusters applies to --family clustered, not {family}")
