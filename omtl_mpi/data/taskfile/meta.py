@@ -200,11 +200,8 @@ def _decoded_names(path: str, found: dict, count: int | None, problems: list) ->
 
 
 def _offset_problems(path: str, offsets: np.ndarray, names, rows) -> list:
-    """Lines for task offsets that do not increase strictly (an empty task, naming it) or do
-    not end at the number of rows."""
-    problems = []
-    steps = np.diff(offsets)
-    wrong = np.flatnonzero(steps <= 0)
+    """Lines for offsets that do not increase strictly (an empty task) or end but at ``rows``."""
+    problems, wrong = [], np.flatnonzero(np.diff(offsets) <= 0)
     for k in wrong[:SHOWN].tolist():
         name = names[k] if names is not None else f"task{k}"
         a, b = int(offsets[k]), int(offsets[k + 1])
