@@ -78,10 +78,8 @@ def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int =
 def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
                      clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                      normalize: bool = False, only=None):
-    """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice).
-
-    ``normalize`` divides every instance by its L2 norm after its label is drawn: the same tasks
-    at the scale of unit-norm features (hashed text, embeddings).
+    """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice);
+    ``normalize`` divides every instance by its L2 norm after its label is drawn.
 
     Returns names (list of str), X_list ((samples, dims) float64) and y_list ((samples,) int8 in
     {-1, +1}); a ConfigError of one line per bad value.

@@ -21,13 +21,8 @@ _MAX_LINK_DEPTH = 16
 
 def own_item(group, key: str):
     """``group[key]`` where it is stored in this file under that name (a hard link): a soft or
-    external link is refused, never followed (the package's files hold none).
-
-    Raises
-    ------
-    LookupError
-        "missing" or "a link", for the caller to put in its own one-line error.
-    """
+    external link is refused, never followed (the package's files hold none); a LookupError
+    ("missing" or "a link") for the caller to put in its own one-line error."""
     link = group.get(key, getlink=True)
     if link is None:
         raise LookupError("missing")

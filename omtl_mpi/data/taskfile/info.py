@@ -78,14 +78,8 @@ def info(path, *, edges: int | None = None) -> dict:
 
 
 def file_digest(path) -> str:
-    """A SHA-256 digest of the file's bytes, which a checkpoint records of its data set
-    (computed once per process while the file is unchanged).
-
-    Raises
-    ------
-    DataError
-        When the file cannot be read.
-    """
+    """A SHA-256 digest of the file's bytes, which a checkpoint records of its data set (computed
+    once per process while the file is unchanged); a DataError when the file cannot be read."""
     path = os.path.abspath(os.fspath(path))
     try:
         regular_file(path, "data file")
