@@ -70,8 +70,7 @@ def layout_bytes(lengths, batch: int, dim: int, entries: int | None = None) -> i
 
 
 def entries(meta, rows: int, intercept: bool) -> int:
-    """The stored features of ``rows`` instances of a sparse data set (at its mean), and the
-    intercept's entry of each."""
+    """Entries of ``rows`` instances of a sparse data set (at its mean), the intercept's too."""
     total = max(int(meta.lengths.sum()), 1)
     return int(-(-meta.nnz * rows // total)) + (rows if intercept else 0)
 
@@ -142,8 +141,7 @@ def npz_bytes(src: str) -> float:
 
 
 def images_bytes(n: int, pixels: int, dims: int | None) -> float:
-    """Peak bytes of converting ``n`` images of ``pixels`` pixels (projected to ``dims``, where
-    given), the tasks' copies included."""
+    """Peak bytes of converting ``n`` images of ``pixels`` pixels (projected to ``dims``)."""
     d = dims or pixels
     return 8.0 * n * pixels + (8.0 * (pixels + n) * dims if dims else 0) + matrix_bytes(n, d)
 
@@ -164,8 +162,7 @@ def synthetic_bytes(tasks: int, samples: int, dims: int = 9) -> float:
 
 
 def personal_bytes(lengths, dims: int) -> float:
-    """Peak bytes of generating and writing personal streams of these ``lengths`` block by block,
-    plus a few values per task."""
+    """Peak bytes of generating and writing personal streams of ``lengths`` block by block."""
     from .synthetic import block_rows
     return block_bytes(block_rows(lengths), dims + 1) + len(lengths) * (8.0 * dims + 220)
 

@@ -63,8 +63,7 @@ def task_groups(tasks: int = DEFAULTS["tasks"], groups: int = DEFAULTS["groups"]
 def stream_lengths(tasks: int = DEFAULTS["tasks"], length_median: float = DEFAULTS["length_median"],
                    length_sigma: float = DEFAULTS["length_sigma"], length_max: int | None = None,
                    seed: int = 0) -> np.ndarray:
-    """Every task's stream length, (tasks,) int64 >= 1: log-normal around the median, capped at
-    ``length_max``."""
+    """Every task's stream length, (tasks,) int64 >= 1: log-normal, capped at ``length_max``."""
     u = np.random.default_rng([seed, _STREAM + _LENGTHS]).standard_normal(tasks)
     with np.errstate(over="ignore"):                    # inf is refused below, not wrapped
         n = np.maximum(1, np.rint(length_median * np.exp(length_sigma * u)))

@@ -110,8 +110,7 @@ class RoundLayout:
         return self.rounds
 
     def slots_of(self, first: int, lengths) -> np.ndarray:
-        """The slot of every instance of tasks ``first, first + 1, ...`` (their ``lengths``), in the
-        order the streams are presented."""
+        """The slot of every instance of tasks ``first, first + 1, ...`` (``lengths``), in order."""
         lengths = np.asarray(lengths, dtype=np.int64)
         B = self.batch
         k = np.repeat(np.arange(first, first + len(lengths), dtype=np.int64), lengths)
@@ -137,8 +136,7 @@ class RoundLayout:
         self._y[dest] = y
 
     def set_column(self, column: int, value: float) -> None:
-        """Set one column of every real slot to ``value`` (the intercept; of sparse rows, an entry
-        appended to every real row)."""
+        """Set one column of every real slot to ``value`` (sparse rows: an entry appended)."""
         if self.sparse:
             self._column = (column, value)
             return
@@ -169,8 +167,7 @@ class RoundLayout:
         self.csr = (data, indices, indptr)
 
     def __getitem__(self, t: int):
-        """Round t: X (B, na, d), y (B, na), inv_count (na,) and the active tasks (``ALL`` or their
-        indices in the block)."""
+        """Round t: X (B, na, d), y (B, na), inv_count (na,), active tasks (``ALL`` or indices)."""
         a, b = int(self.round_ptr[t]), int(self.round_ptr[t + 1])
         na, B = b - a, self.batch
         s0 = a * B
@@ -192,6 +189,5 @@ class RoundLayout:
         return self._y[order]
 
     def task_order(self) -> np.ndarray:
-        """Every real slot, task by task in stream order: ``values[layout.task_order()]`` turns a
-        per-slot array task-major."""
+        """Every real slot, task by task in stream order (``values[task_order()]``: task-major)."""
         return self.slots_of(0, self.lengths)

@@ -149,8 +149,7 @@ class SparseRows:
         return out
 
     def add_to(self, W: np.ndarray, coef: np.ndarray, scale=None) -> None:
-        """``W[i] += scale[i] * sum_b coef[b, i] x_(b, i)`` in place, at the entries' coordinates
-        only (``scale`` (na,), or None for 1)."""
+        """``W[i] += scale[i] * sum_b coef[b, i] x_(b, i)`` in place, at the entries only."""
         values = self.data * coef.reshape(-1)[self.row_ids()]
         if scale is not None:
             values *= scale[self.task_ids()]
@@ -225,8 +224,7 @@ def csr_matrix(data, indices, indptr, shape):
 
 
 def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """The running maximum of ``values`` within each run of equal ``groups``: exact, vectorised
-    (a segmented scan by doubling)."""
+    """The running maximum of ``values`` in each run of equal ``groups`` (a scan by doubling)."""
     out = values.copy()
     n, shift = len(out), 1
     while shift < n:

@@ -61,8 +61,7 @@ def folder_files(src: str, what: str, suffix: str = "", notices: list | None = N
 
 
 def rowless_files(src: str, files, read, notices: list) -> None:
-    """Add to ``notices`` which ``files`` of the folder ``src`` gave no row (are not in ``read``),
-    and so are no task of the output."""
+    """Add to ``notices`` the ``files`` of ``src`` not in ``read``: no row, so no task."""
     empty = [os.path.basename(f) for f in files if f not in read]
     if empty:
         notices.append(f"{src}: {len(empty)} file(s) hold no data row (empty, comments or a header "

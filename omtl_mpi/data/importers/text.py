@@ -53,8 +53,7 @@ def _described(featuriser: str, dims: int) -> str:
 
 
 def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
-    """Refuse, before reading, a source whose hashed features would not fit in memory (its bytes
-    bound its characters)."""
+    """Refuse, before reading, a source whose hashed features (its bytes bound) would not fit."""
     if featuriser != "hashing":
         return
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
@@ -63,8 +62,7 @@ def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
 
 
 def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> None:
-    """Refuse, before featurising, texts whose features would not fit in memory (embedded: the
-    dense matrix)."""
+    """Refuse, before featurising, texts whose features would not fit in memory."""
     n = sum(len(texts) for texts in task_texts)
     if featuriser == "hashing":
         need = text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)

@@ -106,8 +106,7 @@ def _offsets_of(lengths) -> np.ndarray:
 
 
 def _shape_problems(where: str, X: np.ndarray, y: np.ndarray, labels: bool = True) -> list:
-    """What is wrong with one task's arrays before their values are looked at (labels that are not
-    numbers only where ``labels``)."""
+    """What is wrong with a task's arrays before their values are read (labels: if ``labels``)."""
     if X.ndim != 2:
         return [f"{where}: features must be a 2-D array (samples x features), got shape {X.shape}"]
     # Strings or Python objects would make np.isfinite raise a bare TypeError.
