@@ -9,8 +9,7 @@ from ..errors import ConfigError
 
 
 class Plan(NamedTuple):
-    """What ``data synth`` writes: its blocks of tasks, the file's source and description, the
-    instances in all, and the line saying what was written."""
+    """What ``data synth`` writes: the blocks, source, description, instances and what it says."""
 
     blocks: Iterable
     source: str

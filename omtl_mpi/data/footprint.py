@@ -50,8 +50,7 @@ def check_fits(meta, indices) -> None:
 
 
 def check_declared(path: str, what: str, nbytes: int) -> None:
-    """Refuse, before reading it, an array that would take more than half the memory available (a
-    damaged file may declare any size, compressed to nothing)."""
+    """Refuse, before reading, an array of more than half the free memory (a damaged file's)."""
     free = available_memory()
     if free is not None and 2 * nbytes > free:
         raise DataError(f"{path}: {what} would need {memory.size_text(nbytes)}, more than half the "
@@ -111,8 +110,7 @@ def parsed_bytes(stored: int, rows: int, dims: int, sparse: bool) -> float:
 
 
 def text_bytes(chars: int, n: int, dims: int) -> float:
-    """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``: the texts,
-    and their entries as :func:`parsed_bytes` counts them."""
+    """Peak bytes of importing ``n`` texts of ``chars`` characters hashed to ``dims``."""
     from .taskfile import store_sparse
     stored = min(_GRAMS_PER_CHAR * chars, n * dims)
     sparse = store_sparse(int(stored), n, dims)

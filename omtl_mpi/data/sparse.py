@@ -255,8 +255,7 @@ def online_scale_csr(data, indices, indptr, lengths, start=None) -> np.ndarray:
 
 
 def margins(W: np.ndarray, X) -> np.ndarray:
-    """``w_i . x`` (B, na) of a round's instances X (B, na, d), dense or :class:`SparseRows`,
-    for W (na, d) (``einsum("kd,bkd->bk")`` of dense ones)."""
+    """``w_i . x`` (B, na) of a round's instances, dense or :class:`SparseRows`, for W (na, d)."""
     return X.margins(W) if isinstance(X, SparseRows) else np.einsum("kd,bkd->bk", W, X)
 
 

@@ -113,8 +113,7 @@ def task_parameters(tasks: int, seed: int):
 
 
 def block_rows(lengths, most: int = BLOCK_ROWS) -> int:
-    """Instances in the largest block of whole tasks (of at most ``most`` instances, or one task)
-    that streams of ``lengths`` are generated in."""
+    """Instances in the largest block of whole tasks that streams of ``lengths`` are drawn in."""
     lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)))
     return max((int(offsets[b] - offsets[a]) for a, b in block_spans(lengths, most)), default=0)
@@ -142,8 +141,7 @@ def _check(tasks, samples, seed) -> None:
 
 
 def generate_tasks(a, theta, seed: int, ks, samples: int, normalize: bool):
-    """Features (len(ks) * samples, 9) and labels of tasks ``ks``, one task after another:
-    vectorised over the tasks, each value computed as for one task alone."""
+    """Features (len(ks) * samples, 9) and labels of tasks ``ks``, each as for the task alone."""
     ks = np.asarray(ks, dtype=np.int64)
     p = np.empty((len(ks), samples, 2))
     for i, gen in enumerate(task_rngs(seed, ks)):

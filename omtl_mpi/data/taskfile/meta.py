@@ -169,8 +169,7 @@ def _index_values(path: str, ds, name: str, problems: list):
 
 
 def _decoded_names(path: str, found: dict, count: int | None, problems: list) -> list | None:
-    """The task names of /names and /name_offsets (UTF-8; undecodable bytes replaced), None
-    where they cannot be read (with the reason in ``problems``)."""
+    """The task names (UTF-8, bad bytes replaced), or None with the reason in ``problems``."""
     blob, ends = found.get("names"), found.get("name_offsets")
     if blob is None or ends is None:
         return None
