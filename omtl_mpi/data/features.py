@@ -34,10 +34,5 @@ def prepare(X_list, intercept: bool = False, scale: str = "none") -> list:
     feature 1 appended where ``intercept``."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
-    out = []
-    for X in X_list:
-        X = online_scale(X) if scale == "online" else X
-        if intercept:
-            X = np.hstack((X, np.ones((len(X), 1))))
-        out.append(X)
-    return out
+    return [np.hstack((Xs, np.ones((len(Xs), 1)))) if intercept else Xs
+            for Xs in (online_scale(X) if scale == "online" else X for X in X_list)]

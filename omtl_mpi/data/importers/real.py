@@ -80,11 +80,8 @@ def _read_idx(path: str) -> np.ndarray:
 
 def _load_mnist(src: str):
     if os.path.isdir(src):
-        found = {}
-        for name in os.listdir(src):
-            for key in ("train-images", "train-labels"):
-                if name.startswith(key):
-                    found[key] = os.path.join(src, name)
+        found = {key: os.path.join(src, name) for name in os.listdir(src)
+                 for key in ("train-images", "train-labels") if name.startswith(key)}
         if len(found) < 2:
             raise DataError(f"{src}: expected train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")
         return _read_idx(found["train-images"]), _read_idx(found["train-labels"])
