@@ -228,8 +228,7 @@ def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str 
     except _Gone as exc:
         raise NotFound(spec["path"], url, str(exc)) from None
     with resp:
-        status = getattr(resp, "status", None)
-        if have and status == 206:
+        if have and getattr(resp, "status", None) == 206:
             if _content_range_start(resp.headers.get("Content-Range")) != have:
                 raise _Restart("the server answered a different range")
             mode, action = "ab", f"resumed at {_human(have)}"
@@ -254,10 +253,7 @@ def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str 
         read = getattr(resp, "read1", resp.read)      # what has arrived: a stall loses nothing
         try:
             with open(part, mode) as f:
-                while True:
-                    chunk = read(READ_CHUNK_BYTES)
-                    if not chunk:
-                        break
+                for chunk in iter(lambda: read(READ_CHUNK_BYTES), b""):
                     if got + len(chunk) > size:
                         f.close()
                         os.remove(part)
