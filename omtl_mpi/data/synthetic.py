@@ -100,10 +100,8 @@ def task_parameters(tasks: int, seed: int):
     theta (five draws, then one, per task, from ``default_rng(seed)``)."""
     rng = np.random.default_rng(seed)
     draws = rng.standard_normal(6 * (tasks - 1)).reshape(tasks - 1, 6)
-    a = np.empty((tasks, 5))
-    theta = np.empty(tasks)
-    a[0] = (0.0, 1.0, 1.0, 1.0, 1.0)
-    theta[0] = 0.0
+    a, theta = np.empty((tasks, 5)), np.empty(tasks)
+    a[0], theta[0] = (0.0, 1.0, 1.0, 1.0, 1.0), 0.0
     # as Generator.normal(loc, scale) draws them: loc + scale * z; then the walk, task by task
     a[1:] = 0.0 + 0.1 * draws[:, :5]
     theta[1:] = 0.0 + (0.1 * np.pi / 4) * draws[:, 5]

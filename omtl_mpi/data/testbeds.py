@@ -50,8 +50,7 @@ def _check(family, tasks, samples, dims, clusters, spread, noise) -> None:
 
 def _draw(W, seed: int, ks, samples: int, dims: int, noise: float, normalize: bool):
     """Features (len(ks) * samples, dims) and labels of tasks ``ks``, each from its own rng."""
-    X = np.empty((len(ks) * samples, dims))
-    y = np.empty(len(ks) * samples, dtype=np.int8)
+    X, y = np.empty((len(ks) * samples, dims)), np.empty(len(ks) * samples, dtype=np.int8)
     for i, (k, rng) in enumerate(zip(ks, task_rngs(seed, ks))):
         Xk = rng.normal(size=(samples, dims))
         margin = Xk @ W[k] + noise * rng.normal(size=samples)
