@@ -27,11 +27,8 @@ class TaskFileWriter:
 
     Every :meth:`add` appends whole tasks as flat arrays, validated as :func:`write_tasks`
     validates; the file appears under ``path`` only when the ``with`` block ends without an
-    exception. It holds about one chunk in memory::
-
-        with TaskFileWriter("tasks.h5", source="mine", description="...") as w:
-            for names, X, y, lengths in chunks:   # X (sum(lengths), d), y (sum(lengths),)
-                w.add(names, X, y, lengths)
+    exception. It holds about one chunk in memory (docs/DATASETS.md, *The task-file format*,
+    shows it in use).
 
     Parameters
     ----------
