@@ -68,12 +68,9 @@ def _text_codes(text: str, words_of: _WordCodes, codes: _Codes, word_ngrams: int
 
 
 def hash_texts_sparse(texts, dims: int = 512, word_ngrams: int = 2, char_ngrams: tuple = (3, 4)):
-    """Hashed bag of word 1..``word_ngrams``-grams and character n-grams (inside words) of the
-    str ``texts``: a (len(texts), ``dims``) scipy.sparse CSR matrix of float64 rows of unit L2 norm
-    (no entry for an empty text), never a dense row (:func:`omtl_mpi.hash_texts` is this with the
-    importers' default ``dims``). Each n-gram adds its sign at its column; the sums are of whole
-    numbers, so the values are bit for bit :func:`hash_texts`'s.
-    """
+    """Hashed bag of word 1..``word_ngrams``-grams and in-word character n-grams of the str
+    ``texts``: a (len(texts), ``dims``) scipy.sparse CSR matrix of unit-norm float64 rows (none for
+    an empty text), bit for bit :func:`hash_texts`'s (the sums are of whole numbers)."""
     from scipy.sparse import csr_matrix
     cache = _Codes(dims)
     words_of = _WordCodes(cache, char_ngrams)

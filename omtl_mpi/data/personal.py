@@ -146,11 +146,8 @@ def generate_personal(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims
                       length_sigma: float = DEFAULTS["length_sigma"],
                       length_max: int | None = DEFAULTS["length_max"], seed: int = 0,
                       normalize: bool = False, only=None):
-    """Generate the family; ``only`` restricts it to some task indices (bit-identical slice).
-
-    Returns names (list of str), X_list ((n_k, dims) float64) and y_list ((n_k,) int8 in
-    {-1, +1}); a ConfigError of one line per bad value.
-    """
+    """Generate the family; ``only`` restricts it to some task indices (bit-identical slice):
+    names, X_list ((n_k, dims) float64) and y_list ((n_k,) int8); a ConfigError per bad value."""
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
     wanted = task_indices(only, tasks, "personal")

@@ -33,11 +33,9 @@ def round_instances(lengths, batch: int, rounds: int) -> np.ndarray:
 
 
 class RoundLayout:
-    """A block of task streams, round-major, over each round's active tasks.
-
-    Round t has ``B * na_t`` slots, its na_t active tasks as a (B, na_t) array (batch position
-    major), tasks in increasing order. A slot past the end of a stream has all-zero features and
-    label 0, which every loss maps to a zero gradient.
+    """A block of task streams, round-major, over each round's active tasks: round t has
+    ``B * na_t`` slots, its na_t active tasks as a (B, na_t) array (batch position major), tasks in
+    increasing order; a slot past the end of a stream has zero features and label 0 (no gradient).
 
     Parameters
     ----------

@@ -77,11 +77,8 @@ def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int
                      clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                      normalize: bool = False, only=None):
     """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice);
-    ``normalize`` divides every instance by its L2 norm after its label is drawn.
-
-    Returns names (list of str), X_list ((samples, dims) float64) and y_list ((samples,) int8 in
-    {-1, +1}); a ConfigError of one line per bad value.
-    """
+    ``normalize`` divides every instance by its L2 norm after its label is drawn. Returns names,
+    X_list ((samples, dims) float64) and y_list ((samples,) int8); a ConfigError per bad value."""
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
     wanted = task_indices(only, tasks, "test-bed")

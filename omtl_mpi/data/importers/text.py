@@ -74,12 +74,9 @@ def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> Non
 
 def import_tweeteval(src, out, *, dims: int | None = None, tasks=TWEETEVAL_TASKS,
                      featuriser: str = "hashing", label_map=None) -> TaskMeta:
-    """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test.
-
-    ``dims``: hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`);
-    ``featuriser``: "hashing" or "minilm" (384-d); labels 0/1 (or -1/+1), or any others with
-    ``label_map`` (--label-map).
-    """
+    """TweetEval's ``<task>/{train,val,test}_{text,labels}.txt``, in the order train, val, test:
+    ``dims`` hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`),
+    ``featuriser`` "hashing" or "minilm" (384-d); labels 0/1, -1/+1 or any with ``label_map``."""
     src, out = str(src), str(out)
     check_output(src, out, "TweetEval folder")
     check_options(dims=dims)
@@ -167,12 +164,9 @@ def _read_text_csv(path: str, text_col: str, label_col: str, task_col: str | Non
 def import_text_csv(src, out, *, text_col: str = "text", label_col: str = "label",
                     task_col: str | None = None, mapping=None,
                     dims: int | None = None, featuriser: str = "hashing") -> TaskMeta:
-    """A folder of CSV files (one task each, named after the file) or one CSV with a task column.
-
-    ``dims``: hashing dimension (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`);
-    ``featuriser``: "hashing" or "minilm" (384-d); ``mapping``: the --label-map (text or dict);
-    without it, labels -1/+1 or 0/1, else positive=+1, negative=-1, neutral=drop.
-    """
+    """A folder of CSV files (one task each, named after the file) or one CSV with a task column:
+    ``dims`` and ``featuriser`` as :func:`import_tweeteval`'s; ``mapping``, the --label-map (text or
+    dict); without it, labels -1/+1 or 0/1, else positive=+1, negative=-1, neutral=drop."""
     src, out = str(src), str(out)
     check_output(src, out, "text CSV folder" if os.path.isdir(src) else "text CSV file", every_file=True)
     check_options(dims=dims)

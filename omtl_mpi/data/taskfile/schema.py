@@ -19,12 +19,9 @@ SPARSE_MAX_DIM = 2 ** 31 - 1    # the largest d a sparse file holds (its columns
 
 @dataclass(frozen=True)
 class TaskMeta:
-    """What a data set is, read from the file's structure only (no feature values).
-
-    ``offsets`` (K+1 int64: task k is instances offsets[k]:offsets[k+1]) is set for files, None
-    otherwise; ``nnz``, the stored features of a sparse data set (None for a dense one), and
-    ``max_row_nnz`` the most of them in one instance.
-    """
+    """What a data set is, from the file's structure only: ``offsets`` (K+1, task k is instances
+    offsets[k]:offsets[k+1]; None but for files), ``nnz`` (the stored features of sparse data, None
+    for dense) and ``max_row_nnz`` (the most of them in one instance)."""
 
     path: str
     names: tuple
@@ -68,11 +65,8 @@ class TaskStreams:
 
 @dataclass
 class FlatStreams:
-    """The streams of the tasks ``start..stop-1``, loaded and validated, as flat arrays.
-
-    ``X`` (N, d) float64 C-contiguous (a scipy.sparse CSR matrix for sparse data), ``y`` (N,) int8
-    in {-1, +1}; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]`` (``offsets[0]`` = 0).
-    """
+    """The tasks ``start..stop-1``, loaded and validated, as flat arrays: ``X`` (N, d) float64
+    (CSR if sparse), ``y`` (N,) int8; task ``start + i`` is rows ``offsets[i]:offsets[i + 1]``."""
 
     start: int
     stop: int
