@@ -29,9 +29,8 @@ def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
 
 
 def prepare(X_list, intercept: bool = False, scale: str = "none") -> list:
-    """Every task's features as the learners see them: each stream (n_k, d) of ``X_list``, in the
-    order presented, as a new array scaled by ``scale`` ("none" or "online"), with a constant
-    feature 1 appended where ``intercept``."""
+    """Every task's features as the learners see them: each stream of ``X_list`` scaled by
+    ``scale`` ("none" or "online"), with a constant feature 1 appended where ``intercept``."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     return [np.hstack((Xs, np.ones((len(Xs), 1)))) if intercept else Xs

@@ -302,9 +302,8 @@ def _download(url: str, part: str, spec: dict, timeout: float, retries: int, ech
 
 def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retries: int = 2,
                echo=None, index: str = "") -> dict:
-    """Make ``dest/spec['path']`` present and verified, downloading it from the first of ``urls``
-    that has it. Returns {path, size, digest, url, action, verified}; action is present,
-    downloaded or resumed. Raises FetchError (NotFound when every URL answered 404)."""
+    """Make ``dest/spec['path']`` present and verified, from the first of ``urls`` that has it:
+    {path, size, digest, url, action, verified}; FetchError (NotFound: every URL answered 404)."""
     echo = echo or (lambda line: print(line, file=sys.stderr))
     final = os.path.join(dest, *spec["path"].split("/"))
     part = final + ".part"
@@ -396,9 +395,8 @@ def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: f
 
 
 def check_out(name: str, dest, out, groups=None) -> None:
-    """Refuse (UserError), before anything is downloaded, an output (-o) that would replace one
-    of the data set's files under ``dest`` (which fetch creates where missing), that is a folder,
-    or whose folder is missing or not writable."""
+    """Refuse (UserError), before any download, an output (-o) that would replace a file of the
+    data set under ``dest``, that is a folder, or whose folder is missing or not writable."""
     dest = os.path.abspath(str(dest))
     inputs = []
     for variant, files in select_files(name, groups):

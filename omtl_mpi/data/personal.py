@@ -168,8 +168,7 @@ def personal_blocks(tasks: int = DEFAULTS["tasks"], dims: int = DEFAULTS["dims"]
                     length_max: int | None = DEFAULTS["length_max"], seed: int = 0,
                     normalize: bool = False, rows: int = BLOCK_ROWS):
     """The family a block of whole tasks at a time, for a writer: (names, X, y, lengths) of about
-    ``rows`` instances each, the values of :func:`generate_personal`; bad values a ConfigError at
-    once."""
+    ``rows`` instances each, :func:`generate_personal`'s values; bad values refused at once."""
     family = _Family(tasks, dims, groups, spread, noise, length_median, length_sigma,
                      length_max, seed)
     return named_blocks(lambda ks: family.draw(ks, normalize)[1:], family.lengths, rows)

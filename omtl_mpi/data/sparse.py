@@ -17,9 +17,8 @@ INDEX = np.int32
 
 @dataclass(frozen=True)
 class RowFormat:
-    """What a run's learners' messages need to know of its instances: at most ``nonzeros`` non-zero
-    features an instance (the intercept's included), ``batch`` instances per task per round
-    (C-ADMM with ``--coordinates nonzero`` sizes its messages by it)."""
+    """At most ``nonzeros`` non-zero features an instance (the intercept's included), ``batch``
+    instances per task per round: what C-ADMM with ``--coordinates nonzero`` sizes messages by."""
 
     nonzeros: int
     batch: int = 1
@@ -235,9 +234,8 @@ def segment_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def online_scale_csr(data, indices, indptr, lengths, start=None) -> np.ndarray:
-    """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` rows per task), scaled
-    as :func:`omtl_mpi.data.features.online_scale` scales a dense stream, only the entries touched;
-    ``start`` (tasks, d): the largest absolute values before these rows (the learner objects')."""
+    """The values ``data`` of consecutive task streams (CSR rows, ``lengths`` a task) scaled as
+    :func:`omtl_mpi.data.features.online_scale` scales dense ones; ``start``: the values before."""
     if not len(data):
         return np.array(data, dtype=np.float64)
     rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))

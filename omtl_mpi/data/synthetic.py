@@ -95,9 +95,8 @@ def task_rngs(seed: int, ks):
 
 
 def task_parameters(tasks: int, seed: int):
-    """The random walk of task parameters: ``a`` (K, 5) and ``theta`` (K,). Task 0 has a = (0, 1,
-    1, 1, 1) and theta = 0; each next adds N(0, 0.1^2) to every a_i and N(0, (0.1 pi / 4)^2) to
-    theta (five draws, then one, per task, from ``default_rng(seed)``)."""
+    """The random walk of ``a`` (K, 5) and ``theta`` (K,) from ``default_rng(seed)``: task 0's
+    (0, 1, 1, 1, 1) and 0; each next adds N(0, 0.1^2) to every a_i, then N(0, (0.1 pi / 4)^2)."""
     rng = np.random.default_rng(seed)
     draws = rng.standard_normal(6 * (tasks - 1)).reshape(tasks - 1, 6)
     a, theta = np.empty((tasks, 5)), np.empty(tasks)

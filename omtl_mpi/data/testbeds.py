@@ -65,8 +65,7 @@ def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int =
                    clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                    normalize: bool = False, rows: int = BLOCK_ROWS):
     """A test bed a block of whole tasks at a time, for a writer: (names, X, y, lengths) of about
-    ``rows`` instances each, the values of :func:`generate_testbed`; bad values a ConfigError at
-    once."""
+    ``rows`` instances each, :func:`generate_testbed`'s values; bad values refused at once."""
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
     return named_blocks(lambda ks: _draw(W, seed, ks, samples, dims, noise, normalize),

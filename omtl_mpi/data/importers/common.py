@@ -35,10 +35,9 @@ def check_output(src, out, what: str = "file", option: str = "-o", every_file: b
 
 
 def folder_files(src: str, what: str, suffix: str = "", notices: list | None = None) -> dict:
-    """{task: path}, sorted by file name, of a folder whose every file (``what`` it is) not starting
-    with a dot and ending in ``suffix`` is a task, named after the file. One that is not a regular
-    file (it would block, stream forever or hold nothing) is refused (UserError), and so are two
-    files that would be one task; a subfolder is left out, with a notice added to ``notices``."""
+    """{task: path}, sorted, of a folder whose every file (``what``) not starting with a dot and
+    ending in ``suffix`` is a task named after it; a file that is no regular file, or two that would
+    be one task, refused (UserError); a subfolder left out, with a notice in ``notices``."""
     tasks: dict = {}
     folders = []
     for name in sorted(os.listdir(src)):
@@ -252,13 +251,10 @@ def _differ(seen: SeenLabels) -> str:
 
 def decide_labels(seen: SeenLabels, source: str, label_map=None, default: dict | None = None,
                   notices: list | None = None) -> dict:
-    """How the labels seen become -1/+1: {label key: +1, -1 or None (drop)}.
-
-    With ``label_map`` (the --label-map), exactly that, a label it does not name refused at its
-    first line. Without it, -1/+1 kept and 0/1 read as -1/+1 (with a notice) where every task's
-    labels are one of those pairs; any other labels are ``default``'s where the importer has one,
-    else refused (DataError), naming the labels found and an example --label-map.
-    """
+    """How the labels seen become -1/+1: {label key: +1, -1 or None (drop)}. With ``label_map``,
+    exactly that (a label it does not name refused at its first line); without, -1/+1 kept and 0/1
+    read as -1/+1 (with a notice) where every task's labels are one of those pairs; other labels are
+    ``default``'s where the importer has one, else refused, naming them and an example map."""
     decided = parse_label_map(label_map)
     found = seen.found()
     if decided is None and all(any(set(s) <= b for b in BINARY_SETS) for s in seen.tasks.values()):
@@ -302,9 +298,8 @@ def distinct_columns(path: str, header, read) -> None:
 
 
 def relabel(names, X_list, key_lists, decided: dict, source: str, notices: list):
-    """(names, X_list, y_list) of every task's rows and -1/+1 labels under ``decided``, the rows
-    mapped to drop removed (arrays, scipy.sparse matrices or lists of texts, as given). A task left
-    with no rows is left out, with a notice; a DataError when none has rows left."""
+    """(names, X_list, y_list) of every task's rows and -1/+1 labels under ``decided``: rows mapped
+    to drop removed, tasks left empty left out (with a notice; a DataError if every one is)."""
     names_out, X_out, y_out, dropped, emptied = [], [], [], 0, []
     for name, X, keys in zip(names, X_list, key_lists):
         y = np.array([decided[k] or 0 for k in keys], dtype=np.int8)

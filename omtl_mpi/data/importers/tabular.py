@@ -180,8 +180,7 @@ class _SparseRows:
 def _read_lines(path: str, parse, seen: SeenLabels, per_task: dict,
                 file_task: str | None = None) -> bool:
     """Add to ``per_task`` ({task: (rows, keys)}) the rows of a file of one a line, each parsed by
-    ``parse(line, where)`` into (label, {index: value}, task) or None; ``file_task``: every row's
-    task. True if it held a row."""
+    ``parse(line, where)`` (None: no row); ``file_task``: every row's task. True if it held one."""
     held = False
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -204,8 +203,7 @@ def _read_lines(path: str, parse, seen: SeenLabels, per_task: dict,
 
 def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) -> TaskMeta:
     """LIBSVM text: a folder of files (one task each) or one file whose lines carry a
-    ``TASK_FIELD:name`` token (e.g. ``qid``); d is the largest (1-based) index seen. Labels -1/+1
-    or 0/1, or any others with ``label_map`` (--label-map)."""
+    ``TASK_FIELD:name`` token (``qid``); d is the largest index. Labels as :func:`import_csv`."""
     src, out = str(src), str(out)
     check_output(src, out, "LIBSVM folder" if os.path.isdir(src) else "LIBSVM file", every_file=True)
     folder_option(src, "--task-field", task_field)
@@ -236,9 +234,8 @@ def import_libsvm(src, out, *, task_field: str | None = None, label_map=None) ->
 
 def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tuple,
                 seen: SeenLabels, label_map, notices: list, description: str) -> TaskMeta:
-    """Write every task's rows (``per_task``: {task: (_SparseRows, label keys)}) of ``dims``
-    columns (None: the largest index read), once their memory is checked (``said``: what they are,
-    after their number, with ``{d}``; what to change)."""
+    """Write every task's rows (``per_task``: {task: (_SparseRows, keys)}) of ``dims`` columns
+    (None: the largest index), once their memory is checked (``said``: what, with ``{d}``; fix)."""
     for rows, _ in per_task.values():
         rows.flush()
     d = dims or max(max((rows.most for rows, _ in per_task.values()), default=1), 1)
@@ -296,10 +293,9 @@ def _vw_line(line: str, where: str, task_namespace: str | None, columns):
 def import_vw(src, out, *, dims: int | None = None, task_namespace: str | None = None,
               label_map=None) -> TaskMeta:
     """Vowpal Wabbit's text format: a folder of files (one task each), or one file whose lines
-    name their task in the namespace ``task_namespace`` (``|task de``). Feature names are hashed
-    to ``dims`` columns (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) into sparse rows;
-    importance weights and tags are not used (a notice says so). Labels -1/+1 or 0/1, or any
-    others with ``label_map`` (--label-map)."""
+    name their task in the namespace ``task_namespace`` (``|task de``); names hashed to ``dims``
+    columns (default :data:`~omtl_mpi.data.embed.DEFAULT_HASH_DIMS`) into sparse rows, importance
+    weights and tags not used. Labels -1/+1 or 0/1, or any with ``label_map`` (--label-map)."""
     from ..embed import check_featuriser
     from ..featurise import feature_column
     src, out = str(src), str(out)

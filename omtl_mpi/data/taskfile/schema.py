@@ -179,10 +179,9 @@ def _more(count: int, what: str) -> str:
 
 
 def _check_block(path: str, label, X: np.ndarray, y: np.ndarray, offsets: np.ndarray):
-    """:func:`check_values` of consecutive tasks held as flat arrays (task i is rows
-    offsets[i]:offsets[i+1], named by ``label(i)``), vectorised over the tasks: (labels, or None
-    where there are problems; the lines of the first :data:`SHOWN` tasks with problems, then one
-    counting the others; the notices of 0/1 labels, one per task for up to three, else one)."""
+    """:func:`check_values` of consecutive tasks as flat arrays (task i, ``label(i)``, is rows
+    offsets[i]:offsets[i+1]), vectorised: (labels or None; the first :data:`SHOWN` tasks' lines and
+    a count of the others; the notices of 0/1 labels, one per task for up to three, else one)."""
     n = len(offsets) - 1
     if n == 0 or len(y) == 0:
         return np.zeros(0, dtype=np.int8), [], []
