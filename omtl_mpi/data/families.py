@@ -20,9 +20,8 @@ class Plan(NamedTuple):
 
 def plan_family(out, family: str, *, tasks, samples, seed, normalize, testbed: dict,
                 lengths: dict) -> Plan:
-    """The plan of ``family`` with the options given (None: not given), ``testbed`` (dims,
-    clusters, spread, noise) and personal's ``lengths`` by their option names: a ConfigError for
-    an option the family does not take, UserError for what does not fit."""
+    """The plan of ``family`` with the options given (None: not), ``testbed``'s and ``lengths``'s by
+    option name: a ConfigError for one the family does not take, UserError for what does not fit."""
     given = [k for k, v in lengths.items() if v is not None]
     if given and family != "personal":
         other = "to the paper's family" if family == "paper" else family

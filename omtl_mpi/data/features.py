@@ -17,9 +17,8 @@ def model_dim(dim: int, intercept: bool) -> int:
 
 
 def online_scale(X: np.ndarray, axis: int = 0, start=None) -> np.ndarray:
-    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while that is 0);
-    ``axis``: the stream's (the API's rounds hold (tasks, B, d)); ``start``: the largest absolute
-    values seen before ``X`` (broadcast against it), of a stream arriving in pieces."""
+    """``X`` (n, d) with column j divided by ``max |X[:t+1, j]|`` at row t (1 while 0) along
+    ``axis``; ``start``: the largest absolute values seen before ``X``, of a stream in pieces."""
     if not X.size:
         return np.array(X, dtype=np.float64)
     scale = np.maximum.accumulate(np.abs(X), axis=axis)

@@ -351,9 +351,8 @@ def fetch_file(spec: dict, dest: str, urls: list, *, timeout: float = 60.0, retr
 
 def fetch(name: str, dest, *, mirror: str | None = None, groups=None, timeout: float = 60.0,
           retries: int = 2, echo=None) -> Fetched:
-    """Download and verify the files of data set ``name`` into ``dest``, each at DEST/<path> (from
-    MIRROR/<path> with ``mirror``); a variant the mirror lacks (404) falls back to the next (MNIST:
-    the idx files, then mnist_restored.npz). ``groups`` limits TweetEval tasks or TU sets."""
+    """Download and verify data set ``name``'s files to DEST/<path> (from MIRROR/<path> with
+    ``mirror``; a variant it lacks falls back to the next); ``groups``: TweetEval tasks, TU sets."""
     echo = echo or (lambda line: print(line, file=sys.stderr))
     check_mirror(mirror)
     if timeout <= 0:

@@ -103,9 +103,8 @@ def matrix_bytes(rows: int, dims: int) -> float:
 
 
 def parsed_bytes(stored: int, rows: int, dims: int, sparse: bool) -> float:
-    """Peak bytes of ``rows`` parsed instances of ``dims`` features holding ``stored`` entries
-    (twice: parsed, then written), a row pointer and label a row, and the dense matrix unless
-    ``sparse``."""
+    """Peak bytes of ``rows`` parsed instances of ``dims`` features, ``stored`` entries (twice), a
+    row pointer and label a row, and the dense matrix unless ``sparse``."""
     return 24.0 * stored + 16.0 * rows + (0 if sparse else matrix_bytes(rows, dims))
 
 

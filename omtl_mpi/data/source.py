@@ -97,9 +97,8 @@ def block_of(source, start: int, stop: int):
 
 def presented(X: np.ndarray, y: np.ndarray, lengths, first: int, seed: int | None,
               scale: str = "none"):
-    """A block of tasks' streams (``first``: its first task in the run) in the order a run presents
-    them (:func:`shuffled`'s, for ``seed``), then scaled online (``scale="online"``): new X and
-    y, task-major (sparse rows stay so)."""
+    """A block of tasks' streams (``first``: its first task) in the order a run presents them
+    (:func:`shuffled`'s for ``seed``), scaled if ``scale="online"``: new X, y (sparse stay so)."""
     from .features import online_scale
     lengths = np.asarray(lengths, dtype=np.int64)
     if seed is not None:

@@ -199,9 +199,8 @@ def csr_arrays(X):
 
 
 def checked_csr(X):
-    """A scipy.sparse matrix as CSR of float64 (the caller's, where it is one), its indices checked
-    against its shape before anything reads them (scipy does not check them: a column -1 would be
-    learned into another weight): a UserError for indices outside it or values no real numbers."""
+    """A scipy.sparse matrix as float64 CSR (the caller's, where it is one), its indices checked
+    against its shape before anything reads them (scipy does not): a UserError if they don't fit."""
     from ..errors import UserError
     if X.dtype.kind not in "biuf":
         raise UserError(f"a sparse matrix holds numbers, got dtype {X.dtype}")

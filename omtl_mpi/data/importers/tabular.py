@@ -256,9 +256,8 @@ def _write_rows(src: str, out: str, per_task: dict, dims: int | None, said: tupl
 
 
 def _vw_line(line: str, where: str, task_namespace: str | None, columns):
-    """(label text, {column: value}, task or None) of one line of Vowpal Wabbit's text format
-    (``label [importance] ['tag]|namespace feature[:value] ...``): each name (``namespace^name``)
-    hashed to a column and a sign, values 1 where none is given, one column's added up."""
+    """(label text, {column: value}, task or None) of a Vowpal Wabbit line (``label |ns f[:v]``):
+    ``ns^f`` hashed to a column and sign, values 1 where none is given, a column's added up."""
     head, bar, rest = line.partition("|")
     parts = head.split()
     if not bar or not parts:

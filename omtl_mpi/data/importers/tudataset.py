@@ -54,8 +54,7 @@ def _h(label) -> int:
 def wl_features(edges: np.ndarray, graph_of: np.ndarray, node_labels: np.ndarray, n_graphs: int,
                 dims: int, iterations: int = 3) -> np.ndarray:
     """WL subtree features: labels refined ``iterations`` times, each round's hashed into ``dims``
-    buckets and counted per graph, rows L2-normalised (``edges`` (E, 2) 0-based node ids,
-    ``graph_of`` (N,) 0-based graph ids)."""
+    buckets and counted per graph (``edges``, ``graph_of``: 0-based ids); rows L2-normalised."""
     N = len(graph_of)
     neighbours = [[] for _ in range(N)]
     for u, v in edges:

@@ -20,9 +20,8 @@ _MAX_LINK_DEPTH = 16
 
 
 def own_item(group, key: str):
-    """``group[key]`` where it is stored in this file under that name (a hard link): a soft or
-    external link is refused, never followed (the package's files hold none); a LookupError
-    ("missing" or "a link") for the caller to put in its own one-line error."""
+    """``group[key]`` where it is this file's own item (a hard link; links are refused, never
+    followed): a LookupError ("missing" or "a link") for the caller's own one-line error."""
     link = group.get(key, getlink=True)
     if link is None:
         raise LookupError("missing")
@@ -91,8 +90,7 @@ def _check_version(path: str, f) -> int:
 
 def _link_problem(f, group, name: str, depth: int = 0) -> str | None:
     """Why the link ``group[name]`` may not be followed (it dangles, loops or leaves the file), as
-    the rest of a sentence whose subject is the link; None for a link that stays in the file.
-    Links are inspected, never followed (an external link could open anything, a FIFO)."""
+    the rest of a sentence about it; None for a link in the file (inspected, never followed)."""
     link = group.get(name, getlink=True)
     via = f"is a soft link to {link.path}, which" if isinstance(link, h5py.SoftLink) else ""
     for _ in range(_MAX_LINK_DEPTH - depth):

@@ -52,9 +52,8 @@ def _described(f) -> dict:
 
 
 def _v2_datasets(path: str, f, sparse: bool = False) -> tuple[dict, list]:
-    """The datasets of a version 2 file by name, and the lines about those that are missing,
-    links (refused without being followed: the files the writers make hold none) or groups
-    (``sparse``, version 3: /X is the group of a sparse matrix's arrays)."""
+    """A version 2 file's datasets by name, and the lines about those missing, links (refused, not
+    followed) or groups (but a sparse /X, with ``sparse``: version 3)."""
     missing = [name for name in _V2 if not _has(f, name)]
     if len(missing) == len(_V2):
         raise DataError(f"{path}: no /X, /y or /offsets; this is not an omtl-mpi task-stream file "

@@ -105,9 +105,8 @@ def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, li
 
 
 def _row_pointers(g, lo: int, hi: int, meta: TaskMeta) -> np.ndarray:
-    """The row pointers of rows lo..hi-1 of the sparse /X group ``g``, checked: they increase
-    within the entries, and no row holds more than max_row_nnz, which sizes a run's rounds and
-    messages (a row holding more is a damaged file, said here, not a broadcast error later)."""
+    """The row pointers of rows lo..hi-1 of the sparse /X ``g``, checked: increasing within the
+    entries, no row above max_row_nnz (which sizes a run's rounds and messages)."""
     indptr = _read_rows(g, "indptr", lo, hi + 1, meta).astype(np.int64)
     a, b = int(indptr[0]), int(indptr[-1])
     steps = np.diff(indptr)
@@ -154,9 +153,8 @@ def _damaged(meta: TaskMeta, row: int, why: str) -> str:
 
 
 def _read_rows(f, name: str, lo: int, hi: int, meta: TaskMeta, entries=None) -> np.ndarray:
-    """Rows lo..hi-1 of the version 2 dataset ``name``; where they cannot be read (a damaged
-    chunk), one line naming the first task whose rows cannot be (``entries``: the dataset holds
-    a sparse /X's entries, these the row pointers (first row, pointers) that place them)."""
+    """Rows lo..hi-1 of the dataset ``name``; unreadable, one line naming the first task concerned
+    (``entries``: (first row, row pointers) placing a sparse /X's entries)."""
     ds = f[name]
     try:
         return ds[lo:hi]
