@@ -71,10 +71,8 @@ def _pcg64_states(seed: int, ks: list) -> list:
 
 
 def task_rngs(seed: int, ks):
-    """For each k of ``ks`` in turn, a numpy Generator in the state of
-    ``np.random.default_rng([seed, k])`` (the same Generator re-seeded: use it before the next),
-    about five times faster; made numpy's way where the vectorised seeding differs on the first k
-    or a k is 2**32 or more."""
+    """For each k of ``ks``, a numpy Generator in the state of ``np.random.default_rng([seed, k])``
+    (one re-seeded: use it before the next), five times faster; numpy's own where they differ."""
     ks = [int(k) for k in ks]
     states = None
     if ks and all(0 <= k < 2 ** 32 for k in ks):

@@ -75,9 +75,8 @@ def testbed_blocks(family: str, tasks: int = 10, samples: int = 300, dims: int =
 def generate_testbed(family: str, tasks: int = 10, samples: int = 300, dims: int = 50,
                      clusters: int = 2, spread: float = 0.3, noise: float = 0.5, seed: int = 0,
                      normalize: bool = False, only=None):
-    """Generate a test bed; ``only`` restricts it to some task indices (bit-identical slice);
-    ``normalize`` divides every instance by its L2 norm after its label is drawn. Returns names,
-    X_list ((samples, dims) float64) and y_list ((samples,) int8); a ConfigError per bad value."""
+    """A test bed, of ``only`` these tasks (a bit-identical slice), ``normalize`` dividing instances
+    by their norm after labelling: names, X_list, y_list; a ConfigError per bad value."""
     _check(family, tasks, samples, dims, clusters, spread, noise)
     W = task_weights(family, tasks, dims, clusters, spread, seed)
     wanted = task_indices(only, tasks, "test-bed")

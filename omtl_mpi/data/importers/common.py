@@ -17,10 +17,9 @@ from .. import footprint, taskfile
 
 
 def check_output(src, out, what: str = "file", option: str = "-o", every_file: bool = False) -> None:
-    """Refuse (UserError), before the source is read, an output ``out`` (named by ``option``)
-    that would replace the file or folder ``src`` (``what`` it is), or a file inside it; a folder;
-    one whose folder is missing or not writable; a pipe or device ``src``. With ``every_file`` (a
-    folder whose every file is read), a new ``out`` inside it too: the next import would read it."""
+    """Refuse (UserError), before the source is read, an output ``out`` (``option``) that would
+    replace the file or folder ``src`` or a file in it (with ``every_file``, a new one: it would be
+    read next time), a folder, or one whose folder is missing or not writable; a pipe ``src``."""
     src, out = os.fspath(src), os.fspath(out)
     if os.path.isdir(src):
         refuse_inputs(out, [(src, f"inside the {what} being imported")], option)

@@ -64,9 +64,8 @@ def _npz_tasks(src: str, arrays: dict):
 
 def import_npz(src, out, *, source: str | None = None, description: str | None = None,
                label_map=None) -> TaskMeta:
-    """Import a NumPy .npz archive: ``xs`` (K, n, d) with ``ys`` (K, n) or (K, n, 1) (the paper's
-    public code), or per-task arrays ``X_0, y_0, X_1, y_1, ...`` (also ``X0``/``x_0``). Labels -1/+1
-    or 0/1, or any others with ``label_map`` (--label-map). Python objects are never unpickled."""
+    """An .npz archive: ``xs`` (K, n, d) with ``ys`` (K, n) or (K, n, 1), or ``X_0, y_0, ...`` (also
+    ``X0``, ``x_0``); labels -1/+1, 0/1 or any with ``label_map``. Nothing is unpickled."""
     src, out = str(src), str(out)
     check_output(src, out, ".npz archive")
     label_map = parse_label_map(label_map)
