@@ -1,10 +1,7 @@
-"""Task streams laid out round by round, over the tasks active in each round only.
-
-Round t (0-based) holds the next mini-batch of B instances of every task whose stream has not
-ended: task k is active in rounds 0 .. ceil(n_k / B) - 1. With streams of unequal length (a few
-long, most short) a round holds only the tasks still going, so memory and the learners' work
-follow the instances, not K times the longest stream.
-"""
+"""Task streams laid out round by round, over the tasks active in each round only: round t holds
+the next mini-batch of B instances of every task whose stream has not ended (task k's rounds 0
+.. ceil(n_k / B) - 1), so memory and the learners' work follow the instances, not K times the
+longest stream."""
 from __future__ import annotations
 
 import math

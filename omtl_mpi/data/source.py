@@ -1,10 +1,6 @@
-"""Where a run's data comes from: a task-stream file or the synthetic generator.
-
-Both give cheap metadata (the same on every rank) and load only the tasks asked for, so an
-MPI worker never holds other workers' streams. :func:`load_block` reads a contiguous block of
-tasks as flat arrays, and :func:`presented` puts each stream in the order and at the scale a
-run presents it.
-"""
+"""Where a run's data comes from: a task-stream file or the synthetic generator, each giving
+cheap metadata and loading only the tasks asked for (:func:`block_of`), which :func:`presented`
+puts in the order and at the scale a run presents them."""
 from __future__ import annotations
 
 import numpy as np

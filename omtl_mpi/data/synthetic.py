@@ -3,13 +3,9 @@
 Each instance is a point p uniform in [-3, 3]^2 with the 9 monomial features
 (p1, p2, p1 p2, p1^2, p2^2, p1^3, p2^3, p1 p2^2, p1^2 p2); its label is
 sign(q2 - h(q1 - a0)) with q = R(theta) p and h(s) = a1 sin s + a2 sin 2s + a3 cos s + a4 cos 2s.
-Task parameters follow a random walk, so neighbouring tasks are related.
-
-Task k's points come from its own generator, ``np.random.default_rng([seed, k])``, so that any
-subset of the tasks is generated alone with the same values; the walk comes from
-``np.random.default_rng(seed)``. The tasks are generated a block at a time (:func:`blocks`),
-vectorised over the block, with the same values, bit for bit, as one task at a time.
-"""
+Task parameters follow a random walk (``default_rng(seed)``), so neighbouring tasks are related.
+Task k's points come from ``default_rng([seed, k])``, so any subset of the tasks is generated
+alone with the same values; blocks of tasks are generated vectorised, bit for bit the same."""
 from __future__ import annotations
 
 import numpy as np
