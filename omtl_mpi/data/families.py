@@ -1,6 +1,5 @@
-"""The generated families of ``omtl-mpi data synth`` (the paper's, the known-answer test beds,
-personal): which options each takes, their defaults, and whether what they would write fits this
-machine's memory and the output's disk, before anything is generated (:func:`plan_family`)."""
+"""The generated families of ``omtl-mpi data synth``: which options each takes, their defaults,
+and whether what they would write fits memory and disk, before anything is generated."""
 from __future__ import annotations
 
 from typing import Iterable, NamedTuple

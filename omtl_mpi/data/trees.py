@@ -1,6 +1,5 @@
-"""Trees of dicts, lists, None and arrays in HDF5 groups: written, read back through the
-link-safe reader (nothing but the file's own groups and datasets; nothing unpickled) and
-digested (SHA-256), for checkpoints and learner files alike."""
+"""Trees of dicts, lists, None and arrays in HDF5 groups: written, read back link-safely (the
+file's own groups and datasets only; nothing unpickled) and digested, for checkpoints and learners."""
 import hashlib
 
 import h5py
