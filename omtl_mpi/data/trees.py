@@ -1,5 +1,5 @@
-"""Trees of dicts, lists, None and arrays in HDF5 groups: written, read back link-safely (the
-file's own groups and datasets only; nothing unpickled) and digested, for checkpoints and learners."""
+"""Trees of dicts, lists, None and arrays in HDF5 groups, for checkpoints and learner files:
+written, read back link-safely (the file's own items only; nothing unpickled) and digested."""
 import hashlib
 
 import h5py
