@@ -14,6 +14,8 @@ Params = Any
 SYNC_MODES = ("full", "partial")
 # --sync partial's bounded delay when not given: server steps a worker's newest message may age
 MAX_DELAY = 8
+# the run options that shape the learned model, beside the learner's hyper-parameters
+MODEL_OPTIONS = ("intercept", "scale")
 
 
 @dataclass(frozen=True)

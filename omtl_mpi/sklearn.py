@@ -418,27 +418,33 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
             Whole numbers >= 0: a row of weight k is learned k times, where it stands (as
             ``np.repeat``; the learners have no per-instance weights).
         """
-        self._unfit()
+        return self._fit_new(X, y, tasks, sample_weight, None)
+
+    def _fit_new(self, X, y, tasks, sample_weight, classes) -> "MultiTaskClassifier":
+        """A fresh learner over these rows (fit's, or partial_fit's first call with
+        ``classes``); a call that fails leaves nothing half made (the input checks set
+        n_features_in_ on the way)."""
+        for name in _FITTED:
+            self.__dict__.pop(name, None)
         try:
             X, y, t = self._learning(X, y, tasks, sample_weight, fitted=False)
-            classes = _two_classes(np.unique(y), "y")
+            one_pass = classes is None          # fit's: the rounds of its pass are known
+            if one_pass:
+                classes = _two_classes(np.unique(y), "y")
+            signs = self._signs(y, classes)
             kwargs = self._learner_kwargs(classes)
-            if kwargs.get("rounds") is None:
+            if one_pass and kwargs.get("rounds") is None:
                 # the rounds of this one pass (counted without an array of every task id)
                 kwargs["rounds"] = int(np.unique(t, return_counts=True)[1].max())
             from .learners import learner
             m = learner(self.algo, self._n_tasks(t), X.shape[1], **kwargs)
-            m.partial_fit(X, self._signs(y, classes), tasks=t)
+            m.partial_fit(X, signs, tasks=t)
         except BaseException:
-            self._unfit()            # a fit that fails leaves nothing half made
+            for name in _FITTED:
+                self.__dict__.pop(name, None)
             raise
         self.learner_, self.classes_, self.n_tasks_ = m, classes, m.n_tasks
         return self
-
-    def _unfit(self) -> None:
-        """Forget what a fit set (the input checks set n_features_in_ on the way)."""
-        for name in _FITTED:
-            self.__dict__.pop(name, None)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None,
                     tasks=None) -> "MultiTaskClassifier":
@@ -464,7 +470,8 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
         """
         fitted = self.__sklearn_is_fitted__()
         if not fitted:
-            self._unfit()
+            for name in _FITTED:
+                self.__dict__.pop(name, None)
             if classes is None:
                 raise UserError("classes must be passed on the first call to partial_fit: the "
                                 "two labels (this call's y may hold only one)")
@@ -474,23 +481,11 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
                 raise UserError(f"classes={given.tolist()!r} is not the same as on the first call "
                                 f"to partial_fit ({self.classes_.tolist()!r})")
             classes = _two_classes(given, "classes")
-        else:
-            classes = self.classes_
-        try:
-            X, y, t = self._learning(X, y, tasks, sample_weight, fitted)
-            signs = self._signs(y, classes)
-            if fitted:
-                m = self.learner_
-            else:
-                from .learners import learner
-                m = learner(self.algo, self._n_tasks(t), X.shape[1], **self._learner_kwargs(classes))
-            m.partial_fit(X, signs, tasks=t)      # a call that fails changes nothing (undone)
-        except BaseException:
-            if not fitted:
-                self._unfit()
-            raise
         if not fitted:
-            self.learner_, self.classes_, self.n_tasks_ = m, classes, m.n_tasks
+            return self._fit_new(X, y, tasks, sample_weight, classes)
+        X, y, t = self._learning(X, y, tasks, sample_weight, fitted)
+        # a call that fails changes nothing (undone)
+        self.learner_.partial_fit(X, self._signs(y, self.classes_), tasks=t)
         return self
 
     # ----------------------------------------------------------------- predicting

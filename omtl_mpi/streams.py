@@ -15,8 +15,6 @@ import numpy as np
 from .errors import UserError
 from .learners import as_array
 
-_LEARNER_RUN_OPTIONS = ("intercept", "scale")
-
 
 class ArraySource:
     """Task streams held in memory, as a run reads a data source (``meta``, ``load``)."""
@@ -339,29 +337,27 @@ def _given(algo: str, values: dict) -> dict:
     """The options that differ from their defaults for learner ``algo`` (``algo`` included):
     the rest are left to the defaults, so that passing a learner's full parameters (as
     ``get_params()`` gives them) is never refused for a default that has no effect."""
+    from .learners.state import _same
     from .options import table
     opts = table()
     out = {"algo": algo}
     for name, value in values.items():
         opt = opts.get(name)
         default = None if opt is None else opt.defaults.get(algo, opt.default)
-        if opt is None or name in ("data", "preset") or not _equal(value, default):
+        if opt is None or name in ("data", "preset") or not _same(value, default):
             out[name] = value
     return out
-
-
-def _equal(a, b) -> bool:
-    return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
 def _fitted(job, states: list, source):
     """The learner object holding the run's final state (all ranks' parts, on rank 0)."""
     from .algorithms.contract import merge_states
+    from .config import MODEL_OPTIONS
     from .learners import learner, parameters
     algo, cfg = job.algo, job.cfg
     known = parameters(algo.name)
     params = {k: v for k, v in asdict(cfg.params).items() if k in known}
-    params.update({k: getattr(cfg, k) for k in _LEARNER_RUN_OPTIONS})
+    params.update({k: getattr(cfg, k) for k in MODEL_OPTIONS})
     if algo.pattern == "neighbours":
         params.update(topology=cfg.topology, nodes=job.topology.n_nodes)
     m = learner(algo.name, job.meta.n_tasks, job.meta.dim, rounds=job.rounds, **params)

@@ -10,10 +10,9 @@ from dataclasses import fields
 import numpy as np
 
 from ..algorithms import registry
+from ..config import MODEL_OPTIONS
 from ..errors import UserError
 
-# describe a run over a data set: run_streams takes them)
-_RUN_OPTIONS = ("intercept", "scale")
 # the parameters that say how an instance names its task (no learned state depends on them)
 _NAMING = ("task_key", "default_task")
 _GRAPH_OPTIONS = ("topology", "nodes")
@@ -64,7 +63,7 @@ def parameters(algo: str) -> dict:
     spec = registry.get(algo)
     opts = table()
     out = {"n_tasks": inspect.Parameter.empty, "n_features": inspect.Parameter.empty}
-    names = _RUN_OPTIONS + (_GRAPH_OPTIONS if spec.pattern == "neighbours" else ())
+    names = MODEL_OPTIONS + (_GRAPH_OPTIONS if spec.pattern == "neighbours" else ())
     out.update({name: opts[name].default for name in names})
     out["rounds"] = None
     out["task_key"] = None
@@ -162,7 +161,7 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     for k in given:
         if hasattr(cfg.params, k):
             given[k] = getattr(cfg.params, k)
-        elif k in ("intercept", "scale", "topology", "nodes"):
+        elif k in MODEL_OPTIONS + _GRAPH_OPTIONS:
             given[k] = getattr(cfg, k)
     if rounds is None and cfg.params.resolved(1) != cfg.params.resolved(4):
         raise UserError(f"{algo}'s step control eta depends on the run's length with these "

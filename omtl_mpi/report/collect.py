@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 
 from ..data.taskfile import H5_ERRORS, reason
+from ..config import MODEL_OPTIONS
 from ..errors import UserError
 from ..paths import regular_file
 
@@ -57,10 +58,6 @@ def _variant_label(rec: dict, algorithms: dict) -> str:
     return " ".join(parts)
 
 
-# the run options that change the learned model, beside the learner's hyper-parameters
-_MODEL_OPTIONS = ("intercept", "scale")
-
-
 def _has_default_params(algo: str, cfg: dict) -> bool:
     """Every hyper-parameter (relationship learning aside) and every model option of the run's
     configuration as the paper sets them (``--preset paper``): the runs that Table 4, the
@@ -70,7 +67,7 @@ def _has_default_params(algo: str, cfg: dict) -> bool:
     paper = run_config({"algo": algo, "preset": "paper"})
     params = dataclasses.asdict(paper.params)
     return (all(cfg["params"].get(k, v) == v for k, v in params.items() if k != "relationship")
-            and all(cfg.get(k, getattr(paper, k)) == getattr(paper, k) for k in _MODEL_OPTIONS))
+            and all(cfg.get(k, getattr(paper, k)) == getattr(paper, k) for k in MODEL_OPTIONS))
 
 
 def load_sweep(folder: str) -> Sweep:
