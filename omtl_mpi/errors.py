@@ -11,19 +11,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text) -> str:
-    """``text`` with every control character written as a Python escape (``\\n``, ``\\x1b``).
-
-    Parameters
-    ----------
-    text : object
-        What to show (converted with ``str``).
-
-    Returns
-    -------
-    str
-        One line that shows every character of ``text``: only control characters change, so
-        applying it twice changes nothing more.
-    """
+    """``str(text)`` on one line, every control character written as a Python escape
+    (``\\n``, ``\\x1b``): only they change, so applying it twice changes nothing more."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
@@ -36,22 +25,9 @@ _MULTILINE_KEPT = 64
 def one_line(value):
     """Note ``value`` (a str the user gave: a path, an option's value) so that every
     :class:`UserError` that quotes it shows it escaped, on its line, not broken in two by a
-    newline it holds; return it unchanged.
-
-    :func:`omtl_mpi.paths.as_path` notes every path it checks and the command line every word
-    of its own, so that a message formed anywhere (a writer's, a reader's, the system's words
-    quoted) keeps the rule of one line per problem. The last 64 such values are kept.
-
-    Parameters
-    ----------
-    value : object
-        Noted when it is a str holding a newline; anything else is passed through.
-
-    Returns
-    -------
-    object
-        ``value``.
-    """
+    newline it holds; return it unchanged (anything but a str with a newline is passed
+    through). :func:`omtl_mpi.paths.as_path` notes every path it checks and the command line
+    every word of its own; the last 64 such values are kept (docs/RELIABILITY.md)."""
     if isinstance(value, str) and "\n" in value:
         _MULTILINE[value] = None
         while len(_MULTILINE) > _MULTILINE_KEPT:         # the oldest go first
@@ -66,14 +42,10 @@ class UserError(ValueError):
     Python and scikit-learn raise for a bad argument value (an ``except ValueError`` around
     code that may raise it must let it through first).
 
-    The message is shown prefixed with ``error:``, one line per problem (a message may list
-    several problems, one per line); the process exits with :attr:`exit_code` (2, like
-    click's usage errors). Nothing is half-written.
-
-    Within a line every control character is shown escaped (:func:`printable`). A newline is
-    the only separator of problems: one inside a value the user gave is shown escaped where
-    that value was noted by :func:`one_line` (every path checked, every word of the command
-    line), or passed through :func:`printable` where the message is formed.
+    The message is shown prefixed with ``error:``, one line per problem; the process exits
+    with :attr:`exit_code` (2, like click's usage errors). Nothing is half-written. Within a
+    line every control character is shown escaped (:func:`printable`): a newline separates
+    problems, one inside a value noted by :func:`one_line` is escaped.
     """
 
     exit_code = 2
@@ -109,19 +81,9 @@ _stopping = False
 
 def at_stop(fn):
     """Register ``fn()`` to be run when a signal stops the command (:func:`stop_on_signals`),
-    before the process ends: the cleanup a ``finally`` would do. It must be quick and must not
-    raise (what it raises is ignored).
-
-    Parameters
-    ----------
-    fn : callable
-        Returns True when it had something to clean up.
-
-    Returns
-    -------
-    callable
-        ``fn`` (usable as a decorator).
-    """
+    before the process ends: the cleanup a ``finally`` would do. It must be quick, must not
+    raise (what it raises is ignored) and returns True when it had something to clean up;
+    returns ``fn`` (usable as a decorator)."""
     _AT_STOP.append(fn)
     return fn
 
@@ -141,14 +103,10 @@ def _rank_prefix() -> str:
 
 def _stop(signum, frame):
     """The handler of :data:`STOPPING`: run the :func:`at_stop` cleanups, print one line and end
-    the process with 128 + the signal's number, at once.
-
-    It does not raise an exception for the code below to unwind: one raised where Python
-    cannot raise (a ``__del__`` or weakref callback of the garbage collector, a callback from
-    C such as h5py's type conversions) is printed as a traceback and swallowed, and the
-    command would run on; nor does it wait for MPI (the launcher ends the other ranks, which
-    got the same signal). A second signal while it runs is ignored.
-    """
+    the process with 128 + the signal's number, at once. It raises nothing (one raised where
+    Python cannot raise, a garbage collector's callback, is swallowed and the command would
+    run on) and waits for no MPI; a second signal while it runs is ignored
+    (docs/RELIABILITY.md)."""
     global _stopping
     if _stopping:
         return
@@ -194,13 +152,9 @@ def stop_on_signals() -> None:
     """Make SIGINT, SIGTERM and SIGHUP end the command line, and each of its MPI ranks, with
     the temporary files being written removed, one line (``error: interrupted by SIGTERM``)
     and exit code 128 + the signal's number (the Python API leaves a program's signals alone).
-
-    A signal the process was started with ignored stays ignored (``nohup`` ignores SIGHUP; a
-    shell's background job, SIGINT), as does one a program set a handler of its own for.
-    Called first thing by the entry points, before the heavy imports, so that an interrupt at
-    any moment after it, start-up included, ends in one line and no traceback. Where a
-    command must act on a signal itself (``run --np`` passes it on to its ranks, a sweep
-    stops its runs), it sets its own handler for that while (``runtime.launch.signals_raise``).
+    A signal ignored at start (``nohup``) or handled by the program stays so. Called first
+    thing by the entry points, before the heavy imports; a command that acts on a signal itself
+    (``run --np``, a sweep) sets its own handler meanwhile (``runtime.launch.signals_raise``).
     """
     import threading
     if threading.current_thread() is not threading.main_thread():

@@ -23,33 +23,13 @@ _TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a s
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a run.
-
-    Attributes
-    ----------
-    name : str
-        The field name: the key of a value (``lambda1``, ``w_step``, ``relationship``).
-    flag : str
-        On the command line: ``--w-step``; a bool field has two flags, this one for true and
-        :attr:`off_flag` for false (``--relationship`` / ``--no-relationship``).
-    type : {bool, int, float, str}
-    default : object
-        RunConfig's default; for a hyper-parameter the main learner's (see :func:`table`).
-    help : str
-        What it means; for a hyper-parameter, to the main learner (see ``helps``).
-    choices : tuple of str, optional
-    metavar : str, optional
-    kind : {"run", "param", "execution"}
-        A RunConfig field, a learner's hyper-parameter, or how the run executes (its results
-        do not depend on it, so it is not in RunConfig).
-    defaults : dict
-        Hyper-parameters: learner name -> its default, for every learner that has it.
-    helps : dict
-        Hyper-parameters: learner name -> what the option means to that learner, from its own
-        dataclass field's metadata (or the nearest base class's), for every learner that has it.
-    none_text : str, optional
-        How a default of None reads (eta: ``sqrt(T)``).
-    """
+    """One option of a run: its field ``name`` (``w_step``), its ``flag`` for true
+    (``--w-step``; a bool's :attr:`off_flag` is for false), ``type`` (bool, int, float or
+    str), RunConfig's ``default`` and ``help`` (a hyper-parameter's: the main learner's, see
+    :func:`table`), ``kind`` ("run": a RunConfig field; "param": a hyper-parameter;
+    "execution": how the run executes, which its results do not depend on), for a
+    hyper-parameter every learner's ``defaults`` and ``helps`` by learner name, and
+    ``none_text``, how a default of None reads (eta: ``sqrt(T)``)."""
 
     name: str
     flag: str
@@ -192,19 +172,11 @@ def _default(f):
 
 def run_config(values: Mapping[str, Any]) -> RunConfig:
     """The RunConfig of a run from option values keyed by name (None or missing: not given,
-    so that RunConfig's or the learner's own default applies).
-
-    What ``omtl-mpi run``, sweeps and Python callers build a run from. ``preset`` fills in the
-    options not given (:data:`PRESETS`); the other execution option (``aslr``)
-    is checked and left out. A hyper-parameter the chosen learner does not
-    have is an error, not silently ignored.
-
-    Raises
-    ------
-    ConfigError
-        One line per problem: an unknown option or learner, a value of the wrong type, or
-        what the dataclasses' own checks find.
-    """
+    so that RunConfig's or the learner's own default applies): what ``omtl-mpi run``, sweeps
+    and Python callers build a run from. ``preset`` fills in the options not given
+    (:data:`PRESETS`); ``aslr`` is checked and left out. A ConfigError has one line per
+    problem: an unknown option or learner, a hyper-parameter the learner does not have, a
+    value of the wrong type, what the dataclasses' own checks find."""
     from .algorithms.registry import get as get_algo
     opts = table()
     given = {name: _checked(opts, name, value) for name, value in values.items() if value is not None}
@@ -306,13 +278,8 @@ def _checked(opts: dict, name: str, value):
 def from_flags(items: Mapping[str, Any]) -> dict:
     """Options keyed by flag without its dashes, as sweep files write them (``rho``,
     ``w-step`` or ``w_step``, ``relationship = false`` or ``no-relationship = true``), as values
-    keyed by name. Values are not checked here (see :func:`run_config`).
-
-    Raises
-    ------
-    ConfigError
-        For a key that is no option, or a flag given something other than true or false.
-    """
+    keyed by name; a ConfigError for a key that is no option, or a flag given something other
+    than true or false. Values are not checked here (see :func:`run_config`)."""
     by_flag = {}
     for o in table().values():
         by_flag[o.flag[2:]] = o
@@ -336,16 +303,9 @@ def from_flags(items: Mapping[str, Any]) -> dict:
 
 
 def to_args(values: Mapping[str, Any]) -> list[str]:
-    """Option values keyed by name as ``omtl-mpi run`` arguments, in the mapping's order.
-
-    Values are written as given (``str()``), so ``--rho 1`` stays ``--rho 1``; None is left
-    out, and a bool option is its flag for true or for false (``--no-relationship``).
-
-    Raises
-    ------
-    ConfigError
-        For an unknown name.
-    """
+    """Option values keyed by name as ``omtl-mpi run`` arguments, in the mapping's order (a
+    ConfigError for an unknown name): written as given (``str()``, so ``--rho 1`` stays
+    ``--rho 1``), None left out, a bool as its flag for true or false (``--no-relationship``)."""
     opts = table()
     args = []
     for name, value in values.items():

@@ -32,24 +32,11 @@ def same_file(a, b) -> bool:
 
 
 def refuse_inputs(output, inputs, option: str) -> None:
-    """Refuse ``output`` (the value of ``option``) if it would replace one of ``inputs``.
-
-    Parameters
-    ----------
-    output : str or path, optional
-        A file the command is about to write (None: nothing to check).
-    inputs : iterable of (path, what)
-        Files (or folders) the command reads and what they are ("the data set", "the
-        checkpoint to resume"...). For a folder, an output that is a file in it, or another
-        name (a hard link) of one, is refused too.
-    option : str
-        The option that names the output (``--out``), as the user typed it.
-
-    Raises
-    ------
-    UserError
-        One line naming the output, the input it would replace and what to do.
-    """
+    """Refuse, in one UserError line naming both and what to do, ``output`` (a file the
+    command is about to write, named by ``option`` as the user typed it, ``--out``; None:
+    nothing to check) if it would replace one of ``inputs``: (path, what) pairs of the files or
+    folders the command reads ("the data set"...). For a folder, an output that is a file in
+    it, or another name (a hard link) of one, is refused too."""
     if output is None:
         return
     out = os.fspath(output)
@@ -103,15 +90,8 @@ def refuse_each_other(outputs) -> None:
 
 
 def regular_file(path, what: str = "file") -> str:
-    """``path`` if it is a regular file (links followed), else one clear error line.
-
-    A FIFO or a device would block or stream forever, and a folder is not a file: nothing but
-    a regular file is opened.
-
-    Raises
-    ------
-    UserError
-    """
+    """``path`` if it is a regular file (links followed), else one UserError line: a FIFO or a
+    device would block or stream forever, and a folder is not a file."""
     path = as_path(path, what)
     try:
         st = os.stat(path)
@@ -133,26 +113,10 @@ def regular_file(path, what: str = "file") -> str:
 
 
 def as_path(path, option: str) -> str:
-    """``path`` as the str the system is given, or one line saying what a path must be.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A file's name, as the caller gave it.
-    option : str
-        What names it (``--out``; ``path`` in the Python API; "learner file"), for the message.
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    UserError
-        For None, a number or anything else that is not a path (``str(None)`` would write a
-        file named ``None``), an empty name, or a name holding a NUL character (which the
-        system would cut there, writing another file).
-    """
+    """``path`` (a str or os.PathLike, named by ``option`` in the message: ``--out``,
+    "learner file") as the str the system is given; a UserError for None, a number or anything
+    else that is not a path (``str(None)`` would write a file named ``None``), an empty name,
+    or one holding a NUL character (the system would cut it there, writing another file)."""
     try:
         name = os.fspath(path)
     except TypeError:
@@ -179,17 +143,10 @@ def _kind(mode: int) -> str:
 def refuse_special(path, option: str | None = None) -> None:
     """Refuse an output ``path`` where something other than a regular file is (a device, a
     FIFO, a socket, a folder, or a link to one of them); an absent one, a regular file or a
-    dangling link passes.
-
-    Renaming a finished file into place replaces whatever the name held: as root, ``--out
-    /dev/null`` would replace the system's device, and writing to a FIFO blocks. Called by
+    dangling link passes. Renaming a finished file into place replaces whatever the name held
+    (as root, ``--out /dev/null`` would replace the device; a FIFO blocks): called by
     :func:`output_file` before any work, and by :func:`omtl_mpi.atomic.replace` just before
-    the rename, as the last guard.
-
-    Raises
-    ------
-    UserError
-    """
+    the rename, as the last guard."""
     name = os.fspath(path)
     try:
         st = os.stat(name)              # through links: a link to a device is refused too
@@ -211,12 +168,7 @@ def refuse_special(path, option: str | None = None) -> None:
 def output_name(path, option: str) -> str:
     """``path`` as a str if it is a file name (:func:`as_path`) where nothing but a regular
     file is (:func:`refuse_special`): the checks of an output that need no look at its
-    folder.
-
-    Raises
-    ------
-    UserError
-    """
+    folder; else a UserError."""
     path = as_path(path, option)
     refuse_special(path, option)
     _fits_a_name(path, option)
@@ -245,30 +197,12 @@ def _fits_a_name(path: str, option: str) -> None:
 
 
 def output_file(path, option: str) -> str:
-    """Check, before any work, a file that is about to be written; return it as a str.
-
-    The one check of a command's output file (``run --out``, ``--checkpoint``, ``data synth
-    -o``, every import's ``-o``, ``data fetch -o``, ``topo show --png``, ``Result.save``, and
-    rank 0's for ``run_streams(out=)``): a path, absent or a regular file
-    (:func:`output_name`), in a folder that exists and takes a new file. The files of a
-    folder a command fills (a sweep's, a report's, ``data fetch --dest``) are checked by
-    :func:`refuse_special` each, their folder once; ``Learner.save`` checks
-    :func:`output_name`.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    option : str
-        What names the output, for the messages.
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    UserError
-    """
+    """``path``, a file about to be written (named by ``option`` in the messages), as a str
+    once checked before any work, else a UserError: a path, absent or a regular file
+    (:func:`output_name`), in a folder that exists and takes a new file. The one check of a
+    command's output file (``run --out``, ``--checkpoint``, every ``-o``, ``topo show --png``,
+    ``Result.save``, rank 0's for ``run_streams(out=)``); the files of a folder a command
+    fills (a sweep's, a report's) are checked by :func:`refuse_special` each."""
     path = output_name(path, option)
     folder = os.path.dirname(os.path.abspath(path))
     shown = f"{option} {printable(path)}"
@@ -290,7 +224,6 @@ def output_file(path, option: str) -> str:
     return path
 
 
-
 def cannot_create_in(folder: str) -> str | None:
     """Why no file can be created in ``folder`` (the system's words), None if one can: found by
     creating and removing an empty hidden file (a unique name: ranks that check at once do not
@@ -309,13 +242,8 @@ def cannot_create_in(folder: str) -> str | None:
 
 
 def make_folder(path, option: str) -> None:
-    """Create the output folder ``path`` (and its parents) or say in one line why not.
-
-    Raises
-    ------
-    UserError
-        When ``path`` is a file, or the system refuses (permissions, a read-only disk).
-    """
+    """Create the output folder ``path`` (and its parents), or say in one UserError line why
+    not: ``path`` is a file, or the system refuses (permissions, a read-only disk)."""
     path = os.fspath(path)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise UserError(f"{option} {printable(path)}: is a file, not a folder; choose another {option}")
