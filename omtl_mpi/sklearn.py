@@ -3,24 +3,12 @@
 take. Needs scikit-learn (``pip install 'omtl-mpi[sklearn]'``); ``import omtl_mpi`` does not
 load this module.
 
-The tasks
----------
-Every row of X belongs to a task, a whole number from 0. Give them as ``tasks=`` (one per row)
-to every method, or build the classifier with ``task_column=j``: column j of X holds each
-row's task and the other columns are its features, so that X alone carries everything and
-scikit-learn's tools that pass only X and y (cross-validation, grid search, pipelines) keep
-each row with its task. Neither: every row is of one task. ``n_tasks=None`` takes the number
-of tasks from the first fit (its largest task + 1).
-
-What fit learns
----------------
-``fit(X, y)`` is a fresh learner and one pass over the rows:
-``omtl_mpi.learner(algo, n_tasks, n_features, **params).partial_fit(X, y, tasks=...)``, each
-task's rows in the order given, round j holding the j-th row of every task (bit for bit the
-learner's predictions; the tests check it). The learners are online, so the order of the rows
-counts: keep it for data in time order, shuffle it (``KFold(shuffle=True)``) otherwise.
-``partial_fit`` goes on from there. Any two labels: ``classes_[1]`` is the learner's +1 and
-``classes_[0]`` its -1.
+Every row of X belongs to a task, a whole number from 0: ``tasks=`` (one per row) to every
+method, or ``task_column=j`` (column j of X holds each row's task, so that scikit-learn's tools
+that pass only X and y keep each row with its task), or neither (one task). ``fit(X, y)`` is a
+fresh learner and one pass over the rows as its ``partial_fit`` (bit for bit; the tests check
+it), so the order of the rows counts; ``partial_fit`` goes on. ``classes_[1]`` is the learner's
++1. docs/GUIDE.md, *With scikit-learn*, says more.
 """
 from __future__ import annotations
 

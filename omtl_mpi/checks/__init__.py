@@ -9,29 +9,13 @@ pytest case per learner and check. A learner may skip checks by name: a class at
 ``check_skips`` of the learner's class, or ``CHECK_SKIPS`` of its role class (a set of names,
 each skip explained in a comment beside it), or ``skip=`` here.
 
-What is checked, one check each:
+What is checked, one check each (listed in docs/DESIGN.md, *Adding a learner*): a fresh
+learner predicts; the same inputs give the same bits; nothing changes its inputs; predicting
+changes nothing; every task is its own; state round trips and copies continue bit for bit; the
+rounds of learn_one and partial_fit; one process equals MPI.
 
-* the usual: a fresh learner predicts; the same inputs give the same bits; no method changes
-  its inputs, nor a role the arrays of its round; bad input raises one UserError and changes
-  nothing;
-* predicting changes nothing: not the state, and not any attribute of the role objects (a
-  counter kept outside ``state()`` included; scratch they declare in ``NOT_STATE`` aside), and
-  learning with predictions in between (progressive validation) is learning without them;
-* every task is its own: a task's decision is the same alone in a round as beside the others
-  (in the first rounds the active tasks are 0..j, where a role that ignores ``active`` cannot
-  be told from one that reads it), and learning one task leaves every other task's rows of
-  every per-task array as they were (those a role declares in ``ROW_AXES``, which the undo of
-  a failed call relies on, or ``TASK_AXIS``'s of its ``state()``);
-* state and copies: a state round trip (``state_dict``, and a saved file) continues bit for
-  bit, and so do ``copy.copy``, ``copy.deepcopy`` and a pickle round trip, mid-stream;
-* rounds: ``learn_one`` is the round it stands for; ``partial_fit`` is ``omtl-mpi run``'s
-  rounds; the decision's sign is the prediction the round makes; mini-batches predict every
-  active instance;
-* one process equals MPI (``run_streams`` under ``mpiexec``, with several tasks on a rank),
-  for the learners whose module the ranks can import.
-
-The checks are in modules by what they cover (:mod:`.purity`: the first two items, :mod:`.tasks`,
-:mod:`.rounds`: state, copies and rounds, :mod:`.mpi`); :mod:`.common` is what they share.
+The checks are in modules by what they cover (:mod:`.purity`, :mod:`.tasks`, :mod:`.rounds`,
+:mod:`.mpi`); :mod:`.common` is what they share.
 """
 import os
 import re
@@ -142,9 +126,8 @@ def check_learner(obj, skip=(), mpi: bool = True) -> list:
     Raises
     ------
     AssertionError
-        Naming the first check that failed and what it found; where the learner itself raised
-        (a TypeError in its ``decide``), the learner, the exception and where it was raised,
-        with the exception chained.
+        Naming the first check that failed and what it found (where the learner itself
+        raised: the learner, the exception, chained, and where it was raised).
 
     Examples
     --------

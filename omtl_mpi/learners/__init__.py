@@ -10,25 +10,13 @@ Three shapes of the same learner, each the shape its users know:
 * scikit-learn's, a batch of instances with their tasks: :meth:`Learner.partial_fit`,
   :meth:`Learner.predict`, :meth:`Learner.decision_function`.
 
-What a round is
----------------
-The learners are round-based, as in the paper: in a round every task with an instance
-predicts it, then the labels are revealed and the learner steps once (for C-ADMM: the w-steps,
-the consensus, the z-steps). A task without an instance in a round is *inactive* in it, exactly
-as a stream that has ended is in ``omtl-mpi run``: it takes no step, and what it shares stays
-as it was. So:
-
-* ``learn_round(X, y, active)`` is one round of ``omtl-mpi run``: the same predictions, and
-  learned arrays equal to 1e-10 (the tests check both for every learner);
-* ``learn_one(x, y, task=k)`` is one round in which only task k is active: it steps task k's
-  rows and the shared state, not the other tasks. For the ADMM learners with Omega fixed (the
-  defaults) that is O(d^2) with the default arow w-step (O(d) with euclid or adagrad), plus
-  O(d^2) for the experts' vote (its d x d sums; while K <= d it works from the K models); with ``relationship=True`` the shared step is the learned
-  Omega's, O(K d r) with an SVD of the K x d matrix V every ``omega_every`` rounds;
-* ``partial_fit(X, y, tasks=...)`` takes each task's instances in the order given: round j of
-  the call holds the j-th instance of every task that has one in it, as ``omtl-mpi run`` lays
-  out streams (each call starts again at its own first round), so a data set passed in one
-  call learns as ``omtl-mpi run --batch 1`` on it.
+The learners are round-based, as in the paper (docs/GUIDE.md, *What a round is*): in a round
+every task with an instance predicts it, then the labels are revealed and the learner steps
+once; a task without an instance is *inactive* in it, as a stream that has ended is in
+``omtl-mpi run``. ``learn_round(X, y, active)`` is one round of ``omtl-mpi run`` (the same
+predictions, learned arrays equal to 1e-10); ``learn_one(x, y, task=k)`` a round in which only
+task k is active; ``partial_fit(X, y, tasks=...)`` puts the j-th instance of every task in
+round j of the call, as ``omtl-mpi run --batch 1`` lays out streams.
 
 Predictions are made before the labels of their round are read, and ``predict_*`` never
 changes the learner. ``decision_*`` is the number whose sign is the prediction (``>= 0`` is

@@ -19,6 +19,8 @@ CLASS_NAMES = {name: spec.class_name for name, spec in registry.REGISTRY.items()
 def _docstring(algo: str) -> str:
     spec = registry.get(algo)
     cls = CLASS_NAMES.get(algo, "Learner")
+    # a learner whose defaults need the run's length (PMSC-Log's euclid w-step) is given it
+    rounds = ", rounds=100" if spec.params().resolved(1) != spec.params().resolved(4) else ""
     lines = [f"{spec.summary}", "", f"{spec.citation}. A :class:`Learner` "
              f"(``omtl_mpi.learner({algo!r}, ...)``): every method is documented there.", "",
              "Parameters", "----------"]
@@ -27,18 +29,11 @@ def _docstring(algo: str) -> str:
         lines += [f"{name}{shown}", f"    {_help(algo, name)}"]
     lines += ["", "Examples", "--------",
               ">>> import omtl_mpi",
-              f">>> m = omtl_mpi.{cls}(n_tasks=2, n_features=3{_example_rounds(spec)})",
+              f">>> m = omtl_mpi.{cls}(n_tasks=2, n_features=3{rounds})",
               ">>> m.learn_one([1.0, 0.0, 0.5], 1, task=0)",
               ">>> m.predict_one([1.0, 0.0, 0.5], task=0) in (-1, 1)",
               "True"]
     return "\n".join(lines)
-
-
-def _example_rounds(spec) -> str:
-    """``, rounds=100`` for a learner whose defaults need the run's length (PMSC-Log's euclid
-    w-step), else nothing."""
-    params = spec.params()
-    return ", rounds=100" if params.resolved(1) != params.resolved(4) else ""
 
 
 def _make_class(algo: str, name: str) -> type:
@@ -51,15 +46,12 @@ def _make_class(algo: str, name: str) -> type:
     skips = frozenset(getattr(spec.worker or spec.node, "CHECK_SKIPS", ()))
     cls = type(name, (Learner,), {"algo": algo, "__doc__": _docstring(algo), "__module__": "omtl_mpi.learners",
                                   "check_skips": skips})
-    cls.__init__ = _init_with(sig)
-    return cls
 
-
-def _init_with(sig):
     def __init__(self, n_tasks, n_features, **params):
         Learner.__init__(self, n_tasks, n_features, **params)
     __init__.__signature__ = sig
-    return __init__
+    cls.__init__ = __init__
+    return cls
 
 
 for _algo, _name in CLASS_NAMES.items():

@@ -1,40 +1,11 @@
 """A sweep file (TOML) expanded into the list of runs it names, each checked before any is launched.
 
-A sweep file::
-
-    name = "paper"              # default: the file's stem
-    seeds = [0, 1, 2]           # --seed of every run (each task's stream in a seeded order);
-                                # default: one run in the file's order
-    timeout = 900               # seconds per run (default 3600)
-    max_ranks = 4               # cap on every run's ranks (--max-ranks overrides)
-
-    [slurm]                     # how 'omtl-mpi sweep --launcher slurm' submits (all optional)
-    partition = "short"
-    account = "myproject"
-    time = "00:20:00"           # every run's limit (default: from its timeout)
-    mpi = "pmi2"                # srun --mpi plugin (default: the one for mpi4py's MPI)
-    options = ["--mem-per-cpu=2G"]  # any other sbatch options
-    signal = 60                 # seconds before the limit when a run is stopped, to resume
-
-    [data.synthetic]            # one table per data set; its key names it in run ids
-    synthetic = { tasks = 5, samples = 2000, seed = 0 }
-    target = 0.85               # Table 3: rounds until the mean accuracy reaches this
-    [data.landmine]
-    path = "../results/data/landmine.h5"    # relative to the sweep file
-    label = "Landmine"          # name in tables and figures (default: the key)
-    optional = true             # skip (with a notice) when the file does not exist
-
-    [algorithms.c-admm]         # one table per learner configuration
-    ranks = "tasks+1"           # a number or an expression of the data set's task count
-    [algorithms.c-admm-no-rl]
-    algo = "c-admm"             # default: the key
-    options = { no-relationship = true }    # any 'omtl-mpi run' option
-    [algorithms.d-admm]
-    topology = ["ring", "full"] # a list is a grid axis
-    grid = { rho = [0.1, 1.0] } # so is every entry of grid
-
+A sweep file (every key, with an example: docs/GUIDE.md, *Sweeps*; scripts/paper.toml) names
+data sets (``[data.KEY]``), learner entries (``[algorithms.KEY]``, with options, topologies and
+grids), seeds, timeouts, a cap on the ranks and how ``--launcher slurm`` submits (``[slurm]``).
 Runs are the cross product data x algorithms x topologies x grid x seeds, with ids such as
-``synthetic.d-admm.ring.rho=0.1.s0`` (the topology appears where an entry lists several) that do not change when the file is edited elsewhere.
+``synthetic.d-admm.ring.rho=0.1.s0`` (the topology appears where an entry lists several) that
+do not change when the file is edited elsewhere.
 """
 import ast
 import functools
@@ -311,13 +282,8 @@ def _compared(ds: DataSet, cfg, args: list) -> dict:
 def load_plan(path: str, max_ranks: int | None = None) -> Plan:
     """Read, expand and check a sweep file. Every run's options go through the option table
     that 'omtl-mpi run' is built from and are checked as '--np' checks them, so a typo fails
-    here rather than in run 37.
-
-    Raises
-    ------
-    ConfigError
-        With one line naming the file, the entry and what to change.
-    """
+    here rather than in run 37, in one ConfigError line naming the file, the entry and what to
+    change."""
     doc = _read_sweep_file(path)
     _unknown(doc, _TOP_KEYS, path)
     name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
