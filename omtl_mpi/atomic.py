@@ -33,19 +33,10 @@ def temporary_name(path: str, pid: int | None = None) -> str:
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path next to ``path``; on success rename it to ``path``, else delete it.
-
-    ``path`` is checked first, before anything is written, and again just before the rename
-    (:func:`replace`): a device, FIFO, socket or folder there (or a link to one) is refused in
-    one line, whichever writer forgot to check it in its preflight. On any exception the
-    temporary file is removed, and so it is when a signal stops the command
-    (:func:`omtl_mpi.errors.stop_on_signals`).
-
-    Raises
-    ------
-    UserError
-        ``path`` is not a file name, or names something that is not a regular file.
-    """
+    """Yield a temporary path next to ``path``; on success rename it to ``path``, else delete it
+    (on any exception, or when a signal stops the command). ``path`` is checked before anything
+    is written and again just before the rename (:func:`replace`): one that is no file name, or
+    names a device, FIFO, socket or folder (or a link to one), is one UserError line."""
     path = as_path(path, "path")
     refuse_special(path)
     tmp = temporary_name(path)
@@ -62,16 +53,10 @@ def atomic_path(path):
 
 
 def replace(tmp: str, path: str) -> None:
-    """``os.replace(tmp, path)``, unless ``path`` is now something other than a regular file.
-
-    The check is made just before the rename, so that the window in which another process
-    could put a device there is as small as the system allows (rename(2) itself cannot be told
-    to refuse one). Every writer that renames a finished file into place calls this.
-
-    Raises
-    ------
-    UserError
-    """
+    """``os.replace(tmp, path)``, unless ``path`` is now something other than a regular file (a
+    UserError): checked just before the rename, so that the window in which another process
+    could put a device there is as small as the system allows. Every writer that renames a
+    finished file into place calls this."""
     refuse_special(path)
     os.replace(tmp, path)
 
@@ -105,21 +90,9 @@ def _outlives(pid: int, grace: float) -> bool:
 def remove_stale(paths, grace: float = 0.0) -> list[str]:
     """Remove the temporary files of ``paths`` (``PATH.tmp-PID``) whose process has ended on
     this machine: what a writer killed by SIGKILL had no chance to clean up. Only regular
-    files are removed; a live writer's file is kept.
-
-    Parameters
-    ----------
-    paths : iterable of str or os.PathLike
-        The files whose writers' leftovers to remove (each folder is listed once).
-    grace : float
-        Seconds to wait for a writer still alive to end (a launcher whose job was stopped:
-        its ranks, killed, may take a moment to be gone).
-
-    Returns
-    -------
-    list of str
-        The files removed.
-    """
+    files are removed; a live writer's file is kept, after waiting up to ``grace`` seconds for
+    it to end (a stopped launcher's ranks may take a moment to be gone). Returns the files
+    removed."""
     wanted: dict[str, set] = {}
     for path in paths:
         folder, base = os.path.split(os.fspath(path))

@@ -12,12 +12,9 @@ def offsets_of(lengths) -> np.ndarray:
 
 def mean_curve(mistakes: np.ndarray, lengths, batch: int, rounds: int) -> np.ndarray:
     """The paper's Figure 1 curve: the mean over tasks of each task's cumulative error rate
-    after every round, (T,), from every instance's mistake (task-major, flat).
-
-    A task's rate after round t is its mistakes over its instances in rounds 0..t; after its
-    stream has ended it stays at its final value. Each round's sum runs over the tasks in task
-    order, so it is reproducible.
-    """
+    after every round, (T,), from every instance's mistake (task-major, flat): a task's rate
+    after round t is its mistakes over its instances in rounds 0..t, its final value once its
+    stream has ended; each round sums the tasks in task order, so it is reproducible."""
     lengths = np.asarray(lengths, dtype=np.int64)
     K = len(lengths)
     offsets = offsets_of(lengths)
@@ -42,15 +39,9 @@ def rounds_to_accuracy(curve: np.ndarray, target: float, first: int = 10):
 
 
 def confusion(yhat: np.ndarray, y: np.ndarray, lengths) -> np.ndarray:
-    """(tp, fp, fn, tn) of the positive class for every task, (K, 4).
-
-    Parameters
-    ----------
-    yhat, y : ndarray of int8, shape (N,)
-        Every instance's prediction and label (-1/+1), task-major.
-    lengths : array of int, shape (K,)
-        The tasks' numbers of instances (each >= 1).
-    """
+    """(tp, fp, fn, tn) of the positive class for every task, (K, 4), of every instance's
+    prediction ``yhat`` and label ``y`` (int8 -1/+1, task-major) and the tasks' ``lengths``
+    (each >= 1)."""
     pos_pred = yhat == 1
     pos = y == 1
     starts = offsets_of(lengths)[:-1]
@@ -60,10 +51,8 @@ def confusion(yhat: np.ndarray, y: np.ndarray, lengths) -> np.ndarray:
 
 
 def balanced_error(conf: np.ndarray) -> np.ndarray:
-    """Balanced error rate per task: mean of the false-negative and false-positive rates.
-
-    A class absent from a task's stream is left out of its mean.
-    """
+    """Balanced error rate per task: mean of the false-negative and false-positive rates (a
+    class absent from a task's stream left out of its mean)."""
     tp, fp, fn, tn = conf.T.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         fnr = np.where(tp + fn > 0, fn / (tp + fn), np.nan)

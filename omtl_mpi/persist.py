@@ -40,18 +40,12 @@ def save_learner(path, state: dict) -> None:
 
 
 def load_learner(path, expected=None) -> dict:
-    """A learner's state dict, read from a file :func:`save_learner` wrote.
-
-    ``expected(algo, params, version)``, when given, returns the state tree the learner these describe
-    would have: every dataset is then checked against it (name, shape, kind of number) before
-    any of its data is read, so a hostile file cannot make the reader allocate what it declares.
-
-    Raises
-    ------
-    UserError
-        One line: not a file, not HDF5, not a learner's file, damaged, or a link (never
-        followed).
-    """
+    """A learner's state dict, read from a file :func:`save_learner` wrote; one UserError line
+    for one that is not a file, not HDF5, not a learner's, damaged, or a link (never followed).
+    ``expected(algo, params, version)``, when given, returns the state tree the learner these
+    describe would have: every dataset is checked against it (name, shape, kind of number)
+    before any of its data is read, so a hostile file cannot make the reader allocate what it
+    declares."""
     path = regular_file(path, "learner file")
     try:
         with h5py.File(path, "r") as f:

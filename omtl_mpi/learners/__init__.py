@@ -10,7 +10,7 @@ Three shapes of the same learner, each the shape its users know:
 * scikit-learn's, a batch of instances with their tasks: :meth:`Learner.partial_fit`,
   :meth:`Learner.predict`, :meth:`Learner.decision_function`.
 
-The learners are round-based, as in the paper (docs/GUIDE.md, *What a round is*): in a round
+The learners are round-based, as in the paper (docs/GUIDE.md, *From Python*): in a round
 every task with an instance predicts it, then the labels are revealed and the learner steps
 once; a task without an instance is *inactive* in it, as a stream that has ended is in
 ``omtl-mpi run``. ``learn_round(X, y, active)`` is one round of ``omtl-mpi run`` (the same

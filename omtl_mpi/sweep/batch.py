@@ -1,22 +1,13 @@
-"""A sweep through a batch scheduler (``omtl-mpi sweep --launcher slurm``).
+"""A sweep through a batch scheduler (``omtl-mpi sweep --launcher slurm``; docs/GUIDE.md,
+*Running on a cluster*).
 
-The runs that are not done are submitted as job arrays, one array per group of runs with the
-same ranks and time limit. Each array has a manifest (``slurm/NNN-rP-tM.json``: the runs, in
-array order, with everything needed to run them) and a script (``slurm/NNN-rP-tM.sbatch``)
-whose every element runs ``omtl-mpi sweep-element MANIFEST``: it takes its run by
-SLURM_ARRAY_TASK_ID, starts it with srun (the slurm launcher's command) exactly as a local sweep
-starts it with mpiexec, and records the outcome in the sweep's index under the index's lock, as
-the local runner does. The index stays the one record:
-
-    submitted   accepted by sbatch (job A_I), not started yet
-    running     its element has started it
-    done, failed, timeout, cancelled   recorded by the element when the run ends
-
-An element killed before it could record (the node died, SIGKILL) leaves its run "running";
-:func:`settle` asks Slurm (squeue, then sacct where the site keeps accounting) about every run
-in flight and records those whose job has ended. With ``--checkpoint-every``, a run warned
-before its time limit (``sbatch --signal=B:USR1@S``) or stopped otherwise keeps its checkpoint,
-and its next submission resumes from it.
+The runs that are not done are submitted as job arrays, one per group of runs with the same
+ranks and time limit, each with a manifest (``slurm/NNN-rP-tM.json``: its runs, in element
+order) and a script whose every element runs ``omtl-mpi sweep-element MANIFEST``: it takes its
+run by SLURM_ARRAY_TASK_ID, starts it with srun exactly as a local sweep starts it with
+mpiexec, and records the outcome in the sweep's index under its lock (submitted, running,
+then done, failed, timeout or cancelled). :func:`settle` asks Slurm about the runs in flight
+and records those whose element died without recording.
 """
 import dataclasses
 import json

@@ -1,14 +1,6 @@
 """Run the runs of a sweep, each as its own job through a launcher (local mpiexec by default)
-with a timeout, recorded in an index.
-
-The sweep folder holds::
-
-    index.json      every run ever recorded: status (done / failed / timeout / cancelled, and
-                    submitted / running under Slurm), error, command, seconds, summary figures;
-                    rewritten atomically, under index.lock, after each run (sweep/index.py)
-    runs/ID.h5      each finished run's results file (written atomically by the run itself)
-    runs/ID.ckpt.h5 with --checkpoint-every, the checkpoint of a run that has not finished
-    logs/ID.log     each run's standard output and error (under Slurm: logs/ID.JOBID.log)
+with a timeout, recorded in the folder's index.json (sweep/index.py; the folder's layout:
+docs/GUIDE.md, *Sweeps*), its results in runs/ID.h5 and its output in logs/ID.log.
 
 Re-running the same sweep skips the runs that are done with the same configuration, leaves
 failed ones alone unless ``retry_failed``, and runs the rest. An interrupted sweep (Ctrl-C,
@@ -227,15 +219,9 @@ class Executor:
 def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = False,
               echo=print, tty: bool = False, launcher=None, checkpoint_every: int | None = None) -> dict:
     """Run what is left of ``plan`` into ``folder``, each run through ``launcher`` (default:
-    local mpiexec); return counts of the final states.
-
-    Raises
-    ------
-    Interrupted
-        On SIGINT/SIGTERM, after stopping the running jobs and saving the index.
-    UserError
-        When runs of the sweep are still in a scheduler's queue.
-    """
+    local mpiexec); return counts of the final states. Raises :class:`Interrupted` on
+    SIGINT/SIGTERM (once the running jobs are stopped and the index saved), and a UserError
+    while runs of the sweep are still in a scheduler's queue."""
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     executor = Executor(folder, launcher, checkpoint_every)
