@@ -115,23 +115,17 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
         The number of tasks K; None: the largest task of the first fit + 1. Predicting a task
         beyond them is an error.
     class_weight : None, "balanced" or dict, optional
-        scikit-learn's, for the learners that weigh classes (``omtl-mpi algos NAME`` lists
-        ``class_weight``; for the others only None). None: every class weighs 1. A dict
-        ``{label: weight}`` (classes left out weigh 1) must weigh ``classes_[0]`` by 1: the
-        learner weighs its -1 by 1 and its +1 by a number. "balanced": the learner's own,
-        ``n / (2 n_y)`` from the counts of each task's classes seen so far (scikit-learn's
-        counts every row of y in advance).
+        scikit-learn's, for the learners that weigh classes (others: None only). A dict
+        ``{label: weight}`` (classes left out weigh 1) must weigh ``classes_[0]``, the
+        learner's -1, by 1; "balanced" is the learner's, from each task's classes seen so far.
     **params
-        The learner's parameters (``omtl_mpi.parameters(algo)``: those of ``omtl-mpi algos
-        NAME`` with underscores), but for ``n_tasks``, ``n_features`` (from X), ``task_key``
-        and ``class_weight`` (above); checked by the learner, at fit. ``get_params`` lists
-        every one, with its default where not given, so that ``GridSearchCV(param_grid=
-        {"rho": [...]})`` and ``sklearn.base.clone`` work. ``rounds=None``: fit gives the
-        learner the number of rounds of its pass (the most rows of one task), as ``omtl-mpi
-        run`` gives it its streams' length; ``partial_fit`` cannot know it, so a learner that
-        needs it there (PMSC-Log's euclid w-step) needs ``rounds=`` or ``eta=``. Setting
-        ``algo`` to another learner keeps the parameters changed from the old learner's
-        defaults that the new one has too; the others take the new learner's defaults.
+        The learner's parameters (``omtl_mpi.parameters(algo)``) but for ``n_tasks``,
+        ``n_features`` (from X), ``task_key`` and ``class_weight``; checked by the learner, at
+        fit. ``get_params`` lists every one, with its default where not given (for
+        ``GridSearchCV`` and ``clone``). ``rounds=None``: fit gives the learner the rounds of
+        its pass (the most rows of one task); ``partial_fit`` cannot know them, so a learner
+        that needs them (PMSC-Log's euclid w-step) needs ``rounds=`` or ``eta=`` there.
+        A new ``algo`` keeps the parameters it shares that were changed from the defaults.
 
     Attributes
     ----------

@@ -288,6 +288,7 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     >>> res.learner.predict_one(X[0][0], task=0) in (-1, 1)
     True
     """
+    from .learners.build import _api_text
     from .options import run_config
     from .runtime.run import collect, learn, set_up
     from .paths import as_path
@@ -311,18 +312,15 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
             return run_config(_given(algo, {"data": "<arrays>", "seed": seed, "batch": batch,
                                             **options}))
         except UserError as exc:
-            from .learners.build import _api_text
             raise UserError(_api_text(str(exc))) from None
     cfg = collective(world, config)
     try:
         job = set_up(cfg, world, out=out if world.rank == 0 else None, source=source)
     except UserError as exc:            # the same on every rank: in the API's words
-        from .learners.build import _api_text
         raise SetupFailed(_api_text(str(exc))) from None
     try:
         learn(job, progress)
     except UserError as exc:            # a model gone non-finite, a divergence: the API's words
-        from .learners.build import _api_text
         raise type(exc)(_api_text(str(exc))) from None
     # the states first, while every rank is still in the call: what follows (the results
     # file, the fitted learner) happens on rank 0 alone, and nothing waits on it there

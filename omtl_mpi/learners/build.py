@@ -97,7 +97,7 @@ def _help(algo: str, name: str) -> str:
 
 def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     """Check a learner's parameters and build its roles; raises UserError, changes nothing."""
-    from ..options import run_config
+    from ..options import PRESETS, preset_values, run_config, table
     from ..engine import build
     from ..engine.placement import graph_nodes
     spec = registry.get(algo)
@@ -109,7 +109,6 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     params = dict(params)
     preset = params.pop("preset", None)
     if preset is not None:
-        from ..options import PRESETS, preset_values, table
         if preset not in PRESETS:
             raise UserError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
         values = preset_values(preset, spec, table())
@@ -120,11 +119,10 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     if unknown:
         import difflib
         near = difflib.get_close_matches(unknown[0], known, n=1)
-        raise UserError(f"{algo} has no parameter {unknown[0]!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
-                        + f"; its parameters: {', '.join(known)}")
+        raise UserError(f"{algo} has no parameter {unknown[0]!r}" + (
+            f" (did you mean {near[0]!r}?)" if near else "") + f"; its parameters: {', '.join(known)}")
     given = {"n_tasks": n_tasks, "n_features": n_features}
     given.update({k: params.get(k, v) for k, v in list(known.items())[2:]})
-    from ..options import table
     opts = table()
     for k, v in given.items():          # eta="auto" is the default None, as on the command line
         if k in opts and opts[k].none_text is not None and v == opts[k].none_text:

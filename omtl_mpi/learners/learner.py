@@ -264,11 +264,18 @@ class Learner(Inputs, State, _Base):
                             "learner with scale='online')")
         return out
 
-    def _out_labels(self, positive):
-        """Predictions as the labels were given: bools if the learner was taught with bools."""
+    def _out_labels(self, positive, act=None):
+        """Predictions as the labels were given: bools if the learner was taught with bools;
+        with ``act``, 0 (False) where not active."""
         if self._bool_labels:
-            return positive
-        return np.where(positive, 1, -1).astype(np.int8)
+            return positive if act is None else positive & act
+        signs = np.where(positive, 1, -1)
+        return (signs if act is None else np.where(act, signs, 0)).astype(np.int8)
+
+    def _learned_bools(self, y) -> None:
+        """From the first bool label on, the learner predicts bools (as river expects)."""
+        if as_array(y, "").dtype == bool:
+            self._bool_labels = True
 
     def learn_round(self, X, y, active=None) -> np.ndarray:
         """Learn one round: every active task's instances, predicted and then learned.
@@ -306,13 +313,9 @@ class Learner(Inputs, State, _Base):
         tasks = np.arange(self.n_tasks)
 
         def call():
-            if as_array(y, "").dtype == bool:
-                self._bool_labels = True
+            self._learned_bools(y)
             return self._step(self._prepared(Xa, act, tasks, update=True), ya.T, tasks).T
-        positive = self._transaction(np.flatnonzero(act.any(axis=1)), 1, call)
-        if self._bool_labels:
-            return positive & act
-        return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
+        return self._out_labels(self._transaction(np.flatnonzero(act.any(axis=1)), 1, call), act)
 
     def decision_round(self, X, active=None) -> np.ndarray:
         """The decision values (K, B) of a round's instances (0 where not active); nothing changes."""
@@ -325,9 +328,7 @@ class Learner(Inputs, State, _Base):
         Xa, _, act = self._round_inputs(X, None, active)
         tasks = np.arange(self.n_tasks)
         positive = self._decisions(self._prepared(Xa, act, tasks, update=False), tasks).T >= 0.0
-        if self._bool_labels:
-            return positive & act
-        return np.where(act, np.where(positive, 1, -1), 0).astype(np.int8)
+        return self._out_labels(positive, act)
 
     # --------------------------------------------------------------------- one at a time
     def learn_one(self, x, y, *, task=None) -> None:
@@ -357,8 +358,7 @@ class Learner(Inputs, State, _Base):
 
         def call():
             Xp = self._one(x, k, update=True, known=True)[1]
-            if isinstance(y, (bool, np.bool_)):
-                self._bool_labels = True
+            self._learned_bools(y)
             return self._step(Xp, np.array([[label]]), tasks, _ONE)
         self._transaction(tasks, 1, call)
 
@@ -435,8 +435,7 @@ class Learner(Inputs, State, _Base):
         Xa, t, ya, rank = self._batch(X, tasks, y)
 
         def call():
-            if as_array(y, "").dtype == bool:
-                self._bool_labels = True
+            self._learned_bools(y)
             for rows, tr, Xr, act in self._by_round(Xa, t, rank):
                 self._step(self._round_prepared(Xr, act, tr, True), ya[rows][None], tr)
             return self
