@@ -30,13 +30,9 @@ def check_learn_one_is_a_round(m):
         k = (3 * t) % K
         x, label = X[k][t], int(y[k][t])
         m.learn_one(x, label, task=k)
-        Xr = np.zeros((K, 1, d))
-        Xr[k, 0] = x
-        yr = np.ones((K, 1), dtype=np.int8)
-        yr[k, 0] = label
-        act = np.zeros(K, dtype=bool)
-        act[k] = True
-        other.learn_round(Xr, yr, act)
+        Xr, yr = np.zeros((K, 1, d)), np.ones((K, 1), dtype=np.int8)
+        Xr[k, 0], yr[k, 0] = x, label
+        other.learn_round(Xr, yr, np.arange(K) == k)
     where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
     assert where is None, f"learn_one is not the round it stands for: state differs at {where}"
 
@@ -45,10 +41,8 @@ def check_partial_fit_is_rounds(m):
     """partial_fit takes each task's instances in order, round j their j-th: as learn_round."""
     X, y = _streams(m)
     other = m.clone()
-    rows = np.concatenate(X)
-    labels = np.concatenate(y)
     tasks = np.concatenate([np.full(len(v), k) for k, v in enumerate(y)])
-    m.partial_fit(rows, labels, tasks=tasks)
+    m.partial_fit(np.concatenate(X), np.concatenate(y), tasks=tasks)
     _learn(other, X, y)
     where = _same_state(m.state_dict()["state"], other.state_dict()["state"])
     assert where is None, f"partial_fit does not learn as the rounds do: state differs at {where}"

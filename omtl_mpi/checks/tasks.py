@@ -16,9 +16,8 @@ def check_a_task_alone_decides_as_beside_others(m):
     Xr = np.stack([X[k][-1] for k in range(K)])[:, None]          # (K, 1, d): every task
     together = m.decision_round(Xr)[:, 0]
     for k in range(K):
-        alone = np.zeros(K, dtype=bool)
-        alone[k] = True
-        values = np.array([m.decision_round(Xr, alone)[k, 0], m.decision_one(X[k][-1], task=k)])
+        values = np.array([m.decision_round(Xr, np.arange(K) == k)[k, 0],
+                           m.decision_one(X[k][-1], task=k)])
         # equal up to rounding: a sum over one task's row or over every task's rows
         assert np.allclose(values, together[k], rtol=1e-9, atol=1e-12), (
             f"task {k}'s decision alone in a round ({values[0]!r}, decision_one {values[1]!r}) "
