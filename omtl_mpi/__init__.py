@@ -17,19 +17,8 @@ learner as a scikit-learn classifier.
 Importing the package loads none of it (the names are resolved on first use), starts no MPI
 and changes no environment variable.
 
-The package is layered (each layer imports only from the ones below it; tests/test_layers.py)::
-
-    cli                  what users type and read (click, matplotlib)
-    learners, streams,   the Python API: learner objects, whole runs from arrays, the checks,
-      checks, persist,   text hashed as the importers hash it, a scikit-learn classifier
-      text, sklearn
-    sweep, report        grids of runs as separate jobs; tables and figures from them
-    runtime              roles by rank, the round loop, timing, results file
-      fast               the speed plug-in (address layout): imported by the runtime only
-    comm                 how arrays move: in-process | MPI star | MPI graph
-    options, config      one table of run options; the validated description of a run
-    algorithms           pure numpy math of one round, per role
-    data, topology       task streams and graphs (pure data)
+The package is layered: each layer imports only from the ones below it (docs/DESIGN.md,
+*Layers*; tests/test_layers.py).
 """
 import importlib as _importlib
 

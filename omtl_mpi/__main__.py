@@ -1,9 +1,7 @@
 """``python -m omtl_mpi`` (and ``python -m mpi4py -m omtl_mpi`` under mpiexec), and the
 ``omtl-mpi`` console script (:func:`main`)."""
-# First of all, before the imports that take a noticeable time (click, numpy, MPI): from here
-# on SIGINT, SIGTERM and SIGHUP end the command with one line and no traceback, removing any
-# temporary file (omtl_mpi.errors.stop_on_signals; errors imports nothing heavy). The console
-# script imports this module for the same reason, not the command line's.
+# first of all, before the slow imports (click, numpy, MPI): a signal from here on ends the
+# command in one line (omtl_mpi.errors.stop_on_signals); the console script imports this too
 from .errors import ended, stop_on_signals
 
 stop_on_signals()

@@ -1,11 +1,8 @@
 """How much memory this process may still allocate: the least of the machine's MemAvailable and
 the headroom under every memory limit of its control groups (cgroup v2 ``memory.max``, v1
-``memory.limit_in_bytes``), so that the checks made before reading data hold inside a Slurm job,
-a container or a systemd slice, where the machine's free memory overstates what the process may
-take and going over the limit ends it without a word (the kernel's OOM killer).
-
-Linux only; elsewhere, or where nothing can be read, the figure is unknown (None) and the checks
-that use it are skipped.
+``memory.limit_in_bytes``), so that the checks made before reading data hold inside a Slurm job
+or a container (docs/RELIABILITY.md). Linux only; elsewhere, or where nothing can be read, the
+figure is unknown (None) and the checks that use it are skipped.
 """
 from __future__ import annotations
 

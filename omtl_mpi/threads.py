@@ -1,10 +1,8 @@
 """One BLAS thread per process, for the command line and its ranks (imported before numpy).
 
-Every array here is small (K x d, K x K): BLAS threads only add jitter and, with more MPI
-ranks than cores (the normal case on a laptop), starve the other ranks. The command line sets
-this before numpy is first imported; importing the package as a library changes nothing (a
-program that runs many ranks sets the variables itself). A user who wants threads can still
-set them before starting the command.
+Every array here is small (K x d, K x K): BLAS threads only add jitter and, with more MPI ranks
+than cores, starve the other ranks. Only the command line imports this; a library user's or an
+explicit setting of the variables stands.
 """
 import os
 

@@ -119,8 +119,9 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     if unknown:
         import difflib
         near = difflib.get_close_matches(unknown[0], known, n=1)
-        raise UserError(f"{algo} has no parameter {unknown[0]!r}" + (
-            f" (did you mean {near[0]!r}?)" if near else "") + f"; its parameters: {', '.join(known)}")
+        raise UserError(f"{algo} has no parameter {unknown[0]!r}"
+                        + (f" (did you mean {near[0]!r}?)" if near else "")
+                        + f"; its parameters: {', '.join(known)}")
     given = {"n_tasks": n_tasks, "n_features": n_features}
     given.update({k: params.get(k, v) for k, v in list(known.items())[2:]})
     opts = table()

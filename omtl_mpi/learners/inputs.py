@@ -63,7 +63,6 @@ def _sparse_rows(X, n_features: int):
     return csr_matrix(data, indices, indptr, shape), indices, data
 
 
-
 class Inputs:
     """The learner's input methods (mixed into :class:`~omtl_mpi.learners.Learner`)."""
 
@@ -156,10 +155,8 @@ class Inputs:
         return a.astype(np.float64)
 
     def _prepared_sparse(self, indptr, cols, values, tasks: np.ndarray, update: bool):
-        """Sparse instances as the learner sees them: rows (CSR ``indptr``, ``cols``,
-        ``values``), one instance of each of ``tasks`` (B = 1), as :class:`SparseRows`
-        (1, n, d'): scaled online (the running maxima of their entries' columns, updated only
-        when ``update``) and the intercept's entry appended, as :meth:`_prepared` does for dense
+        """CSR rows (``indptr``, ``cols``, ``values``), one instance of each of ``tasks``, as the
+        learner sees them (:class:`SparseRows` (1, n, d')): as :meth:`_prepared` does dense
         ones."""
         from ..data.sparse import SparseRows, online_scale_csr
         n = len(tasks)

@@ -88,11 +88,9 @@ class Learner(Inputs, State, _Base):
         yield {"n_tasks": 3, "n_features": 16, "task_key": "task", **_needed(cls.algo)}
 
     def __reduce__(self):
-        # copy.copy, copy.deepcopy and pickle (process pools, river's ensembles and checks)
-        # carry the parameters and state_dict(), so a copy continues bit for bit: the role
-        # objects' buffers and views of them (a worker's message) are built afresh, not split.
-        # Within one release only: files are HDF5 (save), and nothing from a file is unpickled.
-        # A class of one's own (a subclass) is rebuilt as itself, with what it set beside
+        # copies and pickles carry the parameters and state_dict(), so a copy continues bit for
+        # bit (the roles' buffers built afresh); within one release only (files are HDF5). A
+        # subclass is rebuilt as itself, with what it set beside
         from .classes import _CLASSES
         cls = type(self)
         how = self.algo if cls is _CLASSES.get(self.algo) else cls
@@ -184,14 +182,12 @@ class Learner(Inputs, State, _Base):
                  if k in ("n_tasks", "n_features") or v != defaults.get(k)]
         return f"{type(self).__name__}({', '.join(shown)})"
 
-    # --------------------------------------------------------------------- inputs
     # --------------------------------------------------------------------- rounds
     def _transaction(self, tasks: np.ndarray, rounds: int, call):
-        """``call()``, the work of a call of ``rounds`` rounds that steps the ``tasks``
-        (increasing, unique), as a transaction: if it raises, or leaves any of their rows or a
-        shared array non-finite, the learner is put back exactly as it was before (its counters
-        too) and the error is raised, in the Python API's spelling. What this costs follows the
-        call's tasks, whatever K (:class:`~omtl_mpi.algorithms.undo.Journal`)."""
+        """``call()``, a call of ``rounds`` rounds that steps the ``tasks`` (increasing), as a
+        transaction: if it raises, or leaves any of their rows or a shared array non-finite, the
+        learner is put back exactly as it was (counters too) and the error raised in the API's
+        spelling; the cost follows the call's tasks (:class:`~omtl_mpi.algorithms.undo.Journal`)."""
         self._known()
         journal, roles = self._journal, self._roles
         journal.begin(tasks, rounds)
@@ -231,12 +227,10 @@ class Learner(Inputs, State, _Base):
                             "omtl_mpi.load) or build the learner again")
 
     def _step(self, Xp: np.ndarray, yf: np.ndarray, tasks: np.ndarray, count=None) -> np.ndarray:
-        """One round of the learner on prepared inputs of the tasks ``tasks`` (increasing):
-        Xp (B, n, d'), yf (B, n) with 0 for inactive instances; the predictions made before
-        the labels, booleans (B, n). Tasks not in ``tasks``, and tasks without an instance,
-        are inactive: they take no step (what a round costs follows the tasks in it). Called
-        within :meth:`_transaction`, which keeps the round for an undo. ``count``: each
-        task's instances in the round, where the caller knows them (learn_one: one)."""
+        """One round on prepared inputs of the tasks ``tasks`` (increasing): Xp (B, n, d'), yf
+        (B, n) with 0 for inactive instances; the predictions made before the labels, booleans
+        (B, n). Other tasks are inactive: no step. Called within :meth:`_transaction`, which
+        keeps the round for an undo; ``count``: each task's instances, where known."""
         self._journal.add(Xp, yf, tasks)
         if count is None:
             count = (yf != 0.0).sum(axis=0)
