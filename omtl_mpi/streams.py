@@ -221,18 +221,6 @@ def _result(report: dict, learner=None) -> Result:
                   learner=learner, _written=report["_written"])
 
 
-def _world(comm):
-    from .runtime.world import default_world
-    if comm is None:
-        return default_world()
-    from .comm.mpi import MpiWorld
-    from mpi4py import MPI
-    if not isinstance(comm, MPI.Intracomm):
-        raise UserError(f"comm must be an mpi4py communicator (MPI.COMM_WORLD or one split from "
-                        f"it), got {comm!r}")
-    return MpiWorld(comm)
-
-
 def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None, batch: int = 1,
                 names=None, comm=None, out=None, progress: bool = False, **options):
     """Run a learner over task streams held in memory, as ``omtl-mpi run`` runs a data file.
@@ -292,8 +280,16 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     from .options import run_config
     from .runtime.run import collect, learn, set_up
     from .paths import as_path
-    from .runtime.world import SetupFailed, collective
-    world = _world(comm)
+    from .runtime.world import SetupFailed, collective, default_world
+    if comm is None:
+        world = default_world()
+    else:
+        from .comm.mpi import MpiWorld
+        from mpi4py import MPI
+        if not isinstance(comm, MPI.Intracomm):
+            raise UserError(f"comm must be an mpi4py communicator (MPI.COMM_WORLD or one split "
+                            f"from it), got {comm!r}")
+        world = MpiWorld(comm)
     # a file name, on every rank alike (5 or None-like values are no name); its folder is
     # checked by rank 0 in set_up, which every rank hears of
     out = None if out is None else as_path(out, "out")

@@ -91,12 +91,6 @@ def arrays_for(plan: Plan, folder: str, todo: list, settings: dict, launcher, *,
     return arrays
 
 
-def _manifest(plan: Plan, folder: str, array: Array, settings: dict, checkpoint_every) -> dict:
-    return {"format": MANIFEST, "version": 1, "sweep": plan.name, "folder": os.path.abspath(folder),
-            "mpi": settings.get("mpi"), "checkpoint_every": checkpoint_every,
-            "runs": [dataclasses.asdict(run) for run in array.runs]}
-
-
 def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = False,
            checkpoint_every: int | None = None, throttle: int | None = None, echo=print) -> list[Array]:
     """Submit the runs of ``plan`` that are not done (and the failed ones with
@@ -126,8 +120,12 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
             accepted.append(launcher.submit(array.script))
             _submitted(index, array, accepted[0])
         try:
+            manifest = {"format": MANIFEST, "version": 1, "sweep": plan.name,
+                        "folder": os.path.abspath(folder), "mpi": settings.get("mpi"),
+                        "checkpoint_every": checkpoint_every,
+                        "runs": [dataclasses.asdict(run) for run in array.runs]}
             with atomic_path(array.manifest) as tmp, open(tmp, "w", encoding="utf-8") as f:
-                json.dump(_manifest(plan, folder, array, settings, checkpoint_every), f, indent=1)
+                json.dump(manifest, f, indent=1)
             with atomic_path(array.script) as tmp, open(tmp, "w", encoding="utf-8") as f:
                 f.write(array.text)
             # under the lock: an element that starts at once finds its run recorded as submitted
@@ -175,10 +173,6 @@ def read_manifest(path: str) -> dict:
     return manifest
 
 
-def _run_of(fields: dict) -> Run:
-    return Run(**{**fields, "args": tuple(fields["args"]), "hashed_args": tuple(fields["hashed_args"])})
-
-
 def element(manifest_path: str, echo=print) -> int:
     """Run this array element's run (SLURM_ARRAY_TASK_ID) and record it; its exit code: 0 when
     the run is done, 1 otherwise (the index says why)."""
@@ -192,7 +186,8 @@ def element(manifest_path: str, echo=print) -> int:
     manifest = read_manifest(manifest_path)
     if not 0 <= task < len(manifest["runs"]):
         raise UserError(f"{manifest_path} holds {len(manifest['runs'])} runs; element {task} has none")
-    run, folder = _run_of(manifest["runs"][task]), manifest["folder"]
+    fields, folder = manifest["runs"][task], manifest["folder"]
+    run = Run(**{**fields, "args": tuple(fields["args"]), "hashed_args": tuple(fields["hashed_args"])})
     launcher = launcher.configured({"mpi": manifest.get("mpi")})
     executor = Executor(folder, launcher, manifest.get("checkpoint_every"))
     previous = {}

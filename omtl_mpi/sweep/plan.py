@@ -289,7 +289,9 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
     name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
     seeds = _seeds(doc, path)
     default_timeout = _positive(doc.get("timeout", DEFAULT_TIMEOUT), f"{path}: timeout")
-    cap = _rank_cap(max_ranks if max_ranks is not None else doc.get("max_ranks"))
+    cap = max_ranks if max_ranks is not None else doc.get("max_ranks")   # on every run's ranks
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ConfigError(f"max_ranks must be an integer >= 1, got {cap!r}")
     data, skipped = _data_sets(doc, path)
     entries = _table(doc, "algorithms", path)
     if not entries:
@@ -299,7 +301,10 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
         entry = _entry(key, value, default_timeout, f"{path}: algorithms.{key}")
         algorithms[key] = {"label": entry.label, "algo": entry.algo.name}
         runs += _entry_runs(entry, data, seeds, cap)
-    _check_unique_ids(runs, path)
+    ids = [r.id for r in runs]          # two runs of one id would overwrite each other's results
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[0]
+        raise ConfigError(f"{path}: two runs would share the id {dup}; rename a data set or algorithm key")
     from ..runtime.launchers.slurm import settings as slurm_settings
     return Plan(name=str(name), path=os.path.abspath(path), data=data, algorithms=algorithms,
                 runs=runs, skipped=skipped, slurm=slurm_settings(doc.get("slurm", {}), f"{path}: slurm"))
@@ -331,13 +336,6 @@ def _seeds(doc: dict, path: str) -> list:
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"{path}: seeds repeat ({seeds})")
     return seeds
-
-
-def _rank_cap(cap) -> int | None:
-    """The cap on every run's ranks (``--max-ranks`` or the file's ``max_ranks``), or None."""
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise ConfigError(f"max_ranks must be an integer >= 1, got {cap!r}")
-    return cap
 
 
 def _data_sets(doc: dict, path: str) -> tuple[list, list]:
@@ -436,14 +434,6 @@ def _one_run(entry: _Entry, ds: DataSet, ranks: int, topology, point: dict, seed
     return Run(id=rid, data=ds.key, algorithm=entry.key, algo=algo.name, topology=topology,
                shown_topology=shown, grid=point, seed=seed, ranks=ranks, timeout=entry.timeout,
                args=tuple(args), **_compared(ds, cfg, args))
-
-
-def _check_unique_ids(runs: list, path: str) -> None:
-    """Two runs with one id would overwrite each other's results: refuse the file."""
-    ids = [r.id for r in runs]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})[0]
-        raise ConfigError(f"{path}: two runs would share the id {dup}; rename a data set or algorithm key")
 
 
 def _positive(value, where: str) -> float:
