@@ -92,14 +92,11 @@ def _checked_streams(X_list, y_list):
                             f"X_list[{k}]), got {ya.shape}")
         if not np.isfinite(Xa.data if hasattr(Xa, "tocsr") else Xa).all():
             raise UserError(f"X_list[{k}] holds NaN or inf; every feature must be finite")
-        if ya.dtype == bool:
-            ya, flag = np.where(ya, 1, -1), True
-        elif ya.dtype.kind in "iuf" and np.isin(ya, (-1, 1)).all():
-            flag = False
-        else:
+        flag = ya.dtype == bool
+        if not flag and not (ya.dtype.kind in "iuf" and np.isin(ya, (-1, 1)).all()):
             raise UserError(f"y_list[{k}]: labels are -1 or +1 (or bools)")
         Xs.append(Xa)
-        ys.append(ya.astype(np.int8))
+        ys.append((np.where(ya, 1, -1) if flag else ya).astype(np.int8))
         bools.append(flag)
     return Xs, ys, any(bools)
 

@@ -12,6 +12,7 @@ import click
 from .. import __version__
 from ..errors import ConfigError, UserError, one_line, printable
 
+
 def _mpi_rank_size():
     """(rank, size) if this process is a rank of an MPI job, else (0, 1)."""
     from ..runtime.world import launched_by_mpi
@@ -56,12 +57,8 @@ for _command in (run, data, topo, algos, sweep, sweep_element, report):
 
 def main(argv=None) -> None:
     """Console entry point: user errors as one line per problem and exit 2, never a hang.
-
     Under MPI, an error found on every rank (SetupFailed) is printed once by rank 0 and every
-    rank exits 2; an error or crash on a single rank aborts the whole job at once. (A signal
-    that stops the command is :func:`omtl_mpi.errors.stop_on_signals`', installed by the entry
-    points before this runs.)
-    """
+    rank exits 2; an error or crash on a single rank aborts the whole job at once."""
     from ..runtime.world import SetupFailed
     for word in sys.argv[1:] if argv is None else argv:
         one_line(word)                  # a message quoting it keeps it on one line
@@ -132,11 +129,8 @@ def _fail_this_rank(lines, code: int, details: str = "") -> int:
 
 def _exit_all(size: int, code: int) -> None:
     """End an MPI job whose every rank knows the error: rank 0 (which printed it) aborts the
-    job with ``code``; the other ranks just wait to be stopped.
-
-    An orderly exit with a non-zero code races with the launcher, which kills the ranks still
-    finalising and prints a "BAD TERMINATION" banner; one MPI_Abort from rank 0 is reliable.
-    """
+    job with ``code``; the other ranks just wait to be stopped (an orderly exit races with the
+    launcher, which kills the ranks still finalising: one MPI_Abort from rank 0 is reliable)."""
     if size > 1:
         if sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank() == 0:
             _abort_if_parallel(size, code)
