@@ -86,11 +86,9 @@ ASLR = Option(
          "rounds there (docs/PERFORMANCE.md). Not the default because randomisation is a "
          "defence against memory-corruption exploits and the ranks parse user-supplied files "
          "(HDF5) in C; use off only for data you trust.")
-# Named starting points of a run: a preset sets these options unless they are given
-# explicitly. "paper" is exactly the model and settings of Li et al. 2025 (docs/ALGORITHMS.md
-# section 1), so that its figures stay reproducible whatever the defaults become. A learner
-# keeps the fields its own dataclass fixes differently (ADMM-Single's lambda4 = 0, PMSC-Log's
-# logistic loss).
+# Named starting points: a preset sets these options unless given. "paper" is the model and
+# settings of Li et al. 2025 (docs/ALGORITHMS.md section 1), whatever the defaults become; a
+# learner keeps what its dataclass fixes otherwise (ADMM-Single's lambda4 = 0).
 PRESETS = {"paper": {"intercept": False, "scale": "none", **PAPER}}
 PRESET = Option(
     name="preset", flag="--preset", type=str, default=None, kind="execution",
@@ -103,13 +101,10 @@ EXECUTION = (PRESET, ASLR)
 
 def table() -> dict[str, Option]:
     """Every option of a run by name, in ``--help`` order: RunConfig's, the learners' (in
-    registry order), then how it executes.
-
-    Generated on every call from the registry as it is, so a learner registered later has its
-    options too. A field with the same name in several learners is one option, with each
-    learner's own default and help (``defaults``, ``helps``); its ``default``, ``help``,
-    choices and metavar are those of the main learner: the default ``--algo`` where it has the
-    field, else the first learner that has it.
+    registry order), then how it executes; generated on every call from the registry as it is.
+    A field of several learners is one option with each one's default and help (``defaults``,
+    ``helps``); its ``default``, ``help``, choices and metavar are the main learner's: the
+    default ``--algo`` where it has the field, else the first learner that has it.
     """
     from .algorithms.registry import REGISTRY
     opts = {f.name: _option(f.name, RunConfig, _default(f)) for f in fields(RunConfig)
@@ -209,16 +204,11 @@ def inactive(cfg: RunConfig, algo) -> dict:
 
 def effects(algo, opts: dict | None = None) -> dict:
     """What each hyper-parameter of learner ``algo`` needs to have an effect, by name: ``{}``
-    where it has one with the learner's defaults; the options to change, by name, where it has
-    one only then (``{"w_step": "adagrad"}`` for C-ADMM's ``delta``); None where no value of
-    the options the learner leaves free gives it one, because the learner fixes what it needs
-    (ADMM-Single's ``omega_every``: Omega is learned only with ``relationship``, which it fixes
-    off). A field the learner fixes counts as having an effect: its value is the one in use.
-
-    Found by trying every combination of the free options with a closed set of values (the
-    bools and those with choices) through :func:`inactive`, the check :func:`run_config` makes;
-    of the combinations that give an option an effect, the one that changes fewest defaults is
-    named.
+    where it has one with the defaults; the options to change where it has one only then
+    (``{"w_step": "adagrad"}`` for C-ADMM's ``delta``); None where no value of the free options
+    gives it one (ADMM-Single's ``omega_every``: it fixes ``relationship`` off). A fixed field
+    counts as having an effect. Found by trying, through :func:`inactive`, every combination of
+    the free bools and choices; the one that changes fewest defaults is named.
     """
     opts = table() if opts is None else opts
     cls = algo.params

@@ -48,12 +48,10 @@ def _algo_heading(facts: dict) -> str:
 
 
 def _show_algo(ctx, algo, opts: dict, as_json: bool) -> None:
-    """``omtl-mpi algos NAME``: the learner, then the fields of its dataclass that ``omtl-mpi
-    run --algo NAME`` accepts, as it spells them, with this learner's default and help, and
-    the other options a field needs to have an effect (:func:`omtl_mpi.options.effects`);
-    then the fields the learner fixes (its ``FIXED_FIELDS``: setting them otherwise is refused) and
-    those it leaves without effect (given, they are refused), by name only, since what they
-    mean elsewhere does not apply."""
+    """``omtl-mpi algos NAME``: the learner, the fields that ``omtl-mpi run --algo NAME``
+    accepts with this learner's default and help and what else each needs to have an effect
+    (:func:`omtl_mpi.options.effects`), then by name only those it fixes (``FIXED_FIELDS``) and
+    those it leaves without effect (both refused if given)."""
     from ..options import effects
     fixed = getattr(algo.params, "FIXED_FIELDS", ())
     needs = effects(algo, opts)

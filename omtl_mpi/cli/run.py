@@ -19,11 +19,9 @@ Examples:
 
 
 class _RunCommand(click.Command):
-    """``omtl-mpi run``: the option table's options (:mod:`omtl_mpi.options`), then its own.
-
-    The table's are made when the command is parsed or shown, not at import: so every learner
-    registered by then has its options, and the other commands do not import the learners.
-    """
+    """``omtl-mpi run``: the option table's options (:mod:`omtl_mpi.options`), then its own;
+    the table's made when the command is parsed or shown, not at import (every learner
+    registered by then has its options, and the other commands do not import the learners)."""
 
     def get_params(self, ctx):
         if "omtl_mpi.options" not in ctx.meta:      # the same objects for a whole invocation

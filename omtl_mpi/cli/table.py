@@ -4,13 +4,10 @@ import click
 
 
 def click_option(opt, default_algo: str) -> click.Option:
-    """An option of the table as a click option. A hyper-parameter defaults to None (not
-    given) so that the chosen learner's own default applies.
-
-    Its help: what it means to the main learner (:func:`omtl_mpi.options.table`), preceded by
-    the learners it means that to where the default learner has no such option; then, in one
-    sentence, the learners to which it means something else (``omtl-mpi algos NAME`` shows
-    their own help); then the learners' defaults."""
+    """An option of the table as a click option (a hyper-parameter defaults to None, not given,
+    so that the chosen learner's own default applies). Its help: what it means to the main
+    learner (preceded by the learners it means that to, where the default learner has no such
+    option), the learners to which it means something else, then the learners' defaults."""
     text = opt.help
     others = opt.other_meanings
     if opt.learners and default_algo not in opt.learners:

@@ -126,11 +126,9 @@ class Executor:
 
     def execute(self, run: Run, previous: dict | None = None, log_name: str | None = None) -> dict:
         """Run ``run``; its record. ``previous``: its earlier record (a checkpoint to resume);
-        ``log_name``: its log under logs/ (default ID.log).
-
-        In the main thread, a :class:`~omtl_mpi.runtime.launch.Stopped` signal (see
-        :func:`~omtl_mpi.runtime.launch.signals_raise`) stops the run's whole process group and
-        records it: SIGUSR1, Slurm's warning before the time limit, as a timeout; any other as
+        ``log_name``: its log under logs/ (default ID.log). In the main thread, a
+        :class:`~omtl_mpi.runtime.launch.Stopped` signal stops the run's process group and
+        records it: SIGUSR1 (Slurm's warning before the time limit) as a timeout, others as
         cancelled."""
         resume = bool(self.checkpoint_every) and resumable(run, previous, self.folder)
         cmd = command_of(run, self.folder, self.launcher, self.checkpoint_every, resume)
@@ -235,11 +233,9 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
 
 
 def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
-    """Make the sweep folder (runs/, logs/), refuse outputs of the runs it launches (with
-    ``retry_failed``, the failed ones too) over inputs or over what is not a regular file,
-    record this plan's description in the index (refused if the folder holds another sweep),
-    and remove what runs and writers killed before they could clean up left under temporary
-    names; the index."""
+    """Make the sweep folder (runs/, logs/), refuse outputs of the runs it launches over inputs
+    or what is not a regular file, record the plan in the index (refused if the folder holds
+    another sweep) and remove what killed runs and writers left; the index."""
     for sub in ("runs", "logs"):
         make_folder(os.path.join(folder, sub), "--out")
     check_outputs(plan, folder, [])         # the index and its lock, before the index is read
