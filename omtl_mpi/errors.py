@@ -88,19 +88,6 @@ def at_stop(fn):
     return fn
 
 
-def _rank_prefix() -> str:
-    """``[rank R] `` in an MPI job of more than one rank (asked of MPI only if it was started),
-    else nothing."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    try:
-        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
-                and mpi.COMM_WORLD.Get_size() > 1:
-            return f"[rank {mpi.COMM_WORLD.Get_rank()}] "
-    except Exception:                   # noqa: BLE001 - the line goes out without it
-        pass
-    return ""
-
-
 def _stop(signum, frame):
     """The handler of :data:`STOPPING`: run the :func:`at_stop` cleanups, print one line and end
     the process with 128 + the signal's number, at once. It raises nothing (one raised where
@@ -118,7 +105,14 @@ def _stop(signum, frame):
             cleaned = bool(fn()) or cleaned
         except Exception:               # noqa: BLE001 - the others and the exit still run
             pass
-    rank = _rank_prefix()
+    # ``[rank R] `` in an MPI job of more than one rank (asked of MPI only if it was started)
+    rank, mpi = "", sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
+                and mpi.COMM_WORLD.Get_size() > 1:
+            rank = f"[rank {mpi.COMM_WORLD.Get_rank()}] "
+    except Exception:                   # noqa: BLE001 - the line goes out without it
+        pass
     if rank and not cleaned:
         # mpiexec ends the whole job as soon as one rank exits: a rank with nothing to clean
         # up leaves the one writing a file (rank 0, which got the same signal) a moment to

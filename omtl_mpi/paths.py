@@ -165,27 +165,19 @@ def refuse_special(path, option: str | None = None) -> None:
                     "it; give the name of a file on disk")
 
 
-def output_name(path, option: str) -> str:
-    """``path`` as a str if it is a file name (:func:`as_path`) where nothing but a regular
-    file is (:func:`refuse_special`): the checks of an output that need no look at its
-    folder; else a UserError."""
-    path = as_path(path, option)
-    refuse_special(path, option)
-    _fits_a_name(path, option)
-    return path
-
-
 # the temporary name a writer adds to the file's (omtl_mpi.atomic: ".tmp-" and a process id)
 _TEMPORARY_SUFFIX = len(".tmp-") + 7
 
 
-def _fits_a_name(path: str, option: str) -> None:
-    """Refuse a file name longer than its file system takes once the temporary suffix of an
-    atomic write is added (the system would say so only when the file is created, after the
-    work)."""
-    folder = os.path.dirname(os.path.abspath(path))
+def output_name(path, option: str) -> str:
+    """``path`` as a str if it is a file name (:func:`as_path`) where nothing but a regular
+    file is (:func:`refuse_special`), short enough for its file system once the temporary
+    suffix of an atomic write is added (else the system would say so only after the work): the
+    checks of an output that need no look at its folder; else a UserError."""
+    path = as_path(path, option)
+    refuse_special(path, option)
     try:
-        longest = os.pathconf(folder, "PC_NAME_MAX")
+        longest = os.pathconf(os.path.dirname(os.path.abspath(path)), "PC_NAME_MAX")
     except (OSError, ValueError):
         longest = 255                   # the usual limit, where the folder does not say
     size = len(os.fsencode(os.path.basename(path)))
@@ -194,6 +186,7 @@ def _fits_a_name(path: str, option: str) -> None:
                         f"file system takes {longest}, and a name is written under a "
                         f"temporary one {_TEMPORARY_SUFFIX} bytes longer first: give a name of "
                         f"at most {longest - _TEMPORARY_SUFFIX} bytes")
+    return path
 
 
 def output_file(path, option: str) -> str:

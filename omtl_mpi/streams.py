@@ -128,9 +128,8 @@ class Result:
         Every task's mistakes (int8, 1 where the prediction was wrong), in the same order.
     omega : ndarray or None
         The K x K task-relationship matrix, for the learners that have one, up to 1,024 tasks;
-        beyond, None, and Omega is in ``model`` as its factors (``omega_basis``,
-        ``omega_values``, ``omega_rest``: Omega = rest I + basis diag(values - rest)
-        basis^T).
+        beyond, None (``model`` holds its factors ``omega_basis``, ``omega_values`` and
+        ``omega_rest``, as :class:`~omtl_mpi.Learner` says).
     model : dict
         Every learned array by name (the results file's /model).
     seconds, ms_per_round : float
@@ -257,10 +256,8 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     ------
     UserError
         On every rank, with the same message, for bad streams or options (or streams that
-        differ between ranks). Writing ``out`` and joining the fitted learner happen on rank 0
-        alone, after the others have returned: an error there (a full disk, a learner whose
-        every task does not fit in rank 0's memory) is raised on rank 0 only, and nothing
-        waits for it.
+        differ between ranks); on rank 0 only for writing ``out`` and joining the fitted
+        learner (a full disk, rank 0's memory), which happen after the others have returned.
 
     Examples
     --------
@@ -295,8 +292,7 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
         raise UserError(f"run_streams learns from X_list and y_list: {', '.join(foreign)} "
                         "(a data file or the synthetic family) does not apply; leave it out")
     source = collective(world, lambda: ArraySource(X_list, y_list, names))
-    # every rank must have been given the same streams (a script that draws them unseeded on
-    # each rank would otherwise learn a mixture): their digests agree
+    # every rank must have been given the same streams (not unseeded draws): their digests agree
     if len(set(world.agree(source.digest()))) > 1:
         raise SetupFailed("the ranks were given different streams: every rank must call "
                           "run_streams with the same X_list and y_list (seed any random draw)")

@@ -166,9 +166,8 @@ def _fits(got, want, where: str) -> str | None:
     if g.dtype.kind == "f" and not np.isfinite(g).all():
         return f"{where} holds NaN or inf"
     if g.dtype.kind in "iu" and g.size:
-        # a count (rounds, instances, steps) is a whole number >= 0, and far enough below
-        # int64's largest that learning on cannot overflow it (2**53 rounds: some 285 years at
-        # a round a microsecond); the prior's version of a task's matrices is -1 before the first
+        # a count (rounds, instances, steps) is a whole number >= 0, far enough below int64's
+        # largest that learning on cannot overflow it; the prior's version is -1 before the first
         lowest = -1 if where.endswith("bayes_version") else 0
         if g.min() < lowest or g.max() > _COUNT_MAX:
             return (f"{where} holds {g.min() if g.min() < lowest else g.max()}, where a count "
