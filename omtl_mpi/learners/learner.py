@@ -28,8 +28,7 @@ _NON_FINITE = ("this call would make the model non-finite (NaN or inf): its step
 
 try:
     # where river is installed a learner is one of its classifiers (its progressive validation,
-    # pipelines and ensembles take only those, and its check_estimator runs on them); river is
-    # optional, and its base costs some 20 ms to import
+    # pipelines, ensembles and check_estimator take only those); river is optional
     from river.base import Classifier as _Base
 except ImportError:                 # pragma: no cover (river is a test dependency)
     _Base = object

@@ -131,9 +131,8 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
             # under the lock: an element that starts at once finds its run recorded as submitted
             update(folder, submitted)
         except BaseException:
-            # an array sbatch did not accept leaves no files (its elements, were it accepted,
-            # read them): the next attempt writes its own under the same number, not a second
-            # numbered copy
+            # an array sbatch did not accept leaves no files: the next attempt writes its own
+            # under the same number
             if not accepted:
                 for path in (array.manifest, array.script):
                     if os.path.lexists(path):

@@ -1,13 +1,7 @@
-"""Topology files (TOML) and the ``--topology NAME|PATH`` resolution.
-
-Two forms::
-
-    kind = "random-regular"      # a generator that sizes itself to the number of nodes
-    degree = 4
-    seed = 1
-
-    nodes = 5                    # an explicit undirected edge list, 0-based, fixed node count
-    edges = [[0, 1], [1, 2], [2, 3], [3, 4], [4, 0], [0, 2]]
+"""Topology files (TOML) and the ``--topology NAME|PATH`` resolution. A file names a generator
+that sizes itself to the nodes (``kind = "random-regular"``, its parameters beside) or an
+explicit 0-based edge list of a fixed node count (``nodes = 5``, ``edges = [[0, 1], ...]``):
+topologies/README.md shows both.
 """
 from __future__ import annotations
 
