@@ -414,12 +414,13 @@ class MultiTaskClassifier(ClassifierMixin, BaseEstimator):
             if one_pass:
                 classes = _two_classes(np.unique(y), "y")
             signs = self._signs(y, classes)
+            n_tasks = None if one_pass else self._n_tasks(t)    # partial_fit checks it first
             kwargs = self._learner_kwargs(classes)
             if one_pass and kwargs.get("rounds") is None:
                 # the rounds of this one pass (counted without an array of every task id)
                 kwargs["rounds"] = int(np.unique(t, return_counts=True)[1].max())
             from .learners import learner
-            m = learner(self.algo, self._n_tasks(t), X.shape[1], **kwargs)
+            m = learner(self.algo, n_tasks or self._n_tasks(t), X.shape[1], **kwargs)
             m.partial_fit(X, signs, tasks=t)
         except BaseException:
             for name in _FITTED:
