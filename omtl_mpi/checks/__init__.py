@@ -83,10 +83,9 @@ def _raised_at(exc: BaseException) -> str:
 
 
 def _watch_decisions(m) -> None:
-    """Wrap each of the learner's role holders' ``decide`` so that a result off the contract's
-    (decision values: an array (B, na) for instances X (B, na, d)) fails where it is returned,
-    naming the role, rather than as a broadcast error later, or not at all (a row (na,)
-    broadcasts over the instances silently)."""
+    """Wrap each role holder's ``decide`` so that a result off the contract's (an array (B, na)
+    for instances X (B, na, d)) fails where it is returned, naming the role, not as a broadcast
+    error later or not at all."""
     for holder in getattr(getattr(m, "_roles", None), "holders", ()):
         method = getattr(holder, "decide", None)
         if method is None:

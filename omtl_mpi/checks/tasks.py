@@ -6,10 +6,9 @@ from .common import _learn, _streams
 
 
 def check_a_task_alone_decides_as_beside_others(m):
-    """A task's decision is the same alone in a round as beside every other task, for each
-    task, the last one included (in the first rounds of the other checks the active tasks are
-    0..j, where a role that ignores its argument ``active`` cannot be told from one that
-    reads it)."""
+    """A task's decision is the same alone in a round as beside every other task, for each task,
+    the last included (where the other checks' active tasks 0..j cannot tell a role that ignores
+    ``active`` from one that reads it)."""
     X, y = _streams(m)
     _learn(m, X, y, rounds=10)
     K = m.n_tasks
@@ -57,9 +56,7 @@ def _task_rows(m) -> dict:
 
 def check_learning_a_task_leaves_the_others(m):
     """Learning one task (the last, then the first) leaves every other task's rows of every
-    per-task array as they were, to the bit (a role that learns into rows other than its
-    active tasks' is found, and a ``ROW_AXES`` that names an array a round changes elsewhere:
-    the undo of a failed call relies on it)."""
+    per-task array as they were, to the bit (which the undo of a failed call relies on)."""
     X, y = _streams(m)
     _learn(m, X, y, rounds=10)
     K = m.n_tasks

@@ -182,11 +182,9 @@ def run(n_ranks, launcher, as_json, out, progress, fail_at, fail_rank, fail_mode
 
 def _check_run_outputs(cfg, out, checkpoint_every, checkpoint_path, resume,
                        replay=None) -> str | None:
-    """The run's outputs (results, checkpoint) are not its inputs (data, checkpoint to resume,
-    results to replay)
-    nor each other, the checkpoint can be written, and the checkpoint options make sense
-    together; before anything starts (with --np, before the ranks are). The checkpoint file
-    (None without --checkpoint-every)."""
+    """The checkpoint file (None without --checkpoint-every), once the outputs are checked before
+    anything starts: not the inputs (the results to replay among them) nor each other, writable,
+    the checkpoint options agreeing."""
     from ..paths import output_file, refuse_each_other, refuse_inputs
     from ..runtime.checkpoint import default_path
     if checkpoint_every is None:

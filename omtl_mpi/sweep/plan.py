@@ -287,7 +287,13 @@ def load_plan(path: str, max_ranks: int | None = None) -> Plan:
     doc = _read_sweep_file(path)
     _unknown(doc, _TOP_KEYS, path)
     name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
-    seeds = _seeds(doc, path)
+    # distinct integers >= 0, or [None]: one run in the file's order
+    seeds = _as_list(doc.get("seeds", [None]), f"{path}: seeds")
+    for s in seeds:
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0):
+            raise ConfigError(f"{path}: seeds must be integers >= 0, got {s!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{path}: seeds repeat ({seeds})")
     default_timeout = _positive(doc.get("timeout", DEFAULT_TIMEOUT), f"{path}: timeout")
     cap = max_ranks if max_ranks is not None else doc.get("max_ranks")   # on every run's ranks
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
@@ -325,17 +331,6 @@ def _read_sweep_file(path: str) -> dict:
         raise ConfigError(f"sweep file {path}: cannot read it ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-
-
-def _seeds(doc: dict, path: str) -> list:
-    """``seeds``: distinct integers >= 0, or ``[None]`` (one run in the file's order)."""
-    seeds = _as_list(doc.get("seeds", [None]), f"{path}: seeds")
-    for s in seeds:
-        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0):
-            raise ConfigError(f"{path}: seeds must be integers >= 0, got {s!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{path}: seeds repeat ({seeds})")
-    return seeds
 
 
 def _data_sets(doc: dict, path: str) -> tuple[list, list]:
