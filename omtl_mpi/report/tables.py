@@ -156,15 +156,6 @@ def ablation_learners(part: str) -> list:
     return [a.name for a in REGISTRY.values() if a.ablation == part]
 
 
-def _ablation_rows() -> list:
-    """Table 4's architectures, (name, learner, topology): each learner that learns the task
-    relationship, one of the neighbours pattern on the full graph and on a ring."""
-    from ..algorithms.registry import REGISTRY
-    return [(f"{name.upper()} {t}" if t else name.upper(), name, t)
-            for name in ablation_learners("relationship")
-            for t in (("full", "ring") if REGISTRY[name].pattern == "neighbours" else (None,))]
-
-
 def _ablation_cell(sweep: Sweep, data: str, algos, topology, relationship) -> list:
     """Runs with the paper's settings (``--preset paper``) that make one cell of Table 4: of
     ``algos``, with the relationship learned or not (None: each task alone, either), on
@@ -183,11 +174,17 @@ def table4(sweep: Sweep, metric: str = "mean_error") -> Table:
     """Ablation: each task alone (admm-single), without relationship learning (Omega = I/K), and
     with it, for C-ADMM, D-ADMM on the full graph and D-ADMM on a ring; by the final mean
     cumulative error, or by one of its companions (:data:`METRICS`)."""
+    from ..algorithms.registry import REGISTRY
     rows, records = [], []
     independent = ablation_learners("independent")
+    # the architectures: each learner that learns the task relationship, one of the neighbours
+    # pattern on the full graph and on a ring
+    architectures = [(f"{name.upper()} {t}" if t else name.upper(), name, t)
+                     for name in ablation_learners("relationship") for t in (
+                         ("full", "ring") if REGISTRY[name].pattern == "neighbours" else (None,))]
     for d in _data_sets(sweep):
         alone = _ablation_cell(sweep, d, independent, None, None)
-        for name, algo, topo in _ablation_rows():
+        for name, algo, topo in architectures:
             without = _ablation_cell(sweep, d, (algo,), topo, False)
             with_rl = _ablation_cell(sweep, d, (algo,), topo, True)
             if not (without or with_rl):
