@@ -66,9 +66,7 @@ def _same_state(a, b, where="state") -> str | None:
 
 def _same_bits(a, b, where: str) -> str | None:
     x, z = np.asarray(a), np.asarray(b)
-    if x.shape != z.shape or x.dtype != z.dtype or x.tobytes() != z.tobytes():
-        return where
-    return None
+    return where if x.shape != z.shape or x.dtype != z.dtype or x.tobytes() != z.tobytes() else None
 
 
 class _Skip(Exception):

@@ -80,9 +80,7 @@ def check_one_process_equals_mpi(m):
 
 def _close(a, b, where: str) -> str | None:
     x, z = np.asarray(a), np.asarray(b)
-    if x.shape != z.shape or not np.allclose(x, z, rtol=0, atol=1e-10):
-        return where
-    return None
+    return where if x.shape != z.shape or not np.allclose(x, z, rtol=0, atol=1e-10) else None
 
 
 def _last_error(stderr: str) -> str:

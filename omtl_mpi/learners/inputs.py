@@ -246,10 +246,8 @@ class Inputs:
         """Checked inputs of partial_fit/predict: X (n, d) (an array, or a scipy.sparse matrix
         kept sparse), tasks (n,), y (n,) or None; and the round of each instance (its rank
         among the instances of its task)."""
-        if hasattr(X, "tocsr"):
-            Xa = _sparse_rows(X, self.n_features)[0]
-        else:
-            Xa = as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64)
+        Xa = (_sparse_rows(X, self.n_features)[0] if hasattr(X, "tocsr") else
+              as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64))
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features:
             raise UserError(f"X must have shape (n, {self.n_features}) (n_features columns), got "
                             f"{Xa.shape}")
