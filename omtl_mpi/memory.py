@@ -29,13 +29,8 @@ def _read_int(path: str) -> int | None:
     try:
         with open(path) as f:
             text = f.read().strip()
+        return None if text == "max" else int(text)     # "max": cgroup v2's no limit
     except (OSError, ValueError):
-        return None
-    if text == "max":                                   # cgroup v2: no limit
-        return None
-    try:
-        return int(text)
-    except ValueError:
         return None
 
 

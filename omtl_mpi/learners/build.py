@@ -138,13 +138,11 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
                                 or not 0 <= default < n_tasks):
         raise UserError(f"default_task must be a task (an integer from 0 to {n_tasks - 1}) or None, "
                         f"got {default!r}")
-    if default is not None:
-        given["default_task"] = int(default)
+    given["default_task"] = None if default is None else int(default)
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer))
                                or rounds < 1):
         raise UserError(f"rounds must be an integer >= 1 or None, got {rounds!r}")
-    if rounds is not None:
-        given["rounds"] = rounds = int(rounds)         # JSON-ready, as every parameter
+    given["rounds"] = rounds = None if rounds is None else int(rounds)   # JSON-ready, as all
     # the option table checks types and values, refuses what has no effect, and builds the
     # learner's hyper-parameters: only what differs from the defaults counts as given, so that a
     # clone (every parameter passed) is never refused for a default that does nothing
