@@ -315,9 +315,7 @@ def run_streams(X_list, y_list, algo: str = "c-admm", *, seed: int | None = None
     # file, the fitted learner) happens on rank 0 alone, and nothing waits on it there
     states = world.gather_objects(job.roles.state())
     report = collect(job, out)
-    if world.rank != 0:
-        return None
-    return _result(report, _fitted(job, states, source))
+    return _result(report, _fitted(job, states, source)) if world.rank == 0 else None
 
 
 def _given(algo: str, values: dict) -> dict:

@@ -57,9 +57,7 @@ def minutes_for(run: Run, settings: dict) -> int:
     """A run's Slurm time limit in minutes: the [slurm] table's ``time``, else long enough for
     the run's own timeout to stop it first (its timeout, the warning's lead and a minute to
     start)."""
-    if settings.get("time"):
-        return settings["time"]
-    return math.ceil((run.timeout + settings["signal"] + 60) / 60)
+    return settings.get("time") or math.ceil((run.timeout + settings["signal"] + 60) / 60)
 
 
 def element_command(manifest: str) -> list[str]:

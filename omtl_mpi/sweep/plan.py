@@ -119,9 +119,7 @@ class Plan:
 
 
 def _text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _join(parts) -> str:

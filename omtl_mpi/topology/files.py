@@ -34,9 +34,7 @@ def topology_file(spec: str) -> Path | None:
         return SHIPPED / f"{spec}.toml"
     # a path where something is (a FIFO, a folder, a dangling link): read_toml says what is
     # wrong with it; a mistyped name that happens to be a folder here is an unknown name
-    if not os.path.lexists(path) or (named and path.is_dir()):
-        return None
-    return path
+    return None if not os.path.lexists(path) or (named and path.is_dir()) else path
 
 
 def load_topology(spec: str, n_nodes: int) -> Topology:
