@@ -30,16 +30,20 @@ def hosts():
         pytest.fail("the hosts of tests/cluster/hosts.sh are not up: run 'make test-cluster' as root")
 
 
+def _command(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT) -> list:
+    extra = [f"{k}={v}" for k, v in (env or {}).items()]
+    return [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
+            f"MPIEXEC_TIMEOUT={timeout - 10}", "PYTHONUNBUFFERED=1", *extra,
+            os.path.join(BIN, "mpiexec"), "-genvall", "-hosts", hosts, "-launcher", "ssh",
+            "-launcher-exec", HOSTS, "-n", str(n), sys.executable, "-m", "mpi4py", "-m",
+            "omtl_mpi", *map(str, args)]
+
+
 def on_hosts(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT):
     """``omtl-mpi ARGS`` under mpiexec -n N, started on h0 and spread over ``hosts`` (hydra's
     ssh launcher is hosts.sh), the ranks forced onto TCP."""
-    extra = [f"{k}={v}" for k, v in (env or {}).items()]
-    cmd = [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
-           f"MPIEXEC_TIMEOUT={timeout - 10}", "PYTHONUNBUFFERED=1", *extra,
-           os.path.join(BIN, "mpiexec"), "-genvall", "-hosts", hosts, "-launcher", "ssh",
-           "-launcher-exec", HOSTS, "-n", str(n), sys.executable, "-m", "mpi4py", "-m",
-           "omtl_mpi", *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(_command(n, *args, hosts=hosts, env=env, timeout=timeout),
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def here(n, *args, timeout=LIMIT):
@@ -166,3 +170,59 @@ def test_a_host_whose_link_goes_down_ends_the_job_within_seconds(tmp_path):
     while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "a rank outlived its job"
         time.sleep(0.5)
+
+
+def test_a_run_over_hosts_resumes_from_its_checkpoint_to_the_same_bits(data, tmp_path):
+    whole, part, ckpt = tmp_path / "whole.h5", tmp_path / "part.h5", tmp_path / "part.ckpt.h5"
+    args = ("run", "--preset", "paper", "--data", data)
+    assert on_hosts(5, *args, "--out", whole).returncode == 0
+    r = on_hosts(5, *args, "--checkpoint-every", "100", "--fail-at", "150", "--fail-rank", "3",
+                 "--out", part)
+    assert r.returncode == 1 and ckpt.exists() and not part.exists(), r.stderr
+    r = on_hosts(5, *args, "--checkpoint-every", "100", "--resume", ckpt, "--out", part)
+    assert r.returncode == 0, r.stderr
+    a, b = arrays(whole), arrays(part)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_stopping_the_command_ends_every_rank_on_every_host(tmp_path):
+    import signal
+    import time
+    out = tmp_path / "never.h5"
+    cmd = _command(5, "run", "--synth-samples", "500000", "--no-progress", "--out", out)
+    job = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    time.sleep(6)
+    os.killpg(job.pid, signal.SIGINT)           # Ctrl-C: to the command's process group
+    job.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while subprocess.run(["pgrep", "-f", str(out)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a rank outlived the command"
+        time.sleep(0.5)
+    assert not out.exists()
+
+
+def test_a_sweep_whose_runs_span_the_hosts(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("h0\nh1\nh2\n")
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text("""
+seeds = [0]
+[data.small]
+synthetic = { tasks = 4, samples = 200 }
+[algorithms.c]
+algo = "c-admm"
+ranks = 5
+[algorithms.d]
+algo = "d-admm"
+ranks = 4
+""")
+    folder = tmp_path / "out"
+    cmd = [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
+           f"HYDRA_HOST_FILE={hostfile}", "HYDRA_LAUNCHER=ssh", f"HYDRA_LAUNCHER_EXEC={HOSTS}",
+           sys.executable, "-m", "omtl_mpi", "sweep", str(sweep), "--out", str(folder)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=LIMIT, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    for run in ("small.c.s0", "small.d.s0"):
+        with h5py.File(folder / "runs" / f"{run}.h5") as f:
+            assert sorted({h.decode() for h in f["timing/hosts"][()]}) == ["h0", "h1", "h2"]
