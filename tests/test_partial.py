@@ -35,7 +35,7 @@ def _steps_kept_to_the_barrier(taken, S, TAU):
 
 
 def test_equal_workers_with_every_one_waited_for_step_in_lockstep():
-    taken, used = simulate(np.ones((3, 5)), S=3, TAU=0)
+    taken, used, _ = simulate(np.ones((3, 5)), S=3, TAU=0)
     assert taken.tolist() == [list(range(5))] * 3 and used.tolist() == taken.tolist()
     check_schedule(taken, used, 3, 5)
 
@@ -45,10 +45,10 @@ def test_the_simulated_schedule_keeps_the_barrier_and_the_delay_bound(S, TAU):
     rng = np.random.default_rng(S * 10 + TAU)
     factors = rng.uniform(0.5, 4.0, (4, 60))
     factors[1] *= 5                               # one straggler
-    taken, used = simulate(factors, S, TAU)
+    taken, used, _ = simulate(factors, S, TAU)
     check_schedule(taken, used, 4, 60)
     _steps_kept_to_the_barrier(taken, S, TAU)
-    assert np.array_equal((taken, used), simulate(factors, S, TAU))       # deterministic
+    assert np.array_equal((taken, used), simulate(factors, S, TAU)[:2])       # deterministic
     # a worker's reply is the newest step that took one of its messages by the end of its round
     assert (used <= taken).all()
     if TAU >= 3 and S == 1:
@@ -70,7 +70,7 @@ def test_the_barrier_waits_for_a_worker_left_too_far_behind():
 
 
 def test_a_damaged_schedule_is_one_line():
-    taken, used = simulate(np.ones((2, 4)), S=2, TAU=0)
+    taken, used, _ = simulate(np.ones((2, 4)), S=2, TAU=0)
     with pytest.raises(UserError, match="is for 2 workers and 4 rounds, the run has 3 and 4"):
         check_schedule(taken, used, 3, 4)
     bad = taken.copy()
@@ -115,7 +115,8 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
     (["--min-workers", "2"], "--min-workers does nothing for this run: it applies to --sync partial"),
     (["--sync", "partial", "--min-workers", "6"], "--min-workers 6 is more than the run's 5 workers"),
     (["--sync", "partial", "--nodes", "6"], "has at most 5 workers"),
-    (["--sync", "partial", "--checkpoint-every", "10"], "--sync partial runs do not write or resume"),
+    (["--sync", "partial", "--algo", "d-admm", "--checkpoint-every", "10"],
+     "d-admm with --sync partial does not write or resume checkpoints yet"),
     (["--sync", "partial", "--max-delay", "-1"], "--max-delay must be an integer >= 0"),
 ])
 def test_what_cannot_run_asynchronously_says_so_in_one_line(capsys, tmp_path, args, message):
@@ -317,3 +318,40 @@ def test_a_rank_that_fails_in_asynchronous_rounds_ends_the_job(mpiexec, tmp_path
     assert lines == [f"error: [rank {fail_rank}] InjectedFailure: injected failure at round 300 "
                      "(--fail-at); ending the job"]
     assert not out.exists()
+
+
+def test_an_asynchronous_run_resumed_from_its_checkpoint_is_the_uninterrupted_run(capsys, tmp_path):
+    """A checkpoint's cut (every worker ends the round, the server takes every message left)
+    is part of the schedule: in one process the run resumed there is the uninterrupted run
+    with the same --checkpoint-every, bit for bit."""
+    base = ("run", "--synth-tasks", "4", "--synth-samples", "300", "--sync", "partial",
+            "--min-workers", "1", "--delays", "srad", "--checkpoint-every", "100")
+    whole, part = tmp_path / "whole.h5", tmp_path / "part.h5"
+    assert cli(capsys, *base, "--out", whole)[0] == 0
+    code, _, err = cli(capsys, *base, "--fail-at", "250", "--out", part)
+    assert code == 1 and not part.exists(), err
+    ckpt = tmp_path / "part.ckpt.h5"
+    assert cli(capsys, *base, "--resume", ckpt, "--out", part)[0] == 0
+    assert _same(whole, part) == []
+    with h5py.File(whole) as f:
+        taken = f["schedule/taken"][()]
+    for cut in (100, 200):          # nothing before a cut is taken with anything after it
+        assert taken[:, :cut].max() < taken[:, cut:].min()
+
+
+@pytest.mark.mpi
+def test_an_asynchronous_mpi_run_resumed_from_its_checkpoint_replays_bit_for_bit(
+        mpiexec, capsys, tmp_path):
+    part, again = tmp_path / "part.h5", tmp_path / "again.h5"
+    base = ("run", "--synth-tasks", "4", "--synth-samples", "400", "--sync", "partial",
+            "--min-workers", "1", "--slow", "1:3", "--checkpoint-every", "150")
+    r = omtl(*base, "--fail-at", "250", "--fail-rank", "2", "--out", part, np_ranks=5, timeout=120)
+    assert r.returncode == 1 and not part.exists(), r.stderr
+    r = omtl(*base, "--resume", tmp_path / "part.ckpt.h5", "--out", part, np_ranks=5, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(part) as f:
+        taken, used = f["schedule/taken"][()], f["schedule/used"][()]
+    check_schedule(taken, used, 4, 400)
+    assert taken[:, :150].max() < taken[:, 150:].min()
+    assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
+    assert _same(part, again) == []

@@ -66,36 +66,51 @@ class PartialBarrier:
         return taken
 
 
-def simulate(factors: np.ndarray, S: int, TAU: int) -> tuple[np.ndarray, np.ndarray]:
+def simulate(factors: np.ndarray, S: int, TAU: int, every: int = 0) -> tuple:
     """The schedule ``(taken, used)`` (W x T each) of workers whose rounds last ``factors``
-    (W x T) time units, on a simulated clock: a message arrives as its round ends, the server
-    steps as soon as it may, and a round's z-step uses the newest reply its worker holds when
-    every message of that instant has arrived and been taken. Ties go in worker order."""
+    (W x T) time units, on a simulated clock, and when each round starts (W x T): a message
+    arrives as its round ends, the server steps as soon as it may, and a round's z-step uses
+    the newest reply its worker holds when every message of that instant has arrived and been
+    taken. Ties go in worker order. With ``every``, a checkpoint's cut after every ``every``-th
+    round (:func:`run_schedule`): the workers wait for the slowest to end that round, and the
+    server takes every message not yet taken in one step."""
     W, T = factors.shape
     barrier = PartialBarrier(W, T, S, TAU)
     used = np.full((W, T), -1, dtype=np.int64)
+    starts = np.zeros((W, T))
     newest = [-1] * W
-    ends = np.cumsum(factors, axis=1)
-    # every round's end, in time order (ties: round, then worker, as a stable sort keeps them)
-    order = np.lexsort((np.repeat(np.arange(W), T), np.tile(np.arange(T), W), ends.reshape(-1)))
-    i = 0
-    while i < order.size:
-        j = i
-        while j < order.size and ends.flat[order[j]] == ends.flat[order[i]]:
-            j += 1
-        instant = [divmod(int(k), T) for k in order[i:j]]
-        for w, _ in instant:
-            barrier.arrive(w)
-            while barrier.ready():
-                s = barrier.steps
-                for taken in barrier.take():
-                    newest[taken] = s
-        for w, r in instant:
-            used[w, r] = newest[w]
-        i = j
+    now = 0.0
+    for c0 in range(0, T, every or T or 1):
+        c1 = min(c0 + (every or T), T)
+        span = factors[:, c0:c1]
+        ends = now + np.cumsum(span, axis=1)
+        starts[:, c0:c1] = ends - span
+        n = c1 - c0
+        # every round's end, in time order (ties: round, then worker, as a stable sort keeps them)
+        order = np.lexsort((np.repeat(np.arange(W), n), np.tile(np.arange(n), W), ends.reshape(-1)))
+        i = 0
+        while i < order.size:
+            j = i
+            while j < order.size and ends.flat[order[j]] == ends.flat[order[i]]:
+                j += 1
+            instant = [divmod(int(k), n) for k in order[i:j]]
+            for w, _ in instant:
+                barrier.arrive(w)
+                while barrier.ready():
+                    s = barrier.steps
+                    for taken in barrier.take():
+                        newest[taken] = s
+            for w, r in instant:
+                used[w, c0 + r] = newest[w]
+            i = j
+        if c1 < T and any(barrier.sent[w] > barrier.took[w] for w in range(W)):
+            s = barrier.steps                       # the cut: every message taken
+            for taken in barrier.take():
+                newest[taken] = s
+        now = float(ends[:, -1].max()) if n else now
     if not barrier.done():          # cannot happen: the last arrivals always make a step
         raise RuntimeError("the simulated schedule left messages untaken")
-    return barrier.taken, used
+    return barrier.taken, used, starts
 
 
 class Folder:
@@ -150,16 +165,20 @@ def check_schedule(taken: np.ndarray, used: np.ndarray, W: int, T: int) -> None:
 
 
 def run_schedule(workers, server, streams, preds, taken, used, parts_of, kinds, clock,
-                 hooks=None) -> None:
+                 hooks=None, first_round: int = 0, saved: dict | None = None,
+                 keep=None) -> None:
     """Run every worker's rounds and the server's steps of the schedule ``(taken, used)`` in
     this process, in an order that keeps to it: a worker's round after its previous one, once
     every step before the one that takes its message is made; its z-step once the step whose
     reply it uses is; a step once every message it takes has been sent.
 
     ``workers`` and ``streams`` are in worker (rank) order, ``parts_of`` and ``kinds`` how
-    their messages fold (:class:`Folder`); ``preds[w]`` gets worker w's
-    predictions in its layout's slots; ``clock.rows[r]`` the seconds of every worker's round r
-    and of the steps whose newest message is of round r.
+    their messages fold (:class:`Folder`); ``preds[w]`` gets worker w's predictions in its
+    layout's slots; ``clock.rows[r]`` the seconds of every worker's round r and of the steps
+    whose newest message is of round r. With ``hooks.checkpoint`` ``(every, save)``, every
+    ``every``-th round is a cut (:func:`simulate`'s): once every worker has ended it and every
+    step taking its messages is made, ``keep(state)`` is given what a run resumed there
+    continues from (as ``first_round`` and ``saved``) and ``save(round)`` is called.
     """
     W, T = taken.shape
     steps = int(taken.max()) + 1 if taken.size else 0
@@ -167,67 +186,86 @@ def run_schedule(workers, server, streams, preds, taken, used, parts_of, kinds, 
     down_of = server.reply_slices()
     held = [{} for _ in range(W)]           # per worker: {step: its reply}, until used
     slots = [s.slot_ptr.tolist() for s in streams]
-    sent = [0] * W                          # rounds whose message was sent
-    ready = [0] * W                         # rounds done (the z-step too)
-    taken_to = [0] * W                      # messages taken by the steps made
+    sent = [first_round] * W                # rounds whose message was sent
+    ready = [first_round] * W               # rounds done (the z-step too)
+    taken_to = [first_round] * W            # messages taken by the steps made
+    made = 0
+    if saved is not None:
+        folder.buffer[...] = saved["folder"]
+        made = int(saved["made"])
+        for w, step in enumerate(np.asarray(saved["held_steps"]).tolist()):
+            if step >= 0:
+                held[w][step] = np.array(saved[f"held_{w}"])
     rows = clock.rows
     progress = hooks.progress if hooks is not None else None
     fault = hooks.fault if hooks is not None else None
     fail_at = fault.at if fault is not None else -1
-    made = 0
-    while True:
-        moved = False
-        for w in range(W):
-            worker, stream, row_used, row_taken = workers[w], streams[w], used[w], taken[w]
-            while ready[w] < T:
-                r = ready[w]
-                if sent[w] == r:                    # its step: once every earlier step is made
-                    if row_taken[r] != made:
-                        break
-                    if r == fail_at:
-                        fault.trigger(r)
-                    t0 = perf_counter()
-                    positive, message = worker.up(*stream[r])
-                    preds[w][slots[w][r]:slots[w][r + 1]] = positive.reshape(-1)
-                    folder.add(w, message)
-                    sent[w] = r + 1
-                    rows[r, 0] += perf_counter() - t0
-                s = row_used[r]
-                if s >= made:                       # its reply is not made yet
-                    break
-                if s >= 0:
-                    t0 = perf_counter()
-                    worker.down(held[w][s])
-                    for old in [k for k in held[w] if k < s]:
-                        del held[w][old]
-                    rows[r, 0] += perf_counter() - t0
-                ready[w] = r + 1
-                moved = True
-        if made < steps and all(sent[w] >= _last_taken(taken[w], taken_to[w], made)
-                                for w in range(W)):
-            t0 = perf_counter()
-            reply = server.step(folder.buffer)
-            took, newest = [], 0
+    every, save = hooks.checkpoint if hooks is not None and hooks.checkpoint else (0, None)
+    cuts = list(range((first_round // every + 1) * every, T, every)) if every else []
+    for limit in cuts + [T]:
+        while True:
+            moved = False
             for w in range(W):
-                end = _last_taken(taken[w], taken_to[w], made)
-                if end > taken_to[w]:
-                    a, b = down_of[w]
-                    held[w][made] = reply[a:b].copy()
-                    took.append(w)
-                    newest = max(newest, end - 1)
-                    taken_to[w] = end
-            folder.taken(took)
-            server.after_reply()
-            rows[newest, 0] += perf_counter() - t0
-            made += 1
-            moved = True
-            if progress is not None:
-                progress.update(min(ready))
-        if not moved:
-            break
-    if made < steps or min(ready) < T:
-        raise UserError("the schedule to replay (--replay) cannot be run: a round waits for a "
-                        "step that waits for it; the file is damaged")
+                worker, stream, row_used, row_taken = workers[w], streams[w], used[w], taken[w]
+                while ready[w] < limit:
+                    r = ready[w]
+                    if sent[w] == r:                # its step: once every earlier step is made
+                        if row_taken[r] != made:
+                            break
+                        if r == fail_at:
+                            fault.trigger(r)
+                        t0 = perf_counter()
+                        positive, message = worker.up(*stream[r])
+                        preds[w][slots[w][r]:slots[w][r + 1]] = positive.reshape(-1)
+                        folder.add(w, message)
+                        sent[w] = r + 1
+                        rows[r, 0] += perf_counter() - t0
+                    s = row_used[r]
+                    if s >= made:                   # its reply is not made yet
+                        break
+                    if s >= 0:
+                        t0 = perf_counter()
+                        worker.down(held[w][s])
+                        for old in [k for k in held[w] if k < s]:
+                            del held[w][old]
+                        rows[r, 0] += perf_counter() - t0
+                    ready[w] = r + 1
+                    moved = True
+            if made < steps and all(sent[w] >= _last_taken(taken[w], taken_to[w], made)
+                                    for w in range(W)):
+                t0 = perf_counter()
+                reply = server.step(folder.buffer)
+                took, newest = [], 0
+                for w in range(W):
+                    end = _last_taken(taken[w], taken_to[w], made)
+                    if end > taken_to[w]:
+                        a, b = down_of[w]
+                        held[w][made] = reply[a:b].copy()
+                        took.append(w)
+                        newest = max(newest, end - 1)
+                        taken_to[w] = end
+                folder.taken(took)
+                server.after_reply()
+                rows[newest, 0] += perf_counter() - t0
+                made += 1
+                moved = True
+                if progress is not None:
+                    progress.update(min(ready))
+            if not moved:
+                break
+        if min(ready) < limit or min(taken_to) < limit or (limit == T and made < steps):
+            raise UserError("the schedule to replay (--replay) cannot be run: a round waits for a "
+                            "step that waits for it; the file is damaged")
+        if limit < T and save is not None:
+            # a round after the cut uses its worker's newest reply or a later one
+            steps_held = [max(held[w], default=-1) for w in range(W)]
+            state = {"made": np.int64(made), "folder": folder.buffer.copy(),
+                     "held_steps": np.array(steps_held, dtype=np.int64)}
+            for w, step in enumerate(steps_held):
+                a, b = down_of[w]
+                state[f"held_{w}"] = held[w][step] if step >= 0 else np.zeros(b - a)
+            keep(state)
+            save(limit)
     if progress is not None:
         progress.close()
 
@@ -245,26 +283,45 @@ def _last_taken(row: np.ndarray, start: int, step: int) -> int:
 UP, DOWN = 21, 22
 
 
-def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock, hooks) -> None:
+def _next_cut(done: int, every: int, T: int):
+    """The round after which the next checkpoint's cut comes (None: no more)."""
+    cut = (done // every + 1) * every if every else T
+    return cut if cut < T else None
+
+
+def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock, hooks,
+          first_round: int = 0, saved: dict | None = None, keep=None) -> None:
     """The server's side under MPI (rank 0; worker w is rank w + 1): take every message that
     has arrived, step whenever the barrier lets it, reply to the workers a step took (their
-    reply, then the step's number and how many of their messages the steps took so far)."""
+    reply, then the step's number and how many of their messages the steps took so far). At a
+    checkpoint's cut (``hooks.checkpoint``) every worker stops after the round, the server
+    takes every message left in one step, and ``keep(state)`` then ``save(round)`` run."""
     from mpi4py import MPI
 
-    from ..comm.waiting import wait, wait_some
+    from ..comm.waiting import wait, wait_all, wait_some
     W, T = barrier.W, barrier.T
+    if saved is not None:
+        barrier.sent = np.asarray(saved["sent"]).tolist()
+        barrier.took = np.asarray(saved["took"]).tolist()
+        barrier.last = np.asarray(saved["last"]).tolist()
+        barrier.steps = int(saved["steps"])
+        barrier.taken[...] = saved["taken"]
+        folder.buffer[...] = saved["folder"]
+    every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
+    cut = _next_cut(first_round, every, T)
     inbox = [np.empty(folder.views[w].size) for w in range(W)]
     outbox = [np.empty(b - a + 2) for a, b in down_of]
-    receives = [comm.Irecv([inbox[w], MPI.DOUBLE], w + 1, UP) if T else MPI.REQUEST_NULL
-                for w in range(W)]
+    receives = [comm.Irecv([inbox[w], MPI.DOUBLE], w + 1, UP) if barrier.sent[w] < T
+                else MPI.REQUEST_NULL for w in range(W)]
     sends = [MPI.REQUEST_NULL] * W
-    rows, fewest = clock.rows, 0
+    rows, fewest = clock.rows, first_round
     progress = hooks.progress
     fail_at = hooks.fault.at if hooks.fault is not None else -1
     clock.start()
     while not barrier.done():
         arrived = MPI.Request.Testsome(receives) or []
-        if not arrived and not barrier.ready():
+        at_cut = cut is not None and all(n == cut for n in barrier.sent)
+        if not arrived and not barrier.ready() and not at_cut:
             arrived = wait_some(receives, clock)
         while arrived:
             for w in arrived:
@@ -277,7 +334,9 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
             arrived = MPI.Request.Testsome(receives) or []
         if 0 <= fail_at < max(barrier.sent):
             hooks.fault.trigger(fail_at)
-        if barrier.ready():
+        at_cut = cut is not None and all(n == cut for n in barrier.sent)
+        pending = any(n > k for n, k in zip(barrier.sent, barrier.took))
+        if barrier.ready() or (at_cut and pending):
             t0 = perf_counter()
             s = barrier.steps
             took = barrier.take()
@@ -306,16 +365,25 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
             if progress is not None and min(barrier.took) > fewest:
                 fewest = min(barrier.took)
                 progress.update(fewest)
+        if at_cut and all(k == cut for k in barrier.took):
+            wait_all(sends, clock)              # every reply delivered: nothing in flight
+            keep({"sent": np.array(barrier.sent), "took": np.array(barrier.took),
+                  "last": np.array(barrier.last), "steps": np.int64(barrier.steps),
+                  "taken": barrier.taken.copy(), "folder": folder.buffer.copy()})
+            save(cut)
+            cut = _next_cut(cut, every, T)
     for request in sends:
         wait(request, clock)
     if progress is not None:
         progress.close()
 
 
-def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks) -> np.ndarray:
+def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks,
+         first_round: int = 0, saved: dict | None = None, keep=None) -> np.ndarray:
     """A worker's side under MPI: every round, predict and step, send, and take the z-step
     with the newest reply it holds (none before its first). Returns the step whose reply
-    each round used (T,), -1 before the first."""
+    each round used (T,), -1 before the first. At a checkpoint's cut it waits for the
+    replies to every message it sent, then ``keep(state)`` and ``save(round)``."""
     from mpi4py import MPI
 
     from ..comm.waiting import wait
@@ -327,10 +395,29 @@ def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks) -> n
     send = MPI.REQUEST_NULL
     used = np.full(T, -1, dtype=np.int64)
     have, replied = -1, 0
+    if saved is not None:
+        newest[...] = saved["newest"]
+        have, replied = int(saved["have"]), int(saved["replied"])
+        used[...] = saved["used"]
+        if replied >= T:
+            receive = MPI.REQUEST_NULL
+    every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
+    cut = _next_cut(first_round, every, T)
     delay = hooks.delay.after if hooks.delay is not None else None
     fail_at = hooks.fault.at if hooks.fault is not None else -1
     start, stop = clock.start, clock.stop
-    for t in range(T):
+    for t in range(first_round, T):
+        if t == cut:                # every message sent so far taken and replied to
+            wait(send, clock)
+            while replied < t:
+                wait(receive, clock)
+                newest[...] = inbox[:-2]
+                have, replied = int(inbox[-2]), int(inbox[-1])
+                receive = comm.Irecv([inbox, MPI.DOUBLE], 0, DOWN)
+            keep({"newest": newest.copy(), "have": np.int64(have), "replied": np.int64(replied),
+                  "used": used.copy()})
+            save(t)
+            cut = _next_cut(t, every, T)
         if t == fail_at:
             hooks.fault.trigger(t)
         start()
@@ -368,11 +455,12 @@ def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks) -> n
 class Partial:
     """The settings of ``--sync partial`` for the engine: the barrier's ``min_workers`` (S)
     and ``max_delay`` (TAU); in one process the ``stragglers`` that set the simulated clock,
-    or a recorded ``schedule`` (taken, used) to replay."""
+    or a recorded ``schedule`` (taken, used) to replay; the run's ``rounds``."""
 
-    def __init__(self, min_workers: int, max_delay: int, stragglers=None, schedule=None):
+    def __init__(self, min_workers: int, max_delay: int, stragglers=None, schedule=None,
+                 rounds: int = 0):
         from .stragglers import Stragglers
-        self.min_workers, self.max_delay = min_workers, max_delay
+        self.min_workers, self.max_delay, self.rounds = min_workers, max_delay, rounds
         self.stragglers = stragglers if stragglers is not None else Stragglers()
         self.schedule = schedule
 

@@ -65,6 +65,7 @@ class Engine:
         self.transport = "local" if size == 1 else "mpi"      # recorded in the results
         self.partial = partial
         self.predicted_at = None        # on --sync partial's simulated clock: (W, T) units
+        self._cut, self._resumed = {}, None     # --sync partial at a checkpoint: its cut
         if algo.pattern == "server":
             # the run's RowFormat, to the role classes that size their messages by it
             takes_rows = "rows" in inspect.signature(algo.worker).parameters     # C-ADMM's
@@ -135,7 +136,7 @@ class Engine:
             if plan is not None:
                 plan(instances, first_round)
         if self.partial is not None:
-            self._run_partial(batches, clock, hooks)
+            self._run_partial(batches, clock, hooks, first_round)
         elif self.algo.pattern == "server":
             worker = self.holders[0] if self.holders else None
             run_star(self.comm, worker, self.server, batches[0] if batches else None, clock,
@@ -147,7 +148,28 @@ class Engine:
             return self.preds, self.staleness
         return [np.where(p, 1, -1).astype(np.int8) for p in self.preds], self.staleness
 
-    def _run_partial(self, batches, clock, hooks) -> None:
+    def _cut_template(self) -> dict:
+        """The shapes of --sync partial's state at a cut: in one process the executor's
+        (:func:`.partial.run_schedule`), under MPI the server's or the worker's."""
+        W, T = len(self.all_blocks), self.partial.rounds
+        folder = np.zeros(sum(parts[-1][2] for parts in self._parts_of))
+        if self.comm is None:
+            out = {"made": np.int64(0), "held_steps": np.full(W, -1, dtype=np.int64),
+                   "folder": folder}
+            out.update({f"held_{w}": np.zeros(self._down_sizes[w]) for w in range(W)})
+            return out
+        if self.server is not None:
+            ints = np.zeros(W, dtype=np.int64)
+            return {"sent": ints, "took": ints, "last": ints, "steps": np.int64(0),
+                    "taken": np.zeros((W, T), dtype=np.int64), "folder": folder}
+        return {"newest": np.zeros(self._down_sizes[self.rank - 1]), "have": np.int64(0),
+                "replied": np.int64(0), "used": np.zeros(T, dtype=np.int64)}
+
+    def _keep(self, state: dict) -> None:
+        """What --sync partial's rounds continue from at a checkpoint's cut (:meth:`state`)."""
+        self._cut = state
+
+    def _run_partial(self, batches, clock, hooks, first_round: int = 0) -> None:
         """The rounds of ``--sync partial`` (:mod:`.partial`): in one process the schedule
         given (a replay) or drawn on the simulated clock; under MPI the server's or the
         worker's side, the schedule recorded (:attr:`schedule`, on rank 0 after
@@ -155,6 +177,7 @@ class Engine:
         from . import partial as async_rounds
         p, rounds = self.partial, clock.rows.shape[0]
         W = len(self.all_blocks)
+        every = hooks.checkpoint[0] if hooks.checkpoint else 0
         if self.algo.pattern != "server":
             self._run_partial_graph(batches, clock, hooks)
         elif self.comm is None:
@@ -162,24 +185,24 @@ class Engine:
             if p.schedule is not None:
                 taken, used = p.schedule
             else:
-                taken, used = async_rounds.simulate(factors, p.min_workers, p.max_delay)
-                # on the simulated clock a round starts when its worker's previous one ended
-                self.predicted_at = np.cumsum(factors, axis=1) - factors
+                taken, used, self.predicted_at = async_rounds.simulate(
+                    factors, p.min_workers, p.max_delay, every)
             async_rounds.check_schedule(taken, used, W, rounds)
             async_rounds.run_schedule(self.holders, self.server, batches, self.preds, taken,
-                                      used, self._parts_of, self._kinds, clock, hooks)
+                                      used, self._parts_of, self._kinds, clock, hooks,
+                                      first_round, self._resumed, self._keep)
             self.schedule = (taken, used)
         elif self.server is not None:
             barrier = async_rounds.PartialBarrier(W, rounds, p.min_workers, p.max_delay)
             folder = async_rounds.Folder(self._parts_of, self._kinds)
             async_rounds.serve(self.comm, self.server, barrier, folder, self.server.reply_slices(),
-                               clock, hooks)
+                               clock, hooks, first_round, self._resumed, self._keep)
             self.schedule = (barrier.taken, None)
         else:
             w = self.rank - 1
             self.schedule = (None, async_rounds.work(
                 self.comm, self.holders[0], batches[0], self.preds[0], rounds,
-                self._down_sizes[w], clock, hooks))
+                self._down_sizes[w], clock, hooks, first_round, self._resumed, self._keep))
 
     def _run_partial_graph(self, batches, clock, hooks) -> None:
         """D-ADMM's ``--sync partial``: in one process every node on the simulated clock (or
@@ -277,6 +300,9 @@ class Engine:
         out = {f"holder{i}": h.state() for i, h in enumerate(self.holders)}
         if self.server is not None:
             out["server"] = self.server.state()
+        if self.partial is not None and self.algo.pattern == "server":
+            # the asynchronous rounds' own, at the last cut (before one: its shapes)
+            out["partial"] = dict(self._cut) or self._cut_template()
         return out
 
     def finite(self, tasks=None) -> bool:
@@ -312,6 +338,8 @@ class Engine:
             h.load_state(state[f"holder{i}"])
         if self.server is not None:
             self.server.load_state(state["server"])
+        if "partial" in state:
+            self._resumed = dict(state["partial"])
 
 
 class _Round:

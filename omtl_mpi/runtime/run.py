@@ -207,10 +207,13 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     SetupFailed
         On every rank, when any rank found a user error before learning started.
     """
-    if cfg.sync == "partial" and (checkpoint_every or resume):
-        raise SetupFailed("--sync partial runs do not write or resume checkpoints yet; leave out "
-                          f"{'--resume' if resume else '--checkpoint-every'}, or use --sync full")
-    job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
+    world = world if world is not None else default_world()
+    if (cfg.sync == "partial" and (checkpoint_every or resume)
+            and registry.get(cfg.algo).pattern != "server"):
+        raise SetupFailed(f"{cfg.algo} with --sync partial does not write or resume checkpoints "
+                          f"yet (c-admm does); leave out {'--resume' if resume else '--checkpoint-every'}, "
+                          "or use --sync full")
+    job = set_up(cfg, world, out=out, notice=notice,
                  fault=fault, resume=resume, source=source, stragglers=stragglers,
                  schedule=schedule)
     save = None
@@ -301,7 +304,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
         W = workers or size - 1
         partial = Partial(cfg.min_workers or max(1, W // 2),
                           MAX_DELAY if cfg.max_delay is None else cfg.max_delay, stragglers,
-                          schedule)
+                          schedule, T)
     # who holds what (the placement's blocks of tasks, those of this rank) and their roles
     roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg),
                   nodes=workers, partial=partial)
