@@ -115,8 +115,6 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
     (["--min-workers", "2"], "--min-workers does nothing for this run: it applies to --sync partial"),
     (["--sync", "partial", "--min-workers", "6"], "--min-workers 6 is more than the run's 5 workers"),
     (["--sync", "partial", "--nodes", "6"], "has at most 5 workers"),
-    (["--sync", "partial", "--algo", "d-admm", "--checkpoint-every", "10"],
-     "d-admm with --sync partial does not write or resume checkpoints yet"),
     (["--sync", "partial", "--max-delay", "-1"], "--max-delay must be an integer >= 0"),
 ])
 def test_what_cannot_run_asynchronously_says_so_in_one_line(capsys, tmp_path, args, message):
@@ -239,21 +237,21 @@ def test_a_simulated_graph_schedule_keeps_every_table_within_the_delay_bound(TAU
     rng = np.random.default_rng(TAU)
     factors = rng.uniform(0.5, 3.0, (4, 50))
     factors[2] *= 4
-    used = simulate_graph(factors, RING, TAU)
+    used = simulate_graph(factors, RING, TAU)[0]
     check_graph_schedule(used, RING, 4, 50, TAU)
     rounds = np.arange(50)[:, None]
     assert (used >= rounds - TAU).all()                     # never older than TAU rounds
     assert (np.diff(used, axis=1) >= 0).all()               # never older than the last one
-    assert np.array_equal(used, simulate_graph(factors, RING, TAU))
+    assert np.array_equal(used, simulate_graph(factors, RING, TAU)[0])
     if TAU:
         assert (used > rounds).any()         # a fast node's table from ahead of the reader
     # at an equal pace with TAU = 0: the neighbours' tables of the same round, as in lockstep
-    assert (simulate_graph(np.ones((4, 5)), RING, 0) == np.arange(5)[None, :, None]).all()
+    assert (simulate_graph(np.ones((4, 5)), RING, 0)[0] == np.arange(5)[None, :, None]).all()
 
 
 def test_a_damaged_graph_schedule_is_one_line():
     from omtl_mpi.engine.partial import check_graph_schedule, simulate_graph
-    used = simulate_graph(np.ones((4, 6)), RING, 1)
+    used = simulate_graph(np.ones((4, 6)), RING, 1)[0]
     bad = used.copy()
     bad[1, 4, 0] = 1                                        # 3 rounds old, TAU 1
     with pytest.raises(UserError, match="older than --max-delay 1 allows"):
@@ -353,5 +351,29 @@ def test_an_asynchronous_mpi_run_resumed_from_its_checkpoint_replays_bit_for_bit
         taken, used = f["schedule/taken"][()], f["schedule/used"][()]
     check_schedule(taken, used, 4, 400)
     assert taken[:, :150].max() < taken[:, 150:].min()
+    assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
+    assert _same(part, again) == []
+
+
+def test_asynchronous_d_admm_resumed_from_its_checkpoint_is_the_uninterrupted_run(capsys, tmp_path):
+    base = ("run", "--algo", "d-admm", "--synth-tasks", "4", "--synth-samples", "300", "--sync",
+            "partial", "--max-delay", "3", "--delays", "srad", "--checkpoint-every", "100")
+    whole, part = tmp_path / "whole.h5", tmp_path / "part.h5"
+    assert cli(capsys, *base, "--out", whole)[0] == 0
+    assert cli(capsys, *base, "--fail-at", "250", "--out", part)[0] == 1
+    assert cli(capsys, *base, "--resume", tmp_path / "part.ckpt.h5", "--out", part)[0] == 0
+    assert _same(whole, part) == []
+
+
+@pytest.mark.mpi
+def test_asynchronous_d_admm_over_mpi_resumed_replays_bit_for_bit(mpiexec, capsys, tmp_path):
+    part, again = tmp_path / "part.h5", tmp_path / "again.h5"
+    base = ("run", "--algo", "d-admm", "--topology", "ring", "--synth-tasks", "4",
+            "--synth-samples", "400", "--sync", "partial", "--max-delay", "3", "--slow", "1:3",
+            "--checkpoint-every", "150")
+    r = omtl(*base, "--fail-at", "250", "--fail-rank", "2", "--out", part, np_ranks=4, timeout=120)
+    assert r.returncode == 1 and not part.exists(), r.stderr
+    r = omtl(*base, "--resume", tmp_path / "part.ckpt.h5", "--out", part, np_ranks=4, timeout=120)
+    assert r.returncode == 0 and "pending" not in r.stderr, r.stderr
     assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
     assert _same(part, again) == []

@@ -391,7 +391,6 @@ def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks,
     outbox = np.empty(worker.message.size)
     inbox = np.empty(down_size + 2)
     newest = np.empty(down_size)
-    receive = comm.Irecv([inbox, MPI.DOUBLE], 0, DOWN) if T else MPI.REQUEST_NULL
     send = MPI.REQUEST_NULL
     used = np.full(T, -1, dtype=np.int64)
     have, replied = -1, 0
@@ -399,8 +398,7 @@ def work(comm, worker, stream, preds, T: int, down_size: int, clock, hooks,
         newest[...] = saved["newest"]
         have, replied = int(saved["have"]), int(saved["replied"])
         used[...] = saved["used"]
-        if replied >= T:
-            receive = MPI.REQUEST_NULL
+    receive = comm.Irecv([inbox, MPI.DOUBLE], 0, DOWN) if replied < T else MPI.REQUEST_NULL
     every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
     cut = _next_cut(first_round, every, T)
     delay = hooks.delay.after if hooks.delay is not None else None
@@ -467,21 +465,23 @@ class Partial:
 
 # -- D-ADMM: a node mixes with the newest table it holds of each neighbour ------------------
 
-def simulate_graph(factors: np.ndarray, neighbours: list, TAU: int) -> np.ndarray:
+def simulate_graph(factors: np.ndarray, neighbours: list, TAU: int, every: int = 0) -> tuple:
     """The schedule ``used`` (N x T x the most neighbours, -1 padded) of nodes whose rounds
-    last ``factors`` (N x T) time units: node i sends its table as its local step ends, and
-    merges once every neighbour's newest table is at most TAU of its rounds old (it waits for
-    it otherwise), with the newest it holds of each; messages take no time, and the tables that
-    arrive at an instant are there for every merge at that instant."""
+    last ``factors`` (N x T) time units, and when each round starts (N x T): node i sends its
+    table as its local step ends, and merges once every neighbour's newest table is at most TAU
+    of its rounds old (it waits for it otherwise), with the newest it holds of each; messages
+    take no time, and the tables that arrive at an instant are there for every merge at that
+    instant. With ``every``, a checkpoint's cut after every ``every``-th round: every node
+    waits for the last to merge that round."""
     import heapq
     N, T = factors.shape
     width = max((len(nb) for nb in neighbours), default=0)
     used = np.full((N, T, width), -1, dtype=np.int64)
+    starts = np.zeros((N, T))
     sent = [-1] * N                         # each node's newest table sent
     events = [(float(factors[i, 0]), i) for i in range(N)] if T else []
     heapq.heapify(events)
-    waiting = []                            # nodes whose table of round t is sent, merge due
-    done = [0] * N
+    waiting, parked = [], []                # merge due; stopped at a cut
     while events or waiting:
         now = events[0][0] if events else None
         while events and events[0][0] == now:
@@ -496,13 +496,20 @@ def simulate_graph(factors: np.ndarray, neighbours: list, TAU: int) -> np.ndarra
                 if all(sent[j] >= t - TAU for j in neighbours[i]):
                     used[i, t, :len(neighbours[i])] = [sent[j] for j in neighbours[i]]
                     waiting.remove(i)
-                    done[i] = t + 1
-                    if t + 1 < T:
+                    if t + 1 < T and every and (t + 1) % every == 0:
+                        parked.append(i)
+                    elif t + 1 < T:
+                        starts[i, t + 1] = now
                         heapq.heappush(events, (now + float(factors[i, t + 1]), i))
                     merged = True
+        if len(parked) == N:                # the cut: every node starts the next round now
+            for i in parked:
+                starts[i, sent[i] + 1] = now
+                heapq.heappush(events, (now + float(factors[i, sent[i] + 1]), i))
+            parked = []
         if not events and waiting:          # cannot happen: TAU >= 0 and every node sends
             raise RuntimeError("the simulated graph schedule is stuck")
-    return used
+    return used, starts
 
 
 def check_graph_schedule(used: np.ndarray, neighbours: list, N: int, T: int, TAU: int) -> None:
@@ -524,24 +531,39 @@ def check_graph_schedule(used: np.ndarray, neighbours: list, N: int, T: int, TAU
 
 
 def run_graph_schedule(nodes, streams, preds, staleness, used, neighbours, clock,
-                       hooks=None) -> None:
+                       hooks=None, first_round: int = 0, saved: dict | None = None,
+                       keep=None) -> None:
     """Every node's rounds of the schedule ``used`` in this process: node i's round t after
     its round t - 1 and after each neighbour's local step of the round whose table it uses;
-    the tables are the copies their nodes sent (kept until no neighbour can use them)."""
+    the tables are the copies their nodes sent (kept until no neighbour can use them). With
+    ``hooks.checkpoint``, at every cut (:func:`simulate_graph`'s) ``keep(state)`` gets every
+    node's last table sent and ``save(round)`` is called; ``first_round`` and ``saved`` resume
+    there."""
     N, T = used.shape[:2]
     sent = [{} for _ in range(N)]           # per node: {round: its table then}
+    if saved is not None:
+        for j in range(N):
+            sent[j][first_round - 1] = np.array(saved[f"table_{j}"])
     slots = [s.slot_ptr.tolist() for s in streams]
-    stepped = [0] * N                       # rounds whose local step is done
-    finished = [0] * N                      # rounds merged and finished
+    stepped = [first_round] * N             # rounds whose local step is done
+    finished = [first_round] * N            # rounds merged and finished
+    every, save = hooks.checkpoint if hooks is not None and hooks.checkpoint else (0, None)
+    cut = _next_cut(first_round, every, T)
     rows = clock.rows
     progress = hooks.progress if hooks is not None else None
     fault = hooks.fault if hooks is not None else None
     fail_at = fault.at if fault is not None else -1
     while min(finished, default=T) < T:
+        limit = T if cut is None else cut
+        if min(finished) == limit:          # the cut: every node ended the round
+            keep({f"table_{j}": sent[j][limit - 1] for j in range(N)})
+            save(limit)
+            cut = _next_cut(limit, every, T)
+            continue
         moved = False
         for i in range(N):
             node, nb = nodes[i], neighbours[i]
-            while finished[i] < T:
+            while finished[i] < limit:
                 t = finished[i]
                 if stepped[i] == t:
                     if t == fail_at:
@@ -571,6 +593,8 @@ def run_graph_schedule(nodes, streams, preds, staleness, used, neighbours, clock
             users = [used[k, finished[k], list(neighbours[k]).index(j)]
                      for k in neighbours[j] if finished[k] < T]
             low = min((max(int(u), 0) for u in users), default=T)
+            if limit < T:
+                low = min(low, limit - 1)   # the cut keeps every node's last table
             for r in [r for r in sent[j] if r < low]:
                 del sent[j][r]
         if progress is not None:
@@ -583,10 +607,13 @@ def run_graph_schedule(nodes, streams, preds, staleness, used, neighbours, clock
 
 
 def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: int, TAU: int,
-           clock, hooks) -> np.ndarray:
+           clock, hooks, first_round: int = 0, saved: dict | None = None,
+           keep=None) -> np.ndarray:
     """A D-ADMM node's side under MPI (node ``me`` is rank ``me``): every round, step, send
     the table to every neighbour and merge the newest table it holds of each, waiting only for
-    one older than TAU rounds. Returns the round of each neighbour's table it used (T x n)."""
+    one older than TAU rounds. Returns the round of each neighbour's table it used (T x n).
+    At a checkpoint's cut it waits for its sends and its neighbours' tables of the round,
+    then ``keep(state)`` and ``save(round)``."""
     from mpi4py import MPI
 
     from ..comm.waiting import wait, wait_all
@@ -597,9 +624,15 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
     inbox = [np.empty(size + 1) for _ in range(n)]
     newest = np.zeros((n, size))
     have = [-1] * n
-    receives = [comm.Irecv([inbox[k], MPI.DOUBLE], j, DOWN) if T else MPI.REQUEST_NULL
-                for k, j in enumerate(neighbours)]
     used = np.full((T, n), -1, dtype=np.int64)
+    if saved is not None:
+        newest[...] = saved["newest"]
+        have[:] = np.asarray(saved["have"]).tolist()
+        used[...] = saved["used"]
+    receives = [comm.Irecv([inbox[k], MPI.DOUBLE], j, DOWN) if have[k] < T - 1
+                else MPI.REQUEST_NULL for k, j in enumerate(neighbours)]
+    every, save = hooks.checkpoint if hooks.checkpoint else (0, None)
+    cut = _next_cut(first_round, every, T)
     slots = stream.slot_ptr.tolist()
     delay = hooks.delay.after if hooks.delay is not None else None
     fail_at = hooks.fault.at if hooks.fault is not None else -1
@@ -611,7 +644,17 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
         have[k] = int(inbox[k][-1])
         receives[k] = (comm.Irecv([inbox[k], MPI.DOUBLE], neighbours[k], DOWN)
                        if have[k] < T - 1 else MPI.REQUEST_NULL)
-    for t in range(T):
+    for t in range(first_round, T):
+        if t == cut:                # every table sent delivered, the neighbours' of the round in
+            wait_all(sends[0] + sends[1], clock)
+            for k in range(n):
+                while have[k] < t - 1:
+                    wait(receives[k], clock)
+                    take(k)
+            keep({"newest": newest.copy(), "have": np.array(have, dtype=np.int64),
+                  "used": used.copy()})
+            save(t)
+            cut = _next_cut(t, every, T)
         if t == fail_at:
             hooks.fault.trigger(t)
         clock.start()

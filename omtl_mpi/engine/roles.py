@@ -152,6 +152,13 @@ class Engine:
         """The shapes of --sync partial's state at a cut: in one process the executor's
         (:func:`.partial.run_schedule`), under MPI the server's or the worker's."""
         W, T = len(self.all_blocks), self.partial.rounds
+        if self.algo.pattern != "server":       # D-ADMM's: tables
+            if self.comm is None:
+                return {f"table_{j}": np.zeros(self.holders[j].message.size)
+                        for j in range(len(self.holders))}
+            n, size = len(self.neighbours[self.rank]), self.holders[0].message.size
+            return {"newest": np.zeros((n, size)), "have": np.zeros(n, dtype=np.int64),
+                    "used": np.zeros((T, n), dtype=np.int64)}
         folder = np.zeros(sum(parts[-1][2] for parts in self._parts_of))
         if self.comm is None:
             out = {"made": np.int64(0), "held_steps": np.full(W, -1, dtype=np.int64),
@@ -179,7 +186,7 @@ class Engine:
         W = len(self.all_blocks)
         every = hooks.checkpoint[0] if hooks.checkpoint else 0
         if self.algo.pattern != "server":
-            self._run_partial_graph(batches, clock, hooks)
+            self._run_partial_graph(batches, clock, hooks, first_round)
         elif self.comm is None:
             factors = np.stack([p.stragglers.factors(w + 1, rounds) for w in range(W)])
             if p.schedule is not None:
@@ -204,7 +211,7 @@ class Engine:
                 self.comm, self.holders[0], batches[0], self.preds[0], rounds,
                 self._down_sizes[w], clock, hooks, first_round, self._resumed, self._keep))
 
-    def _run_partial_graph(self, batches, clock, hooks) -> None:
+    def _run_partial_graph(self, batches, clock, hooks, first_round: int = 0) -> None:
         """D-ADMM's ``--sync partial``: in one process every node on the simulated clock (or
         the schedule to replay), under MPI this rank's node (:func:`.partial.gossip`)."""
         from . import partial as async_rounds
@@ -215,16 +222,18 @@ class Engine:
             if p.schedule is not None:
                 used = p.schedule[1]
             else:
-                used = async_rounds.simulate_graph(factors, nb, p.max_delay)
-                self.predicted_at = np.cumsum(factors, axis=1) - factors
+                used, self.predicted_at = async_rounds.simulate_graph(
+                    factors, nb, p.max_delay, hooks.checkpoint[0] if hooks.checkpoint else 0)
             async_rounds.check_graph_schedule(used, nb, N, rounds, p.max_delay)
             async_rounds.run_graph_schedule(self.holders, batches, self.preds, self.staleness,
-                                            used, nb, clock, hooks)
+                                            used, nb, clock, hooks, first_round, self._resumed,
+                                            self._keep)
             self.schedule = (None, used)
         else:
             mine = async_rounds.gossip(self.comm, self.holders[0], self.rank, nb[self.rank],
                                        batches[0], self.preds[0], self.staleness[0], rounds,
-                                       p.max_delay, clock, hooks)
+                                       p.max_delay, clock, hooks, first_round, self._resumed,
+                                       self._keep)
             width = max(len(n) for n in nb)
             padded = np.full((1, rounds, width), -1, dtype=np.int64)
             padded[0, :, :mine.shape[1]] = mine
@@ -300,7 +309,7 @@ class Engine:
         out = {f"holder{i}": h.state() for i, h in enumerate(self.holders)}
         if self.server is not None:
             out["server"] = self.server.state()
-        if self.partial is not None and self.algo.pattern == "server":
+        if self.partial is not None:
             # the asynchronous rounds' own, at the last cut (before one: its shapes)
             out["partial"] = dict(self._cut) or self._cut_template()
         return out

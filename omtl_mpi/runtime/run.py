@@ -208,11 +208,6 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         On every rank, when any rank found a user error before learning started.
     """
     world = world if world is not None else default_world()
-    if (cfg.sync == "partial" and (checkpoint_every or resume)
-            and registry.get(cfg.algo).pattern != "server"):
-        raise SetupFailed(f"{cfg.algo} with --sync partial does not write or resume checkpoints "
-                          f"yet (c-admm does); leave out {'--resume' if resume else '--checkpoint-every'}, "
-                          "or use --sync full")
     job = set_up(cfg, world, out=out, notice=notice,
                  fault=fault, resume=resume, source=source, stragglers=stragglers,
                  schedule=schedule)
