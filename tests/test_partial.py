@@ -233,7 +233,7 @@ RING = [[1, 3], [0, 2], [1, 3], [0, 2]]
 
 @pytest.mark.parametrize("TAU", [0, 1, 4])
 def test_a_simulated_graph_schedule_keeps_every_table_within_the_delay_bound(TAU):
-    from omtl_mpi.engine.partial import check_graph_schedule, simulate_graph
+    from omtl_mpi.engine.partial_graph import check_graph_schedule, simulate_graph
     rng = np.random.default_rng(TAU)
     factors = rng.uniform(0.5, 3.0, (4, 50))
     factors[2] *= 4
@@ -250,7 +250,7 @@ def test_a_simulated_graph_schedule_keeps_every_table_within_the_delay_bound(TAU
 
 
 def test_a_damaged_graph_schedule_is_one_line():
-    from omtl_mpi.engine.partial import check_graph_schedule, simulate_graph
+    from omtl_mpi.engine.partial_graph import check_graph_schedule, simulate_graph
     used = simulate_graph(np.ones((4, 6)), RING, 1)[0]
     bad = used.copy()
     bad[1, 4, 0] = 1                                        # 3 rounds old, TAU 1
@@ -298,7 +298,7 @@ def test_an_asynchronous_d_admm_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp
     assert r.returncode == 0, r.stderr
     with h5py.File(run) as f:
         used = f["schedule/used"][()]
-    from omtl_mpi.engine.partial import check_graph_schedule
+    from omtl_mpi.engine.partial_graph import check_graph_schedule
     check_graph_schedule(used, RING, 4, 300, 3)
     code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
     assert code == 0, err

@@ -75,7 +75,9 @@ class MpiWorld:
         local.Free()
         pairs = self.agree((socket.gethostname(), lowest))
         # the version line and, where the library names it (MPICH), its device
-        lines = [" ".join(line.split()) for line in MPI.Get_library_version().splitlines()]
+        # (Open MPI's ends in NUL characters, which no HDF5 string may hold)
+        text = MPI.Get_library_version().replace("\x00", "")
+        lines = [" ".join(line.split()) for line in text.splitlines()] or ["unknown"]
         library = "; ".join([lines[0]] + [x for x in lines[1:] if x.startswith("MPICH Device")])
         return [h for h, _ in pairs], [g for _, g in pairs], library
 

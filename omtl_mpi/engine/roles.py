@@ -213,8 +213,8 @@ class Engine:
 
     def _run_partial_graph(self, batches, clock, hooks, first_round: int = 0) -> None:
         """D-ADMM's ``--sync partial``: in one process every node on the simulated clock (or
-        the schedule to replay), under MPI this rank's node (:func:`.partial.gossip`)."""
-        from . import partial as async_rounds
+        the schedule to replay), under MPI this rank's node (:func:`.partial_graph.gossip`)."""
+        from . import partial_graph as async_rounds
         p, rounds, nb = self.partial, clock.rows.shape[0], self.neighbours
         if self.comm is None:
             N = len(nb)

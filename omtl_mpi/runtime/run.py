@@ -10,7 +10,6 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import metrics
 from ..algorithms import registry
 from ..comm.clock import PhaseClock
 from ..config import MAX_DELAY, RunConfig
@@ -24,12 +23,13 @@ from . import checkpoint as ckpt
 from .faults import NEVER
 from ..engine.placement import check_none_world, check_star_world, graph_nodes, placement
 from .progress import Progress
-from .results import Learned, Measured, check_writable, write_results
+from .results import check_writable
 from ..engine import Engine, build
 from ..engine.schedule import CHECK_EVERY, Hooks
 from ..engine.partial import Partial
-from ..engine.stragglers import Stragglers, last_at_barrier
+from ..engine.stragglers import Stragglers
 from .world import SetupFailed, collective, default_world
+from .collect import _chunks, collect  # noqa: F401  (collect: the run's last phase, here too)
 
 
 def make_source(cfg: RunConfig):
@@ -319,11 +319,6 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
     return job
 
 
-# the environment variables that choose how MPI moves messages, recorded with the hosts
-TRANSPORT_ENV = ("UCX_TLS", "UCX_NET_DEVICES", "FI_PROVIDER", "MPIR_CVAR_CH4_NETMOD",
-                 "MPIR_CVAR_NOLOCAL", "OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include")
-
-
 def _one_host_notice(hosts: list) -> str | None:
     """A job given several nodes (Slurm's SLURM_JOB_NUM_NODES) whose ranks all run on one."""
     import os
@@ -335,22 +330,6 @@ def _one_host_notice(hosts: list) -> str | None:
         return (f"the job was given {nodes} nodes, but all {len(hosts)} ranks run on {hosts[0]}: "
                 "start them with srun (or mpiexec with a host list) to spread them")
     return None
-
-
-def _hosts_report(job: Job) -> dict:
-    """Where the ranks ran: each rank's host, ranks per host, the MPI library and the
-    transport settings, and the hosts whose ranks shared memory (network namespaces of one
-    machine do, unless MPI is told to keep to its network)."""
-    import os
-    hosts, groups, library = job.hosts
-    shared = {}
-    for host, group in zip(hosts, groups):
-        shared.setdefault(group, set()).add(host)
-    return {"hosts": list(hosts), "ranks_per_host": {h: hosts.count(h) for h in dict.fromkeys(hosts)},
-            "mpi_library": library,
-            "transport_env": " ".join(f"{k}={os.environ[k]}" for k in TRANSPORT_ENV if k in os.environ)
-            or "none",
-            "shared_memory_across_hosts": sorted(sorted(g) for g in shared.values() if len(g) > 1)}
 
 
 def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
@@ -381,19 +360,6 @@ def _load_batches(cfg, world, source, local, T, d, notice, fault) -> list:
         for line in dict.fromkeys(n for ns in notices for n in ns):
             notice(line)
     return layouts
-
-
-def _chunks(lengths, a: int, b: int, rows: int):
-    """Consecutive ranges of tasks a..b-1 of at most ``rows`` instances each (a whole task
-    where one is longer)."""
-    ends = np.cumsum(lengths[a:b])
-    start = a
-    while start < b:
-        base = ends[start - a - 1] if start > a else 0
-        stop = a + int(np.searchsorted(ends, base + rows, side="right"))
-        stop = min(max(stop, start + 1), b)
-        yield start, stop
-        start = stop
 
 
 def _resume(job: Job, path: str, notice) -> None:
@@ -510,236 +476,9 @@ _DIVERGES = (("eta", "a small --eta"), ("class_weight", "a large --class-weight"
              ("gamma0", "a large --gamma0"), ("C", "a large --C"))
 
 
-def collect(job: Job, out: str | None) -> dict | None:
-    """Gather the predictions, model and timings on rank 0 in task order. Collective.
-
-    Parameters
-    ----------
-    job : Job
-        After :func:`learn`.
-    out : str, optional
-        Results file (HDF5), written atomically by rank 0.
-
-    Returns
-    -------
-    dict or None
-        The report on rank 0 (what ``--json`` prints), None on the other ranks.
-    """
-    world, algo = job.world, job.algo
-    rank, size = world.rank, world.size
-    if rank != 0 or not out:
-        job.fault.check("write")             # rank 0 with a results file fails inside the write
-    gathered = _gather(world, job.roles, job.preds, job.batches, _node_extras(job), job.dim)
-    timing = world.gather_rows(job.clock.rows[None], [1] * size)
-    cpu_seconds = world.gather_rows(np.array([job.cpu_seconds]), [1] * size)
-    # every rank's peak resident memory in MiB (Linux reports KiB)
-    peak_rss = world.gather_rows(
-        np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
-    role_names = world.agree(_role(rank, size, algo.pattern, job.roles.local))
-    # when each rank's last round ended, and the sleeps --slow and --delays asked of it
-    finished = world.gather_rows(np.array([job.seconds]), [1] * size)
-    injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
-    workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
-    schedule = _schedule(job)
-    predicted_at, unit = _predicted_at(job)
-    traffic = world.gather_rows(job.clock.traffic[None], [1] * size)
-    peers = world.gather_rows(job.clock.peers[None], [1] * size)
-    measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
-                        cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"),
-                        finished=finished, injected=injected,
-                        # asynchronous rounds have no barrier to be last at
-                        last=(last_at_barrier(timing, workers if schedule is None else [])
-                              if rank == 0 else None),
-                        workers=workers, stragglers=job.stragglers.describe(), schedule=schedule,
-                        predicted_at=predicted_at, predicted_unit=unit,
-                        blocks=np.asarray(job.roles.all_blocks, dtype=np.int64),
-                        hosts=job.hosts[0], shm_groups=job.hosts[1], traffic=traffic,
-                        peer_bytes=peers)
-    if rank != 0:
-        return None
-    lengths = job.meta.lengths
-    confusion = metrics.confusion(gathered["predictions"], gathered["labels"], lengths)
-    summary = metrics.summarise(gathered["mistakes"], lengths, job.cfg.batch, job.rounds, confusion)
-    summary["confusion"] = confusion
-    report = _report(job, summary, gathered, measured)
-    learned = _learned(job, summary, gathered)
-    attrs = {k: v for k, v in report.items() if isinstance(v, (int, float, str, bool))}
-    if out:
-        write_results(out, attrs=attrs, config=job.cfg.to_dict(), learned=learned,
-                      measured=measured, before_rename=lambda: job.fault.check("write"))
-        report["results"] = out
-    # what the Python API keeps of a run (omtl_mpi.streams.Result): enough to write its file
-    report["_written"] = (attrs, job.cfg.to_dict(), learned, measured)
-    report.update(_timing=measured.seconds, _roles=measured.roles, _last=measured.last,
-                  peak_rss_mib=measured.peak_rss.tolist())
-    return report
-
-
-def _predicted_at(job: Job) -> tuple:
-    """When every task holder's rounds started, that is when their instances were predicted
-    (holders x rounds, on rank 0), and in what unit: seconds from the start of the rounds, or
-    on --sync partial's simulated clock its time units. Rounds before a resumed checkpoint
-    are NaN. Collective."""
-    roles, world = job.roles, job.world
-    simulated = getattr(roles, "predicted_at", None)
-    if simulated is not None:
-        return simulated, "simulated time units (a worker's round lasts its straggler factor)"
-    mine = job.clock.started - job.started_at
-    mine[:job.first_round] = np.nan
-    rows = np.repeat(mine[None], len(roles.holders), axis=0)
-    return (world.gather_rows(rows, world.agree(len(roles.holders))),
-            "seconds from the start of the rounds")
-
-
-def _schedule(job: Job) -> dict | None:
-    """--sync partial: the run's schedule on rank 0 (every worker's rounds' taken and used
-    steps, W x T each), with the barrier's settings; None otherwise. Collective."""
-    partial = job.roles.partial
-    if partial is None:
-        return None
-    taken, used = job.roles.schedule
-    world = job.world
-    graph = job.algo.pattern != "server"
-    if world.size > 1 and graph:            # every rank's node: (1, T, width) each
-        used = world.gather_rows(used, [1] * world.size)
-    elif world.size > 1:
-        mine = (np.zeros((0, job.rounds), dtype=np.int64) if used is None
-                else np.asarray(used, dtype=np.int64)[None])
-        used = world.gather_rows(mine, [0] + [1] * (world.size - 1))
-    if world.rank != 0:
-        return None
-    return {"taken": taken, "used": used, "max_delay": partial.max_delay,
-            "min_workers": None if graph else partial.min_workers,
-            "replayed": partial.schedule is not None}
-
-
-def _node_extras(job: Job) -> dict:
-    """The per-node arrays a neighbour learner's holders have besides their tasks' rows: the
-    staleness of what they used, and every node's own copy of the shared variables."""
-    extras = {}
-    if job.algo.pattern == "server":
-        return extras
-    if job.topology is not None:
-        extras["staleness"] = job.roles.staleness
-    node_arrays = [h.node_arrays() for h in job.roles.holders]
-    nodes = job.topology.n_nodes if job.topology is not None else len(node_arrays)
-    for key in (node_arrays[0] if node_arrays else {}):
-        # every node's own copy, unless they would not fit in a results file (a K x K Omega
-        # per node at large K): then node 0's only, as the model's (the same on every rank)
-        if nodes * np.asarray(node_arrays[0][key]).size <= _NODE_ARRAY_LIMIT:
-            extras[f"node_{key}"] = np.stack([np.asarray(na[key]) for na in node_arrays])
-    return extras
-
-
-# the most numbers of one shared array over all nodes that a results file keeps (256 MiB)
-_NODE_ARRAY_LIMIT = 1 << 25
-
-
-def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict:
-    """The report rank 0 returns (what ``--json`` prints); its scalars are the results file's
-    root attributes."""
-    meta, params, cfg = job.meta, job.params, job.cfg
-    T = job.rounds
-    ran = max(T - job.first_round, 1)
-    report = {
-        "algo": job.algo.name, "variant": getattr(params, "variant", "-"),
-        "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
-        "data": job.source.describe(), "tasks": meta.n_tasks, "dim": job.dim, "ranks": job.world.size,
-        "rounds": T, "batch": cfg.batch, "seed": cfg.seed, "intercept": cfg.intercept,
-        "scale": cfg.scale,
-        "mean_error": summary["mean_error"], "overall_error": summary["overall_error"],
-        "error_by_length": summary["by_length"],
-        "per_task_error": summary["per_task_error"].tolist(),
-        "balanced_error": summary["balanced_error"], "f1": summary["f1"],
-        # the rounds this invocation ran (all of them, or those after the checkpoint)
-        "seconds": job.seconds, "ms_per_round": 1000.0 * job.seconds / ran,
-        # rank 0's first round (UNIX time): after the command's start by the data's set-up
-        "learning_started": job.learning_started,
-        "task_names": list(meta.names), "eta": getattr(params, "eta", None),
-        "transport": job.roles.transport,
-        "cpu_ms_per_round": (1000.0 * measured.cpu_seconds / ran).tolist(),
-        # address-space layout randomisation of the ranks (--aslr): on, off, mixed or unknown
-        "aslr": ("unknown" if None in job.layouts else "mixed" if len(job.layouts) > 1
-                 else "on" if job.layouts == {True} else "off"),
-        # seconds from the start of the rounds at which each worker rank ended its last one
-        "worker_finish_s": measured.finished[measured.workers].tolist(),
-        "stragglers": measured.stragglers,
-        "injected_s": measured.injected.tolist(),
-        # per rank, the rounds in which the other workers waited for it (straggler histogram)
-        "last_at_barrier": measured.last.tolist(),
-        **_hosts_report(job),
-        # per rank, the mean bytes a round it sent and received (MPI's messages; none in one
-        # process)
-        "bytes_per_round": (measured.traffic.mean(axis=1).tolist() if measured.traffic.shape[1]
-                            else [[0.0, 0.0]] * job.world.size),
-    }
-    if job.topology is not None:
-        report.update(topology=job.topology.name, nodes=job.topology.n_nodes,
-                      mean_staleness=float(gathered["staleness"].mean()) if T else 0.0)
-    return report
-
-
-def _learned(job: Job, summary: dict, gathered: dict) -> Learned:
-    """The results file's /tasks, /metrics, /model and /predictions (:mod:`.results`)."""
-    model = {k: gathered[k] for k in ("W", "Z", "V", "U") if k in gathered}
-    if job.algo.pattern == "server":
-        model.update(job.roles.server.global_arrays())
-    elif job.roles.holders and job.world.rank == 0 and job.topology is not None:
-        # node 0's own copies (every node has its own u and Omega): rank 0 holds node 0
-        model.update(job.roles.holders[0].node_arrays())
-    for key in gathered:
-        if key.startswith("node_"):
-            model[key] = gathered[key]
-    return Learned(names=job.meta.names, lengths=job.meta.lengths,
-                   metrics={**summary, "mistakes": gathered["mistakes"]},
-                   model=model, predictions=gathered["predictions"])
-
-
 def _cpu_seconds() -> float:
     """User and system CPU seconds this process has used so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def _gather(world, engine, preds, batches, extras, d) -> dict:
-    """Every instance's prediction, label and mistake (task-major, flat), the holders'
-    per-task arrays and the per-node extras, concatenated in task order on rank 0."""
-    parts = {"predictions": [], "labels": [], "mistakes": []}
-    for p, layout in zip(preds, batches):
-        layout.X = layout.csr = None        # the rounds are over: free the features first
-        # task-major, a chunk of tasks at a time (the slots' index costs 8 bytes an instance)
-        for c0, c1 in _chunks(layout.lengths, 0, layout.n_tasks, _chunk_rows(8)):
-            order = layout.slots_of(c0, layout.lengths[c0:c1])
-            yhat = np.asarray(p[order], dtype=np.int8)      # -1/+1 (Engine.run's labels)
-            y = layout.labels(order)
-            parts["predictions"].append(yhat)
-            parts["labels"].append(y)
-            parts["mistakes"].append((yhat != y).astype(np.int8))
-    local = {k: (np.concatenate(v) if v else np.zeros(0, np.int8)) for k, v in parts.items()}
-    rows = engine.task_rows()      # this rank's holders' per-task arrays, in task order
-    # the row arrays every algorithm of this run has (the server rank holds none)
-    names = sorted(world.agree(sorted(rows)), key=len)[-1]
-    counts = world.agree(sum(int(h.n_tasks) for h in batches))
-    out = {}
-    for key in names:
-        value = rows[key] if key in rows else np.zeros((0, d))
-        out[key] = world.gather_rows(np.ascontiguousarray(value), counts)
-    instances = world.agree(int(local["predictions"].shape[0]))
-    for key, value in local.items():
-        out[key] = world.gather_rows(np.ascontiguousarray(value), instances)
-    node_counts = world.agree(len(engine.holders))
-    for key, value in extras.items():
-        out[key] = world.gather_rows(np.ascontiguousarray(value), node_counts)
-    return out
-
-
-def _role(rank: int, size: int, pattern: str, local) -> str:
-    parts = []
-    if pattern == "server" and rank == 0:
-        parts.append("server")
-    for a, b in local:
-        kind = "worker" if pattern == "server" else "node"
-        parts.append(f"{kind} tasks {a}-{b - 1}" if b - a > 1 else f"{kind} task {a}")
-    if len(parts) > 3:
-        parts = [parts[0], "...", parts[-1]]
-    return " + ".join(parts)
