@@ -467,24 +467,22 @@ def load_result(path) -> Result:
                         for name in ("peak_rss_mib", "cpu_seconds", "staleness", "finish_seconds",
                                      "injected_seconds", "last_at_barrier", "predicted_at",
                                      "hosts", "shm_group", "bytes", "peer_bytes")}
-            waits = optional["last_at_barrier"]
-            measured = Measured(seconds=read(t, "seconds")[()],
-                                roles=[r.decode() if isinstance(r, bytes) else str(r) for r in read(t, "roles")[()]],
+            def attrs_of(name):
+                return read(t, name).attrs if optional[name] is not None else {}
+
+            def texts(values):
+                return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+            measured = Measured(seconds=read(t, "seconds")[()], roles=texts(read(t, "roles")[()]),
                                 peak_rss=optional["peak_rss_mib"], cpu_seconds=optional["cpu_seconds"],
                                 staleness=optional["staleness"], finished=optional["finish_seconds"],
-                                injected=optional["injected_seconds"], last=waits,
-                                workers=([int(r) for r in t["last_at_barrier"].attrs.get("workers", [])]
-                                         if waits is not None else []),
+                                injected=optional["injected_seconds"], last=optional["last_at_barrier"],
+                                workers=[int(r) for r in attrs_of("last_at_barrier").get("workers", [])],
                                 stragglers=str(t.attrs.get("stragglers", "none")),
                                 schedule=_read_schedule(f, read, path),
                                 predicted_at=optional["predicted_at"],
-                                predicted_unit=str(t["predicted_at"].attrs.get("unit", ""))
-                                if optional["predicted_at"] is not None else "",
-                                blocks=(t["predicted_at"].attrs.get("blocks")
-                                        if optional["predicted_at"] is not None else None),
-                                hosts=(None if optional["hosts"] is None else
-                                       [h.decode() if isinstance(h, bytes) else str(h)
-                                        for h in optional["hosts"]]),
+                                predicted_unit=str(attrs_of("predicted_at").get("unit", "")),
+                                blocks=attrs_of("predicted_at").get("blocks"),
+                                hosts=None if optional["hosts"] is None else texts(optional["hosts"]),
                                 shm_groups=optional["shm_group"], traffic=optional["bytes"],
                                 peer_bytes=optional["peer_bytes"])
             keep = {k: v for k, v in attrs.items()

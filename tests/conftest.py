@@ -99,6 +99,12 @@ def read_results(path):
     return out
 
 
+def differing(a, b) -> list:
+    """The names of the arrays of :func:`read_results` in which two results files differ."""
+    a, b = read_results(a), read_results(b)
+    return [k for k in a if k != "attrs" and not np.array_equal(a[k], b[k])]
+
+
 def layout_of(X_list, y_list, batch, rounds, dim):
     """The runtime's round layout (omtl_mpi.data.rounds.RoundLayout) of in-memory streams."""
     from omtl_mpi.data.rounds import RoundLayout

@@ -6,15 +6,9 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import cli, omtl, read_results, refused
+from conftest import cli, differing, omtl, refused
 from omtl_mpi.engine.partial import PartialBarrier, check_schedule, simulate
 from omtl_mpi.errors import UserError
-
-
-def _same(a, b):
-    """The names of the arrays (not timings) in which two results files differ."""
-    a, b = read_results(a), read_results(b)
-    return [k for k in a if k != "attrs" and not np.array_equal(a[k], b[k])]
 
 
 def _steps_kept_to_the_barrier(taken, S, TAU):
@@ -91,8 +85,8 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
     assert cli(capsys, *base, "--out", b)[0] == 0
     assert cli(capsys, *base, "--delay-seed", "1", "--out", c)[0] == 0
     assert cli(capsys, "run", "--synth-tasks", "4", "--synth-samples", "300", "--out", full)[0] == 0
-    assert _same(a, b) == []
-    assert "predictions" in _same(a, c) and "predictions" in _same(a, full)
+    assert differing(a, b) == []
+    assert "predictions" in differing(a, c) and "predictions" in differing(a, full)
     with h5py.File(a) as f:
         taken, used = f["schedule/taken"][()], f["schedule/used"][()]
         assert taken.shape == used.shape == (4, 300)
@@ -102,7 +96,7 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
     # and the replay of a one-process run is that run
     r = tmp_path / "replay.h5"
     assert cli(capsys, "run", "--replay", a, "--out", r)[0] == 0
-    assert _same(a, r) == []
+    assert differing(a, r) == []
     with h5py.File(r) as f:
         assert bool(f["schedule"].attrs["replayed"])
 
@@ -158,7 +152,7 @@ def test_lockstep_in_one_process_is_the_synchronous_mpi_run(mpiexec, capsys, tmp
                "--max-delay", "0", "--out", one)[0] == 0
     r = omtl("run", *data, "--out", mpi, np_ranks=5, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert _same(one, mpi) == []
+    assert differing(one, mpi) == []
 
 
 @pytest.mark.mpi
@@ -178,7 +172,7 @@ def test_an_asynchronous_mpi_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp_pa
     assert finish.shape == (5,) and max(finish[2:]) < finish[1]
     code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
     assert code == 0, err
-    assert _same(run, again) == []
+    assert differing(run, again) == []
 
 
 def test_the_time_of_every_prediction_is_recorded_and_the_report_draws_it(tmp_path):
@@ -265,17 +259,17 @@ def test_d_admm_in_lockstep_is_synchronous_d_admm_and_lags_otherwise(capsys, tmp
     sync, lock, lag, lag2 = (tmp_path / f"{n}.h5" for n in ("sync", "lock", "lag", "lag2"))
     assert cli(capsys, "run", *data, "--out", sync)[0] == 0
     assert cli(capsys, "run", *data, "--sync", "partial", "--max-delay", "0", "--out", lock)[0] == 0
-    assert _same(sync, lock) == []
+    assert differing(sync, lock) == []
     for out in (lag, lag2):
         assert cli(capsys, "run", *data, "--sync", "partial", "--slow", "2:5", "--out", out)[0] == 0
-    assert _same(lag, lag2) == [] and "predictions" in _same(sync, lag)
+    assert differing(lag, lag2) == [] and "predictions" in differing(sync, lag)
     with h5py.File(lag) as f:
         used = f["schedule/used"][()]
         assert used.shape == (4, 200, 2) and "taken" not in f["schedule"]
         assert f["timing/staleness"].shape == (4, 200)
     again = tmp_path / "again.h5"
     assert cli(capsys, "run", "--replay", lag, "--out", again)[0] == 0
-    assert _same(lag, again) == []
+    assert differing(lag, again) == []
 
 
 @pytest.mark.parametrize("args, message", [
@@ -302,7 +296,7 @@ def test_an_asynchronous_d_admm_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp
     check_graph_schedule(used, RING, 4, 300, 3)
     code, _, err = cli(capsys, "run", "--replay", run, "--out", again)
     assert code == 0, err
-    assert _same(run, again) == []
+    assert differing(run, again) == []
 
 
 @pytest.mark.mpi
@@ -330,7 +324,7 @@ def test_an_asynchronous_run_resumed_from_its_checkpoint_is_the_uninterrupted_ru
     assert code == 1 and not part.exists(), err
     ckpt = tmp_path / "part.ckpt.h5"
     assert cli(capsys, *base, "--resume", ckpt, "--out", part)[0] == 0
-    assert _same(whole, part) == []
+    assert differing(whole, part) == []
     with h5py.File(whole) as f:
         taken = f["schedule/taken"][()]
     for cut in (100, 200):          # nothing before a cut is taken with anything after it
@@ -352,7 +346,7 @@ def test_an_asynchronous_mpi_run_resumed_from_its_checkpoint_replays_bit_for_bit
     check_schedule(taken, used, 4, 400)
     assert taken[:, :150].max() < taken[:, 150:].min()
     assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
-    assert _same(part, again) == []
+    assert differing(part, again) == []
 
 
 def test_asynchronous_d_admm_resumed_from_its_checkpoint_is_the_uninterrupted_run(capsys, tmp_path):
@@ -362,7 +356,7 @@ def test_asynchronous_d_admm_resumed_from_its_checkpoint_is_the_uninterrupted_ru
     assert cli(capsys, *base, "--out", whole)[0] == 0
     assert cli(capsys, *base, "--fail-at", "250", "--out", part)[0] == 1
     assert cli(capsys, *base, "--resume", tmp_path / "part.ckpt.h5", "--out", part)[0] == 0
-    assert _same(whole, part) == []
+    assert differing(whole, part) == []
 
 
 @pytest.mark.mpi
@@ -376,4 +370,4 @@ def test_asynchronous_d_admm_over_mpi_resumed_replays_bit_for_bit(mpiexec, capsy
     r = omtl(*base, "--resume", tmp_path / "part.ckpt.h5", "--out", part, np_ranks=4, timeout=120)
     assert r.returncode == 0 and "pending" not in r.stderr, r.stderr
     assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
-    assert _same(part, again) == []
+    assert differing(part, again) == []

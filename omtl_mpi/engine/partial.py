@@ -231,13 +231,13 @@ def run_schedule(workers, server, streams, preds, taken, used, parts_of, kinds, 
                         rows[r, 0] += perf_counter() - t0
                     ready[w] = r + 1
                     moved = True
-            if made < steps and all(sent[w] >= _last_taken(taken[w], taken_to[w], made)
-                                    for w in range(W)):
+            # where the messages the next step takes end, per worker
+            ends = [_last_taken(taken[w], taken_to[w], made) for w in range(W)]
+            if made < steps and all(n >= end for n, end in zip(sent, ends)):
                 t0 = perf_counter()
                 reply = server.step(folder.buffer)
                 took, newest = [], 0
-                for w in range(W):
-                    end = _last_taken(taken[w], taken_to[w], made)
+                for w, end in enumerate(ends):
                     if end > taken_to[w]:
                         a, b = down_of[w]
                         held[w][made] = reply[a:b].copy()
@@ -352,13 +352,14 @@ def serve(comm, server, barrier: PartialBarrier, folder: Folder, down_of, clock,
                 clock.peers[w + 1, 0] += box.nbytes
             folder.taken(took)
             server.after_reply()
-            # a step's seconds count in the row of the newest round it took; its waiting too
-            row = rows[max(barrier.took[w] for w in took) - 1]
+            # a step's seconds and bytes count in the row of the newest round it took
+            newest = max(barrier.took[w] for w in took) - 1
+            row = rows[newest]
             row[0] += perf_counter() - t0
             row[1] += clock.comm
             row[2] += clock.wait
             clock.comm = clock.wait = 0.0
-            traffic = clock.traffic[max(barrier.took[w] for w in took) - 1]
+            traffic = clock.traffic[newest]
             traffic[0] += clock.sent
             traffic[1] += clock.received
             clock.sent = clock.received = 0

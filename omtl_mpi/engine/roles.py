@@ -179,19 +179,18 @@ class Engine:
     def _run_partial(self, batches, clock, hooks, first_round: int = 0) -> None:
         """The rounds of ``--sync partial`` (:mod:`.partial`): in one process the schedule
         given (a replay) or drawn on the simulated clock; under MPI the server's or the
-        worker's side, the schedule recorded (:attr:`schedule`, on rank 0 after
-        :meth:`gather_schedule`)."""
+        worker's side. :attr:`schedule` is then this rank's part of it (taken, used)."""
         from . import partial as async_rounds
         p, rounds = self.partial, clock.rows.shape[0]
         W = len(self.all_blocks)
         every = hooks.checkpoint[0] if hooks.checkpoint else 0
         if self.algo.pattern != "server":
-            self._run_partial_graph(batches, clock, hooks, first_round)
+            self._run_partial_graph(batches, clock, hooks, first_round, every)
         elif self.comm is None:
-            factors = np.stack([p.stragglers.factors(w + 1, rounds) for w in range(W)])
             if p.schedule is not None:
                 taken, used = p.schedule
             else:
+                factors = np.stack([p.stragglers.factors(w + 1, rounds) for w in range(W)])
                 taken, used, self.predicted_at = async_rounds.simulate(
                     factors, p.min_workers, p.max_delay, every)
             async_rounds.check_schedule(taken, used, W, rounds)
@@ -211,19 +210,19 @@ class Engine:
                 self.comm, self.holders[0], batches[0], self.preds[0], rounds,
                 self._down_sizes[w], clock, hooks, first_round, self._resumed, self._keep))
 
-    def _run_partial_graph(self, batches, clock, hooks, first_round: int = 0) -> None:
+    def _run_partial_graph(self, batches, clock, hooks, first_round: int, every: int) -> None:
         """D-ADMM's ``--sync partial``: in one process every node on the simulated clock (or
         the schedule to replay), under MPI this rank's node (:func:`.partial_graph.gossip`)."""
         from . import partial_graph as async_rounds
         p, rounds, nb = self.partial, clock.rows.shape[0], self.neighbours
         if self.comm is None:
             N = len(nb)
-            factors = np.stack([p.stragglers.factors(i, rounds) for i in range(N)])
             if p.schedule is not None:
                 used = p.schedule[1]
             else:
-                used, self.predicted_at = async_rounds.simulate_graph(
-                    factors, nb, p.max_delay, hooks.checkpoint[0] if hooks.checkpoint else 0)
+                factors = np.stack([p.stragglers.factors(i, rounds) for i in range(N)])
+                used, self.predicted_at = async_rounds.simulate_graph(factors, nb, p.max_delay,
+                                                                      every)
             async_rounds.check_graph_schedule(used, nb, N, rounds, p.max_delay)
             async_rounds.run_graph_schedule(self.holders, batches, self.preds, self.staleness,
                                             used, nb, clock, hooks, first_round, self._resumed,

@@ -118,7 +118,7 @@ def _predicted_at(job: Job) -> tuple:
     on --sync partial's simulated clock its time units. Rounds before a resumed checkpoint
     are NaN. Collective."""
     roles, world = job.roles, job.world
-    simulated = getattr(roles, "predicted_at", None)
+    simulated = roles.predicted_at
     if simulated is not None:
         return simulated, "simulated time units (a worker's round lasts its straggler factor)"
     mine = job.clock.started - job.started_at

@@ -190,18 +190,17 @@ def _write_measured(tg, measured: Measured) -> None:
         sg = tg.file.create_group("schedule")
         sc = measured.schedule
         if sc["taken"] is None:         # a graph's: per node, round and neighbour
-            ds = sg.create_dataset("used", data=np.asarray(sc["used"], dtype=np.int64))
-            ds.attrs["dims"] = ["node", "round", "neighbour"]
-            ds.attrs["meaning"] = ("the round of the table of each neighbour (ascending, -1 "
-                                   "past the node's last) that node i merged in round t")
-        for key, what in (("taken", "the server step that took worker w's message of round r"),
-                          ("used", "the step whose reply worker w's z-step used in round r "
-                                   "(-1: none yet)")):
-            if sc["taken"] is None:
-                break
+            arrays = [("used", ["node", "round", "neighbour"], "the round of the table of each "
+                       "neighbour (ascending, -1 past the node's last) that node i merged in round t")]
+        else:
+            arrays = [("taken", ["worker", "round"], "the server step that took worker w's "
+                       "message of round r"),
+                      ("used", ["worker", "round"], "the step whose reply worker w's z-step used "
+                       "in round r (-1: none yet)")]
+        for key, dims, meaning in arrays:
             ds = sg.create_dataset(key, data=np.asarray(sc[key], dtype=np.int64))
-            ds.attrs["dims"] = ["worker", "round"]
-            ds.attrs["meaning"] = what
+            ds.attrs["dims"] = dims
+            ds.attrs["meaning"] = meaning
         for key in ("min_workers", "max_delay", "replayed"):
             if sc[key] is not None:
                 sg.attrs[key] = sc[key]
