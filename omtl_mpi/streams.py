@@ -449,6 +449,8 @@ def load_result(path) -> Result:
             names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in read(read(f, "tasks"), "names")[()])
             lengths = read(read(f, "tasks"), "samples")[()]
             metrics = {k: read(read(f, "metrics"), k)[()] for k in read(f, "metrics")}
+            # the error by stream length is the group's attribute (JSON), which save writes back
+            metrics["by_length"] = json.loads(read(f, "metrics").attrs.get("error_by_length", "[]"))
             model = {k: read(read(f, "model"), k)[()] for k in read(f, "model")}
             preds = read(f, "predictions")[()]
             total = int(np.sum(lengths))

@@ -930,3 +930,17 @@ def test_the_mpi_check_puts_several_tasks_on_a_rank(perceptron, monkeypatch):
     check_one_process_equals_mpi(omtl_mpi.learner("perceptron", 3, 4))
     ranks = int(recorded[-1][recorded[-1].index("-n") + 1])
     assert ranks < 3, f"{ranks} ranks for 3 tasks"
+
+
+def test_a_results_file_loaded_and_saved_again_keeps_what_it_held(tmp_path, capsys):
+    """load_result(path).save(other): the same datasets, the metrics' error by stream length and
+    the asynchronous schedule included (it raised a KeyError on error_by_length before)."""
+    from conftest import cli, differing
+    first, again = tmp_path / "first.h5", tmp_path / "again.h5"
+    assert cli(capsys, "run", "--synth-tasks", "3", "--synth-samples", "80", "--sync", "partial",
+               "--out", first)[0] == 0
+    omtl_mpi.load_result(first).save(again)
+    assert differing(first, again) == []
+    with h5py.File(first) as a, h5py.File(again) as b:
+        assert sorted(a["timing"]) == sorted(b["timing"]) and sorted(a["schedule"]) == sorted(b["schedule"])
+        assert a["metrics"].attrs["error_by_length"] == b["metrics"].attrs["error_by_length"]
