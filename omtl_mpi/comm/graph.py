@@ -66,6 +66,7 @@ class MpiGraph:
         rank = comm.Get_rank()
         nb = list(topology.neighbours(rank))
         self._topology, self._rank, self._neighbours = topology, rank, nb
+        self._peer_rows = np.asarray(nb, dtype=np.intp)      # the byte counters' rows, per round
         self._layers = None                 # the flood's schedule (sum_nodes), when first used
         # reorder=False: rank i must stay node i, which holds task block i
         self.comm = comm.Create_dist_graph_adjacent(nb, nb, reorder=False)
@@ -96,7 +97,7 @@ class MpiGraph:
         each = self._send.nbytes
         clock.sent += each * len(self._neighbours)
         clock.received += each * len(self._neighbours)
-        clock.peers_of(self._topology.n_nodes)[self._neighbours] += each
+        clock.peers_of(self._topology.n_nodes)[self._peer_rows] += each
         return [self._recv]
 
     def sum_nodes(self, messages: list, clock) -> list:
