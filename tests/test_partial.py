@@ -104,8 +104,8 @@ def test_one_process_runs_on_a_simulated_clock_the_same_bits_for_the_same_seed(c
 @pytest.mark.parametrize("args, message", [
     (["--sync", "partial", "--algo", "drom"], "drom cannot run with --sync partial: its server "
                                               "takes every worker's message of the same round"),
-    (["--sync", "partial", "--synth-tasks", "12"], "c-admm cannot run with --sync partial: the vote's "
-                                                   "empirical-Bayes expert"),
+    (["--sync", "partial", "--coordinates", "nonzero", "--w-step", "adagrad"],
+     "c-admm cannot run with --sync partial: its messages are entries"),
     (["--min-workers", "2"], "--min-workers does nothing for this run: it applies to --sync partial"),
     (["--sync", "partial", "--min-workers", "6"], "--min-workers 6 is more than the run's 5 workers"),
     (["--sync", "partial", "--nodes", "6"], "has at most 5 workers"),
@@ -156,10 +156,13 @@ def test_lockstep_in_one_process_is_the_synchronous_mpi_run(mpiexec, capsys, tmp
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("extra", [[], ["--preset", "paper"]])
-def test_an_asynchronous_mpi_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp_path, extra):
+@pytest.mark.parametrize("tasks, extra", [(4, []), (4, ["--preset", "paper"]),
+                                         (12, [])])
+def test_an_asynchronous_mpi_run_is_replayed_bit_for_bit(mpiexec, capsys, tmp_path, tasks, extra):
+    """Also with more tasks than features, where the vote's empirical-Bayes expert takes the
+    prior the server estimates, its mixture's EM steps spread over the server's steps."""
     run, again = tmp_path / "run.h5", tmp_path / "again.h5"
-    r = omtl("run", "--synth-tasks", "4", "--synth-samples", "400", "--sync", "partial",
+    r = omtl("run", "--synth-tasks", tasks, "--synth-samples", "400", "--sync", "partial",
              "--min-workers", "1", "--max-delay", "3", "--slow", "1:4", *extra, "--out", run,
              "--json", np_ranks=5, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -312,11 +315,14 @@ def test_a_rank_that_fails_in_asynchronous_rounds_ends_the_job(mpiexec, tmp_path
     assert not out.exists()
 
 
-def test_an_asynchronous_run_resumed_from_its_checkpoint_is_the_uninterrupted_run(capsys, tmp_path):
+@pytest.mark.parametrize("tasks", [4, 12])
+def test_an_asynchronous_run_resumed_from_its_checkpoint_is_the_uninterrupted_run(
+        capsys, tmp_path, tasks):
     """A checkpoint's cut (every worker ends the round, the server takes every message left)
     is part of the schedule: in one process the run resumed there is the uninterrupted run
-    with the same --checkpoint-every, bit for bit."""
-    base = ("run", "--synth-tasks", "4", "--synth-samples", "300", "--sync", "partial",
+    with the same --checkpoint-every, bit for bit (12 tasks: with the served prior's state,
+    an EM step's sums sent or still to send among it)."""
+    base = ("run", "--synth-tasks", tasks, "--synth-samples", "300", "--sync", "partial",
             "--min-workers", "1", "--delays", "srad", "--checkpoint-every", "100")
     whole, part = tmp_path / "whole.h5", tmp_path / "part.h5"
     assert cli(capsys, *base, "--out", whole)[0] == 0

@@ -390,6 +390,13 @@ class EmpiricalBayes:
                 self._prior = new
                 self.prior_version += 1
 
+    def _take(self, Pi, V, const) -> None:
+        """Use the prior of precision ``Pi`` and ``Pi mu`` the column of ``V`` (d, 1) (``const``:
+        a mixture's log weights' constants, none here), as a server estimated it
+        (:mod:`.served_prior`): every task's matrices are computed afresh when next used."""
+        self._prior = (Pi, V[:, 0])
+        self.prior_version += 1
+
     def checked(self, rows) -> list:
         """The arrays whose finiteness says this expert's is: the tasks ``rows``'s, the totals
         and the prior estimated from them."""

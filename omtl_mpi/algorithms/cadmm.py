@@ -14,6 +14,9 @@ Messages are flat float64 arrays, made of parts (docs/ALGORITHMS.md section 2.5)
 * down, per worker: u; with a learned Omega its tasks' v_k; with the vote every task's
   mistakes and H, or its tasks' related models (kb x d), and every task's statistics for the
   empirical-Bayes expert.
+* asynchronous (``--sync partial``): the statistics every round, a worker's E-step sums with
+  a mixture prior, and in the reply, in the statistics' place, the prior the server estimated
+  (:mod:`.served_prior`).
 
 So with the defaults a round's messages and the server's work do not grow with the tasks, and
 a worker's work follows its tasks that have an instance in the round.
@@ -32,7 +35,7 @@ import numpy as np
 
 from .admm import (FIXED_OMEGA, GIVEN, AdmmParams, BlockRole, Consensus, TaskBlock,
                    coordinates_of, coupling, omega_arrays)
-from . import mixture
+from . import mixture, served_prior
 from .bayes import stats_size
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
@@ -52,10 +55,13 @@ def related_form(params, n_tasks: int, dim: int) -> str | None:
     return MODELS if coordinates_of(params, dim) == "nonzero" else ROWS
 
 
-def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str) -> list:
+def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str,
+                asynchronous: bool = False) -> list:
     """(name, size) of the vote's fixed parts of a message (none without the vote): the
-    experts' mistakes (named ``mistakes``), the related expert's statistic (moment and rows
-    forms) and, where the vote has it, the empirical-Bayes expert's statistics."""
+    experts' mistakes (named ``mistakes``: ``totals`` in a reply), the related expert's
+    statistic (moment and rows forms) and, where the vote has it, the empirical-Bayes expert's
+    statistics; ``asynchronous`` (``--sync partial``): a worker's E-step sums beside them, and
+    in a reply the prior the server estimated (:mod:`.served_prior`) in their place."""
     form = related_form(params, n_tasks, dim)
     if form is None:
         return []
@@ -63,8 +69,12 @@ def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str) -> list:
     parts = [(mistakes, len(names))]
     if form in (MOMENT, ROWS):
         parts.append(("related", dim * dim if form == MOMENT else kb * dim))
-    if BAYES in names:
+    if BAYES in names and asynchronous and mistakes == "totals":
+        parts.append(("prior", served_prior.reply_size(dim)))
+    elif BAYES in names:
         parts.append(("bayes", stats_size(dim)))
+        if asynchronous and served_prior.sums_size(dim):
+            parts.append(("groups", served_prior.sums_size(dim)))
     return parts
 
 
@@ -100,20 +110,22 @@ def _packed(params, n_tasks: int, dim: int, up: bool) -> tuple:
     return tuple(names)
 
 
-def up_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
+def up_parts(params, n_tasks: int, kb: int, dim: int, rows=None,
+             asynchronous: bool = False) -> list:
     """(name, size) of every part of a worker's message, in order (with entries: the fixed
     parts, then one part holding the packed entry arrays, :func:`pack`)."""
     parts = [("used", 1), ("n", 1)] if sized(params, n_tasks, dim) else []
     if not _entries(params, dim):
         parts.append(("C", kb * dim) if coupling(params) == GIVEN else ("dC", dim))
-    parts += _vote_parts(params, n_tasks, kb, dim, "mistakes")
+    parts += _vote_parts(params, n_tasks, kb, dim, "mistakes", asynchronous)
     names = _packed(params, n_tasks, dim, up=True)
     if names:
         parts.append(("packed", len(names) * _pairs(params, n_tasks, kb, dim, rows)))
     return parts
 
 
-def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
+def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None,
+               asynchronous: bool = False) -> list:
     """(name, size) of every part of the server's reply to a worker, in order."""
     every = _pairs(params, n_tasks, n_tasks, dim, rows)         # every worker's entries
     form = related_form(params, n_tasks, dim)
@@ -122,7 +134,7 @@ def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
         parts.append(("u", dim))
     if coupling(params) == GIVEN:
         parts.append(("V", kb * dim))
-    parts += _vote_parts(params, n_tasks, kb, dim, "totals")
+    parts += _vote_parts(params, n_tasks, kb, dim, "totals", asynchronous)
     if form == MODELS:
         parts += [("gram", kb * n_tasks), ("diag", n_tasks)]
     names = _packed(params, n_tasks, dim, up=False)
@@ -139,17 +151,13 @@ SUM, NEWEST = "sum", "newest"
 def merges(params, n_tasks: int, dim: int, rows=None):
     """{part: SUM or NEWEST} of a worker's message for ``--sync partial``, or why it cannot run
     asynchronously (a string): messages of entries (their pairs change from round to round)
-    and the empirical-Bayes expert's statistics (a round's own, summed by a server that takes
-    them all in the same round) have no merge."""
+    have no merge. The empirical-Bayes expert's statistics and E-step sums are states of the
+    worker's tasks (:mod:`.served_prior`)."""
     if sized(params, n_tasks, dim):
         return ("its messages are entries of the coordinates a round changes (--coordinates "
                 "nonzero, or the vote's models at large d); use --coordinates all")
-    parts = dict(up_parts(params, n_tasks, 1, dim, rows))
-    if "bayes" in parts:
-        return ("the vote's empirical-Bayes expert (more tasks than features) sums every "
-                "worker's statistics of the same round; use --no-experts, or fewer tasks than "
-                "features")
-    kind = {"C": NEWEST, "dC": SUM, "mistakes": SUM,
+    parts = dict(up_parts(params, n_tasks, 1, dim, rows, asynchronous=True))
+    kind = {"C": NEWEST, "dC": SUM, "mistakes": SUM, "bayes": NEWEST, "groups": NEWEST,
             "related": SUM if related_form(params, n_tasks, dim) == MOMENT else NEWEST}
     return {name: kind[name] for name in parts}
 
@@ -190,17 +198,18 @@ class CAdmmWorker(BlockRole):
 
     TASK_AXIS = TaskBlock.task_axis()
     # for .undo: the message's and the reply's layouts and views (message itself is saved)
-    NOT_STATE = ("_up", "_down", "_packed", "_packed_down", "_cached")
+    NOT_STATE = ("_up", "_down", "_packed", "_packed_down", "_cached", "_served")
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
-                 rows=None):
+                 rows=None, asynchronous: bool = False):
         self.start, self.stop, self.dim = start, stop, dim
         self.kb = kb = stop - start
         self.K_all = n_tasks
         # sent every round, the same buffer (MPI binds to it)
-        self.message = np.zeros(self.up_size(params, n_tasks, kb, dim, rows))
-        self._up = _views(self.message, up_parts(params, n_tasks, kb, dim, rows))
-        self._down = down_parts(params, n_tasks, kb, dim, rows)
+        up = up_parts(params, n_tasks, kb, dim, rows, asynchronous)
+        self.message = np.zeros(sum(size for _, size in up))
+        self._up = _views(self.message, up)
+        self._down = down_parts(params, n_tasks, kb, dim, rows, asynchronous)
         self._packed = _packed(params, n_tasks, dim, up=True)
         self._packed_down = _packed(params, n_tasks, dim, up=False)
         self._cached = None
@@ -210,6 +219,9 @@ class CAdmmWorker(BlockRole):
                                total_tasks=n_tasks, related_mode=related_form(params, n_tasks, dim),
                                groups=True)
         self._instances, self._round = None, 0
+        # --sync partial with the empirical-Bayes expert: the prior comes from the server
+        self._served = (served_prior.TakenPrior(self.block.bayes, self._up.get("groups"))
+                        if asynchronous and "bayes" in self._up else None)
 
     def plan(self, instances, first_round: int = 0) -> None:
         """Every round's instances over all the tasks (the same on every rank) and the round
@@ -224,12 +236,14 @@ class CAdmmWorker(BlockRole):
         return sized(params, n_tasks, dim)
 
     @staticmethod
-    def up_size(params, n_tasks: int, kb: int, dim: int, rows=None) -> int:
-        return sum(size for _, size in up_parts(params, n_tasks, kb, dim, rows))
+    def up_size(params, n_tasks: int, kb: int, dim: int, rows=None,
+                asynchronous: bool = False) -> int:
+        return sum(size for _, size in up_parts(params, n_tasks, kb, dim, rows, asynchronous))
 
     @staticmethod
-    def down_size(params, n_tasks: int, kb: int, dim: int, rows=None) -> int:
-        return sum(size for _, size in down_parts(params, n_tasks, kb, dim, rows))
+    def down_size(params, n_tasks: int, kb: int, dim: int, rows=None,
+                  asynchronous: bool = False) -> int:
+        return sum(size for _, size in down_parts(params, n_tasks, kb, dim, rows, asynchronous))
 
     def up(self, X, y, inv_count, active=slice(None)):
         """One round's predictions (B, na) and the flat message to the server (the same
@@ -245,8 +259,9 @@ class CAdmmWorker(BlockRole):
                 up["related"][...] = block.delta_H.reshape(-1)
             elif block.related.mode == ROWS:
                 up["related"][...] = block.W.reshape(-1)
-            if "bayes" in up:
-                up["bayes"][...] = block.bayes.statistics(self._bound(t, y))
+            if "bayes" in up:       # asynchronous: every round's (the server sums the newest)
+                up["bayes"][...] = block.bayes.statistics(
+                    None if self._served is not None else self._bound(t, y))
         if self._packed:
             rows, cols, values = block.W_pairs
             n = len(cols)
@@ -277,10 +292,11 @@ class CAdmmWorker(BlockRole):
         return merges(params, n_tasks, dim, rows)
 
     @staticmethod
-    def message_parts(params, n_tasks: int, kb: int, dim: int, rows=None) -> list:
+    def message_parts(params, n_tasks: int, kb: int, dim: int, rows=None,
+                      asynchronous: bool = False) -> list:
         """(name, start, stop) of every part of the message of a worker of kb tasks."""
         out, offset = [], 0
-        for name, size in up_parts(params, n_tasks, kb, dim, rows):
+        for name, size in up_parts(params, n_tasks, kb, dim, rows, asynchronous):
             out.append((name, offset, offset + size))
             offset += size
         return out
@@ -311,6 +327,8 @@ class CAdmmWorker(BlockRole):
                 (related.H if related.mode == MOMENT else related.rows).reshape(-1)[...] = down["related"]
             if "bayes" in down:
                 block.bayes.set_totals(down["bayes"])
+            elif "prior" in down:
+                self._served.receive(down["prior"])
         V = down["V"].reshape(-1, d) if "V" in down else None
         if "u_cols" in packed:
             block.dual_step(packed["u_vals"], V, packed["u_cols"].astype(np.intp))
@@ -322,6 +340,17 @@ class CAdmmWorker(BlockRole):
         if self._cached is None or self._cached[0] is not msg:
             self._cached = (msg, _views(msg, self._down))
         return self._cached[1]
+
+    def state(self) -> dict:
+        out = self.block.state()
+        if self._served is not None:
+            out.update(self._served.state())
+        return out
+
+    def load_state(self, state: dict) -> None:
+        self.block.load_state(state)
+        if self._served is not None:
+            self._served.load_state(state)
 
     def task_rows(self) -> dict:
         """Final per-task arrays of this block (one row per task) for the results file."""
@@ -336,7 +365,8 @@ class CAdmmServer:
     # for .undo: the messages' and the reply's layouts and views (reply itself is saved)
     NOT_STATE = ("_up_names", "_down_names", "_ups", "_downs", "_replies", "_cached")
 
-    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks, rows=None):
+    def __init__(self, params: AdmmParams, n_tasks: int, dim: int, blocks, rows=None,
+                 asynchronous: bool = False):
         K, d = n_tasks, dim
         self.K, self.dim = K, d
         self.given = coupling(params) == GIVEN
@@ -356,7 +386,11 @@ class CAdmmServer:
         self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
                       else None)
         # with a mixture prior, the server takes part in its EM steps' exchanges (bind)
-        self._groups = np.zeros(mixture.sums_size(d)) if self.bayes is not None and mixture.used(d) else None
+        self._groups = (np.zeros(mixture.sums_size(d)) if self.bayes is not None and mixture.used(d)
+                        and not asynchronous else None)
+        # --sync partial: the prior estimated here, for every worker (.served_prior)
+        self._served = (served_prior.ServedPrior(d) if self.bayes is not None and asynchronous
+                        else None)
         self._reduce, self.estimated_at = None, 0.0
         # the vote's related expert: H, or every task's model as last sent (rows or columns)
         self.related = (np.zeros((d, d) if self.form == MOMENT else (d, K) if self.form == MODELS
@@ -366,10 +400,10 @@ class CAdmmServer:
         self._C = np.zeros((K, d)) if self.given else None
         self._ups, self._downs, offset, reply = [], [], 0, 0
         for a, b in blocks:
-            parts = up_parts(params, K, b - a, d, rows)
+            parts = up_parts(params, K, b - a, d, rows, asynchronous)
             self._ups.append((a, b, offset, parts))
             offset += sum(size for _, size in parts)
-            parts = down_parts(params, K, b - a, d, rows)
+            parts = down_parts(params, K, b - a, d, rows, asynchronous)
             self._downs.append((a, b, reply, parts))
             reply += sum(size for _, size in parts)
         self.reply = np.zeros(reply)
@@ -430,6 +464,9 @@ class CAdmmServer:
                     related += part["related"].reshape(d, d)
                 elif self.form == ROWS:
                     related[a:b] = part["related"].reshape(-1, d)
+            if self._served is not None:
+                self._served.step(self.bayes, [part["groups"] for _, _, part in parts]
+                                  if self._served.mix else [])
             if self.form == ROWS:
                 unit = directions(related)
                 related = related_rows(unit, related, self.K, unit)
@@ -459,7 +496,9 @@ class CAdmmServer:
                 reply["diag"][...] = diag
             elif self.form is not None:
                 reply["related"][...] = (related if self.form == MOMENT else related[a:b]).reshape(-1)
-            if self.bayes is not None:
+            if self._served is not None:
+                reply["prior"][...] = self._served.flat
+            elif self.bayes is not None:
                 reply["bayes"][...] = self.bayes
             if self._down_names:
                 reply["n_u"][0] = len(changed) if changed is not None else 0
@@ -488,6 +527,8 @@ class CAdmmServer:
         """Every array of :meth:`state`, to be finite, without copying them."""
         arrays = [a for a in (self.S, self.u, self.totals, self.related, self.bayes, self.gram)
                   if a is not None]
+        if self._served is not None:
+            arrays += self._served.arrays()
         if self.given:
             c = self.consensus
             arrays += [c.u, c.V, c.rel.basis, c.rel.values]
@@ -503,6 +544,8 @@ class CAdmmServer:
             out["estimated_at"] = np.float64(self.estimated_at)
         if self.gram is not None:
             out["gram"] = self.gram.copy()
+        if self._served is not None:
+            out.update(self._served.state())
         if self.given:
             out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
         return out
@@ -519,6 +562,8 @@ class CAdmmServer:
             self.estimated_at = float(state["estimated_at"])
         if self.gram is not None:
             self.gram[...] = state["gram"]
+        if self._served is not None:
+            self._served.load_state(state)
         if self.given:
             self.consensus.load_state({k[10:]: v for k, v in state.items()
                                        if k.startswith("consensus_")})

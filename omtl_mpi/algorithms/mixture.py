@@ -49,6 +49,58 @@ def em_steps(N: float, estimated_at: float) -> tuple[int, float]:
     return (EM_STEPS if estimated_at > 0 else 0), N
 
 
+def split_sums(sums: np.ndarray, d: int, G: int = GROUPS):
+    """(R (p, G), T (d, G), n, N1, m (G each)) views of E-step sums (p = d (d + 1) / 2)."""
+    p = d * (d + 1) // 2
+    R = sums[:p * G].reshape(p, G)
+    T = sums[p * G:(p + d) * G].reshape(d, G)
+    n, N1, m = sums[(p + d) * G:].reshape(3, G)
+    return R, T, n, N1, m
+
+
+def first_centres(Pi: np.ndarray, Pi_mu: np.ndarray, G: int = GROUPS) -> tuple:
+    """The first estimate's centres (G, d), drawn from the Gaussian prior ``(Pi, Pi mu)`` with
+    :data:`SEED`, and equal weights (G,)."""
+    mu = np.linalg.solve(Pi, Pi_mu)
+    L = np.linalg.cholesky(np.linalg.inv(Pi))
+    return mu + np.random.default_rng(SEED).standard_normal((G, len(mu))) @ L.T, np.full(G, 1.0 / G)
+
+
+def moments_of(totals: np.ndarray, d: int) -> tuple:
+    """``Sx`` (the instances' second moment) of the statistics ``totals`` and ``P = Sx^-2``,
+    with which an E-step's within moments are taken."""
+    Sx = totals[d * d:2 * d * d].reshape(d, d) / totals[-2]
+    Sx_inv = np.linalg.pinv(Sx, hermitian=True)
+    return Sx, Sx_inv @ Sx_inv
+
+
+def m_step(total: np.ndarray, d: int, G: int = GROUPS) -> tuple:
+    """An EM step's centres (G, d) and weights (G,) from the E-step sums over every block."""
+    R, T, n, _, _ = split_sums(total, d, G)
+    rows, cols = np.triu_indices(d)
+    unpack = np.zeros((d, d), dtype=np.intp)
+    unpack[rows, cols] = unpack[cols, rows] = np.arange(len(rows))
+    pooled = R[unpack]                                                  # (d, d, G)
+    pooled += RIDGE * np.eye(d)[:, :, None]
+    centres = np.linalg.solve(np.moveaxis(pooled, -1, 0), T.T[:, :, None])[..., 0]
+    return centres, n / max(float(n.sum()), np.finfo(float).tiny)
+
+
+def mixture_prior(centres: np.ndarray, share: np.ndarray, total: np.ndarray, Sx) -> tuple:
+    """The prior the EM steps end in, ``(Pi, V, const)`` as :meth:`MixtureBayes._take` takes
+    it: the components' shared precision from the within moments of the last E-step's sums
+    ``total``, v_g = c_g / s_w and the log weights' constants."""
+    G, d = centres.shape
+    _, _, _, N1, m = split_sums(total, d, G)
+    share = np.maximum(share, 1e-3)
+    share /= share.sum()
+    spread = m / np.maximum(N1, np.finfo(float).tiny) - np.einsum("gd,gd->g", centres, centres)
+    mean = float(share[N1 > 0] @ spread[N1 > 0]) / d
+    within = max(mean, bayes.floor(mean, Sx))
+    V = centres.T / within
+    return np.eye(d) / within, V, np.log(share) - 0.5 * np.einsum("gd,dg->g", centres, V)
+
+
 class MixtureBayes(EmpiricalBayes):
     """The empirical-Bayes expert of a block of ``n_tasks`` tasks with ``dim`` weights, with a
     mixture prior (module text). ``total_tasks``: the run's tasks; a block that holds fewer
@@ -106,31 +158,14 @@ class MixtureBayes(EmpiricalBayes):
         d, G = self.d, self.G
         Pi, Pi_mu = bayes.prior(self.totals, d)
         if self.centres_ is None:
-            mu = np.linalg.solve(Pi, Pi_mu)
-            L = np.linalg.cholesky(np.linalg.inv(Pi))
-            self.centres_ = mu + np.random.default_rng(SEED).standard_normal((G, d)) @ L.T
-            self.share_ = np.full(G, 1.0 / G)
+            self.centres_, self.share_ = first_centres(Pi, Pi_mu, G)
             self._take(Pi, Pi_mu[:, None], np.zeros(1))
             return
-        Sx = self.totals[d * d:2 * d * d].reshape(d, d) / self.totals[-2]
-        Sx_inv = np.linalg.pinv(Sx, hermitian=True)
-        P = Sx_inv @ Sx_inv
+        Sx, P = moments_of(self.totals, d)
         for step in range(steps):
             total = yield self._e_step(P if step == steps - 1 else None)
-            R, T, n, N1, m = self._split(total)
-            pooled = R[self._unpack]                                   # (d, d, G)
-            pooled += RIDGE * np.eye(d)[:, :, None]
-            self.centres_ = np.linalg.solve(np.moveaxis(pooled, -1, 0), T.T[:, :, None])[..., 0]
-            self.share_ = n / max(float(n.sum()), np.finfo(float).tiny)
-        share = np.maximum(self.share_, 1e-3)
-        share /= share.sum()
-        spread = m / np.maximum(N1, np.finfo(float).tiny) - np.einsum("gd,gd->g", self.centres_,
-                                                                        self.centres_)
-        mean = float(share[N1 > 0] @ spread[N1 > 0]) / d
-        within = max(mean, bayes.floor(mean, Sx))
-        V = self.centres_.T / within
-        self._take(np.eye(d) / within, V,
-                   np.log(share) - 0.5 * np.einsum("gd,dg->g", self.centres_, V))
+            self.centres_, self.share_ = m_step(total, d, G)
+        self._take(*mixture_prior(self.centres_, self.share_, total, Sx))
 
     def _take(self, Pi, V, const) -> None:
         """Use the prior of precision ``Pi`` (the components' shared one), v_g the columns of
@@ -144,12 +179,7 @@ class MixtureBayes(EmpiricalBayes):
         self.prior_version += 1
 
     def _split(self, sums: np.ndarray):
-        """(R (p, G), T (d, G), n, N1, m (G each)) views of E-step sums."""
-        p, d, G = len(self._rows), self.d, self.G
-        R = sums[:p * G].reshape(p, G)
-        T = sums[p * G:(p + d) * G].reshape(d, G)
-        n, N1, m = sums[(p + d) * G:].reshape(3, G)
-        return R, T, n, N1, m
+        return split_sums(sums, self.d, self.G)
 
     def _e_step(self, P) -> np.ndarray:
         """The block's E-step sums (:func:`sums_size` numbers, the same buffer every call)

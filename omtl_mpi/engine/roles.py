@@ -71,14 +71,16 @@ class Engine:
             takes_rows = "rows" in inspect.signature(algo.worker).parameters     # C-ADMM's
             more = {"rows": rows} if rows is not None and takes_rows else {}
             if partial is not None:
+                # the roles' asynchronous message layouts (C-ADMM's: the served prior)
+                more_async = dict(more, asynchronous=True)
                 self.blocks = local
-                self.holders = [algo.worker(params, K, d, a, b, **more) for a, b in local]
-                self.server = algo.server(params, K, d, blocks, **more) if rank == 0 else None
+                self.holders = [algo.worker(params, K, d, a, b, **more_async) for a, b in local]
+                self.server = algo.server(params, K, d, blocks, **more_async) if rank == 0 else None
                 self.comm = None if size == 1 else world.comm
-                self._down_sizes = [algo.worker.down_size(params, K, b - a, d, **more)
+                self._down_sizes = [algo.worker.down_size(params, K, b - a, d, **more_async)
                                     for a, b in blocks]
                 self._kinds = algo.worker.merges(params, K, d, **more)
-                self._parts_of = [algo.worker.message_parts(params, K, b - a, d, **more)
+                self._parts_of = [algo.worker.message_parts(params, K, b - a, d, **more_async)
                                   for a, b in blocks]
                 self.rank = rank
                 return
