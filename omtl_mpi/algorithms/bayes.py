@@ -55,6 +55,15 @@ def _split(stats: np.ndarray, d: int):
             stats[-2], stats[-1])
 
 
+def packed_index(dim: int) -> np.ndarray:
+    """(d, d) indices into a symmetric matrix's d (d + 1) / 2 entries on and above the
+    diagonal, in ``np.triu_indices`` order: ``packed[packed_index(d)]`` is the whole matrix."""
+    rows, cols = np.triu_indices(dim)
+    index = np.zeros((dim, dim), dtype=np.intp)
+    index[rows, cols] = index[cols, rows] = np.arange(len(rows))
+    return index
+
+
 def moved(old, new) -> bool:
     """Whether the prior ``new`` (Pi, Pi mu) differs from ``old`` by more than :data:`CHANGE`."""
     L = np.linalg.cholesky(old[0])
@@ -178,9 +187,7 @@ class EmpiricalBayes:
         self._s = np.zeros((dim, n_tasks))
         # Q packed: row p of _Q is entry (_rows[p], _cols[p]); _Q[_unpack] is every Q_k whole
         self._rows, self._cols = np.triu_indices(dim)
-        self._unpack = np.zeros((dim, dim), dtype=np.intp)
-        self._unpack[self._rows, self._cols] = self._unpack[self._cols, self._rows] = \
-            np.arange(len(self._rows))
+        self._unpack = packed_index(dim)
         self._Q = np.zeros((len(self._rows), n_tasks))
         self.n = np.zeros(n_tasks)
         self._A = np.zeros((dim, dim, n_tasks))

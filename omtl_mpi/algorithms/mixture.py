@@ -77,10 +77,7 @@ def moments_of(totals: np.ndarray, d: int) -> tuple:
 def m_step(total: np.ndarray, d: int, G: int = GROUPS) -> tuple:
     """An EM step's centres (G, d) and weights (G,) from the E-step sums over every block."""
     R, T, n, _, _ = split_sums(total, d, G)
-    rows, cols = np.triu_indices(d)
-    unpack = np.zeros((d, d), dtype=np.intp)
-    unpack[rows, cols] = unpack[cols, rows] = np.arange(len(rows))
-    pooled = R[unpack]                                                  # (d, d, G)
+    pooled = R[bayes.packed_index(d)]                                   # (d, d, G)
     pooled += RIDGE * np.eye(d)[:, :, None]
     centres = np.linalg.solve(np.moveaxis(pooled, -1, 0), T.T[:, :, None])[..., 0]
     return centres, n / max(float(n.sum()), np.finfo(float).tiny)

@@ -136,16 +136,19 @@ class TakenPrior:
         self.version = self.tag = 0
 
     def receive(self, flat: np.ndarray) -> None:
-        expert, d = self.expert, self.expert.d
-        p = _views(flat, d)
         version, width, tag = int(flat[0]), int(flat[1]), int(flat[2])
-        if self.sums is not None and (version > self.version or tag > self.tag):
+        asked = self.sums is not None and tag > self.tag
+        if version <= self.version and not asked:
+            return                  # most rounds: the reply holds nothing new for the prior
+        expert = self.expert
+        p = _views(flat, expert.d)
+        if self.sums is not None:
             # the components as the prior or the EM step left them (the E-step's, beside)
             expert.centres_, expert.share_ = p["centres"].copy(), p["share"].copy()
         if version > self.version:
             expert._take(p["Pi"].copy(), p["V"][:, :width].copy(), p["const"][:width].copy())
             self.version = version
-        if self.sums is not None and tag > self.tag:
+        if asked:
             self.sums[:-1] = expert._e_step(p["P"])
             self.sums[-1] = tag
             self.tag = tag
