@@ -13,11 +13,19 @@
 #                                          calls it as it calls ssh (-x HOST CMD), so it is also
 #                                          mpiexec's -launcher-exec
 #
+# OMTL_HOSTS_PREFIX (default omtlt, at most 10 characters) names the namespaces and links, so
+# that two users of this script on one machine (a bench beside the tests) keep out of each
+# other's way.
+#
 # MPICH's UCX device sees one kernel and would use shared memory between the namespaces: the
 # tests force TCP (UCX_TLS=tcp, passed to every rank with -genvall) so that the bytes cross
 # the links.
 set -eu
-prefix=omtlt
+prefix=${OMTL_HOSTS_PREFIX:-omtlt}
+case $prefix in
+    *[!a-z0-9]*|'') echo "hosts.sh: OMTL_HOSTS_PREFIX must be lower-case letters and digits" >&2; exit 2 ;;
+esac
+[ ${#prefix} -le 10 ] || { echo "hosts.sh: OMTL_HOSTS_PREFIX must be at most 10 characters (interface names)" >&2; exit 2; }
 if [ "${1:-}" != up ] && [ "${1:-}" != down ] && [ "${1:-}" != shape ] && [ "${1:-}" != cut ] \
         && [ "${1:-}" != exec ]; then
     set -- exec "$@"                    # called by hydra as ssh: [options] HOST CMD...
