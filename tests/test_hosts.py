@@ -47,6 +47,20 @@ def test_a_job_given_several_nodes_but_run_on_one_says_so(mpiexec):
     assert len(notices) == 1 and "all 2 ranks run on" in notices[0], r.stderr
 
 
+@pytest.mark.mpi
+def test_a_job_whose_host_file_names_several_hosts_but_run_on_one_says_so(mpiexec, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# the cluster\nnodea:2\nnodeb\n")
+    env = {**_env(), "HYDRA_HOST_FILE": str(hosts)}
+    # mpiexec's fork launcher starts every rank here, whatever the host file names
+    cmd = [MPIEXEC, "-launcher", "fork", "-n", "3", sys.executable, "-m", "mpi4py", "-m",
+           "omtl_mpi", "run", "--synth-samples", "50", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode == 0, r.stderr
+    notices = [line for line in r.stderr.splitlines() if "names 2 hosts" in line]
+    assert len(notices) == 1 and f"all 3 ranks run on {socket.gethostname()}" in notices[0], r.stderr
+
+
 def _bytes(path):
     with h5py.File(path) as f:
         return f["timing/bytes"][()], f["timing/peer_bytes"][()]

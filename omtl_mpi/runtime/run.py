@@ -320,15 +320,29 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
 
 
 def _one_host_notice(hosts: list) -> str | None:
-    """A job given several nodes (Slurm's SLURM_JOB_NUM_NODES) whose ranks all run on one."""
+    """A job meant for several hosts whose ranks all run on one: given several nodes by Slurm
+    (SLURM_JOB_NUM_NODES), or started by hydra with a host file naming several hosts
+    (HYDRA_HOST_FILE, which mpiexec reads from the environment that its ranks inherit)."""
     import os
+    if len(hosts) < 2 or len(set(hosts)) > 1:
+        return None
     try:
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 1)
     except ValueError:
         nodes = 1
-    if nodes > 1 and len(hosts) > 1 and len(set(hosts)) == 1:
+    if nodes > 1:
         return (f"the job was given {nodes} nodes, but all {len(hosts)} ranks run on {hosts[0]}: "
                 "start them with srun (or mpiexec with a host list) to spread them")
+    path = os.environ.get("HYDRA_HOST_FILE", "")
+    try:
+        with open(path) as f:       # lines "host[:ranks]", comments after '#'
+            named = {line.split("#")[0].split(":")[0].strip() for line in f} - {""}
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(named) > 1:
+        return (f"the host file {path} (HYDRA_HOST_FILE) names {len(named)} hosts, but all "
+                f"{len(hosts)} ranks run on {hosts[0]}: check mpiexec's launcher (-launcher "
+                "ssh) and that the names are different machines")
     return None
 
 

@@ -9,6 +9,7 @@
 #   tests/cluster/hosts.sh shape N RATE|none
 #   tests/cluster/hosts.sh cut HOST        delete HOST's link (a host that drops off the network)
 #   tests/cluster/hosts.sh down N
+#   tests/cluster/hosts.sh addr HOST       HOST's address (on the hosts' links)
 #   tests/cluster/hosts.sh exec HOST CMD   run CMD on HOST, with HOST as its host name; hydra
 #                                          calls it as it calls ssh (-x HOST CMD), so it is also
 #                                          mpiexec's -launcher-exec
@@ -27,7 +28,7 @@ case $prefix in
 esac
 [ ${#prefix} -le 10 ] || { echo "hosts.sh: OMTL_HOSTS_PREFIX must be at most 10 characters (interface names)" >&2; exit 2; }
 if [ "${1:-}" != up ] && [ "${1:-}" != down ] && [ "${1:-}" != shape ] && [ "${1:-}" != cut ] \
-        && [ "${1:-}" != exec ]; then
+        && [ "${1:-}" != exec ] && [ "${1:-}" != addr ]; then
     set -- exec "$@"                    # called by hydra as ssh: [options] HOST CMD...
 fi
 cmd=$1; shift
@@ -65,6 +66,8 @@ up)
 shape)
     n=$1; rate=$2
     for i in $(seq 0 $((n - 1))); do shape "$i" "$rate"; done ;;
+addr)
+    echo "10.78.0.$((10 + ${1#h}))" ;;
 cut)
     ip netns exec "$prefix-sw" ip link del "${prefix}v${1#h}" ;;
 down)

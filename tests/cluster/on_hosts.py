@@ -32,19 +32,19 @@ def hosts():
         pytest.fail("the hosts of tests/cluster/hosts.sh are not up: run 'make test-cluster' as root")
 
 
-def _command(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT) -> list:
+def _command(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT, python=sys.executable) -> list:
     extra = [f"{k}={v}" for k, v in (env or {}).items()]
     return [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
             f"MPIEXEC_TIMEOUT={timeout - 10}", "PYTHONUNBUFFERED=1", *extra,
             os.path.join(BIN, "mpiexec"), "-genvall", "-hosts", hosts, "-launcher", "ssh",
-            "-launcher-exec", HOSTS, "-n", str(n), sys.executable, "-m", "mpi4py", "-m",
+            "-launcher-exec", HOSTS, "-n", str(n), python, "-m", "mpi4py", "-m",
             "omtl_mpi", *map(str, args)]
 
 
-def on_hosts(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT):
+def on_hosts(n, *args, hosts="h0,h1,h2", env=None, timeout=LIMIT, python=sys.executable):
     """``omtl-mpi ARGS`` under mpiexec -n N, started on h0 and spread over ``hosts`` (hydra's
-    ssh launcher is hosts.sh), the ranks forced onto TCP."""
-    return subprocess.run(_command(n, *args, hosts=hosts, env=env, timeout=timeout),
+    ssh launcher is hosts.sh), the ranks forced onto TCP, run by ``python``."""
+    return subprocess.run(_command(n, *args, hosts=hosts, env=env, timeout=timeout, python=python),
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
@@ -135,6 +135,21 @@ def test_a_rank_failing_on_another_host_ends_the_job(data, tmp_path, mode):
     assert not out.exists()
 
 
+def test_lone_copies_on_three_hosts_stop_with_one_line_each_before_any_file(data, tmp_path):
+    # hydra (MPICH) starts the copies on the three hosts, but this interpreter's mpi4py is Open
+    # MPI's: each copy is a world of one rank, and would run the whole job alone
+    python = os.environ.get("OMTL_MPI_OPENMPI_PYTHON", "")
+    if not os.access(python, os.X_OK):
+        pytest.fail("no Open MPI environment: run through 'make test-cluster' (it makes .venv-openmpi)")
+    out = tmp_path / "run.h5"
+    r = on_hosts(3, "run", "--data", data, "--out", out, python=python, timeout=90)
+    assert r.returncode != 0
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 3 and len(set(errors)) == 1, r.stderr      # one line per copy
+    assert "mpiexec started 3 copies" in errors[0] and "Open MPI" in errors[0]
+    assert not out.exists()
+
+
 def test_a_host_whose_link_goes_down_ends_the_job_within_seconds(tmp_path):
     """The link of h2 deleted mid-run: TCP would say nothing for minutes; the ranks waiting for
     h2's give up after OMTL_MPI_PEER_TIMEOUT seconds with one line each, and every rank ends,
@@ -194,11 +209,8 @@ def test_stopping_the_command_ends_every_rank_on_every_host(tmp_path):
     assert not out.exists()
 
 
-def test_a_sweep_whose_runs_span_the_hosts(tmp_path):
-    hostfile = tmp_path / "hosts"
-    hostfile.write_text("h0\nh1\nh2\n")
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text("""
+# a sweep of two runs, C-ADMM on 5 ranks and D-ADMM on 4, each with ranks to spread
+SWEEP = """
 seeds = [0]
 [data.small]
 synthetic = { tasks = 4, samples = 200 }
@@ -208,7 +220,14 @@ ranks = 5
 [algorithms.d]
 algo = "d-admm"
 ranks = 4
-""")
+"""
+
+
+def test_a_sweep_whose_runs_span_the_hosts(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("h0\nh1\nh2\n")
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(SWEEP)
     folder = tmp_path / "out"
     cmd = [HOSTS, "exec", "h0", "env", "UCX_TLS=tcp", f"PATH={BIN}:{os.environ['PATH']}",
            f"HYDRA_HOST_FILE={hostfile}", "HYDRA_LAUNCHER=ssh", f"HYDRA_LAUNCHER_EXEC={HOSTS}",
