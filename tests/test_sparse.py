@@ -266,6 +266,8 @@ def test_steps_on_nonzero_coordinates_need_a_diagonal_metric(tmp_path):
 @pytest.mark.parametrize("options", [
     {"arow_covariance": "diagonal"}, {"w_step": "adagrad", "batch": 3},
     {"algo": "d-admm", "arow_covariance": "diagonal", "nodes": 2},
+    # a mini-batch where one node's tasks end rounds before the other's: rounds without entries
+    {"algo": "d-admm", "arow_covariance": "diagonal", "nodes": 2, "batch": 3},
     {"algo": "admm-single", "w_step": "euclid", "eta": 2.0},
     {"w_step": "euclid", "relationship": True}], ids=str)
 def test_steps_on_nonzero_coordinates_are_every_steps_where_nothing_is_zero(tmp_path, options):

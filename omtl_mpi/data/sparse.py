@@ -175,10 +175,14 @@ class SparseRows:
         return (unique // d).astype(np.intp), (unique % d).astype(INDEX), inverse
 
     def pair_sums(self, values: np.ndarray, inverse) -> np.ndarray:
-        """Per-entry ``values`` summed onto the pairs of :meth:`pairs`."""
+        """Per-entry ``values`` summed onto the pairs of :meth:`pairs` (float64, also for a
+        round without entries: a block whose tasks have all ended, where numpy's bincount of
+        nothing is an int64 array that the gradient's scaling could not write into)."""
         if inverse is None:
             return values
-        return np.bincount(inverse, weights=values, minlength=int(inverse.max()) + 1 if len(inverse) else 0)
+        if not len(inverse):
+            return np.zeros(0)
+        return np.bincount(inverse, weights=values, minlength=int(inverse.max()) + 1)
 
 
 def rows_dense(X) -> np.ndarray:
