@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import h5py
+import numpy as np
 import pytest
 
 from conftest import MPIEXEC, TIMEOUT, _env, cli, omtl
@@ -92,6 +93,120 @@ def test_the_bytes_counted_are_the_message_sizes_the_manual_gives(mpiexec, tmp_p
         assert peers[0, rank].tolist() == [8 * down(b - a, d) * 100, 8 * up(b - a, d) * 100]
     assert (traffic[0, :, 1] == traffic[1:, :, 0].sum(axis=0)).all()
     assert report["bytes_per_round"][1] == [8.0 * up(3, d), 8.0 * down(3, d)]
+
+
+def _em_rounds(instances) -> list:
+    """The rounds whose reply is followed by the mixture prior's EM exchanges, from every
+    round's instances over all the tasks (docs/ALGORITHMS.md sections 2.7 and 2.8): a round ends
+    in an estimate when the instances seen, N, are first > 0 and then when they reach 1.2 times
+    N at the last estimate; every estimate but the first (which takes the Gaussian prior and
+    draws the centres from it) runs the EM steps."""
+    rounds, seen, last = [], 0, 0
+    for t, n in enumerate(instances):
+        seen += n
+        if seen > 0 and seen >= 1.2 * last:
+            if last > 0:
+                rounds.append(t)
+            last = seen
+    return rounds
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("options, fixed, mixture", [
+    # docs/ALGORITHMS.md section 2.5, more tasks than features: up the change of the sum of
+    # c_k (d), the experts' 4 mistakes, the change of H (d^2) and its tasks' empirical-Bayes
+    # statistics (2 d^2 + d + 2); down u (d), 4 totals, H and the statistics' sums: as many
+    ([], lambda d: d + 4 + d * d + (2 * d * d + d + 2), True),
+    # --class-weight takes the empirical-Bayes expert out of the vote (section 2.7): 3 experts
+    (["--class-weight", "balanced"], lambda d: d + 3 + d * d, False),
+], ids=["defaults", "class-weight"])
+def test_with_more_tasks_than_features_the_bytes_are_the_manuals_and_em_steps_add_their_sums(
+        mpiexec, tmp_path, options, fixed, mixture):
+    """With more tasks than features a worker's messages are the same size whatever its tasks
+    (here 7 and 6), and with the empirical-Bayes expert's mixture prior (d <= 128) a round that
+    ends in an estimate adds, after the reply, EM_STEPS exchanges of the E-step sums,
+    G (d (d + 1) / 2 + d + 3) numbers each way (section 2.8)."""
+    from omtl_mpi.algorithms.mixture import EM_STEPS, GROUPS
+    K, n = 13, 30
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--synth-tasks", K, "--synth-samples", n, *options, "--out", out, "--json",
+             np_ranks=3, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    traffic, peers = _bytes(out)
+    d = report["dim"]
+    assert d == 10 and (not mixture or fixed(d) == 326)         # the manual's example
+    per_round = np.full(n, 8.0 * fixed(d))
+    em = _em_rounds([K] * n) if mixture else []
+    per_round[em] += 8.0 * EM_STEPS * GROUPS * (d * (d + 1) // 2 + d + 3)
+    if mixture:
+        assert em == [1, 2, 3, 4, 5, 7, 9, 11, 14, 17, 21, 26]  # N = 13 (t + 1) grows by 1.2
+    for rank in (1, 2):                             # tasks 0..6 and 7..12: the same sizes
+        assert traffic[rank].tolist() == np.column_stack([per_round, per_round]).tolist()
+        assert peers[rank, 0].tolist() == [per_round.sum()] * 2
+        assert peers[0, rank].tolist() == [per_round.sum()] * 2
+    assert traffic[0].tolist() == (2 * np.column_stack([per_round, per_round])).tolist()
+    assert report["bytes_per_round"][1] == [per_round.mean()] * 2
+
+
+def _sparse_streams(folder):
+    """Five tasks of streams of different lengths, sparse instances of 30 features (about a
+    tenth non-zero, some none), written as a task file; (path, every task's CSR rows)."""
+    import scipy.sparse as sp
+    from omtl_mpi.data.taskfile import write_tasks
+    rng = np.random.default_rng(7)
+    Xs, ys = [], []
+    for k, n in enumerate((9, 14, 6, 12, 11)):
+        X = sp.random(n, 30, density=0.1, random_state=k, format="csr")
+        X.data = rng.normal(size=X.nnz)
+        Xs.append(X)
+        ys.append(np.where(rng.normal(size=n) >= 0, 1, -1))
+    write_tasks(folder / "sparse.h5", [f"t{k}" for k in range(5)], Xs, ys)
+    return folder / "sparse.h5", Xs
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("batch", [1, 2])
+def test_with_coordinates_nonzero_only_the_used_prefix_of_a_message_is_counted(mpiexec, tmp_path,
+                                                                              batch):
+    """--coordinates nonzero (docs/ALGORITHMS.md section 2.5): a message's first number says how
+    much of its buffer it uses, and the bytes counted are that prefix, here computed from the
+    data: per (task, coordinate) pair of a worker's round (the non-zero features of its tasks'
+    instances of the round, and the intercept, each pair once), up its index, the change of
+    c_k and the new w_k (3 m), after the numbers used and m and the 3 mistakes; down u's
+    entries of every pair's coordinate (2 m'), every task's w_k entries (2 m''), after the
+    numbers used, m' and m'', with the 3 totals and its tasks' rows of the models' Gram matrix
+    and its diagonal (kb K + K). Streams that end early leave a worker rounds without pairs."""
+    path, Xs = _sparse_streams(tmp_path)
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--data", path, "--coordinates", "nonzero", "--arow-covariance", "diagonal",
+             "--batch", batch, "--out", out, "--json", np_ranks=3, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    traffic, peers = _bytes(out)
+    K, T = len(Xs), -(-14 // batch)
+    assert report["dim"] == 31 and traffic.shape == (3, T, 2)
+    blocks = [(0, 3), (3, 5)]                       # the two workers' tasks
+    up, down = np.zeros((2, T)), np.zeros((2, T))
+    for t in range(T):
+        pairs = []                                  # every task's coordinates of the round
+        for X in Xs:
+            rows = X[t * batch:(t + 1) * batch]
+            pairs.append(set(rows.indices.tolist()) | {"intercept"} if rows.shape[0] else set())
+        m = [sum(len(pairs[k]) for k in range(a, b)) for a, b in blocks]
+        every, columns = sum(m), len(set().union(*pairs))
+        for w, (a, b) in enumerate(blocks):
+            up[w, t] = 8 * (2 + 3 + 3 * m[w])
+            down[w, t] = 8 * (3 + 3 + (b - a) * K + K + 2 * columns + 2 * every)
+    assert (up[1] == 8 * 5).any()                   # a round without pairs on the second worker
+    for w, rank in enumerate((1, 2)):
+        assert traffic[rank, :, 0].tolist() == up[w].tolist()
+        assert traffic[rank, :, 1].tolist() == down[w].tolist()
+        assert peers[rank, 0].tolist() == [up[w].sum(), down[w].sum()]
+        assert peers[0, rank].tolist() == [down[w].sum(), up[w].sum()]
+    assert traffic[0, :, 0].tolist() == down.sum(axis=0).tolist()
+    assert traffic[0, :, 1].tolist() == up.sum(axis=0).tolist()
+    assert report["bytes_per_round"][1] == [up[0].mean(), down[0].mean()]
 
 
 @pytest.mark.mpi
