@@ -414,9 +414,9 @@ def _one_run(entry: _Entry, ds: DataSet, ranks: int, topology, point: dict, seed
     values.update(last)
     args += run_options.to_args(last)
     try:
-        _check_faults(faults, ranks)
         # the RunConfig 'omtl-mpi run' would build, checked as '--np' checks it
         cfg = run_options.run_config(values)
+        _check_faults(faults, _clock_ranks(cfg, algo, ranks, ds.tasks))
         preflight(cfg, ranks, None)
     except UserError as exc:
         raise ConfigError(f"{where}: {exc}") from None
@@ -427,6 +427,16 @@ def _one_run(entry: _Entry, ds: DataSet, ranks: int, topology, point: dict, seed
     return Run(id=rid, data=ds.key, algorithm=entry.key, algo=algo.name, topology=topology,
                shown_topology=shown, grid=point, seed=seed, ranks=ranks, timeout=entry.timeout,
                args=tuple(args), **_compared(ds, cfg, args))
+
+
+def _clock_ranks(cfg, algo, ranks: int, tasks: int) -> int:
+    """The ranks that --slow and --delays may name: the job's, but in one process with --sync
+    partial those of its simulated clock, as 'omtl-mpi run' counts them (runtime/run.py): the
+    server and its workers (C-ADMM: --nodes, default one per task), or a graph's nodes."""
+    if ranks != 1 or cfg.sync != "partial" or algo.pattern == "none":
+        return ranks
+    nodes = cfg.nodes or tasks
+    return nodes + 1 if algo.pattern == "server" else nodes
 
 
 def _positive(value, where: str) -> float:
