@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED := 1
 # `omtl-mpi data fetch NAME --dest data` fills the folder; DATA=folder points elsewhere.
 DATA ?= data
 
-.PHONY: setup need-data demo test test-cluster docs-check results bench bench-scale paper wstep quality minilm clean
+.PHONY: setup need-data demo test test-cluster docs-check results bench bench-scale paper wstep quality minilm asynchronous clean
 
 setup: $(STAMP)
 
@@ -115,6 +115,16 @@ wstep: need-data setup
 quality: need-data setup
 	DATA=$(DATA) $(PY) scripts/results.py quality --docs; status=$$?; \
 	$(PY) scripts/results.py personal --docs && exit $$status
+
+# Asynchronous rounds against synchronous ones with one worker five times slower
+# (scripts/asynchronous.toml: C-ADMM and D-ADMM on a ring, the synthetic family with 4 tasks and
+# Landmine when found in $(DATA), 3 seeds; every run one process, on --sync partial's simulated
+# clock): one sweep per data set into results/asynchronous; rewrites
+# docs/results/asynchronous.md and docs/figures/asynchronous-time-*.png. A learner and data set
+# pair that `omtl-mpi run` refuses is listed in the table with its reason and makes the target
+# exit 1, after the table is written.
+asynchronous: need-data setup
+	DATA=$(DATA) $(PY) scripts/results.py asynchronous --docs
 
 # TweetEval with hashed n-grams against MiniLM sentence embeddings (scripts/minilm.toml). Needs the
 # optional extra: $(VENV)/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu,

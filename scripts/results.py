@@ -16,6 +16,8 @@ The tables and the Makefile targets that run them:
   quality    every learner on every local data set and the test beds, the   make quality
              evidence for the defaults (scripts/quality.toml)
   personal   many short streams in latent groups (scripts/personal.toml)    make quality
+  asynchronous  --sync partial against --sync full, one                     make asynchronous
+             worker 5 times slower (scripts/asynchronous.toml)
   minilm     TweetEval, hashed n-grams against MiniLM embeddings            make minilm
              (scripts/minilm.toml; needs the optional extra 'embed')
 
@@ -33,10 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # this checkout's omtl_mpi, whatever is installed, and scripts/lib
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from lib import learners, minilm, paper, personal, quality, real, synthetic, wstep  # noqa: E402
+from lib import (asynchronous, learners, minilm, paper, personal, quality, real,  # noqa: E402
+                 synthetic, wstep)
 
 TABLES = {"synthetic": synthetic, "learners": learners, "real": real, "paper": paper,
-          "wstep": wstep, "quality": quality, "personal": personal, "minilm": minilm}
+          "wstep": wstep, "quality": quality, "personal": personal, "minilm": minilm,
+          "asynchronous": asynchronous}
 
 
 def parser() -> argparse.ArgumentParser:
