@@ -199,7 +199,7 @@ def tables(config: str, sweeps: dict, refused: list) -> tuple[list, list, list]:
     per_seed = ["| data | learner | seed | `--sync full` | `--sync partial --slow 1:5` | "
                 "partial - full |", "|---|---|---|---|---|---|"]
     summary = ["| data | learner | seeds | `--sync full` (mean) | `--sync partial --slow 1:5` "
-               "(mean) | mean difference | largest difference | within 0.005 on every seed |",
+               "(mean) | mean difference | largest difference (by size) | within 0.005 on every seed |",
                "|---|---|---|---|---|---|---|---|"]
     timed = ["| data | learner | seed | rounds | the fast workers' last prediction | the slowed "
              "worker's last prediction | ratio |", "|---|---|---|---|---|---|---|"]
@@ -317,11 +317,13 @@ def write_docs(args, plans: dict, refused: list) -> None:
     if shown:
         text += ["## Error against instances and against time (seed 1)", "",
                  "`omtl-mpi report`'s `time-SET.png` of each set (its first seed), copied: the "
-                 "error over every instance predicted so far against instances (left) and against "
-                 "time (right), one line per run. The synchronous runs' time is wall-clock "
-                 "seconds of one process and the asynchronous runs' the simulated units, so on "
-                 "the right only the asynchronous lines compare with each other; the left panel "
-                 "compares all four.", "", *shown, ""]
+                 "error over every instance predicted so far against instances (left: the "
+                 "asynchronous lines beside the synchronous ones, which is what the tables above "
+                 "measure at the end) and against time (right: for the asynchronous runs the "
+                 "simulated units, in which the fast workers' instances are predicted before the "
+                 "slowed worker's, which the clock table dates). The synchronous runs' time is "
+                 "wall-clock seconds of one process, a few seconds, so their lines lie at the "
+                 "left edge of the right panel and do not compare there.", "", *shown, ""]
     replace_section(args.docs_file, "asynchronous", "\n".join(text))
     print(f"updated {args.docs_file} (section 'asynchronous')")
 
