@@ -30,7 +30,8 @@ TIMEOUT = 300
 SMOKE = {"results.py", "bench.py", "plot_curve.py", "make_fetch_manifest.py", "docs_check.py",
          "multilingual.py"}
 # every table of scripts/results.py, each run by a test below
-TABLES = {"synthetic", "learners", "real", "quality", "personal", "wstep", "paper", "minilm"}
+TABLES = {"synthetic", "learners", "real", "quality", "personal", "wstep", "paper", "minilm",
+          "asynchronous"}
 MOST_PROGRAMS = 10
 
 
@@ -120,7 +121,7 @@ SYNTHETIC = 'label = "Synthetic"\nsynthetic = { tasks = 2, samples = 50, seed = 
 
 def sweep_options(tmp_path, config, name):
     docs = tmp_path / "docs" / "results" / f"{name}.md"
-    figures = ["--figures", tmp_path / "docs" / "figures"] if name in ("paper", "quality") else []
+    figures = ["--figures", tmp_path / "docs" / "figures"] if name in ("paper", "quality", "asynchronous") else []
     return docs, ["--config", config, "--out", tmp_path / "out", "--docs-file", docs, *figures]
 
 
@@ -275,6 +276,50 @@ def test_wstep(tmp_path):
     error, best = float(cells[2]), float(cells[5].split()[0])
     # "below" only beyond the spread over seeds (0 with one seed) and the rounding of a mean
     assert cells[6] == ("yes" if best - error > 1e-4 else "tie" if abs(best - error) < 1e-4 else "no")
+
+
+def test_asynchronous(tmp_path):
+    """Each learner with --sync full and with --sync partial and a slowed worker, one seed: on 4
+    tasks every pair runs; on 12 tasks (more than the 10 features with the intercept, so the
+    vote's mixture prior) D-ADMM's asynchronous rounds are refused, and the table's rows say so
+    and why, beside the runs that did run."""
+    partial = 'options = { nodes = 4, sync = "partial", slow = "1:5" }'
+    config = sweep_file(tmp_path, "asynchronous", {
+        "small": 'label = "Small"\nsynthetic = { tasks = 4, samples = 40, seed = 0 }',
+        "many": 'label = "Many"\nsynthetic = { tasks = 12, samples = 20, seed = 0 }',
+    }, {"c-full": 'label = "C-ADMM, --sync full"\nalgo = "c-admm"',
+        "c-partial": f'label = "C-ADMM, --sync partial"\nalgo = "c-admm"\n{partial}',
+        "d-full": 'label = "D-ADMM ring, --sync full"\nalgo = "d-admm"\ntopology = "ring"\n'
+                  'options = { nodes = 4 }',
+        "d-partial": f'label = "D-ADMM ring, --sync partial"\nalgo = "d-admm"\ntopology = "ring"\n{partial}'})
+    docs, options = sweep_options(tmp_path, config, "asynchronous")
+    out = script("results.py", "asynchronous", "--data", tmp_path / "no-raw-data", *options,
+                 check=False)
+    assert out.returncode == 1, out.stdout + out.stderr                # the refused pair
+    assert "refused: many, d-partial: d-admm cannot run with --sync partial" in out.stdout
+    assert out.stdout.count("$ omtl-mpi sweep ") == 2                  # one sweep a data set
+    lines = stamped(section(docs, "asynchronous"), "python scripts/results.py asynchronous")
+    heading = "## Within 0.005 of synchronous?"
+    assert table_rows(lines, heading) == ["Small", "Small", "Many", "Many"]
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): [c.strip() for c in line.split("|")[1:-1]]
+            for line in lines[lines.index(heading):lines.index("## Every seed")] if line.startswith("| ")}
+    refused = rows[("Many", "D-ADMM ring")]
+    assert refused[4] == "refused" and refused[7].startswith("refused: d-admm cannot run with "
+                                                             "--sync partial: the vote's mixture prior")
+    for key in (("Small", "C-ADMM"), ("Small", "D-ADMM ring"), ("Many", "C-ADMM")):
+        full, part, diff = float(rows[key][3]), float(rows[key][4]), float(rows[key][6])
+        assert abs(part - full - diff) < 2e-4                              # rounding to 4 places
+        assert rows[key][7] == ("yes" if abs(diff) <= 0.005 else "**no**")
+    every = lines[lines.index("## Every seed"):]
+    assert "| Many | D-ADMM ring | 0 |" in "\n".join(every) and any(
+        line.startswith("| Many | D-ADMM ring | 0 |") and "| refused |" in line for line in every)
+    # the simulated clock: 40 rounds, the fast workers' last round starts at 39, the slowed one's
+    # (5 units a round) at 195
+    assert "| Small | C-ADMM | 0 | 40 | 39 | 195 | 0.20 |" in lines
+    assert "![error against instances and time, small](../figures/asynchronous-time-small.png)" \
+        in lines
+    png = tmp_path / "docs" / "figures" / "asynchronous-time-small.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_paper(tmp_path, raw):
@@ -506,7 +551,7 @@ def test_docs_check_on_this_repository():
     assert "unknown command" not in out.stdout, out.stdout
     for name, doc in (("c-admm", "synthetic"), ("learners", "learners"), ("real", "real"),
                       ("paper", "paper"), ("wstep", "wstep"), ("minilm", "minilm"),
-                      ("quality", "quality")):
+                      ("quality", "quality"), ("asynchronous", "asynchronous")):
         assert re.search(rf"^docs/results/{doc}\.md: {name}: ", out.stdout, re.M), out.stdout
     for name in ("default-path", "aslr", "startup"):
         assert re.search(rf"^docs/PERFORMANCE\.md: {name}: ", out.stdout, re.M), out.stdout

@@ -128,6 +128,44 @@ def test_every_sweep_file_of_the_repository_plans(tmp_path, name):
     assert {(r.algorithm, r.data) for r in plan.runs} == {(a, d) for a in algorithms for d in data}
 
 
+ONE_PROCESS = """\
+[data.synthetic]
+synthetic = { tasks = 4, samples = 40 }
+
+[algorithms.ENTRY]
+algo = "ALGO"
+ranks = 1
+options = OPTIONS
+"""
+
+
+@pytest.mark.parametrize("algo, options, refused", [
+    # --sync partial in one process: --slow names a rank of its simulated clock, as 'omtl-mpi
+    # run' takes it (C-ADMM: the server and its --nodes workers; D-ADMM: the graph's nodes)
+    ("c-admm", '{ nodes = 4, sync = "partial", slow = "1:5" }', None),
+    ("c-admm", '{ nodes = 4, sync = "partial", slow = "4:5" }', None),
+    ("c-admm", '{ sync = "partial", slow = "4:5" }', None),                # one worker per task
+    ("c-admm", '{ nodes = 4, sync = "partial", slow = "5:5" }', "(ranks 0..4)"),
+    ("c-admm", '{ nodes = 2, sync = "partial", delays = "srad", slow = "3:2" }', "(ranks 0..2)"),
+    ("d-admm", '{ nodes = 4, sync = "partial", slow = "3:5" }', None),
+    ("d-admm", '{ nodes = 4, sync = "partial", slow = "4:5" }', "(ranks 0..3)"),
+    # synchronous rounds in one process have no clock to slow
+    ("c-admm", '{ slow = "1:5" }', "(ranks 0..0)"),
+    ("d-admm", '{ nodes = 4, slow = "1:5" }', "(ranks 0..0)"),
+])
+def test_one_process_partial_runs_take_slow_ranks_of_their_clock(tmp_path, algo, options, refused):
+    text = ONE_PROCESS.replace("ENTRY", algo).replace("ALGO", algo).replace("OPTIONS", options)
+    if algo == "d-admm":
+        text += 'topology = "ring"\n'
+    path = write(tmp_path, text)
+    if refused is None:
+        assert len(load_plan(str(path)).runs) == 1
+        return
+    with pytest.raises(ConfigError) as err:
+        load_plan(str(path))
+    assert "names no rank of this job " + refused in str(err.value)
+
+
 def test_max_ranks_caps_every_run(tmp_path):
     plan = load_plan(str(write(tmp_path, TINY)), max_ranks=2)
     assert {r.ranks for r in plan.runs} == {2}
