@@ -195,6 +195,8 @@ def _learner(sync_label: str) -> str:
 def tables(config: str, sweeps: dict, refused: list) -> tuple[list, list, list]:
     """Lines of the per-seed table, of the summary table and of the clock table."""
     data_labels, labels = _labels(config)
+    with open(config, "rb") as f:
+        entries = tomllib.load(f).get("algorithms", {})
     why = {(d, e): r for d, e, r in refused}
     per_seed = ["| data | learner | seed | `--sync full` | `--sync partial --slow 1:5` | "
                 "partial - full |", "|---|---|---|---|---|---|"]
@@ -207,6 +209,9 @@ def tables(config: str, sweeps: dict, refused: list) -> tuple[list, list, list]:
         sweep = sweeps.get(key)
         for full, part in pairs(config):
             learner = _learner(labels[full])
+            bound = entries[part].get("options", {}).get("max-delay")
+            if bound is not None:                 # another delay bound than the default's
+                learner += f", --max-delay {bound}"
             runs = {e: {o.seed: o for o in sweep.outcomes if o.algorithm == e} if sweep else {}
                     for e in (full, part)}
             failed = {e: {rid.rpartition(".s")[2]: (status, error) for rid, status, error in
