@@ -1,4 +1,6 @@
 """Stragglers injected on purpose (--slow, --delays): seeded, recorded, and changing no result."""
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -132,3 +134,21 @@ def test_under_mpi_the_slowed_worker_is_the_one_waited_for_and_nothing_else_chan
     assert last[0] == 0 and last.sum() == 300 and int(np.argmax(last)) == 2 and last[2] > 150
     assert injected[2] > 0 and injected[[0, 1, 3]].tolist() == [0, 0, 0]
     assert finish.shape == (4,) and (finish > 0).all()
+
+
+@pytest.mark.mpi
+def test_nodes_that_never_wait_for_a_slowed_neighbour_end_their_streams_before_it(mpiexec,
+                                                                                   tmp_path):
+    """finish_seconds is when a rank's last round ended, its stream's end, not when its loop
+    closed: asynchronous D-ADMM without a delay bound never waits for the slowed node (rank 1)
+    within the rounds, and only its neighbours (0 and 2) take its last table afterwards, which
+    made their end the slowed node's."""
+    out = tmp_path / "run.h5"
+    r = omtl("run", "--algo", "d-admm", "--topology", "ring", "--synth-tasks", "4",
+             "--synth-samples", "400", "--sync", "partial", "--max-delay", "100000",
+             "--slow", "1:10", "--out", out, "--json", np_ranks=4, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        finish = f["timing/finish_seconds"][()]
+    assert finish.shape == (4,) and max(finish[[0, 2, 3]]) < finish[1]
+    assert json.loads(r.stdout)["worker_finish_s"] == finish.tolist()

@@ -74,7 +74,7 @@ def collect(job: Job, out: str | None) -> dict | None:
         np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
     role_names = world.agree(_role(rank, size, algo.pattern, job.roles.local))
     # when each rank's last round ended, and the sleeps --slow and --delays asked of it
-    finished = world.gather_rows(np.array([job.seconds]), [1] * size)
+    finished = world.gather_rows(np.array([job.finished]), [1] * size)
     injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
     workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
     schedule = _schedule(job)

@@ -241,6 +241,7 @@ class Job:
     first_round: int = 0
     preds: list = field(default_factory=list)
     seconds: float = 0.0
+    finished: float = 0.0
     cpu_seconds: float = 0.0
     learning_started: float = 0.0
     started_at: float = 0.0     # perf_counter() when the rounds started
@@ -463,6 +464,11 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
                                      instances=round_instances(job.meta.lengths, job.cfg.batch,
                                                                job.rounds))
     job.seconds = perf_counter() - t0
+    # when this rank's last round ended, its stream's end: before the waits that close the loop
+    # (an asynchronous node's neighbours' last tables, a worker's last replies), which would
+    # make a fast worker's end its slowest peer's
+    last = job.clock.started[-1]
+    job.finished = min(last + job.clock.rows[-1].sum() - t0, job.seconds) if last else job.seconds
     if partial:
         check(job.rounds)
     # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
