@@ -6,12 +6,15 @@ Usage: python scripts/bench.py TABLE.toml [--repeats N] [--samples N] [--base RE
 Every row is one ``omtl-mpi run ... --json --no-progress`` on random tasks, under ``mpiexec -n
 RANKS python -m mpi4py -m omtl_mpi`` when the row has ``ranks``; a row with ``script`` runs
 ``python SCRIPT --data FILE OPTIONS --json --no-progress`` instead (e.g. scripts/bench/api.py,
-the Python API), whose last line of stdout is its JSON report. A row with ``ratio_to`` gets a
-column *ratio*, its median over that row's (its ``target`` then applies to the ratio). The rows
-take turns run by run,
-after one unrecorded warm-up run each; the table gives the median of --repeats runs, the fastest
-and the slowest. ``--base REV`` also runs every row with the package of git revision REV (a
-temporary worktree on PYTHONPATH), the trees alternating too, with a column base / this tree.
+the Python API), whose last line of stdout is its JSON report. A row with ``hosts`` spreads its
+ranks over that many hosts of tests/cluster/hosts.sh (network namespaces; root only), started
+on h0 as tests/cluster/on_hosts.py starts them, MPI kept to TCP, the links shaped to the row's
+``rate``; the bench brings the hosts up once and always takes them down. A row with
+``ratio_to`` gets a column *ratio*, its median over that row's (its ``target`` then applies to
+the ratio). The rows take turns run by run, after one unrecorded warm-up run each; the table
+gives the median of --repeats runs, the fastest and the slowest. ``--base REV`` also runs every
+row with the package of git revision REV (a temporary worktree on PYTHONPATH), the trees
+alternating too, with a column base / this tree.
 The Markdown table goes to stdout (``--json``: the figures as JSON instead); ``--docs`` writes it
 between ``<!-- begin SECTION -->`` and ``<!-- end SECTION -->`` in docs/PERFORMANCE.md
 (``--docs-file FILE``: in FILE), opening with the stamp that ``make docs-check`` reads.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import statistics
@@ -43,13 +47,19 @@ DOC = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 # what the timings depend on besides the table file and the rows' scripts: all of the package
 # (start-up, imports and the learning loop) and the scripts that launch and time the runs
 DEPENDS = ("omtl_mpi", "scripts/bench.py", "scripts/lib/omtlrun.py")
+# rows with ``hosts`` run over the network namespaces of this script (root only), their links
+# shaped to the row's ``rate`` (tc tbf's units, or none); the prefix of their names keeps them
+# apart from the cluster tests' (omtlt)
+HOSTS = os.path.join(ROOT, "tests", "cluster", "hosts.sh")
+HOSTS_PREFIX = os.environ.get("OMTL_HOSTS_PREFIX", "omtlb")
+RATE = re.compile(r"^(none|[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps))$")
 TIMEOUT = 900                                   # seconds for one run
 TABLE_KEYS = {"title": str, "section": str, "description": str, "metric": str, "also": list,
               "data": dict, "rows": list}
 DATA_KEYS = {"K": int, "d": int, "samples": int}
 ROW_KEYS = {"label": str, "ranks": int, "options": list, "env": dict, "K": int, "d": int,
             "synth": list, "file": str, "metric": str, "target": (int, float), "script": str,
-            "ratio_to": str}
+            "ratio_to": str, "hosts": int, "rate": str}
 KINDS = {str: "a string", int: "an integer of at least 1", list: "a list", dict: "a table",
          (int, float): "a number"}
 
@@ -87,6 +97,15 @@ METRICS = {
     "first_worker_s": ("first worker done, s", "the seconds from the start of the rounds at "
                        "which the first worker ended its stream (`worker_finish_s`, smallest)",
                        lambda report, wall, start: float(np.min(report["worker_finish_s"])), ".3f"),
+    "rank0_bytes": ("rank 0 bytes a round", "the bytes rank 0 sent and received a round, "
+                    "together (the run's `bytes_per_round`, rank 0's)",
+                    lambda report, wall, start: float(sum(report["bytes_per_round"][0])), ".0f"),
+    "node_bytes": ("other rank's bytes a round, largest", "the bytes a round the busiest other "
+                   "rank sent and received, together (the run's `bytes_per_round`, the largest "
+                   "of ranks 1 on)",
+                   lambda report, wall, start: max((float(sum(b)) for b in
+                                                    report["bytes_per_round"][1:]), default=0.0),
+                   ".0f"),
 }
 
 
@@ -144,6 +163,8 @@ def load_table(path: str) -> dict:
                  "make it)")
         if "script" in row:
             check_script(where, row)
+        if "hosts" in row or "rate" in row:
+            check_hosts(where, row)
         if "ranks" in row and not os.access(MPIEXEC, os.X_OK):
             fail(f"{where}: needs {MPIEXEC}: run this script with the virtualenv's python")
     for i, row in enumerate(table["rows"]):
@@ -163,6 +184,24 @@ def check_script(where: str, row: dict) -> None:
              "e.g. \"scripts/bench/api.py\"")
     if not os.path.isfile(os.path.join(ROOT, script)):
         fail(f"{where}: script {script!r} is not a file of {ROOT}")
+
+
+def check_hosts(where: str, row: dict) -> None:
+    """Stop unless a row's ``hosts`` (and ``rate``, which goes only with it) can run: ranks
+    spread over 2 or more hosts, a rate tc knows, and root to make the hosts."""
+    if "hosts" not in row:
+        fail(f"{where}: rate goes only with hosts (a rate shapes the links between hosts)")
+    if row["hosts"] < 2:
+        fail(f"{where}: hosts = {row['hosts']}, but it must be at least 2 (one host is mpiexec "
+             "without hosts)")
+    if "ranks" not in row or row["ranks"] < row["hosts"]:
+        fail(f"{where}: hosts = {row['hosts']} needs ranks, at least one a host")
+    if "rate" in row and not RATE.match(row["rate"]):
+        fail(f"{where}: rate = {row['rate']!r}, but it must be a tc rate such as \"10mbit\" or "
+             "\"1gbit\", or \"none\"")
+    if os.geteuid() != 0:
+        fail(f"{where}: hosts needs root ({os.path.relpath(HOSTS, ROOT)} makes network "
+             "namespaces): run the bench as root")
 
 
 def check_ratio_to(where: str, row: dict, rows: list) -> None:
@@ -233,11 +272,15 @@ def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
     # not have the script)
     cmd = ([sys.executable, os.path.join(ROOT, row["script"]), *args] if "script" in row
            else command(args, row.get("ranks")))
+    extra = dict(row.get("env", {}))
+    if "hosts" in row:
+        cmd, extra = on_hosts(row, cmd), {**extra, **hosts_env()}
+        hosts("shape", str(row["hosts"]), row.get("rate", "none"))
     # in the scratch folder, as `python -m` imports a package found in the cwd first; in a
     # session of its own, so that a timeout or Ctrl-C can end mpiexec and its ranks together
     start = time.perf_counter()
     launched = time.time()
-    proc = subprocess.Popen(cmd, cwd=folder, env=environment(tree, row.get("env", {})),
+    proc = subprocess.Popen(cmd, cwd=folder, env=environment(tree, extra),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -258,13 +301,43 @@ def run_once(row: dict, tree: str, data: str, folder: str) -> tuple:
     try:
         report = report_of(out)
         values = {m: METRICS[m][2](report, wall, launched) for m in [row["metric"], *row["also"]]}
-        return values, report
     except (ValueError, IndexError):
         fail(f"'{row['label']}' printed no JSON report: {said}")
     except KeyError as exc:
         made = f"{row['script']} (with the package in {tree})" if "script" in row else \
             f"the package in {tree}"
         fail(f"'{row['label']}': the report of {made} has no {exc}")
+    if "hosts" in row and (len(set(report["hosts"])) != row["hosts"]
+                           or report["shared_memory_across_hosts"]):
+        fail(f"'{row['label']}' ran on hosts {sorted(set(report['hosts']))}, sharing memory "
+             f"across {report['shared_memory_across_hosts']}: not over {row['hosts']} hosts' links")
+    return values, report
+
+
+def hosts(*args: str) -> None:
+    """``tests/cluster/hosts.sh ARGS`` with the bench's prefix; stop if it fails."""
+    done = subprocess.run([HOSTS, *args], env=dict(os.environ, **hosts_env()),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"{os.path.relpath(HOSTS, ROOT)} {' '.join(args)} failed: "
+             f"{' '.join(done.stderr.split())[-300:]}")
+
+
+def hosts_env() -> dict:
+    """What a run over the hosts needs in its environment: the hosts' prefix (hosts.sh reads it
+    as hydra's launcher too), MPI kept to TCP (UCX would share memory between the namespaces of
+    one machine, and no byte would cross a link) and the virtualenv's mpiexec and proxy first."""
+    return {"OMTL_HOSTS_PREFIX": HOSTS_PREFIX, "UCX_TLS": "tcp",
+            "PATH": f"{os.path.dirname(MPIEXEC)}:{os.environ.get('PATH', '')}"}
+
+
+def on_hosts(row: dict, cmd: list) -> list:
+    """``mpiexec -n RANKS ...`` started on host h0 and spread over the row's hosts (hydra's ssh
+    launcher is hosts.sh), every rank with mpiexec's environment."""
+    assert cmd[0] == MPIEXEC and cmd[1] == "-n"
+    names = ",".join(f"h{i}" for i in range(row["hosts"]))
+    return [HOSTS, "exec", "h0", MPIEXEC, "-genvall", "-hosts", names, "-launcher", "ssh",
+            "-launcher-exec", HOSTS, *cmd[1:]]
 
 
 def check_import(tree: str, folder: str, mpi: bool) -> None:
@@ -287,8 +360,8 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
     -------
     list of dict
         One per row (what ``--json`` prints): the row's label, ranks, K, d, metric, target,
-        script, ratio_to, options and env, and ``trees``: tree name ("this", or the base's
-        short hash) -> median, fastest, slowest, runs (every recorded value), chose (the
+        script, ratio_to, hosts, rate, options and env, and ``trees``: tree name ("this", or
+        the base's short hash) -> median, fastest, slowest, runs (every recorded value), chose (the
         reports' transport) and, for a row with ratio_to, ratio (its median over that row's
         median of the same tree).
     """
@@ -324,7 +397,8 @@ def measure(rows: list, trees: dict, repeats: int, samples: int, folder: str) ->
         print(f"bench: {f'repeat {repeat + 1} of {repeats}' if repeat >= 0 else 'warm-up'} done",
               file=sys.stderr, flush=True)
     out = [{**{key: row.get(key) for key in ("label", "ranks", "K", "d", "metric", "target",
-                                             "script", "ratio_to", "synth", "file", "also")},
+                                             "script", "ratio_to", "synth", "file", "also", "hosts",
+                                             "rate")},
             **(shape[i] if "synth" in row or "file" in row else {}),
             "options": row.get("options", []), "env": row.get("env", {}),
             "trees": {name: {"median": statistics.median(values), "fastest": min(values),
@@ -383,7 +457,10 @@ def markdown(table: dict, rows: list, base: str | None, header: str) -> str:
             shown += f" on `data synth {' '.join(row['synth'])}`"
         if row.get("file"):
             shown += f" on `{row['file']}`"
-        cells = [row["label"], str(row["ranks"] or "1 process"), f"{row['K']}, {row['d']}",
+        ranks = str(row["ranks"] or "1 process")
+        if row.get("hosts"):
+            ranks += f" over {row['hosts']} hosts, links {row['rate'] or 'none'}"
+        cells = [row["label"], ranks, f"{row['K']}, {row['d']}",
                  shown, this["chose"]]
         cells += [METRICS[row["metric"]][0]] if len(metrics) > 1 else []
         for t in row["trees"].values():
@@ -432,9 +509,21 @@ def resolve_base(rev: str | None) -> str | None:
 def measure_trees(table: dict, base: str | None, repeats: int, samples: int) -> list:
     """:func:`measure` with this tree and, with ``base``, a temporary worktree of it, which is
     removed however the runs end."""
+    spread = max((row.get("hosts", 0) for row in table["rows"]), default=0)
     with tempfile.TemporaryDirectory(prefix="omtl-bench-") as folder:
         trees = {"this": ROOT, **({base: os.path.join(folder, f"tree-{base}")} if base else {})}
+        up = False
         try:
+            if spread:
+                # another user's hosts of this prefix are theirs: stop, touching nothing
+                listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+                if f"{HOSTS_PREFIX}-sw" in listed.stdout.split():
+                    fail(f"the hosts {HOSTS_PREFIX}-* are up already (another bench, or one that "
+                         f"was killed: OMTL_HOSTS_PREFIX={HOSTS_PREFIX} "
+                         f"{os.path.relpath(HOSTS, ROOT)} down {spread}); or set "
+                         "OMTL_HOSTS_PREFIX to another name")
+                up = True
+                hosts("up", str(spread))
             if base:
                 add = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach",
                                       trees[base], base], capture_output=True, text=True)
@@ -446,6 +535,9 @@ def measure_trees(table: dict, base: str | None, repeats: int, samples: int) -> 
         except KeyboardInterrupt:
             fail("interrupted")
         finally:
+            if up:                              # always, so that no namespace outlives the bench
+                subprocess.run([HOSTS, "down", str(spread)], env=dict(os.environ, **hosts_env()),
+                               capture_output=True)
             if base:
                 subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", trees[base]],
                                capture_output=True)
@@ -469,14 +561,17 @@ def main():
     table_path = os.path.relpath(os.path.abspath(args.table), ROOT)
     depends = DEPENDS + (() if table_path.startswith("..") else (table_path,))   # if versioned
     depends += tuple(dict.fromkeys(row["script"] for row in table["rows"] if "script" in row))
+    depends += ("tests/cluster/hosts.sh",) if any("hosts" in row for row in table["rows"]) else ()
     comment, generated = stamp(shown, depends).split("\n", 1)
     # SIGTERM leaves through the same clean-up as Ctrl-C: the worktree is removed
     signal.signal(signal.SIGTERM, lambda *_: fail("terminated"))
     before = gauge_us()
     rows = measure_trees(table, base, args.repeats, samples)
-    header = (f"{generated} {speed_note(before)} Random "
-              f"data: K tasks of {samples} instances (= rounds) with d features. Median of "
-              f"{args.repeats} runs, with the fastest and slowest, every row "
+    random = any("synth" not in row and "file" not in row for row in table["rows"])
+    header = (f"{generated} {speed_note(before)} "
+              + (f"Random data: K tasks of {samples} instances (= rounds) with d features. "
+                 if random else "Each row's data is named under *options*. ")
+              + f"Median of {args.repeats} runs, with the fastest and slowest, every row "
               f"{'and both trees ' if base else ''}taking turns run by run after one unrecorded "
               "warm-up run each.")
     if base:

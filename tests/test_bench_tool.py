@@ -24,6 +24,7 @@ def bench():
 ROW = '[[rows]]\nlabel = "one process"\noptions = ["--algo", "c-admm"]\n'
 HEAD = 'title = "t"\nsection = "s"\ndata = { K = 2, d = 3, samples = 30 }\n'
 API = '[[rows]]\nlabel = "api"\nscript = "scripts/bench/api.py"\noptions = ["--what", "learn_one"]\n'
+NET = '[[rows]]\nlabel = "net"\nranks = 4\nhosts = 3\n'
 
 
 @pytest.mark.parametrize("text, message", [
@@ -44,6 +45,17 @@ API = '[[rows]]\nlabel = "api"\nscript = "scripts/bench/api.py"\noptions = ["--w
     (HEAD + ROW + ROW + API + 'ratio_to = "one process"\n', "label of 2 rows"),
     (HEAD + ROW + API + 'ratio_to = "one process"\nmetric = "wall_s"\n', "one metric"),
     (HEAD + ROW + API + "ratio_to = 1\n", "ratio_to = 1"),
+    # hosts: 2 or more, each with a rank; rate: a tc rate, only with hosts
+    (HEAD + NET.replace("hosts = 3", "hosts = 1"), "hosts = 1, but it must be at least 2"),
+    (HEAD + NET.replace("hosts = 3", "hosts = 0"), "hosts = 0, but it must be an integer"),
+    (HEAD + NET.replace("hosts = 3", 'hosts = "3"'), "hosts = '3'"),
+    (HEAD + NET.replace("ranks = 4\n", ""), "hosts = 3 needs ranks"),
+    (HEAD + NET.replace("ranks = 4", "ranks = 2"), "hosts = 3 needs ranks"),
+    (HEAD + ROW + 'rate = "10mbit"\n', "rate goes only with hosts"),
+    (HEAD + NET + 'rate = "fast"\n', "rate = 'fast', but it must be a tc rate"),
+    (HEAD + NET + 'rate = "10 mbit"\n', "must be a tc rate"),
+    (HEAD + NET + "rate = 10\n", "rate = 10, but it must be a string"),
+    (HEAD + API + "hosts = 2\n", "needs ranks"),
 ])
 def test_bad_tables_are_one_line(bench, tmp_path, text, message):
     path = tmp_path / "t.toml"
@@ -51,6 +63,43 @@ def test_bad_tables_are_one_line(bench, tmp_path, text, message):
     with pytest.raises(SystemExit, match=message) as exc:
         bench.load_table(str(path))
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_rows_over_hosts_are_refused_unless_root_in_one_line(bench, tmp_path, monkeypatch, root):
+    """Whoever runs the tests: the bench makes network namespaces, so a table with a hosts row
+    loads as root and is refused, in one line, otherwise (nothing is brought up either way)."""
+    path = tmp_path / "t.toml"
+    path.write_text(HEAD + NET + 'rate = "10mbit"\n' + NET.replace('"net"', '"net2"') + 'rate = "none"\n')
+    monkeypatch.setattr(bench.os, "geteuid", lambda: 0 if root else 1000)
+    if root:
+        rows = bench.load_table(str(path))["rows"]
+        assert [(r["hosts"], r["rate"]) for r in rows] == [(3, "10mbit"), (3, "none")]
+    else:
+        with pytest.raises(SystemExit, match=r"rows\[0\]: hosts needs root") as exc:
+            bench.load_table(str(path))
+        assert "\n" not in str(exc.value)
+
+
+def test_a_hosts_row_starts_mpiexec_on_h0_over_its_hosts_and_tcp(bench):
+    """The command of tests/cluster/on_hosts.py: hosts.sh exec h0 mpiexec -genvall -hosts h0,h1,h2
+    -launcher ssh -launcher-exec hosts.sh -n RANKS ..., with UCX_TLS=tcp and the hosts' prefix
+    in its environment (hosts.sh reads it as the launcher too)."""
+    cmd = bench.on_hosts({"hosts": 3}, bench.command(["--data", "x.h5"], 5))
+    assert cmd[:3] == [bench.HOSTS, "exec", "h0"]
+    assert cmd[3:11] == [bench.MPIEXEC, "-genvall", "-hosts", "h0,h1,h2", "-launcher", "ssh",
+                         "-launcher-exec", bench.HOSTS]
+    assert cmd[11:13] == ["-n", "5"] and cmd[-2:] == ["--data", "x.h5"]
+    env = bench.hosts_env()
+    assert env["UCX_TLS"] == "tcp" and env["OMTL_HOSTS_PREFIX"] == bench.HOSTS_PREFIX
+    assert env["PATH"].split(":")[0] == str(pathlib.Path(bench.MPIEXEC).parent)
+
+
+def test_the_byte_metrics_are_rank_0s_and_the_busiest_other_ranks(bench):
+    report = {"bytes_per_round": [[400.0, 300.0], [100.0, 50.0], [120.0, 60.0], [90.0, 90.0]]}
+    assert bench.METRICS["rank0_bytes"][2](report, 0, 0) == 700.0
+    assert bench.METRICS["node_bytes"][2](report, 0, 0) == 180.0
+    assert bench.METRICS["node_bytes"][2]({"bytes_per_round": [[0.0, 0.0]]}, 0, 0) == 0.0
 
 
 def _worktrees():
