@@ -36,7 +36,13 @@ cmd=$1; shift
 shape() {   # shape HOST-INDEX RATE|none
     ip netns exec "$prefix-h$1" tc qdisc del dev eth0 root 2>/dev/null || true
     if [ "$2" != none ]; then
-        ip netns exec "$prefix-h$1" tc qdisc add dev eth0 root tbf rate "$2" burst 32kb latency 50ms
+        # the bucket holds 4 ms of the rate, at least 32 kB: tbf sends at most a bucket a timer
+        # wake-up, and 32 kB held a 1gbit link near 150 Mbit/s (100mbit is near its rate either way)
+        burst=$(echo "$2" | awk '{ n = $0 + 0; u = tolower(substr($0, length(n "") + 1))
+            m = u ~ /^k/ ? 1e3 : u ~ /^m/ ? 1e6 : u ~ /^g/ ? 1e9 : u ~ /^t/ ? 1e12 : 1
+            if (u ~ /bps$/) m *= 8
+            b = n * m / 8 * 0.004; printf "%d", (b > 32768 ? b : 32768) }')
+        ip netns exec "$prefix-h$1" tc qdisc add dev eth0 root tbf rate "$2" burst "$burst" latency 50ms
     fi
 }
 
