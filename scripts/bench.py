@@ -94,6 +94,10 @@ METRICS = {
     "last_worker_s": ("last worker done, s", "the seconds from the start of the rounds at which "
                       "the last worker ended its stream (the run's `worker_finish_s`, largest)",
                       lambda report, wall, start: float(np.max(report["worker_finish_s"])), ".3f"),
+    "fast_workers_s": ("fast workers done, s", "the seconds from the start of the rounds at "
+                       "which the last worker that `--slow` did not slow ended its stream (the "
+                       "run's `worker_finish_s` less the `--slow` ranks'; all of them without)",
+                       lambda report, wall, start: _fast_workers(report), ".3f"),
     "first_worker_s": ("first worker done, s", "the seconds from the start of the rounds at "
                        "which the first worker ended its stream (`worker_finish_s`, smallest)",
                        lambda report, wall, start: float(np.min(report["worker_finish_s"])), ".3f"),
@@ -107,6 +111,18 @@ METRICS = {
                                                     report["bytes_per_round"][1:]), default=0.0),
                    ".0f"),
 }
+
+
+def _fast_workers(report: dict) -> float:
+    """The latest ``worker_finish_s`` of the workers that no ``--slow RANK:FACTOR`` named: a
+    server's job has a worker per rank from 1 (the server, rank 0, has no stream), a graph's one
+    per rank."""
+    finish = np.asarray(report["worker_finish_s"], dtype=float)
+    slowed = {int(part.split(":")[0]) for spec in re.findall(r"--slow (\S+)", report.get("stragglers") or "")
+              for part in spec.split(",") if part}
+    first = 1 if len(finish) == report["ranks"] - 1 else 0
+    fast = [w for w in range(len(finish)) if w + first not in slowed]
+    return float(finish[fast].max())
 
 
 def fail(message: str):

@@ -102,6 +102,19 @@ def test_the_byte_metrics_are_rank_0s_and_the_busiest_other_ranks(bench):
     assert bench.METRICS["node_bytes"][2]({"bytes_per_round": [[0.0, 0.0]]}, 0, 0) == 0.0
 
 
+@pytest.mark.parametrize("ranks, finish, stragglers, fast", [
+    (5, [2.0, 0.6, 0.7, 0.65], "--slow 1:5", 0.7),          # a server's workers: ranks 1..4
+    (4, [1.3, 2.9, 1.25, 1.2], "--slow 1:5", 1.3),          # a graph's nodes: ranks 0..3
+    (5, [1.3, 2.9, 1.25, 1.2], "--slow 1:3, --slow 2:2", 1.25),
+    (4, [1.3, 2.9, 1.25, 1.2], "--delays srad", 2.9),       # nobody slowed: every worker
+    (1, [0.5], "none", 0.5),
+])
+def test_the_fast_workers_end_leaves_out_the_ranks_slow_named(bench, ranks, finish, stragglers,
+                                                              fast):
+    report = {"worker_finish_s": finish, "ranks": ranks, "stragglers": stragglers}
+    assert bench.METRICS["fast_workers_s"][2](report, 0, 0) == fast
+
+
 def _worktrees():
     return subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True).stdout
 
