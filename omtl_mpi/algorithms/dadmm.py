@@ -5,7 +5,8 @@ parts the consensus and the vote need) and, where the math needs every task, one
 (``[c_k, v_k]`` with a learned Omega or the paper variant, ``w_k`` in the vote's ``rows`` form).
 
 What each part is, the round's steps and the messages' sizes: docs/ALGORITHMS.md section 3;
-the mixture prior's sums over every node (:attr:`DAdmmNode.sums`): section 2.8. The consensus
+the mixture prior's sums over every node (:attr:`DAdmmNode.sums`): section 2.8; under
+``--sync partial``, its estimates through the table (:attr:`DAdmmNode.prior`): section 2.9. The consensus
 runs the C-ADMM server's objects, which is why D-ADMM on a fully connected graph predicts
 exactly like C-ADMM.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import mixture
+from . import gossiped_prior, mixture
 from .admm import FIXED_OMEGA, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
 from .bayes import stats_size
@@ -42,14 +43,18 @@ class DAdmmNode:
     sums : callable or None
         With the empirical-Bayes expert's mixture prior, ``sums()`` after every round: a
         generator of the round's sums over every node (module text; :meth:`_sums`); None
-        without it (the round loop then never asks).
+        without it (the round loop then never asks) and with ``asynchronous``.
+    prior : GossipedPrior or None
+        With the mixture prior and ``asynchronous`` (``--sync partial``, whose nodes never
+        enter a sum in the same round), its estimates agreed through the table's prior columns
+        (:mod:`.gossiped_prior`), advanced after every round's merge; None otherwise.
     """
 
     # its state is the node's (a table of every node, its own Omega), not its block's
     TASK_AXIS = None
 
     def __init__(self, params: AdmmParams, n_tasks: int, dim: int, start: int, stop: int,
-                 topology=None, node: int = 0):
+                 topology=None, node: int = 0, asynchronous: bool = False):
         K, d = n_tasks, dim
         if topology is not None:
             n_neighbours, n_nodes = len(topology.neighbours(node)), topology.n_nodes
@@ -61,8 +66,10 @@ class DAdmmNode:
         self.form = related_form(params, K, d, n_nodes)
         names = vote_experts(K, d, params.class_weight) if params.experts else ()
         # the empirical-Bayes expert's mixture prior is estimated from sums over every node
-        # (sums); its Gaussian prior from the table's rows B
+        # (sums), or under --sync partial from the table's prior columns (gossiped_prior); its
+        # Gaussian prior from the table's rows B
         groups = BAYES in names and mixture.used(d)
+        gossiped = groups and asynchronous
         # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form), B (vote, bayes)]
         cols, width = {}, 1
         for name, size in (("S", 0 if self.given else d), ("m", len(names)),
@@ -70,6 +77,8 @@ class DAdmmNode:
                            ("B", stats_size(d) if BAYES in names and not groups else 0)):
             cols[name] = slice(width, width + size)
             width += size
+        if gossiped:        # only then: every other table keeps its layout, to the bit
+            prior_cols, width = gossiped_prior.columns(d, width)
         # task rows: [c, v (learned Omega)], [w (vote, rows form)]
         tcols, twidth = {}, 0
         for name, size in (("c", d if self.given else 0), ("v", d if self.given else 0),
@@ -97,7 +106,10 @@ class DAdmmNode:
                                total_tasks=K, related_mode=self.form, groups=groups)
         # the run's instances up to each round (plan), for the mixture's estimates
         self._seen = None
-        self.sums = self._sums if groups else None
+        self._groups = groups
+        self.sums = self._sums if groups and not gossiped else None
+        self.prior = (gossiped_prior.GossipedPrior(self.block.bayes, self._nodes[0], prior_cols,
+                                                   node) if gossiped else None)
         if self.block.bayes is not None and not groups:
             # the table's rows add up the changes (a node cannot tell in which rounds another
             # node will estimate a prior from its row): kept in O(d^2) per task that learns
@@ -111,14 +123,9 @@ class DAdmmNode:
 
     @staticmethod
     def merges(params, n_tasks: int, dim: int, rows=None):
-        """For ``--sync partial`` (each node mixes with the newest table it holds of each
-        neighbour: the tables' stamps already let it keep the freshest rows), ``{}``; or why
-        it cannot (a string): the mixture prior's EM steps are sums over every node at once."""
-        names = vote_experts(n_tasks, dim, params.class_weight) if params.experts else ()
-        if BAYES in names and mixture.used(dim):
-            return ("the vote's mixture prior (more tasks than features) is estimated from sums "
-                    "over every node in the same round; use --no-experts, or fewer tasks than "
-                    "features")
+        """For ``--sync partial``, ``{}``: each node mixes with the newest table it holds of
+        each neighbour (the tables' stamps already let it keep the freshest rows), and the
+        mixture prior's estimates are agreed through the table (:mod:`.gossiped_prior`)."""
         return {}
 
     @property
@@ -149,7 +156,7 @@ class DAdmmNode:
                 row[cols["H"]] += block.delta_H.reshape(-1)
             else:
                 self._own_tasks[:, self._tcols["w"]] = block.W
-            if block.bayes is not None and self.sums is None:
+            if block.bayes is not None and not self._groups:
                 row[cols["B"]] += block.bayes.delta
         return positive
 
@@ -200,11 +207,22 @@ class DAdmmNode:
             else:
                 W = tasks[:, tcols["w"]]
                 block.related.rows[...] = related_rows(directions(W[self.start:self.stop]), W, self.K)
-            if block.bayes is not None and self.sums is None:
+            if block.bayes is not None and not self._groups:
                 block.bayes.set_totals(nodes[:, cols["B"]].sum(axis=0))
         block.dual_step(u, V_own)
         if self.given:
             self._own_tasks[:, tcols["v"]] = V_own
+        if self.prior is not None:
+            # after the z-step, as a synchronous round's sums: a prior taken here is used
+            # from the next round on
+            self.prior.advance(self._seen_at(self.round - 1))
+
+    def _seen_at(self, t: int) -> float:
+        """The instances over all tasks up to round ``t`` (the plan's)."""
+        if self._seen is None:
+            raise RuntimeError("asynchronous D-ADMM with the mixture prior needs the run's plan "
+                               "(DAdmmNode.plan) before its first round")
+        return float(self._seen[min(t, len(self._seen) - 1)])
 
     def plan(self, instances, first_round: int = 0) -> None:
         """Every round's instances over all the tasks (the same on every node), from round 0
@@ -234,6 +252,8 @@ class DAdmmNode:
             out.update({f"consensus_{k}": v for k, v in self.consensus.state().items()})
         out["table"] = self.table.copy()
         out["round"] = np.int64(self.round)
+        if self.prior is not None:
+            out.update(self.prior.state())
         return out
 
     def load_state(self, state: dict) -> None:
@@ -243,6 +263,8 @@ class DAdmmNode:
                                        if k.startswith("consensus_")})
         self.table[...] = state["table"]          # in place: the exchange is bound to this buffer
         self.round = int(state["round"])
+        if self.prior is not None:
+            self.prior.load_state(state)
 
     def checked(self, rows=None) -> list:
         """The arrays of the tasks ``rows`` (None: all), the table and the node's own

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .admm import GIVEN, LARGE_DIM, AdmmParams, coordinates_of, coupling
+from . import mixture
 from .bayes import used as bayes_used
+from .gossiped_prior import row_size as gossiped_row_size
 from .cadmm import down_parts, up_parts
 from .wsteps import AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, arow_form, full_arow_cost
 
@@ -36,6 +38,7 @@ class Held(NamedTuple):
     worker_blocks: list         # the server pattern's workers' (start, stop), in rank order
     nodes: int                  # the neighbour pattern's graph nodes
     rows: object = None         # C-ADMM's RowFormat (None: messages of every coordinate)
+    asynchronous: bool = False  # --sync partial (D-ADMM's rows then carry the mixture's estimate)
 
 
 MORE_RANKS = "use fewer tasks or features, or more ranks so that each holds fewer tasks"
@@ -93,6 +96,9 @@ def admm(params: AdmmParams, held: Held) -> list:
     if held.pattern == "neighbours":
         nodes = held.nodes
         width = 1 + d + 3 + (d * d if params.experts and nodes * d < K else 0)
+        if (held.asynchronous and params.experts and bayes_used(K, d, params.class_weight)
+                and mixture.used(d)):
+            width += gossiped_row_size(d)       # the estimate in progress (gossiped_prior)
         rows = (2 * d if coupling(params) == GIVEN else 0) + (d if params.experts and nodes * d >= K else 0)
         out.append(Part(held.blocks * 3 * (nodes * width + K * rows) * 8,
                         f"d-admm's gossiped table: {nodes} nodes" + (f" and {K} tasks" if rows else "")

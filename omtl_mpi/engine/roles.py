@@ -102,7 +102,10 @@ class Engine:
                                     sized=bool(sized(params, K, d)) if callable(sized) else False)
             return
         first = 0 if size == 1 else rank
-        self.holders = [algo.node(params, K, d, a, b, topology, first + i)
+        # the nodes' asynchronous table layout (D-ADMM's: the mixture prior's columns)
+        more = ({"asynchronous": True} if partial is not None
+                and "asynchronous" in inspect.signature(algo.node).parameters else {})
+        self.holders = [algo.node(params, K, d, a, b, topology, first + i, **more)
                         for i, (a, b) in enumerate(local)]
         if topology is None:
             self.comm = NoExchange()

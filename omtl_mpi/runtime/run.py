@@ -144,7 +144,8 @@ def model_bytes(cfg: RunConfig, K: int, d: int, size: int, pattern: str,
                 tasks=max((sum(b - a for a, b in rank) for rank in blocks), default=0),
                 blocks=max((len(rank) for rank in blocks), default=0),
                 worker_blocks=everyone if pattern == "server" else [],
-                nodes=n_nodes or (size if size > 1 else K), rows=rows)
+                nodes=n_nodes or (size if size > 1 else K), rows=rows,
+                asynchronous=cfg.sync == "partial")
     return algo.footprint(cfg.params, held)
 
 
