@@ -57,13 +57,15 @@ class _Gossip:
             prior.advance(seen)
         for i in range(N):
             self.history[i].append(self.tables[i][i].copy())
-        # a snapshot of e + 1 is written only once every node has finished e
+        # a snapshot of e + 1 is written only once every node is past reading e's: after
+        # the first estimate (no EM steps), once every node finished it; after a later one,
+        # once every node is at its last EM step or beyond
         own = np.array([h[-1] for h in self.history])
+        tags = [tuple(t) for t in own[:, self.cols["em_tag"]].astype(int)]
         for row in own:
-            e = int(row[self.cols["snap_tag"]][0])
-            if e > 1:
-                tags = own[:, self.cols["em_tag"]]
-                assert ((tags[:, 0] > e - 1) | (tags[:, 1] == DONE)).all()
+            e = int(row[self.cols["snap_tag"]][0]) - 1
+            if e >= 1:
+                assert all(t >= ((1, DONE) if e == 1 else (e, mixture.EM_STEPS)) for t in tags)
 
     def until_done(self, estimate: int, seen: float, most: int = 400) -> int:
         for n in range(most):
@@ -90,7 +92,7 @@ def test_every_node_takes_the_synchronous_estimate_of_the_same_totals():
     one.set_totals(one.statistics())                # the first estimate: the Gaussian prior
     gossip.until_done(1, seen)
     for e in experts:
-        assert e.prior_version == 1 and e._width == 1 and e.estimated_at == seen
+        assert e._width == 1 and e.estimated_at == seen
         np.testing.assert_allclose(e._prior[0], one._prior[0], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(e.centres_, one.centres_, rtol=0, atol=1e-10)
     gossip.round(seen)                              # the instances have not grown: nothing
@@ -102,7 +104,7 @@ def test_every_node_takes_the_synchronous_estimate_of_the_same_totals():
     rounds = gossip.until_done(2, 2 * seen)
     assert rounds > mixture.EM_STEPS and gossip.lagged_reads > 0
     for e in experts:
-        assert e._width == mixture.GROUPS and e.prior_version == 2
+        assert e._width == mixture.GROUPS
         np.testing.assert_array_equal(e._V, experts[0]._V)
         np.testing.assert_array_equal(e._const, experts[0]._const)
         np.testing.assert_array_equal(e._prior[0], experts[0]._prior[0])
@@ -129,7 +131,11 @@ def test_a_node_waits_for_every_nodes_part_and_resumes_from_its_state():
     # node 2 lacks node 0's snapshot: it never takes estimate 1, and so, though the instances
     # have grown tenfold, nobody starts the next (node 2 may still need their snapshots of 1)
     assert [(p.estimate, p.step) for p in gossip.priors] == [(1, DONE), (1, DONE), (1, 0)]
-    assert experts[2].prior_version == 0 and experts[0].prior_version == 1
+    # meanwhile node 2 uses the Gaussian prior of the snapshots it holds, its own and node 1's
+    assert experts[0]._width == experts[2]._width == 1
+    Pi, _ = bayes.prior(experts[1].statistics().copy() + experts[2].statistics(), D)
+    np.testing.assert_array_equal(experts[2]._prior[0], Pi)
+    assert not np.array_equal(experts[0]._prior[0], Pi)
     # a node's state holds the estimate in progress: a copy loaded from it goes on alike
     state = gossip.priors[1].state()
     copy = GossipedPrior(experts[1], gossip.tables[1].copy(), gossip.cols, 1)
@@ -155,13 +161,20 @@ def _engine_run(monkeypatch, slow: float = 3.0, nodes: int = 4):
     algo = registry.get("d-admm")
     roles = build(algo, algo.params().resolved(T), Kr, D, topology=load_topology("ring", nodes),
                   nodes=nodes, partial=Partial(1, 3, Stragglers({1: slow}), rounds=T))
-    finished = {}
-    finish = GossipedPrior._finish
+    finished, totals_of = {}, {}
+    finish, e_step = GossipedPrior._finish, GossipedPrior._e_step
+
+    def e_stepping(self, s):
+        if s == 1:      # every node's snapshot of the estimate is in the table now
+            totals_of[self.node, self.estimate] = sum(r[self.cols["snap"]] for r in self.rows)
+        e_step(self, s)
 
     def recording(self):
         finish(self)
         rows, cols = self.rows, self.cols
-        totals = sum(r[cols["snap"]] for r in rows)
+        # (a node that finished the estimate may have written its next snapshot already)
+        totals = totals_of.get((self.node, self.estimate),
+                               sum(r[cols["snap"]] for r in rows))
         # each node's last step's sums: beside, once it marked the estimate finished
         last = sum(r[cols["em_last"] if r[cols["em_tag"]][1] == DONE else cols["em"]]
                    for r in rows)
@@ -170,6 +183,7 @@ def _engine_run(monkeypatch, slow: float = 3.0, nodes: int = 4):
             (self.estimate, e._prior[0].copy(), e._V[:, :e._width].copy(),
              e._const[:e._width].copy(), e.centres_.copy(), totals, last))
     monkeypatch.setattr(GossipedPrior, "_finish", recording)
+    monkeypatch.setattr(GossipedPrior, "_e_step", e_stepping)
     layouts = []
     for a, b in roles.blocks:
         layout = RoundLayout(lengths[a:b], 1, T, D)
@@ -202,15 +216,17 @@ def test_the_nodes_of_an_asynchronous_run_hold_one_prior_per_estimate(monkeypatc
                                            rtol=1e-10, atol=1e-10)
                 continue
             c, share = mixture.m_step(last, D)
-            Pi_x, V_x, const_x = mixture.mixture_prior(c, share, last, mixture.moments_of(totals, D)[0])
+            Sx = mixture.moments_of(totals, D)[0]
+            Pi_x, V_x, const_x = mixture.mixture_prior(c, share, last, Sx)
             np.testing.assert_allclose(centres, c, rtol=1e-10, atol=1e-10)
             for mine, expected in ((Pi, Pi_x), (V, V_x), (const, const_x)):
                 np.testing.assert_allclose(mine, expected, rtol=1e-10, atol=1e-10)
-    # the nodes now: one prior per version, one set of centres per (estimate, step)
-    by_version, by_step = {}, {}
+    # the nodes now: one prior per estimate finished, one set of centres per (estimate, step)
+    by_estimate, by_step = {}, {}
     for node in roles.holders:
-        b = node.block.bayes
-        prior = by_version.setdefault(b.prior_version, (b._prior[0], b._V, b._const))
+        b, p = node.block.bayes, node.prior
+        done = p.estimate if p.step == DONE else p.estimate - 1
+        prior = by_estimate.setdefault(done, (b._prior[0], b._V, b._const))
         for mine, theirs in zip((b._prior[0], b._V, b._const), prior):
             np.testing.assert_array_equal(mine, theirs)
         centres = by_step.setdefault((node.prior.estimate, node.prior.step), b.centres_)

@@ -10,13 +10,14 @@ numbered 1, 2, ... alike on every node. A node
 
 - starts estimate e + 1 (writes its snapshot) at its first round after it finished e in which
   the instances seen over all tasks (the run's plan, the same on every node) have reached
-  :data:`.bayes.GROWTH` times the instances of e's totals, and its table shows that every node
-  finished e (so nobody still needs the snapshot it overwrites); the first as soon as any
-  instance is seen;
+  :data:`.bayes.GROWTH` times the instances of e's totals (after the first estimate, also once
+  its table shows that every node finished it: see :meth:`GossipedPrior._advanced`); the first
+  as soon as any instance is seen;
 - once its table holds every node's snapshot of e, sums them in node order (the totals): the
   first estimate takes the Gaussian prior and draws the centres (:func:`.mixture.first_centres`,
-  as a synchronous run's first); a later one takes ``moments_of(totals)`` and computes its
-  E-step sums of step 1 under the last centres;
+  as a synchronous run's first; until then, the Gaussian prior of the snapshots it holds); a
+  later one takes ``moments_of(totals)`` and computes its E-step sums of step 1 under the last
+  centres;
 - once its table holds every node's E-step sums of step s, sums them in node order and makes
   the M-step; after the last (:data:`.mixture.EM_STEPS`), it takes the mixture
   (:func:`.mixture.mixture_prior`) and marks e finished (tag (e, :data:`DONE`)).
@@ -25,7 +26,10 @@ Every node thus computes every estimate from the same numbers in the same order:
 prior to the bit, at different rounds, and the rounds never wait for it. Why two E-step slots:
 node j moves to step s + 1 as soon as it holds every node's step-s sums, possibly before node i
 has seen j's; j's row keeps them beside, and j cannot move to s + 2 before i has written s + 1,
-which needs j's s. docs/ALGORITHMS.md section 2.9.
+which needs j's s. Why a snapshot is never overwritten before every node has read it: a node
+finishes a later estimate e only once it holds every node's last E-step sums, so every node is
+then past step 0 of e; the first estimate has no EM steps, hence the second's extra wait.
+docs/ALGORITHMS.md section 2.9.
 """
 from __future__ import annotations
 
@@ -75,6 +79,7 @@ class GossipedPrior:
         self.d, self.G = expert.d, expert.G
         self.estimate, self.step = 0, DONE
         self.at = 0.0                   # the instances in the totals of the estimate in progress
+        self.held = 0                   # the snapshots of the provisional prior in use
         self.Sx = np.zeros((self.d, self.d))
         self.P = np.zeros((self.d, self.d))
 
@@ -90,8 +95,11 @@ class GossipedPrior:
         if self.step == DONE:
             if not (seen > 0 and seen >= bayes.GROWTH * self.expert.estimated_at):
                 return False
-            # everyone finished e: nobody reads its snapshot of e any more
-            if e and not all(_tag(r) == (e, DONE) for r in rows[:, cols["em_tag"]]):
+            # the first estimate has no EM steps: a node may finish it before another has read
+            # its snapshot, so the second waits until every node has finished the first (a
+            # later estimate e is finished only once every node's last E-step sums are in,
+            # so every node is then past reading the snapshots of e)
+            if e == 1 and not all(_tag(r) == (1, DONE) for r in rows[:, cols["em_tag"]]):
                 return False
             self.estimate, self.step = e + 1, 0
             own = rows[self.node]
@@ -99,7 +107,10 @@ class GossipedPrior:
             own[cols["snap_tag"]] = e + 1
             return True
         if self.step == 0:
-            if (rows[:, cols["snap_tag"]][:, 0] != e).any():
+            held = rows[:, cols["snap_tag"]][:, 0] == e
+            if not held.all():
+                if e == 1:
+                    self._provisional(held)
                 return False
             totals = _node_sum([r[cols["snap"]] for r in rows])
             self.at = float(totals[-2])
@@ -132,6 +143,20 @@ class GossipedPrior:
             self._finish()
         return True
 
+    def _provisional(self, held: np.ndarray) -> None:
+        """Before the first estimate is agreed (its snapshots take the graph's diameter in
+        rounds to reach every node), the Gaussian prior of the snapshots this node holds, taken
+        again when more have come: an expert without a prior predicts +1 with margin 0, and
+        its mistakes in those rounds would weigh it down in the vote for the rest of the run."""
+        count = int(held.sum())
+        if count == self.held:
+            return
+        self.held = count
+        totals = _node_sum([r[self.cols["snap"]] for r in self.rows[held]])
+        if totals[-2] > 0:
+            Pi, Pi_mu = bayes.prior(totals, self.d)
+            self.expert._take(Pi, Pi_mu[:, None], np.zeros(1))
+
     def _e_step(self, s: int) -> None:
         """This node's E-step sums of step ``s`` under the current centres into its row, the
         last step's kept beside (only the last step's within moments are read: P there)."""
@@ -151,12 +176,13 @@ class GossipedPrior:
 
     def state(self) -> dict:
         return {"gossiped_estimate": np.int64(self.estimate), "gossiped_step": np.int64(self.step),
-                "gossiped_at": np.float64(self.at), "gossiped_Sx": self.Sx.copy(),
+                "gossiped_at": np.float64(self.at), "gossiped_held": np.int64(self.held),
+                "gossiped_Sx": self.Sx.copy(),
                 "gossiped_P": self.P.copy()}
 
     def load_state(self, state: dict) -> None:
         self.estimate, self.step = int(state["gossiped_estimate"]), int(state["gossiped_step"])
-        self.at = float(state["gossiped_at"])
+        self.at, self.held = float(state["gossiped_at"]), int(state["gossiped_held"])
         self.Sx[...] = state["gossiped_Sx"]
         self.P[...] = state["gossiped_P"]
 
