@@ -233,8 +233,8 @@ def test_the_nodes_of_an_asynchronous_run_hold_one_prior_per_estimate(monkeypatc
         np.testing.assert_array_equal(b.centres_, centres)
 
 
-def _synth(*extra):
-    return ("run", "--algo", "d-admm", "--synth-tasks", "12", "--synth-samples", "300", *extra)
+def _synth(*extra, samples: int = 300):
+    return ("run", "--algo", "d-admm", "--synth-tasks", "12", "--synth-samples", samples, *extra)
 
 
 def test_one_process_with_the_mixture_prior_runs_and_repeats_to_the_bit(capsys, tmp_path):
@@ -299,6 +299,19 @@ def test_an_mpi_run_with_the_mixture_prior_is_replayed_bit_for_bit(mpiexec, caps
     assert differing(run, again) == []
     # the replay is the MPI run: there too every node finished a mixture's estimate
     assert all((i, 2) in finished for i in range(ranks)), finished
+
+
+@pytest.mark.mpi
+def test_an_mpi_run_with_the_mixture_prior_resumed_replays_bit_for_bit(mpiexec, capsys, tmp_path):
+    part, again = tmp_path / "part.h5", tmp_path / "again.h5"
+    base = _synth("--topology", "ring", "--sync", "partial", "--max-delay", "3", "--slow", "1:3",
+                  "--checkpoint-every", "150", samples=400)
+    r = omtl(*base, "--fail-at", "250", "--fail-rank", "2", "--out", part, np_ranks=3, timeout=180)
+    assert r.returncode == 1 and not part.exists(), r.stderr
+    r = omtl(*base, "--resume", tmp_path / "part.ckpt.h5", "--out", part, np_ranks=3, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert cli(capsys, "run", "--replay", part, "--out", again)[0] == 0
+    assert differing(part, again) == []
 
 
 def test_a_row_grows_by_the_priors_columns_only_asynchronously():
