@@ -167,7 +167,7 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
     then ``keep(state)`` and ``save(round)``."""
     from mpi4py import MPI
 
-    from ..comm.waiting import wait, wait_all
+    from ..comm.waiting import wait_some
     size = node.message.size
     n = len(neighbours)
     outbox = [np.empty(size + 1), np.empty(size + 1)]       # this round's and the last one's
@@ -195,13 +195,26 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
         have[k] = int(inbox[k][-1])
         receives[k] = (comm.Irecv([inbox[k], MPI.DOUBLE], neighbours[k], DOWN)
                        if have[k] < T - 1 else MPI.REQUEST_NULL)
+
+    def serve(sends: list, until=lambda: True) -> None:
+        """Wait until every send of ``sends`` is complete and ``until()``, taking every table
+        that arrives meanwhile, from any neighbour. A table above MPI's eager limit is sent
+        only once its receiver has posted a receive, and a node holds one receive a
+        neighbour, posted again when it takes what came: a node that waited for its sends, or
+        for one neighbour, without taking the others' tables could wait for a neighbour that
+        waits for it (seen with tables of tens of KiB: many tasks with --preset paper, or the
+        mixture prior's columns)."""
+        while True:
+            pending = [r for r in sends if r != MPI.REQUEST_NULL]
+            if not pending and until():
+                return
+            posted = [k for k in range(n) if receives[k] != MPI.REQUEST_NULL]
+            for i in wait_some(pending + [receives[k] for k in posted], clock):
+                if i >= len(pending):
+                    take(posted[i - len(pending)])
     for t in range(first_round, T):
         if t == cut:                # every table sent delivered, the neighbours' of the round in
-            wait_all(sends[0] + sends[1], clock)
-            for k in range(n):
-                while have[k] < t - 1:
-                    wait(receives[k], clock)
-                    take(k)
+            serve(sends[0] + sends[1], lambda: min(have, default=t) >= t - 1)
             keep({"newest": newest.copy(), "have": np.array(have, dtype=np.int64),
                   "used": used.copy()})
             save(t)
@@ -214,7 +227,7 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
         if delay is not None:
             delay(t, perf_counter() - t0)
         box = outbox[t % 2]
-        wait_all(sends[t % 2], clock)
+        serve(sends[t % 2])
         t1 = perf_counter()
         box[:-1] = node.message
         box[-1] = t
@@ -225,17 +238,12 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
             while receives[k] != MPI.REQUEST_NULL and receives[k].Test():
                 take(k)
         clock.comm += perf_counter() - t1
-        for k in range(n):
-            while have[k] < t - TAU:            # too old: wait for that neighbour
-                wait(receives[k], clock)
-                take(k)
+        # a table too old: wait for that neighbour
+        serve([], lambda: min(have, default=t) >= t - TAU)
         used[t] = have
         staleness[t] = node.merge(newest)
         node.finish_round()
         clock.stop(t)
-    for k in range(n):          # the neighbours' last tables: not used, but received
-        while have[k] < T - 1:
-            wait(receives[k], clock)
-            take(k)
-    wait_all(sends[0] + sends[1], clock)
+    # the neighbours' last tables: not used, but received
+    serve(sends[0] + sends[1], lambda: min(have, default=T - 1) >= T - 1)
     return used
