@@ -6,9 +6,9 @@ parts the consensus and the vote need) and, where the math needs every task, one
 
 What each part is, the round's steps and the messages' sizes: docs/ALGORITHMS.md section 3;
 the mixture prior's sums over every node (:attr:`DAdmmNode.sums`): section 2.8; under
-``--sync partial``, its estimates through the table (:attr:`DAdmmNode.prior`): section 2.9. The consensus
-runs the C-ADMM server's objects, which is why D-ADMM on a fully connected graph predicts
-exactly like C-ADMM.
+``--sync partial``, its estimates through the table (:attr:`DAdmmNode.prior`): section 2.9.
+The consensus runs the C-ADMM server's objects, which is why D-ADMM on a fully connected graph
+predicts exactly like C-ADMM.
 """
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def related_form(params, n_tasks: int, dim: int, n_nodes: int) -> str | None:
 
 class DAdmmNode:
     """One D-ADMM node, node ``node`` of ``topology``, holding tasks ``start..stop-1`` of
-    ``n_tasks`` (:class:`.contract.Node`; without a topology, a node with no neighbours).
+    ``n_tasks`` (:class:`.contract.Node`; without a topology, a node with no neighbours);
+    ``asynchronous``: a node of ``--sync partial``, whose rows carry the mixture prior's
+    estimate in progress where the vote has one (:attr:`prior`).
 
     ``slots`` (n_neighbours + 1, size) holds this node's table in slot 0 (what it sends) and
     what its neighbours sent in the others (:attr:`inbox`, where the exchange writes), so that
