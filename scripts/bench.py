@@ -122,6 +122,9 @@ def _fast_workers(report: dict) -> float:
               for part in spec.split(",") if part}
     first = 1 if len(finish) == report["ranks"] - 1 else 0
     fast = [w for w in range(len(finish)) if w + first not in slowed]
+    if not fast:
+        fail("the metric fast_workers_s needs a worker that --slow does not slow: "
+             f"this row slows all of them ({report.get('stragglers')})")
     return float(finish[fast].max())
 
 

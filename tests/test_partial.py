@@ -275,8 +275,7 @@ def test_d_admm_in_lockstep_is_synchronous_d_admm_and_lags_otherwise(capsys, tmp
     assert differing(lag, again) == []
 
 
-# (d-admm with the vote's mixture prior, more tasks than features, was refused here: it now
-# runs, its estimates agreed through the table: tests/test_gossiped_prior.py)
+# d-admm with the vote's mixture prior runs: tests/test_gossiped_prior.py
 @pytest.mark.parametrize("args, message", [
     (["--algo", "d-psgd"], "d-psgd cannot run with --sync partial: its nodes average"),
     (["--algo", "d-admm", "--min-workers", "2"], "--min-workers does nothing for this run"),

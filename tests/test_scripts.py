@@ -279,10 +279,10 @@ def test_wstep(tmp_path):
 
 
 def test_asynchronous(tmp_path):
-    """Each learner with --sync full and with --sync partial and a slowed worker, one seed: on 4
-    tasks every pair runs; on 12 tasks (more than the 10 features with the intercept, so the
-    vote's mixture prior) D-ADMM's asynchronous rounds are refused, and the table's rows say so
-    and why, beside the runs that did run."""
+    """Each learner with --sync full and with --sync partial and a slowed worker, one seed, on 4
+    tasks and on 12 (more than the 10 features with the intercept: the vote's mixture prior,
+    which asynchronous D-ADMM's nodes agree through their tables); D-PSGD's asynchronous rounds
+    are refused, and the table's rows say so and why, beside the runs that did run."""
     partial = 'options = { nodes = 4, sync = "partial", slow = "1:5" }'
     config = sweep_file(tmp_path, "asynchronous", {
         "small": 'label = "Small"\nsynthetic = { tasks = 4, samples = 40, seed = 0 }',
@@ -291,28 +291,34 @@ def test_asynchronous(tmp_path):
         "c-partial": f'label = "C-ADMM, --sync partial"\nalgo = "c-admm"\n{partial}',
         "d-full": 'label = "D-ADMM ring, --sync full"\nalgo = "d-admm"\ntopology = "ring"\n'
                   'options = { nodes = 4 }',
-        "d-partial": f'label = "D-ADMM ring, --sync partial"\nalgo = "d-admm"\ntopology = "ring"\n{partial}'})
+        "d-partial": f'label = "D-ADMM ring, --sync partial"\nalgo = "d-admm"\ntopology = "ring"\n{partial}',
+        "p-full": 'label = "D-PSGD ring, --sync full"\nalgo = "d-psgd"\ntopology = "ring"\n'
+                  'options = { nodes = 4 }',
+        "p-partial": f'label = "D-PSGD ring, --sync partial"\nalgo = "d-psgd"\ntopology = "ring"\n{partial}'})
     docs, options = sweep_options(tmp_path, config, "asynchronous")
     out = script("results.py", "asynchronous", "--data", tmp_path / "no-raw-data", *options,
                  check=False)
     assert out.returncode == 1, out.stdout + out.stderr                # the refused pair
-    assert "refused: many, d-partial: d-admm cannot run with --sync partial" in out.stdout
+    assert "refused: small, p-partial: d-psgd cannot run with --sync partial" in out.stdout
     assert out.stdout.count("$ omtl-mpi sweep ") == 2                  # one sweep a data set
     lines = stamped(section(docs, "asynchronous"), "python scripts/results.py asynchronous")
     heading = "## Within 0.005 of synchronous?"
-    assert table_rows(lines, heading) == ["Small", "Small", "Many", "Many"]
+    assert table_rows(lines, heading) == ["Small"] * 3 + ["Many"] * 3
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): [c.strip() for c in line.split("|")[1:-1]]
             for line in lines[lines.index(heading):lines.index("## Every seed")] if line.startswith("| ")}
-    refused = rows[("Many", "D-ADMM ring")]
-    assert refused[4] == "refused" and refused[7].startswith("refused: d-admm cannot run with "
-                                                             "--sync partial: the vote's mixture prior")
-    for key in (("Small", "C-ADMM"), ("Small", "D-ADMM ring"), ("Many", "C-ADMM")):
+    refused = rows[("Small", "D-PSGD ring")]
+    assert refused[4] == "refused" and refused[7].startswith("refused: d-psgd cannot run with "
+                                                             "--sync partial")
+    # on 12 tasks D-PSGD's 4 nodes are refused with either rounds (one task a node)
+    assert rows[("Many", "D-PSGD ring")][7].startswith("refused: d-psgd runs one task per node")
+    for key in (("Small", "C-ADMM"), ("Small", "D-ADMM ring"), ("Many", "C-ADMM"),
+                ("Many", "D-ADMM ring")):
         full, part, diff = float(rows[key][3]), float(rows[key][4]), float(rows[key][6])
         assert abs(part - full - diff) < 2e-4                              # rounding to 4 places
         assert rows[key][7] == ("yes" if abs(diff) <= 0.005 else "**no**")
     every = lines[lines.index("## Every seed"):]
-    assert "| Many | D-ADMM ring | 0 |" in "\n".join(every) and any(
-        line.startswith("| Many | D-ADMM ring | 0 |") and "| refused |" in line for line in every)
+    assert any(line.startswith("| Small | D-PSGD ring | 0 |") and "| refused |" in line
+               for line in every)
     # the simulated clock: 40 rounds, the fast workers' last round starts at 39, the slowed one's
     # (5 units a round) at 195
     assert "| Small | C-ADMM | 0 | 40 | 39 | 195 | 0.20 |" in lines

@@ -44,28 +44,33 @@ def wait_all(requests: list, clock) -> None:
     _wait(Request.Testall, Request.Waitall, requests, clock)
 
 
-def wait_some(requests: list, clock) -> list:
+def wait_some(requests: list, clock, since: float | None = None) -> list:
     """Complete at least one of ``requests`` (not all null) and return the indices of those
-    that completed, adding the time spent to ``clock.wait``."""
+    that completed, adding the time spent to ``clock.wait``. ``since``: the perf_counter time
+    at which a longer wait made of several of these calls began, from which the yielding
+    phase counts (a caller that takes messages one by one while it waits for another would
+    otherwise yield the CPU without end, restarting the phase each time); the peer timeout
+    still counts from this call, since a message that came shows the peers alive."""
     done = []
 
     def test(reqs):
         done.extend(Request.Testsome(reqs) or ())
         return bool(done)
-    _wait(test, lambda reqs: done.extend(Request.Waitsome(reqs) or ()), requests, clock)
+    _wait(test, lambda reqs: done.extend(Request.Waitsome(reqs) or ()), requests, clock, since)
     return done
 
 
-def _wait(test_of, block, what, clock) -> None:
+def _wait(test_of, block, what, clock, since: float | None = None) -> None:
     if test_of(what):
         return
     t0 = perf_counter()
+    start = t0 if since is None else since
     if WAIT_MODE == "busy":
         block(what)
     else:
         test = partial(test_of, what)
         yield_cpu = os.sched_yield
-        deadline = t0 + SPIN_SECONDS
+        deadline = start + SPIN_SECONDS
         while True:
             yield_cpu()
             if test():

@@ -202,14 +202,15 @@ def gossip(comm, node, me: int, neighbours: list, stream, preds, staleness, T: i
         only once its receiver has posted a receive, and a node holds one receive a
         neighbour, posted again when it takes what came: a node that waited for its sends, or
         for one neighbour, without taking the others' tables could wait for a neighbour that
-        waits for it (seen with tables of tens of KiB: many tasks with --preset paper, or the
-        mixture prior's columns)."""
+        waits for it (tables of tens of KiB: many tasks with --preset paper, or the mixture
+        prior's columns)."""
+        since = perf_counter()
         while True:
             pending = [r for r in sends if r != MPI.REQUEST_NULL]
             if not pending and until():
                 return
             posted = [k for k in range(n) if receives[k] != MPI.REQUEST_NULL]
-            for i in wait_some(pending + [receives[k] for k in posted], clock):
+            for i in wait_some(pending + [receives[k] for k in posted], clock, since):
                 if i >= len(pending):
                     take(posted[i - len(pending)])
     for t in range(first_round, T):

@@ -298,7 +298,8 @@ def write_docs(args, plans: dict, refused: list) -> None:
         "(D-ADMM) on the simulated clock, where rank 1 (`--slow 1:5`: C-ADMM's first worker, "
         "D-ADMM's second node) takes 5 units a round and the others 1, so its results are a "
         "function of the seed; `--min-workers` and `--max-delay` are the defaults (half the "
-        f"workers, 8). Seeds {seeds} are stream orders (`--seed`). The error is the final "
+        "workers, 8), but where a learner's name gives another `--max-delay`"
+        f". Seeds {seeds} are stream orders (`--seed`). The error is the final "
         "mean cumulative error (the mean over tasks of each task's mistakes over its "
         "instances), as `omtl-mpi report` tabulates it.", "",
         *failed_runs_all(sweeps),

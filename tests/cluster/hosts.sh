@@ -73,7 +73,10 @@ shape)
     n=$1; rate=$2
     for i in $(seq 0 $((n - 1))); do shape "$i" "$rate"; done ;;
 addr)
-    echo "10.78.0.$((10 + ${1#h}))" ;;
+    case ${1:-} in
+        h[0-9]|h[0-9][0-9]) echo "10.78.0.$((10 + ${1#h}))" ;;
+        *) echo "hosts.sh: addr takes a host h0..h99, got '${1:-}'" >&2; exit 2 ;;
+    esac ;;
 cut)
     ip netns exec "$prefix-sw" ip link del "${prefix}v${1#h}" ;;
 down)

@@ -39,7 +39,8 @@ on() {                  # on HOST CMD...: CMD in HOST's network namespace; on - 
     if [ "$h" = - ]; then "$@"; else nsenter --net="/run/netns/$prefix-$h" "$@"; fi
 }
 ctl=-
-if [ -f "$dir/hosts" ]; then ctl=h0; prefix=$(cut -d' ' -f1 "$dir/hosts"); fi
+# stop: where start put the controller (a start writes DIR/hosts anew)
+if [ "$cmd" = stop ] && [ -f "$dir/hosts" ]; then ctl=h0; prefix=$(cut -d' ' -f1 "$dir/hosts"); fi
 
 stop_pid() {            # stop_pid FILE: TERM, then KILL after 10 s, the process FILE names
     local file=$1 pid
@@ -55,7 +56,7 @@ stop_pid() {            # stop_pid FILE: TERM, then KILL after 10 s, the process
 
 case "$cmd" in
 env)
-    echo "export SLURM_CONF=$dir/slurm.conf"; exit 0 ;;
+    printf 'export SLURM_CONF=%q\n' "$(cd "$dir" && pwd)/slurm.conf"; exit 0 ;;
 stop)
     # every job of this cluster cancelled and gone first (their steps are not slurmd's
     # children), then the daemons
