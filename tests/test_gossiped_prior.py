@@ -54,18 +54,19 @@ class _Gossip:
                 tags = self.tables[i][:, self.cols["em_tag"]]
                 self.lagged_reads += int(((tags[:, 0] == prior.estimate)
                                           & (tags[:, 1] == prior.step + 1)).sum())
+            snap = self.cols["snap_tag"]
+            before = int(self.tables[i][i][snap][0])
             prior.advance(seen)
+            e = int(self.tables[i][i][snap][0]) - 1
+            if e >= 1 and e + 1 != before:
+                # a snapshot of e + 1, written now, only once every node is past reading e's
+                # (checked against every node's state at this moment): after the first
+                # estimate (no EM steps), once every node finished it; after a later one, once
+                # every node is at its last EM step or beyond
+                least = (1, DONE) if e == 1 else (e, mixture.EM_STEPS)
+                assert all((p.estimate, p.step) >= least for p in self.priors)
         for i in range(N):
             self.history[i].append(self.tables[i][i].copy())
-        # a snapshot of e + 1 is written only once every node is past reading e's: after
-        # the first estimate (no EM steps), once every node finished it; after a later one,
-        # once every node is at its last EM step or beyond
-        own = np.array([h[-1] for h in self.history])
-        tags = [tuple(t) for t in own[:, self.cols["em_tag"]].astype(int)]
-        for row in own:
-            e = int(row[self.cols["snap_tag"]][0]) - 1
-            if e >= 1:
-                assert all(t >= ((1, DONE) if e == 1 else (e, mixture.EM_STEPS)) for t in tags)
 
     def until_done(self, estimate: int, seen: float, most: int = 400) -> int:
         for n in range(most):
