@@ -105,6 +105,20 @@ def differing(a, b) -> list:
     return [k for k in a if k != "attrs" and not np.array_equal(a[k], b[k])]
 
 
+def same_prior_as_one_block(blocks, spans, one, x) -> None:
+    """Every block's empirical-Bayes prior (centres, V, const, Pi) is ``one``'s, the
+    synchronous estimate of a block of every task, to rounding, and so are the tasks' margins
+    on ``x`` (1, d) under it, the blocks holding the tasks ``spans``."""
+    for b in blocks:
+        np.testing.assert_allclose(b.centres_, one.centres_, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(b._V, one._V, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(b._const, one._const, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(b._prior[0], one._prior[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate([b.margins(x[:, a:c]) for (a, c), b in
+                                               zip(spans, blocks)], axis=1),
+                               one.margins(x), rtol=1e-9, atol=1e-12)
+
+
 def layout_of(X_list, y_list, batch, rounds, dim):
     """The runtime's round layout (omtl_mpi.data.rounds.RoundLayout) of in-memory streams."""
     from omtl_mpi.data.rounds import RoundLayout

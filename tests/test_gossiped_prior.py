@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import cli, differing, omtl
+from conftest import cli, differing, omtl, same_prior_as_one_block
 from omtl_mpi.algorithms import bayes, gossiped_prior, mixture
 from omtl_mpi.algorithms.experts import vote_experts
 from omtl_mpi.algorithms.gossiped_prior import DONE, GossipedPrior, columns
@@ -110,15 +110,8 @@ def test_every_node_takes_the_synchronous_estimate_of_the_same_totals():
         np.testing.assert_array_equal(e._const, experts[0]._const)
         np.testing.assert_array_equal(e._prior[0], experts[0]._prior[0])
         np.testing.assert_array_equal(e.centres_, experts[0].centres_)
-        np.testing.assert_allclose(e.centres_, one.centres_, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(e._V, one._V, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(e._const, one._const, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(e._prior[0], one._prior[0], rtol=1e-10, atol=1e-12)
     # and the tasks' margins under it are the one block's
-    x = X[-1][None]
-    np.testing.assert_allclose(np.concatenate([e.margins(x[:, a:b]) for (a, b), e in
-                                               zip(BLOCKS, experts)], axis=1),
-                               one.margins(x), rtol=1e-9, atol=1e-12)
+    same_prior_as_one_block(experts, BLOCKS, one, X[-1][None])
 
 
 def test_a_node_waits_for_every_nodes_part_and_resumes_from_its_state():

@@ -3,6 +3,7 @@ every worker's newest statistics, its mixture's EM steps each made once every wo
 sums under the step's centres have arrived (omtl_mpi/algorithms/served_prior.py)."""
 import numpy as np
 
+from conftest import same_prior_as_one_block
 from omtl_mpi.algorithms import mixture
 from omtl_mpi.algorithms.mixture import MixtureBayes
 from omtl_mpi.algorithms.served_prior import ServedPrior, TakenPrior, sums_size
@@ -58,15 +59,8 @@ def test_the_served_prior_is_the_synchronous_estimate_of_every_block_at_once():
     assert server.em_left == 0 and server.version == 2
     for b in blocks:
         assert b._width == mixture.GROUPS and b.prior_version == 2
-        np.testing.assert_allclose(b.centres_, one.centres_, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(b._V, one._V, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(b._const, one._const, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(b._prior[0], one._prior[0], rtol=1e-10, atol=1e-12)
     # and the tasks' margins under it are the one block's
-    x = X[-1][None]
-    np.testing.assert_allclose(np.concatenate([b.margins(x[:, a:c]) for (a, c), b in
-                                               zip(BLOCKS, blocks)], axis=1),
-                               one.margins(x), rtol=1e-9, atol=1e-12)
+    same_prior_as_one_block(blocks, BLOCKS, one, X[-1][None])
 
 
 def test_an_em_step_waits_for_every_workers_sums_and_the_rounds_do_not():
