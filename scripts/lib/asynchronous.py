@@ -180,11 +180,14 @@ def collect(folder: str, plans: dict):
             if os.path.exists(os.path.join(folder, key, "index.json"))}
 
 
-def _labels(config: str) -> tuple[dict, dict]:
+def _labels(config: str) -> tuple[dict, dict, dict]:
+    """The data sets' and the entries' labels, and each entry's own --max-delay (or None)."""
     with open(config, "rb") as f:
         doc = tomllib.load(f)
+    entries = doc.get("algorithms", {})
     return ({k: v.get("label", k) for k, v in doc.get("data", {}).items()},
-            {k: v.get("label", k) for k, v in doc.get("algorithms", {}).items()})
+            {k: v.get("label", k) for k, v in entries.items()},
+            {k: v.get("options", {}).get("max-delay") for k, v in entries.items()})
 
 
 def _learner(sync_label: str) -> str:
@@ -194,9 +197,7 @@ def _learner(sync_label: str) -> str:
 
 def tables(config: str, sweeps: dict, refused: list) -> tuple[list, list, list]:
     """Lines of the per-seed table, of the summary table and of the clock table."""
-    data_labels, labels = _labels(config)
-    with open(config, "rb") as f:
-        entries = tomllib.load(f).get("algorithms", {})
+    data_labels, labels, bounds = _labels(config)
     why = {(d, e): r for d, e, r in refused}
     per_seed = ["| data | learner | seed | `--sync full` | `--sync partial --slow 1:5` | "
                 "partial - full |", "|---|---|---|---|---|---|"]
@@ -209,9 +210,8 @@ def tables(config: str, sweeps: dict, refused: list) -> tuple[list, list, list]:
         sweep = sweeps.get(key)
         for full, part in pairs(config):
             learner = _learner(labels[full])
-            bound = entries[part].get("options", {}).get("max-delay")
-            if bound is not None:                 # another delay bound than the default's
-                learner += f", --max-delay {bound}"
+            if bounds[part] is not None:          # another delay bound than the default's
+                learner += f", --max-delay {bounds[part]}"
             runs = {e: {o.seed: o for o in sweep.outcomes if o.algorithm == e} if sweep else {}
                     for e in (full, part)}
             failed = {e: {rid.rpartition(".s")[2]: (status, error) for rid, status, error in
@@ -279,7 +279,7 @@ def copy_figures(folder: str, sweeps: dict, figures: str, docs_file: str) -> lis
 def write_docs(args, plans: dict, refused: list) -> None:
     sweeps = collect(args.out, plans)
     per_seed, summary, timed = tables(args.config, sweeps, refused)
-    data_labels, labels = _labels(args.config)
+    data_labels, labels, _ = _labels(args.config)
     finished = sum(len(s.outcomes) for s in sweeps.values())
     not_done = sum(len(s.not_done) for s in sweeps.values())
     out = shown_path(args.out)
