@@ -101,18 +101,33 @@ EXECUTION = (PRESET, ASLR)
 
 def table() -> dict[str, Option]:
     """Every option of a run by name, in ``--help`` order: RunConfig's, the learners' (in
-    registry order), then how it executes; generated on every call from the registry as it is.
+    registry order), then how it executes; generated from the registry as it is (made again
+    whenever a learner was registered or replaced since the last call).
     A field of several learners is one option with each one's default and help (``defaults``,
     ``helps``); its ``default``, ``help``, choices and metavar are the main learner's: the
     default ``--algo`` where it has the field, else the first learner that has it.
     """
     from .algorithms.registry import REGISTRY
+    # every learner made, cloned or checked asks for the table, several times: rebuilt each
+    # time it was a third of the river and scikit-learn suites' time
+    entries = tuple(REGISTRY.items())
+    if _TABLE and len(_TABLE[0]) == len(entries) and all(
+            n == m and a is b for (n, a), (m, b) in zip(_TABLE[0], entries)):
+        return dict(_TABLE[1])
+    _TABLE[:] = [entries, _build_table(REGISTRY)]
+    return dict(_TABLE[1])
+
+
+_TABLE: list = []      # [the registry's (name, entry) pairs, the table made from them]
+
+
+def _build_table(registry) -> dict[str, Option]:
     opts = {f.name: _option(f.name, RunConfig, _default(f)) for f in fields(RunConfig)
             if f.name != "params"}          # the learner's dataclass: its fields are options
     main = opts["algo"].default
     uses: dict[str, list] = {}
     taken = set(opts) | {o.name for o in EXECUTION}
-    for algo in REGISTRY.values():
+    for algo in registry.values():
         for f in fields(algo.params):
             if f.name in taken:
                 raise ValueError(f"{algo.name}: hyper-parameter {f.name!r} is also a run option")
