@@ -7,6 +7,7 @@ no more memory than 512.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import numbers
 import re
@@ -119,16 +120,17 @@ def hash_entries(features, dims: int):
     >>> len(cols), float(np.abs(values).sum())
     (2, 3.5)
     """
-    index, signed = [], []
+    sums: dict[int, float] = {}
     for name, value in features.items():
         if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
             raise TypeError(f"{name!r}: {value!r}")
-        column, sign = feature_column(str(name), dims)
-        index.append(column)
-        signed.append(sign * float(value))
-    cols, inverse = np.unique(np.array(index, dtype=np.int64), return_inverse=True)
-    values = np.bincount(inverse, weights=np.array(signed, dtype=np.float64),
-                         minlength=len(cols)).astype(np.float64)
-    keep = values != 0.0
-    return cols[keep], values[keep]
+        column, sign = _named_column(str(name), dims)
+        sums[column] = sums.get(column, 0.0) + sign * float(value)     # in order, from 0.0
+    cols = sorted(c for c, v in sums.items() if v != 0.0)
+    return np.array(cols, dtype=np.int64), np.array([sums[c] for c in cols], dtype=np.float64)
+
+
+# a dict x names the same features call after call (learn_one / predict_one): each name's hash
+# is worked out once; text n-grams go through _Codes instead
+_named_column = functools.lru_cache(maxsize=1 << 16)(feature_column)
 
