@@ -152,3 +152,42 @@ def test_the_memory_check_uses_the_drawn_lengths(tmp_path, capsys, monkeypatch):
     assert line.startswith(f"error: 20000 tasks x {n.sum()} instances (stream lengths "
                            f"{n.min()}..{n.max()}) x 20 features would need")
     assert "cap --length-max" in line and not (tmp_path / "x.h5").exists()
+
+
+def _floor_by_hand(tasks, seed, **options):
+    """The membership floor one task and one instance at a time, in plain floats (math.erf):
+    an implementation independent of scripts/lib/personal.py's vectorised one."""
+    import math
+    o = {**DEFAULTS, **options}
+    _, X, y = generate_personal(tasks=tasks, seed=seed, **options)
+    C = group_centres(o["groups"], o["dims"], seed)
+    phi = lambda z: 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))     # noqa: E731
+    out = []
+    for Xk, yk in zip(X, y):
+        post = [1.0 / len(C)] * len(C)
+        mistakes = []
+        for x, label in zip(Xk, yk):
+            s = math.sqrt(o["noise"] ** 2 + o["spread"] ** 2 * float(x @ x) / o["dims"])
+            m = [float(x @ c) / s for c in C]
+            p_plus = sum(p * phi(mg) for p, mg in zip(post, m)) / sum(post)
+            mistakes.append(int((1 if p_plus >= 0.5 else -1) != label))
+            post = [p * phi(label * mg) for p, mg in zip(post, m)]
+            post = [p / sum(post) for p in post]
+        out.append(mistakes)
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"groups": 8, "dims": 30, "length_median": 8.0}])
+def test_the_membership_floor_is_bayes_rule_over_the_true_centres(options):
+    """scripts/lib/personal.py's floor makes the mistakes of the same rule computed by hand, and
+    with one group it predicts every instance by the sign of the one centre's margin."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
+    from lib.personal import membership_floor
+    floor = membership_floor(40, 3, **options)
+    assert [m.tolist() for m in floor] == _floor_by_hand(40, 3, **options)
+    assert 0.05 < np.mean([m.mean() for m in floor]) < 0.45       # neither trivial nor chance
+    _, X, y = generate_personal(tasks=40, seed=3, groups=1)
+    c = group_centres(1, DEFAULTS["dims"], 3)[0]
+    assert [m.tolist() for m in membership_floor(40, 3, groups=1)] == [
+        (np.where(Xk @ c >= 0, 1, -1) != yk).astype(int).tolist() for Xk, yk in zip(X, y)]

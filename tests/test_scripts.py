@@ -253,9 +253,11 @@ def test_personal(tmp_path):
     lines = stamped(section(docs, "personal"), "python scripts/results.py personal")
     assert table_rows(lines, "## K = 30 tasks") == [
         "C-ADMM (defaults)", "Hashed personalisation (AdaGrad)", "AROW (single task)",
+        "membership floor (true centres, each task's group inferred)",
         "group oracle (AROW per latent group)"]
     verdicts = [line for line in lines if line.startswith("- C-ADMM (defaults) against")]
     assert len(verdicts) == 4 and all("of 2 draws" in line for line in verdicts)
+    assert sum(line.startswith("- C-ADMM (defaults) above the membership floor") for line in lines) == 1
     assert any(line.startswith("- Mean per-task error over the draws") for line in lines)
 
 
