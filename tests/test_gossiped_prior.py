@@ -234,16 +234,18 @@ def _synth(*extra, samples: int = 300):
 def test_one_process_with_the_mixture_prior_runs_and_repeats_to_the_bit(capsys, tmp_path):
     import json
     a, b, full = (tmp_path / f"{n}.h5" for n in ("a", "b", "full"))
+    # 150 rounds: three estimates of the mixture prior finished and a fourth under way (300
+    # rounds: six and a seventh), each node at its own rounds
     code, out, err = cli(capsys, *_synth("--sync", "partial", "--slow", "2:3", "--json",
-                                         "--out", a))
+                                         "--out", a, samples=150))
     assert code == 0, err
     summary = json.loads(out)
     # more tasks than features, d <= 128: the vote's four experts, the empirical-Bayes one
     # with the mixture prior
     assert summary["tasks"] > summary["dim"] and mixture.used(summary["dim"])
     assert len(vote_experts(summary["tasks"], summary["dim"])) == 4
-    assert cli(capsys, *_synth("--sync", "partial", "--slow", "2:3", "--out", b))[0] == 0
-    assert cli(capsys, *_synth("--out", full))[0] == 0
+    assert cli(capsys, *_synth("--sync", "partial", "--slow", "2:3", "--out", b, samples=150))[0] == 0
+    assert cli(capsys, *_synth("--out", full, samples=150))[0] == 0
     assert differing(a, b) == []
     assert "predictions" in differing(a, full)
     again = tmp_path / "again.h5"
