@@ -256,10 +256,10 @@ def test_one_process_with_the_mixture_prior_runs_and_repeats_to_the_bit(capsys, 
 def test_resumed_from_a_checkpoint_with_an_estimate_in_progress_is_the_uninterrupted_run(
         capsys, tmp_path):
     base = _synth("--sync", "partial", "--max-delay", "3", "--delays", "srad",
-                  "--checkpoint-every", "100")
+                  "--checkpoint-every", "100", samples=150)
     whole, part = tmp_path / "whole.h5", tmp_path / "part.h5"
     assert cli(capsys, *base, "--out", whole)[0] == 0
-    assert cli(capsys, *base, "--fail-at", "250", "--out", part)[0] == 1
+    assert cli(capsys, *base, "--fail-at", "125", "--out", part)[0] == 1
     ckpt = tmp_path / "part.ckpt.h5"
     with h5py.File(ckpt) as f:
         steps = []
