@@ -122,7 +122,7 @@ def hash_entries(features, dims: int):
     """
     sums: dict[int, float] = {}
     for name, value in features.items():
-        if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
+        if type(value) is not float and not isinstance(value, numbers.Real):   # "1.5": text
             raise TypeError(f"{name!r}: {value!r}")
         column, sign = _named_column(str(name), dims)
         sums[column] = sums.get(column, 0.0) + sign * float(value)     # in order, from 0.0
