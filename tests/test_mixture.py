@@ -204,3 +204,19 @@ def test_one_process_equals_mpiexec_with_the_em_exchange(mpiexec, tmp_path, algo
     local = ["--nodes", "4"] if algo == "d-admm" else []
     assert_in_process_equals_mpiexec(["--data", tasks, "--algo", algo, *extra], local, 4,
                                      tmp_path, models=None)
+
+
+def test_a_provisional_prior_is_restored_without_centres():
+    """Before the first estimate draws the centres, a gossiped node uses a provisional Gaussian
+    prior (width 1, no centres): a checkpoint taken then is restored with none (not zeros),
+    and one taken after the centres were drawn gives them back as they were."""
+    K, d = 30, 4
+    e = MixtureBayes(K, d)
+    e._take(np.eye(d) / 0.3, np.ones((d, 1)), np.zeros(1))           # as gossiped_prior does
+    learn(e, rounds(K, d, T=4, B=1), estimate=False)
+    back = MixtureBayes(K, d)
+    back.load_state(e.state())
+    assert e.centres_ is None and back.centres_ is None and back.share_ is None
+    e.centres_, e.share_ = np.arange(e.G * d, dtype=float).reshape(e.G, d), np.full(e.G, 1 / e.G)
+    back.load_state(e.state())
+    assert np.array_equal(back.centres_, e.centres_) and np.array_equal(back.share_, e.share_)

@@ -287,6 +287,8 @@ class MixtureBayes(EmpiricalBayes):
         self._const[...] = state["const"]
         if self._width:
             self._prior = (np.array(state["Pi"], dtype=np.float64), self._V[:, 0].copy())
-        started = self._width > 0
+        # the centres exist once the first estimate drew them; a provisional Gaussian prior
+        # (gossiped_prior) is in use before that, with no centres: their weights are then zero
+        started = bool(np.any(np.asarray(state["share"])))
         self.centres_ = np.array(state["centres"], dtype=np.float64) if started else None
         self.share_ = np.array(state["share"], dtype=np.float64) if started else None
