@@ -53,7 +53,7 @@ def main() -> None:
                 subprocess.run(OMTL + ["data", "synth", "--family", "personal", "--tasks",
                                        str(args.tasks), "--groups", str(groups), "--dims",
                                        str(args.dims), "--length-median", f"{args.median:g}",
-                                       "--seed", str(seed), "-o", path], check=True)
+                                       "--seed", str(seed), "-o", path], check=True, stdout=sys.stderr)
             row = [json.loads(subprocess.run(OMTL + ["run", "--data", path, *options, "--json"],
                                              check=True, capture_output=True,
                                              text=True).stdout)["mean_error"]

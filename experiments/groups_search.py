@@ -56,7 +56,8 @@ def sets(data_dir: str, landmine: str) -> dict:
     paper = os.path.join(data_dir, "paper-1024-1000-100.h5")
     if not os.path.exists(paper):
         subprocess.run(OMTL + ["data", "synth", "--tasks", "1024", "--samples", "1000",
-                               "--seed", "100", "-o", paper], check=True)
+                               "--seed", "100", "-o", paper], check=True,
+                       stdout=sys.stderr)
     out["paper K = 1,024"] = (paper, [["--seed", str(s)] for s in (0, 1, 2)])
     for tasks, groups, dims, median in ((2000, 4, 20, 15), (3000, 8, 30, 8), (3000, 16, 30, 8)):
         for seed in (100, 101, 102):
@@ -65,7 +66,7 @@ def sets(data_dir: str, landmine: str) -> dict:
                 subprocess.run(OMTL + ["data", "synth", "--family", "personal", "--tasks",
                                        str(tasks), "--groups", str(groups), "--dims", str(dims),
                                        "--length-median", str(median), "--seed", str(seed),
-                                       "-o", path], check=True)
+                                       "-o", path], check=True, stdout=sys.stderr)
             out[f"personal {groups} groups, draw {seed}"] = (path, [[]])
     return out
 

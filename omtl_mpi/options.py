@@ -39,9 +39,9 @@ class Option:
     choices: tuple | None = None
     metavar: str | None = None
     kind: str = "run"
-    defaults: dict = field(default_factory=dict)
+    defaults: Mapping = field(default_factory=dict)
     none_text: str | None = None
-    helps: dict = field(default_factory=dict)
+    helps: Mapping = field(default_factory=dict)
 
     @property
     def learners(self) -> tuple:
@@ -139,8 +139,10 @@ def _build_table(registry) -> dict[str, Option]:
                              f"{', '.join(a.name for a, _ in found)}")
         algo, f = next(((a, f) for a, f in found if a.name == main), found[0])
         opts[name] = _option(name, algo.params, _default(f), kind="param",
-                             defaults={a.name: _default(f) for a, f in found},
-                             helps={a.name: _metadata(a.params, name).get("help", "") for a, _ in found})
+                             # read-only: every caller of table() shares them
+                             defaults=types.MappingProxyType({a.name: _default(f) for a, f in found}),
+                             helps=types.MappingProxyType({a.name: _metadata(a.params, name).get("help", "")
+                                                     for a, _ in found}))
     opts.update((o.name, o) for o in EXECUTION)
     return opts
 

@@ -191,3 +191,39 @@ def test_the_membership_floor_is_bayes_rule_over_the_true_centres(options):
     c = group_centres(1, DEFAULTS["dims"], 3)[0]
     assert [m.tolist() for m in membership_floor(40, 3, groups=1)] == [
         (np.where(Xk @ c >= 0, 1, -1) != yk).astype(int).tolist() for Xk, yk in zip(X, y)]
+
+
+def test_the_floors_likelihood_is_the_generators():
+    """P(y = +1 | x, g) = Phi(x . c_g / s(x)), s(x)^2 = noise^2 + spread^2 |x|^2 / d, the
+    floor's likelihood, is what the generator draws: the first instances of 20,000 tasks,
+    binned by it, have that share of positive labels (without the / d the bins are 0.2 off)."""
+    from scipy.special import ndtr
+    K, o = 20000, DEFAULTS
+    _, X, y = generate_personal(tasks=K, seed=5, length_median=1.0, length_sigma=0.0)
+    x, label = np.array([v[0] for v in X]), np.array([v[0] for v in y])
+    c = group_centres(o["groups"], o["dims"], 5)[task_groups(K, o["groups"], 5)]
+    for scale in (o["dims"], 1.0):
+        s = np.sqrt(o["noise"] ** 2 + o["spread"] ** 2 * (x * x).sum(axis=1) / scale)
+        p = ndtr((x * c).sum(axis=1) / s)
+        bins = np.minimum((p * 10).astype(int), 9)
+        gap = max(abs((label[bins == b] > 0).mean() - p[bins == b].mean()) for b in range(10))
+        assert (gap < 0.05) if scale == o["dims"] else (gap > 0.1), (scale, gap)
+
+
+def test_file_names_carry_the_familys_options(tmp_path):
+    """scripts/lib/personal.py reads a draw's options from its file name and draws it with
+    them: the file holds generate_personal's arrays."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
+    from lib import personal
+    m = personal.FILE.match("personal-30-g3-d5-m4.5-2.h5")
+    assert personal.family(m) == {"groups": 3, "dims": 5, "length_median": 4.5}
+    assert personal.heading(30, personal.family(m)) == "## K = 30 tasks, 3 groups, d = 5, median 4.5"
+    assert personal.family(personal.FILE.match("personal-2000-1.h5")) == {}
+    assert personal.FILE.match("personal-30-g3-2.h5") is None
+    path = tmp_path / "personal-30-g3-d5-m4.5-2.h5"
+    personal.draw({path.name: str(path)})                  # by omtl-mpi data synth
+    got = load_tasks(read_meta(path), range(30))
+    _, X, y = generate_personal(tasks=30, groups=3, dims=5, length_median=4.5, seed=2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got.X, X)) and len(got.X) == 30
+    assert all(np.array_equal(a, b) for a, b in zip(got.y, y))

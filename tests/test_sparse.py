@@ -433,3 +433,34 @@ def test_new_text_hashed_in_python_is_the_imported_row(tmp_path):
             omtl_mpi.hash_texts(texts, n_features=n)
         assert len(refused.value.lines) == 1
     assert omtl_mpi.hash_texts(["a b"], 2 ** 31 - 1).shape == (1, 2 ** 31 - 1)
+
+
+def test_a_dict_is_hashed_as_each_name_alone_summed_by_column_in_order():
+    """hash_entries (names' hashes cached) gives the arrays of the plain rule: every name's
+    (column, sign) by feature_column, values summed by column in the dict's order from 0.0
+    (np.bincount), zero sums dropped; the same whatever was hashed before, at any dims."""
+    from omtl_mpi.data.featurise import feature_column, hash_entries
+
+    def reference(features, dims):
+        index, signed = [], []
+        for name, value in features.items():
+            column, sign = feature_column(str(name), dims)
+            index.append(column)
+            signed.append(sign * float(value))
+        cols, inverse = np.unique(np.array(index, dtype=np.int64), return_inverse=True)
+        values = np.bincount(inverse, weights=np.array(signed, dtype=np.float64),
+                             minlength=len(cols))
+        return cols[values != 0.0], values[values != 0.0]
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        dims = int(rng.choice([1, 2, 3, 16, 1000, 2 ** 18]))
+        names = [f"f{rng.integers(0, 40)}" for _ in range(int(rng.integers(0, 12)))]
+        x = {n: (float(rng.normal()) * 10.0 ** float(rng.integers(-300, 300)) if rng.random() < 0.7
+                 else int(rng.integers(-3, 3))) for n in names}
+        if names and rng.random() < 0.2:                 # a zero value beside the others
+            x[names[0]], x["g" + names[0]] = 1.5, 0.0
+        got, want = hash_entries(x, dims), reference(x, dims)
+        assert [a.dtype for a in got] == [np.int64, np.float64]
+        assert all(a.tobytes() == b.tobytes() and a.shape == b.shape for a, b in zip(got, want))
+    assert hash_entries({}, 8)[0].shape == (0,) and hash_entries({"a": 1.0, 7: -0.0}, 8)[0].size == 1
