@@ -39,9 +39,9 @@ class Option:
     choices: tuple | None = None
     metavar: str | None = None
     kind: str = "run"
-    defaults: Mapping = field(default_factory=dict)
+    defaults: dict = field(default_factory=dict)
     none_text: str | None = None
-    helps: Mapping = field(default_factory=dict)
+    helps: dict = field(default_factory=dict)
 
     @property
     def learners(self) -> tuple:
@@ -101,33 +101,18 @@ EXECUTION = (PRESET, ASLR)
 
 def table() -> dict[str, Option]:
     """Every option of a run by name, in ``--help`` order: RunConfig's, the learners' (in
-    registry order), then how it executes; generated from the registry as it is (made again
-    whenever a learner was registered or replaced since the last call).
+    registry order), then how it executes; generated on every call from the registry as it is.
     A field of several learners is one option with each one's default and help (``defaults``,
     ``helps``); its ``default``, ``help``, choices and metavar are the main learner's: the
     default ``--algo`` where it has the field, else the first learner that has it.
     """
     from .algorithms.registry import REGISTRY
-    # every learner made, cloned or checked asks for the table, several times: rebuilt each
-    # time it was a third of the river and scikit-learn suites' time
-    entries = tuple(REGISTRY.items())
-    if _TABLE and len(_TABLE[0]) == len(entries) and all(
-            n == m and a is b for (n, a), (m, b) in zip(_TABLE[0], entries)):
-        return dict(_TABLE[1])
-    _TABLE[:] = [entries, _build_table(REGISTRY)]
-    return dict(_TABLE[1])
-
-
-_TABLE: list = []      # [the registry's (name, entry) pairs, the table made from them]
-
-
-def _build_table(registry) -> dict[str, Option]:
     opts = {f.name: _option(f.name, RunConfig, _default(f)) for f in fields(RunConfig)
             if f.name != "params"}          # the learner's dataclass: its fields are options
     main = opts["algo"].default
     uses: dict[str, list] = {}
     taken = set(opts) | {o.name for o in EXECUTION}
-    for algo in registry.values():
+    for algo in REGISTRY.values():
         for f in fields(algo.params):
             if f.name in taken:
                 raise ValueError(f"{algo.name}: hyper-parameter {f.name!r} is also a run option")
@@ -139,10 +124,8 @@ def _build_table(registry) -> dict[str, Option]:
                              f"{', '.join(a.name for a, _ in found)}")
         algo, f = next(((a, f) for a, f in found if a.name == main), found[0])
         opts[name] = _option(name, algo.params, _default(f), kind="param",
-                             # read-only: every caller of table() shares them
-                             defaults=types.MappingProxyType({a.name: _default(f) for a, f in found}),
-                             helps=types.MappingProxyType({a.name: _metadata(a.params, name).get("help", "")
-                                                     for a, _ in found}))
+                             defaults={a.name: _default(f) for a, f in found},
+                             helps={a.name: _metadata(a.params, name).get("help", "") for a, _ in found})
     opts.update((o.name, o) for o in EXECUTION)
     return opts
 

@@ -7,7 +7,6 @@ no more memory than 512.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import numbers
 import re
@@ -19,18 +18,8 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 def feature_column(gram: str, dims: int):
     """(column, sign) of a feature's name among ``dims``: the hash of every importer and the API."""
-    h = _hash(gram)
+    h = int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
     return h % dims, 1.0 if (h >> 63) & 1 else -1.0
-
-
-def _hash(gram: str) -> int:
-    return int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-# a dict x names the same features call after call (learn_one / predict_one): each name's hash
-# is worked out once (the column is taken of it for the dims of each call); text n-grams go
-# through _Codes instead
-_name_hash = functools.lru_cache(maxsize=1 << 16)(_hash)
 
 
 # texts hashed together (their grams' columns held at once): bounds the temporaries
@@ -132,10 +121,9 @@ def hash_entries(features, dims: int):
     """
     sums: dict[int, float] = {}
     for name, value in features.items():
-        if type(value) is not float and not isinstance(value, numbers.Real):   # "1.5": text
+        if not isinstance(value, numbers.Real):         # "1.5" is text, not a number
             raise TypeError(f"{name!r}: {value!r}")
-        h = _name_hash(str(name))
-        column = h % dims
-        sums[column] = sums.get(column, 0.0) + (1.0 if (h >> 63) & 1 else -1.0) * float(value)
+        column, sign = feature_column(str(name), dims)
+        sums[column] = sums.get(column, 0.0) + sign * float(value)     # in order, from 0.0
     cols = sorted(c for c, v in sums.items() if v != 0.0)
     return np.array(cols, dtype=np.int64), np.array([sums[c] for c in cols], dtype=np.float64)

@@ -171,11 +171,7 @@ class Inputs:
                 self._scale_max[task, cols] = np.maximum(self._scale_max[task, cols],
                                                          np.abs(values))
             values = scaled
-        if self.intercept and n == 1:       # learn_one / predict_one: the row's end is the end
-            cols = np.append(np.asarray(cols, dtype=np.int64), self.n_features)
-            values = np.append(values, 1.0)
-            indptr = np.array([0, len(values)])
-        elif self.intercept:
+        if self.intercept:
             where = np.asarray(indptr[1:]) + np.arange(n)        # each row's end, shifted
             cols = np.insert(np.asarray(cols, dtype=np.int64), indptr[1:], self.n_features)
             values = np.insert(values, indptr[1:], 1.0)
