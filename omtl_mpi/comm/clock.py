@@ -27,9 +27,7 @@ class PhaseClock:
         self.peers = np.zeros((ranks, 2))
         # when each round started (perf_counter seconds): when its instances were predicted
         self.started = np.zeros(rounds)
-        self.comm = 0.0
-        self.wait = 0.0
-        self._t0 = 0.0
+        self.comm = self.wait = self._t0 = 0.0
 
     def peers_of(self, size: int) -> np.ndarray:
         """:attr:`peers` for a world of ``size`` ranks (widened, zeros added, if it is not)."""
@@ -40,19 +38,13 @@ class PhaseClock:
         return self.peers
 
     def start(self) -> None:
-        self.comm = 0.0
-        self.wait = 0.0
+        self.comm = self.wait = 0.0
         self.sent = self.received = 0
         self._t0 = perf_counter()
 
     def stop(self, t: int) -> None:
         total = perf_counter() - self._t0
         self.started[t] = self._t0
-        row = self.rows[t]
-        row[0] = total - self.comm - self.wait
-        row[1] = self.comm
-        row[2] = self.wait
+        self.rows[t] = total - self.comm - self.wait, self.comm, self.wait
         if self.sent or self.received:
-            bytes_ = self.traffic[t]
-            bytes_[0] = self.sent
-            bytes_[1] = self.received
+            self.traffic[t] = self.sent, self.received

@@ -46,12 +46,7 @@ def collective(world, fn):
         result = fn()
     except UserError as exc:
         message = str(exc)
-    messages = world.agree(message)
-    lines: list[str] = []
-    for msg in messages:
-        for line in (msg or "").splitlines():
-            if line not in lines:
-                lines.append(line)
+    lines = dict.fromkeys(line for msg in world.agree(message) for line in (msg or "").splitlines())
     if lines:
         raise SetupFailed("\n".join(lines))
     return result
