@@ -2,6 +2,7 @@
 (:mod:`omtl_mpi.runtime.launchers`), in a process group of its own that a signal stops whole."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -13,12 +14,10 @@ from ..errors import STOPPING
 # with --aslr off, ranks sharing cores re-start without address randomisation before MPI starts
 from ..fast.addresses import for_launch, reexec_early, reexec_if_sharing  # noqa: F401
 
-# What a user or a scheduler sends to stop a command: passed on to the whole MPI job
-FORWARDED = STOPPING
-
 
 class Stopped(Exception):
-    """This process received one of :data:`FORWARDED` while a job it started was running."""
+    """This process received one of :data:`~omtl_mpi.errors.STOPPING` while a job it started
+    was running: passed on to the whole MPI job."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -156,29 +155,23 @@ class _Relay:
         self.thread.join(timeout=10)
 
 
-class signals_raise:
-    """Within this context, the ``signals`` (default :data:`FORWARDED`) raise :class:`Stopped`
-    in the main thread, the first one only (the previous handlers come back on exit).
-    Elsewhere than the main thread: no change."""
+@contextlib.contextmanager
+def signals_raise(signals=STOPPING):
+    """Within this context, the ``signals`` raise :class:`Stopped` in the main thread, the
+    first one only (the previous handlers come back on exit). Elsewhere than the main thread:
+    no change."""
+    import threading
+    fired = []
 
-    def __init__(self, signals=FORWARDED):
-        self.signals = tuple(signals)
-
-    def __enter__(self):
-        import threading
-        self.previous, self.fired = {}, False
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.signals:
-                self.previous[sig] = signal.signal(sig, self._raise)
-        return self
-
-    def _raise(self, signum, frame):
+    def _raise(signum, frame):
         # only the first: a second Ctrl-C must not interrupt the stopping of the job
-        if not self.fired:
-            self.fired = True
+        if not fired:
+            fired.append(signum)
             raise Stopped(signum)
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
+    previous = ({sig: signal.signal(sig, _raise) for sig in signals}
+                if threading.current_thread() is threading.main_thread() else {})
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
             signal.signal(sig, handler)
-        return False
