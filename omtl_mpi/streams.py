@@ -191,8 +191,9 @@ class Result:
 
     def save(self, path) -> None:
         """Write the results file of ``omtl-mpi run --out`` (HDF5, atomically)."""
-        from .runtime.results import check_writable, write_results
-        path = check_writable(path, "path")
+        from .paths import output_file
+        from .runtime.results import write_results
+        path = output_file(path, "path")
         attrs, config, learned, measured = self._run()
         write_results(path, attrs=attrs, config=config, learned=learned, measured=measured)
 

@@ -107,16 +107,16 @@ def test_a_folder_whose_bits_allow_writing_but_that_refuses_a_file_is_refused(tm
 def test_results_and_checkpoints_are_checked_the_same_way(tmp_path, monkeypatch):
     import tempfile
 
-    from omtl_mpi.runtime.results import check_writable
+    from omtl_mpi.paths import output_file
 
     def refuse(*args, **kwargs):
         raise OSError(30, "Read-only file system")
-    check_writable(str(tmp_path / "run.h5"))                       # a folder that takes files
+    output_file(str(tmp_path / "run.h5"), "--out")                 # a folder that takes files
     assert not [p for p in tmp_path.iterdir()]                     # and keeps no probe
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
     with pytest.raises(UserError, match=r"--checkpoint .*c.h5: cannot create a file in folder .* "
                                         r"\(Read-only file system\); choose another --checkpoint"):
-        check_writable(str(tmp_path / "c.h5"), "--checkpoint")
+        output_file(str(tmp_path / "c.h5"), "--checkpoint")
 
 
 def test_a_pseudo_file_system_as_output_is_one_line(tmp_path):

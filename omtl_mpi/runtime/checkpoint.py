@@ -23,6 +23,7 @@ from ..data.taskfile import H5_ERRORS, reason
 from ..data.trees import Damaged, digest_into, read_item, write_tree
 from ..errors import UserError
 from ..paths import regular_file
+from .results import flatten
 
 FORMAT = "omtl-mpi-checkpoint"
 # bumped whenever the layout or meaning of a checkpoint's arrays changes (a state's shape, what a
@@ -71,15 +72,10 @@ def write(path: str, done: int, ranks_state: list, cfg, meta, source) -> None:
 
 
 def _differences(saved: str, current: str) -> str:
-    def flat(d, prefix=""):
-        out = {}
-        for k, v in d.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-        return out
     saved = json.loads(saved)
     if not isinstance(saved, dict):
         return "its recorded configuration is not readable"
-    a, b = flat(saved), flat(json.loads(current))
+    a, b = flatten(saved), flatten(json.loads(current))
     keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     return ", ".join(f"{k} was {a.get(k)!r}, now {b.get(k)!r}" for k in keys[:4])
 
@@ -120,8 +116,6 @@ def read(path: str, cfg, meta, source, ranks: int, rounds: int) -> Checkpoint:
         another run (ranks, data set, contents or configuration).
     """
     where = f"--resume {path}"
-    if not os.path.lexists(path):
-        raise UserError(f"{where}: no such checkpoint file")
     try:
         regular_file(path, "checkpoint file")
     except UserError as exc:

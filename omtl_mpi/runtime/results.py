@@ -25,25 +25,18 @@ from .. import __version__
 from ..atomic import atomic_path
 from ..comm.clock import PHASES
 from ..errors import UserError
-from ..paths import output_file
 
 FORMAT = "omtl-mpi-results"
 # bumped whenever the layout changes (2: per-instance arrays task-major, /tasks/offsets)
 VERSION = 2
 
 
-def check_writable(path, option: str = "--out") -> str:
-    """:func:`omtl_mpi.paths.output_file`, of ``--out`` unless said: before learning starts."""
-    return output_file(path, option)
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
+def flatten(d: dict, prefix: str = "") -> dict:
+    """``{"params": {"eta": 1}}`` -> ``{"params.eta": 1}``."""
     out = {}
     for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = "none" if value is None else value
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict)
+                   else {f"{prefix}{key}": value})
     return out
 
 
@@ -122,8 +115,8 @@ def _write_root(f, attrs: dict, config: dict) -> None:
     for key, value in attrs.items():
         f.attrs[key] = "none" if value is None else value
     g = f.create_group("config")
-    for key, value in _flatten(config).items():
-        g.attrs[key] = value
+    for key, value in flatten(config).items():
+        g.attrs[key] = "none" if value is None else value
 
 
 def _write_learned(f, learned: Learned) -> None:

@@ -19,11 +19,11 @@ from ..data.rounds import RoundLayout, round_instances, rounds_needed
 from ..errors import UserError
 from ..fast import addresses
 from ..memory import size_text
+from ..paths import output_file
 from . import checkpoint as ckpt
 from .faults import NEVER
 from ..engine.placement import check_none_world, check_star_world, graph_nodes, placement
 from .progress import Progress
-from .results import check_writable
 from ..engine import Engine, build
 from ..engine.schedule import CHECK_EVERY, Hooks
 from ..engine.partial import Partial
@@ -64,19 +64,17 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     topology = None
     if algo.pattern == "server":
         check_star_world(size, meta.n_tasks, algo.name)
-        if cfg.sync == "partial":
-            _check_partial(cfg, algo, meta, size)
     elif algo.pattern == "none":
         check_none_world(size, meta.n_tasks, algo.name)
     else:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
-        if cfg.sync == "partial":
-            _check_partial(cfg, algo, meta, size)
+    if cfg.sync == "partial" and algo.pattern != "none":
+        _check_partial(cfg, algo, meta, size)
     _check_memory(cfg, meta, size, algo.pattern,
                   topology.n_nodes if topology is not None else _workers(cfg, meta, size))
     if out is not None:                 # '' or 0 is a bad name, not "no results file"
-        check_writable(out)
+        output_file(out, "--out")
     return algo, meta, topology
 
 
@@ -252,25 +250,9 @@ class Job:
 def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=None,
            source=None, stragglers=None, schedule=None) -> Job:
     """Check the configuration on every rank, agree on it, load this rank's tasks, build its
-    roles and their exchange, and restore a checkpoint. Collective.
-
-    Parameters
-    ----------
-    cfg : RunConfig
-    world : LocalWorld or MpiWorld
-    out, notice, fault, resume, source, stragglers, schedule
-        As in :func:`run`.
-
-    Returns
-    -------
-    Job
-        This rank's part of the run, ready for :func:`learn`.
-
-    Raises
-    ------
-    SetupFailed
-        On every rank, when any rank found a user error.
-    """
+    roles and their exchange, and restore a checkpoint; return this rank's :class:`Job`, ready
+    for :func:`learn`. Collective. The arguments are :func:`run`'s (``world``: a LocalWorld or
+    an MpiWorld); raises SetupFailed on every rank when any rank found a user error."""
     rank, size = world.rank, world.size
     source = make_source(cfg) if source is None else source
     algo, meta, topology = collective(world, lambda: _check(cfg, source, size, out if rank == 0 else None))
@@ -310,8 +292,7 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
               PhaseClock(T, size), my_fault, stragglers,
               # the simulated clock of --sync partial in one process does not sleep
               None if partial is not None and size == 1 else stragglers.delay(rank, T),
-              layouts=set(world.agree(addresses.randomised())))
-    job.hosts = world.hosts()
+              layouts=set(world.agree(addresses.randomised())), hosts=world.hosts())
     if rank == 0 and notice is not None:
         line = _one_host_notice(job.hosts[0])
         if line:
@@ -437,17 +418,10 @@ def _save_checkpoint(job: Job, path: str, done: int) -> None:
 
 
 def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
-    """Run the rounds after the checkpoint (all of them without one) and time them.
-
-    Parameters
-    ----------
-    job : Job
-        From :func:`set_up`; gets the predictions, the wall seconds and this rank's CPU seconds.
-    progress : bool
-        Show a progress bar (rank 0 only).
-    checkpoint : (int, callable), optional
-        ``(every, save)``: ``save(t)`` after every ``every``-th round, on every rank.
-    """
+    """Run the rounds of ``job`` (from :func:`set_up`) after the checkpoint (all of them
+    without one) and time them: the job gets the predictions, the wall seconds and this rank's
+    CPU seconds. ``progress``: a progress bar on rank 0; ``checkpoint``: ``(every, save)``,
+    ``save(t)`` after every ``every``-th round, on every rank."""
     bar = Progress(job.rounds, enabled=progress and job.world.rank == 0)
     check = lambda done: _check_finite(job, done)     # noqa: E731
     # asynchronous ranks are at different rounds: their one collective check is at the end
