@@ -121,9 +121,8 @@ class MpiStar:
         down_counts = np.asarray(down_counts, dtype=np.int64)
         up_offsets = np.concatenate(([0], np.cumsum(up_counts)))
         down_offsets = np.concatenate(([0], np.cumsum(down_counts)))
-        # the bytes of a round's messages, per rank (the sized ones count what they use)
-        self._up_bytes, self._down_bytes = 8.0 * up_counts, 8.0 * down_counts
-        self._up_total, self._down_total = float(self._up_bytes.sum()), float(self._down_bytes.sum())
+        # the bytes of a round's messages, per worker (the sized ones count what they use)
+        self._up_bytes, self._down_bytes = 8.0 * up_counts[1:], 8.0 * down_counts[1:]
         self._requests = []
         self.sized = sized
 
@@ -191,13 +190,9 @@ class MpiStar:
             MPI.Prequest.Startall(self._recv_up)
         clock.comm += perf_counter() - t0
         wait_all(self._recv_up, clock)
-        if self.sized:
-            got = 8.0 * np.array([buf[0] for buf in self._ups])
-            clock.received += float(got.sum())
-            clock.peers_of(self._size)[1:, 1] += got
-        else:
-            clock.received += self._up_total
-            clock.peers_of(self._size)[:, 1] += self._up_bytes
+        got = 8.0 * np.array([buf[0] for buf in self._ups]) if self.sized else self._up_bytes
+        clock.received += float(got.sum())
+        clock.peers_of(self._size)[1:, 1] += got
         return self._gathered
 
     def scatter(self, msg: np.ndarray, clock) -> None:
@@ -208,12 +203,11 @@ class MpiStar:
             self._send_down = [self.comm.Isend([buf[:int(buf[0])], MPI.DOUBLE], r, self.DOWN)
                                for r, buf in enumerate(self._downs, start=1)]
             sent = 8.0 * np.array([buf[0] for buf in self._downs])
-            clock.sent += float(sent.sum())
-            clock.peers_of(self._size)[1:, 0] += sent
         else:
             MPI.Prequest.Startall(self._send_down)
-            clock.sent += self._down_total
-            clock.peers_of(self._size)[:, 0] += self._down_bytes
+            sent = self._down_bytes
+        clock.sent += float(sent.sum())
+        clock.peers_of(self._size)[1:, 0] += sent
         clock.comm += perf_counter() - t0
         wait_all(self._send_down, clock)
 
@@ -224,17 +218,13 @@ class MpiStar:
         n = len(values)
         if getattr(self, "_sum", None) is None or len(self._sum) != n:
             self._sum = np.empty(n)
-            self._rows = np.empty((self.comm.Get_size(), n)) if self.is_server else None
+            self._rows = np.empty((self._size, n)) if self.is_server else None
         send = np.ascontiguousarray(values, dtype=np.float64)
         # up to the server and back down: n numbers each way per worker
-        if self.is_server:
-            clock.received += send.nbytes * (len(self._rows) - 1)
-            clock.sent += send.nbytes * (len(self._rows) - 1)
-            clock.peers_of(self._size)[1:] += send.nbytes
-        else:
-            clock.sent += send.nbytes
-            clock.received += send.nbytes
-            clock.peers_of(self._size)[0] += send.nbytes
+        each = send.nbytes * (self._size - 1 if self.is_server else 1)
+        clock.sent += each
+        clock.received += each
+        clock.peers_of(self._size)[slice(1, None) if self.is_server else 0] += send.nbytes
         t0 = perf_counter()
         request = self.comm.Igather([send, MPI.DOUBLE],
                                     [self._rows, MPI.DOUBLE] if self.is_server else None, root=0)
