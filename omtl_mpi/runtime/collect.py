@@ -35,7 +35,6 @@ def _hosts_report(job: Job) -> dict:
     """Where the ranks ran: each rank's host, ranks per host, the MPI library and the
     transport settings, and the hosts whose ranks shared memory (network namespaces of one
     machine do, unless MPI is told to keep to its network)."""
-    import os
     hosts, groups, library = job.hosts
     shared = {}
     for host, group in zip(hosts, groups):
@@ -48,50 +47,38 @@ def _hosts_report(job: Job) -> dict:
 
 
 def collect(job: Job, out: str | None) -> dict | None:
-    """Gather the predictions, model and timings on rank 0 in task order. Collective.
-
-    Parameters
-    ----------
-    job : Job
-        After :func:`learn`.
-    out : str, optional
-        Results file (HDF5), written atomically by rank 0.
-
-    Returns
-    -------
-    dict or None
-        The report on rank 0 (what ``--json`` prints), None on the other ranks.
-    """
+    """Gather the predictions, model and timings of ``job`` (after :func:`learn`) on rank 0 in
+    task order, and write them to the results file ``out`` (HDF5, atomically) if one is named.
+    Collective. Returns the report on rank 0 (what ``--json`` prints), None elsewhere."""
     world, algo = job.world, job.algo
     rank, size = world.rank, world.size
     if rank != 0 or not out:
         job.fault.check("write")             # rank 0 with a results file fails inside the write
     gathered = _gather(world, job.roles, job.preds, job.batches, _node_extras(job), job.dim)
-    timing = world.gather_rows(job.clock.rows[None], [1] * size)
-    cpu_seconds = world.gather_rows(np.array([job.cpu_seconds]), [1] * size)
-    # every rank's peak resident memory in MiB (Linux reports KiB)
-    peak_rss = world.gather_rows(
-        np.array([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0]), [1] * size)
-    role_names = world.agree(_role(rank, size, algo.pattern, job.roles.local))
-    # when each rank's last round ended, and the sleeps --slow and --delays asked of it
-    finished = world.gather_rows(np.array([job.finished]), [1] * size)
-    injected = world.gather_rows(np.array([job.delay.injected if job.delay else 0.0]), [1] * size)
+
+    def each(value):            # every rank's value (or array), in rank order on rank 0
+        return world.gather_rows(np.asarray(value)[None], [1] * size)
+    timing = each(job.clock.rows)
     workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
     schedule = _schedule(job)
     predicted_at, unit = _predicted_at(job)
-    traffic = world.gather_rows(job.clock.traffic[None], [1] * size)
-    peers = world.gather_rows(job.clock.peers[None], [1] * size)
-    measured = Measured(seconds=timing, roles=role_names, peak_rss=peak_rss,
-                        cpu_seconds=cpu_seconds, staleness=gathered.get("staleness"),
-                        finished=finished, injected=injected,
+    measured = Measured(seconds=timing, roles=world.agree(_role(rank, size, algo.pattern,
+                                                                 job.roles.local)),
+                        # every rank's peak resident memory in MiB (Linux reports KiB)
+                        peak_rss=each(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
+                        cpu_seconds=each(job.cpu_seconds), staleness=gathered.get("staleness"),
+                        # when each rank's last round ended, and the sleeps --slow and --delays
+                        # asked of it
+                        finished=each(job.finished),
+                        injected=each(job.delay.injected if job.delay else 0.0),
                         # asynchronous rounds have no barrier to be last at
                         last=(last_at_barrier(timing, workers if schedule is None else [])
                               if rank == 0 else None),
                         workers=workers, stragglers=job.stragglers.describe(), schedule=schedule,
                         predicted_at=predicted_at, predicted_unit=unit,
                         blocks=np.asarray(job.roles.all_blocks, dtype=np.int64),
-                        hosts=job.hosts[0], shm_groups=job.hosts[1], traffic=traffic,
-                        peer_bytes=peers)
+                        hosts=job.hosts[0], shm_groups=job.hosts[1],
+                        traffic=each(job.clock.traffic), peer_bytes=each(job.clock.peers))
     if rank != 0:
         return None
     lengths = job.meta.lengths
@@ -153,11 +140,9 @@ def _schedule(job: Job) -> dict | None:
 def _node_extras(job: Job) -> dict:
     """The per-node arrays a neighbour learner's holders have besides their tasks' rows: the
     staleness of what they used, and every node's own copy of the shared variables."""
-    extras = {}
     if job.algo.pattern == "server":
-        return extras
-    if job.topology is not None:
-        extras["staleness"] = job.roles.staleness
+        return {}
+    extras = {} if job.topology is None else {"staleness": job.roles.staleness}
     node_arrays = [h.node_arrays() for h in job.roles.holders]
     nodes = job.topology.n_nodes if job.topology is not None else len(node_arrays)
     for key in (node_arrays[0] if node_arrays else {}):
