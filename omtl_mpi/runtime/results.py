@@ -1,19 +1,13 @@
 """The results file: one HDF5 file written by rank 0, atomically (temporary name, then rename).
 
 Its layout, path by path, is docs/GUIDE.md's *Reading results*: the report's scalars and the
-JSON configuration as the root's attributes; /config (every field, flattened, "params."
-prefix); /tasks (names, samples, offsets: task k's instances are [offsets[k], offsets[k+1]) of
-the per-instance arrays); /predictions (int8, -1/+1, task by task, each in the order its stream
-was presented); /metrics; /model; /timing (per rank: seconds (P, T, 3) by phase, roles,
-peak_rss_mib, cpu_seconds, finish_seconds, injected_seconds, last_at_barrier, predicted_at,
-hosts, shm_group, bytes, peer_bytes;
-staleness (N, T) per node of neighbour learners); /schedule (--sync partial). Plain numpy types
-throughout, readable with h5py.
+JSON configuration as the root's attributes, then /config, /tasks, /predictions, /metrics,
+/model, /timing (per rank, and per node of neighbour learners) and /schedule (--sync partial),
+in plain numpy types throughout, readable with h5py.
 """
 from __future__ import annotations
 
 import json
-import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,7 +18,6 @@ import numpy as np
 from .. import __version__
 from ..atomic import atomic_path
 from ..comm.clock import PHASES
-from ..errors import UserError
 
 FORMAT = "omtl-mpi-results"
 # bumped whenever the layout changes (2: per-instance arrays task-major, /tasks/offsets)
