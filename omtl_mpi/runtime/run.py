@@ -3,10 +3,8 @@ collection of results on rank 0 (:func:`run`, in three steps: :func:`set_up`, :f
 :func:`collect`)."""
 from __future__ import annotations
 
-import resource
 import time
 from dataclasses import dataclass, field
-from time import perf_counter
 
 import numpy as np
 
@@ -206,14 +204,11 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
     SetupFailed
         On every rank, when any rank found a user error before learning started.
     """
-    world = world if world is not None else default_world()
-    job = set_up(cfg, world, out=out, notice=notice,
+    job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
                  fault=fault, resume=resume, source=source, stragglers=stragglers,
                  schedule=schedule)
-    save = None
-    if checkpoint_every:
-        save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
-    learn(job, progress, save)
+    save = (checkpoint_every, lambda done: _save_checkpoint(job, checkpoint_path, done))
+    learn(job, progress, save if checkpoint_every else None)
     return collect(job, out)
 
 
@@ -430,15 +425,15 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
                   check=None if partial else check, delay=job.delay)
     job.world.barrier()
     job.learning_started = time.time()
-    cpu0 = _cpu_seconds()
-    t0 = job.started_at = perf_counter()
+    cpu0 = time.process_time()          # user and system CPU seconds
+    t0 = job.started_at = time.perf_counter()
     # a step that overflows is found by the finiteness check, which names the round and the
     # likely cause: numpy's warnings would only add noise before it
     with np.errstate(all="ignore"):
         job.preds, _ = job.roles.run(job.batches, job.clock, hooks, first_round=job.first_round,
                                      instances=round_instances(job.meta.lengths, job.cfg.batch,
                                                                job.rounds))
-    job.seconds = perf_counter() - t0
+    job.seconds = time.perf_counter() - t0
     # when this rank's last round ended, its stream's end: before the waits that close the loop
     # (an asynchronous node's neighbours' last tables, a worker's last replies), which would
     # make a fast worker's end its slowest peer's
@@ -448,7 +443,7 @@ def learn(job: Job, progress: bool = False, checkpoint=None) -> None:
         check(job.rounds)
     # with more ranks than cores, a rank that yields while it waits still counts CPU time, so
     # the report shows what the job took from the machine, not only how long it lasted
-    job.cpu_seconds = _cpu_seconds() - cpu0
+    job.cpu_seconds = time.process_time() - cpu0
     job.roles.close()
 
 
@@ -469,11 +464,3 @@ def _check_finite(job: Job, done: int) -> None:
 _DIVERGES = (("eta", "a small --eta"), ("class_weight", "a large --class-weight"),
              ("rho", "a large --rho"), ("lambda4", "a large --lambda4"),
              ("gamma0", "a large --gamma0"), ("C", "a large --C"))
-
-
-def _cpu_seconds() -> float:
-    """User and system CPU seconds this process has used so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-

@@ -111,13 +111,10 @@ def library_version() -> str:
     return out.stdout if out.returncode == 0 else ""
 
 
-def plugin(chosen: str | None = None, environ=None) -> str | None:
+def plugin(chosen: str | None = None) -> str | None:
     """The ``--mpi`` plugin to pass to srun, or None where ``SLURM_MPI_TYPE`` already says it."""
-    environ = os.environ if environ is None else environ
-    if chosen:
-        return chosen
-    if environ.get("SLURM_MPI_TYPE"):
-        return None
+    if chosen or os.environ.get("SLURM_MPI_TYPE"):
+        return chosen or None
     return srun_plugin(library_version())
 
 
