@@ -3,7 +3,3 @@
 The algorithms never import this package; the runtime hands their messages to a ``comm``
 object and times the calls (:class:`PhaseClock`).
 """
-from .clock import PhaseClock
-from .local import LocalStar, LocalWorld
-
-__all__ = ["PhaseClock", "LocalStar", "LocalWorld"]

@@ -1,7 +1,7 @@
 """The round loop of server-pattern learners (C-ADMM and friends).
 
 One loop serves every layout: in one process the rank is both server and worker (with
-:class:`~omtl_mpi.comm.LocalStar`); under MPI rank 0 is only the server and the others only
+:class:`~omtl_mpi.comm.local.LocalStar`); under MPI rank 0 is only the server and the others only
 workers (with :class:`~omtl_mpi.comm.mpi.MpiStar`).  The math objects are the same.
 
 The loop runs once per round for microseconds of math, so it looks everything up once, before
