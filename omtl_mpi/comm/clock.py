@@ -32,9 +32,7 @@ class PhaseClock:
     def peers_of(self, size: int) -> np.ndarray:
         """:attr:`peers` for a world of ``size`` ranks (widened, zeros added, if it is not)."""
         if self.peers.shape[0] < size:
-            wider = np.zeros((size, 2))
-            wider[:self.peers.shape[0]] = self.peers
-            self.peers = wider
+            self.peers = np.pad(self.peers, ((0, size - self.peers.shape[0]), (0, 0)))
         return self.peers
 
     def start(self) -> None:

@@ -13,11 +13,6 @@ from mpi4py.util.dtlib import from_numpy_dtype
 from .waiting import arrive, wait_all
 
 
-def _displacements(counts) -> np.ndarray:
-    counts = np.asarray(counts, dtype=np.int64)
-    return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-
-
 class MpiWorld:
     """Rank, size and the rare collective helpers of a communicator (default COMM_WORLD)."""
 
@@ -60,7 +55,8 @@ class MpiWorld:
         if self.rank == 0:
             out = np.empty((int(sum(counts)),) + tail, dtype=rows.dtype)
             sizes = np.asarray(counts, dtype=np.int64) * per_row
-            self.comm.Gatherv([rows, mpitype], [out, (sizes, _displacements(sizes)), mpitype], 0)
+            offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            self.comm.Gatherv([rows, mpitype], [out, (sizes, offsets), mpitype], 0)
             return out
         self.comm.Gatherv([rows, mpitype], None, 0)
         return None
@@ -155,7 +151,6 @@ class MpiStar:
                 bind(comm.Recv_init, self._down_buf, [0, down_counts[rank]], 0, self.DOWN),
                 bind(comm.Send_init, self._up_msg, [0, up_counts[rank]], 0, self.UP)]
 
-    # -- worker side -------------------------------------------------------------------
     def up(self, msg: np.ndarray, clock) -> None:
         t0 = perf_counter()
         if msg is not self._up_msg:
@@ -180,7 +175,6 @@ class MpiStar:
         clock.peers_of(self._size)[0, 1] += got
         return self._down_buf
 
-    # -- server side -------------------------------------------------------------------
     def gather(self, clock) -> np.ndarray:
         t0 = perf_counter()
         if self.sized:

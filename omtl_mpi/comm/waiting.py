@@ -92,11 +92,7 @@ def _wait(test_of, block, what, clock, since: float | None = None) -> None:
 
 
 def arrive(comm) -> None:
-    """Return once every rank of ``comm`` has called this, waiting as :func:`wait` does.
-
-    MPI's collectives poll while they wait: a rank that reaches one early spins at 100% CPU
-    until the last rank arrives, and with more ranks than cores that CPU is taken from the
-    ranks still working (C-ADMM's server waits while the workers load their tasks). The rare
-    set-up collectives call this first, so that by the time they start every rank is there.
-    """
+    """Return once every rank of ``comm`` has called this, waiting as :func:`wait` does: MPI's
+    collectives spin while they wait, so the rare set-up collectives call this first (C-ADMM's
+    server would take a core from the workers still loading their tasks)."""
     wait(comm.Ibarrier(), SimpleNamespace(wait=0.0))     # no round's clock counts it
