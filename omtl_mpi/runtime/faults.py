@@ -27,23 +27,20 @@ class Fault:
     def __init__(self, when=None, rank: int = 0, mode: str = "raise", my_rank: int = 0):
         if mode not in MODES:
             raise ConfigError(f"--fail-mode must be one of {', '.join(MODES)}, got {mode!r}")
-        phase, round_ = None, None
-        if when is not None:
-            text = str(when).strip().lower()
-            if text in PHASES:
-                phase = text
-            else:
-                try:
-                    round_ = int(text)
-                except ValueError:
-                    round_ = 0
-                if round_ < 1:
-                    raise ConfigError(f"--fail-at must be a round number >= 1, 'load' or 'write', got {when!r}")
+        text, round_ = None if when is None else str(when).strip().lower(), None
+        if text is not None and text not in PHASES:
+            try:
+                round_ = int(text)
+            except ValueError:
+                round_ = 0
+            if round_ < 1:
+                raise ConfigError(f"--fail-at must be a round number >= 1, 'load' or 'write', "
+                                  f"got {when!r}")
         self.asked = rank if when is not None else None     # the rank asked to fail
         mine = rank == my_rank
         self.at = round_ - 1 if round_ is not None and mine else -1
-        self.phase = phase if mine else None
-        self.mode, self.rank = mode, my_rank
+        self.phase = text if mine and text in PHASES else None
+        self.mode = mode
 
     def check_world(self, size: int) -> None:
         """ConfigError unless the rank asked to fail is one of a job of ``size`` ranks."""
