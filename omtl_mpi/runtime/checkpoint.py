@@ -97,24 +97,11 @@ class Checkpoint:
 
 
 def read(path: str, cfg, meta, source, ranks: int, rounds: int) -> Checkpoint:
-    """A checkpoint made by the same run (rank 0 reads it); refuses every other file in one line.
-
-    Parameters
-    ----------
-    path : str
-        The file given to ``--resume``.
-    cfg, meta, source
-        This run's configuration, data set's metadata and source, as :func:`write` records
-        them (the data's digest is computed only when the checkpoint has one).
-    ranks, rounds : int
-        This run's number of ranks and of rounds.
-
-    Raises
-    ------
-    UserError
-        For a missing file, anything but a regular file, a damaged file, or a checkpoint of
-        another run (ranks, data set, contents or configuration).
-    """
+    """The checkpoint ``path`` (``--resume``), read on rank 0, if the run of ``cfg`` on the data
+    of ``meta`` and ``source`` with ``ranks`` ranks and ``rounds`` rounds made it, as :func:`write`
+    records them (the data's digest is computed only when the checkpoint has one). Raises a
+    UserError of one line for a missing file, anything but a regular file, a damaged file, or a
+    checkpoint of another run (ranks, data set, contents or configuration)."""
     where = f"--resume {path}"
     try:
         regular_file(path, "checkpoint file")
@@ -205,24 +192,19 @@ def _name(parts: list) -> str:
 
 
 def _mismatch(saved, expected, parts: list) -> str | None:
-    if isinstance(expected, dict):
-        if not isinstance(saved, dict):
-            return f"{_name(parts)} is {_what(saved)}, this run's is a group"
-        extra = sorted(set(saved) - set(expected))
+    if isinstance(expected, (dict, list)):
+        group = isinstance(expected, dict)
+        if not isinstance(saved, dict if group else list) or (
+                not group and len(saved) != len(expected)):
+            shape = "a group" if group else f"a list of {len(expected)}"
+            return f"{_name(parts)} is {_what(saved)}, this run's is {shape}"
+        extra = sorted(set(saved) - set(expected)) if group else []
         if extra:
             return f"{_name(parts + [extra[0]])} is not part of this run's state"
-        for key in expected:
-            if key not in saved:
+        for key in expected if group else range(len(expected)):
+            if group and key not in saved:
                 return f"{_name(parts + [key])} is missing"
-            problem = _mismatch(saved[key], expected[key], parts + [key])
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(expected, list):
-        if not isinstance(saved, list) or len(saved) != len(expected):
-            return f"{_name(parts)} is {_what(saved)}, this run's is a list of {len(expected)}"
-        for i, (s, e) in enumerate(zip(saved, expected)):
-            problem = _mismatch(s, e, parts + [str(i)])
+            problem = _mismatch(saved[key], expected[key], parts + [str(key)])
             if problem is not None:
                 return problem
         return None
