@@ -62,7 +62,7 @@ def collect(job: Job, out: str | None) -> dict | None:
     workers = list(range(1, size) if algo.pattern == "server" and size > 1 else range(size))
     schedule = _schedule(job)
     predicted_at, unit = _predicted_at(job)
-    measured = Measured(seconds=timing, roles=world.agree(_role(rank, size, algo.pattern,
+    measured = Measured(seconds=timing, roles=world.agree(_role(rank, algo.pattern,
                                                                  job.roles.local)),
                         # every rank's peak resident memory in MiB (Linux reports KiB)
                         peak_rss=each(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
@@ -249,13 +249,10 @@ def _gather(world, engine, preds, batches, extras, d) -> dict:
     return out
 
 
-def _role(rank: int, size: int, pattern: str, local) -> str:
-    parts = []
-    if pattern == "server" and rank == 0:
-        parts.append("server")
-    for a, b in local:
-        kind = "worker" if pattern == "server" else "node"
-        parts.append(f"{kind} tasks {a}-{b - 1}" if b - a > 1 else f"{kind} task {a}")
+def _role(rank: int, pattern: str, local) -> str:
+    kind = "worker" if pattern == "server" else "node"
+    parts = ["server"] if pattern == "server" and rank == 0 else []
+    parts += [f"{kind} tasks {a}-{b - 1}" if b - a > 1 else f"{kind} task {a}" for a, b in local]
     if len(parts) > 3:
         parts = [parts[0], "...", parts[-1]]
     return " + ".join(parts)

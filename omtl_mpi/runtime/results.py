@@ -71,22 +71,13 @@ class Measured:
 
 def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, measured: Measured,
                   before_rename=None) -> None:
-    """Write a results file atomically; on failure nothing is left under ``path``.
+    """Write the results file ``path`` (HDF5) atomically; on failure nothing is left there.
 
-    Parameters
-    ----------
-    path : str
-        The results file (HDF5).
-    attrs : dict
-        The report's scalars, written as attributes of the root (None as "none").
-    config : dict
-        The run's configuration (``RunConfig.to_dict()``): JSON in the root's ``config``
-        attribute, and flattened into /config's attributes.
-    learned, measured : Learned, Measured
-        The datasets.
-    before_rename : callable, optional
-        Called with everything written under the temporary name, just before the rename
-        (fault injection uses it to prove that a failure there leaves nothing behind).
+    ``attrs``, the report's scalars, become the root's attributes (None as "none"); ``config``
+    (``RunConfig.to_dict()``) is JSON in the root's ``config`` attribute and flattened into
+    /config's; ``learned`` and ``measured`` are the datasets. ``before_rename`` is called with
+    everything written under the temporary name, just before the rename (fault injection uses
+    it to prove that a failure there leaves nothing behind).
     """
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         _write_root(f, attrs, config)

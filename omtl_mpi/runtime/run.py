@@ -361,10 +361,8 @@ def _resume(job: Job, path: str, notice) -> None:
     rank, not a crash on one. Collective."""
     world, rank = job.world, job.world.rank
 
-    def read():
-        if rank == 0:
-            return ckpt.read(path, job.cfg, job.meta, job.source, world.size, job.rounds)
-    loaded = collective(world, read)
+    loaded = collective(world, lambda: ckpt.read(path, job.cfg, job.meta, job.source,
+                                                 world.size, job.rounds) if rank == 0 else None)
     parts = [(loaded.done, s) for s in loaded.states] if rank == 0 else None
     done, saved = world.scatter_objects(parts)
     collective(world, lambda: ckpt.check_part(path, rank, saved,

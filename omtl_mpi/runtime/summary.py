@@ -15,13 +15,8 @@ def timing_table(timing: np.ndarray, roles, last=None) -> list[str]:
     lines = [f"{'rank':>4}  {'role':<22}" + "".join(f"{p + ' mean/p50/p99 ms':>34}" for p in PHASES)
              + (f"{'last at barrier':>22}" if last is not None else "")]
     for r in range(timing.shape[0]):
-        cells = []
-        for j in range(len(PHASES)):
-            ms = timing[r, :, j] * 1000.0
-            if ms.size:
-                cells.append(f"{ms.mean():10.4f} {np.percentile(ms, 50):10.4f} {np.percentile(ms, 99):10.4f}")
-            else:
-                cells.append(" " * 32)
+        cells = [f"{ms.mean():10.4f} {np.percentile(ms, 50):10.4f} {np.percentile(ms, 99):10.4f}"
+                 if ms.size else " " * 32 for ms in timing[r].T * 1000.0]     # phase by phase
         tail = f"{int(last[r]):>12} {100.0 * last[r] / rounds:7.1f}%" if last is not None else ""
         lines.append(f"{r:>4}  {roles[r]:<22}" + "".join(f"{c:>34}" for c in cells) + tail)
     return lines

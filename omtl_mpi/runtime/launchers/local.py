@@ -64,11 +64,9 @@ def uses_open_mpi() -> bool:
 
 
 def root_override(environ=None, euid: int | None = None, open_mpi: bool | None = None) -> dict:
-    """The variables that let Open MPI's mpiexec run as root, where they must be added: each
-    of :data:`ROOT_VARS` that ``environ`` (default: this process's) lacks, set to ``"1"``, when
-    ``euid`` (default: this process's) is root and the launcher is Open MPI's (``open_mpi``,
-    default: :func:`uses_open_mpi`; MPICH runs as root anyway); empty otherwise, and where the
-    user set them. A non-empty result is what :data:`ROOT_NOTICE` announces."""
+    """What :data:`ROOT_NOTICE` announces: each of :data:`ROOT_VARS` that ``environ`` lacks, as
+    ``"1"``, when ``euid`` is root and the launcher is Open MPI's (``open_mpi``, by default
+    :func:`uses_open_mpi`; MPICH runs as root anyway); the defaults are this process's."""
     environ = os.environ if environ is None else environ
     if euid is None:
         euid = os.geteuid() if hasattr(os, "geteuid") else -1
