@@ -90,17 +90,12 @@ def write_results(path: str, *, attrs: dict, config: dict, learned: Learned, mea
 
 def _write_root(f, attrs: dict, config: dict) -> None:
     """The root's attributes (format, version, provenance, the report's scalars) and /config."""
-    f.attrs["format"] = FORMAT
-    f.attrs["format_version"] = VERSION
-    f.attrs["omtl_mpi_version"] = __version__
-    f.attrs["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    f.attrs["host"] = socket.gethostname()
-    f.attrs["config"] = json.dumps(config, sort_keys=True)
-    for key, value in attrs.items():
-        f.attrs[key] = "none" if value is None else value
-    g = f.create_group("config")
-    for key, value in flatten(config).items():
-        g.attrs[key] = "none" if value is None else value
+    f.attrs.update(format=FORMAT, format_version=VERSION, omtl_mpi_version=__version__,
+                   created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   host=socket.gethostname(), config=json.dumps(config, sort_keys=True))
+    f.attrs.update({key: "none" if value is None else value for key, value in attrs.items()})
+    f.create_group("config").attrs.update({key: "none" if value is None else value
+                                           for key, value in flatten(config).items()})
 
 
 def _write_learned(f, learned: Learned) -> None:
@@ -124,9 +119,8 @@ def _write_learned(f, learned: Learned) -> None:
 
 def _write_measured(tg, measured: Measured) -> None:
     """/timing: seconds per rank, round and phase; roles; memory, CPU time and staleness."""
-    ds = tg.create_dataset("seconds", data=measured.seconds)
-    ds.attrs["phases"] = list(PHASES)
-    ds.attrs["dims"] = ["rank", "round", "phase"]
+    tg.create_dataset("seconds", data=measured.seconds).attrs.update(
+        phases=list(PHASES), dims=["rank", "round", "phase"])
     tg.create_dataset("roles", data=np.array(list(measured.roles), dtype=h5py.string_dtype()))
     if measured.peak_rss is not None:
         tg.create_dataset("peak_rss_mib", data=measured.peak_rss).attrs["unit"] = "MiB, per rank"
@@ -134,18 +128,17 @@ def _write_measured(tg, measured: Measured) -> None:
         tg.create_dataset("cpu_seconds", data=measured.cpu_seconds).attrs["unit"] = (
             "CPU seconds (user + system) per rank during the rounds")
     if measured.staleness is not None:
-        st = tg.create_dataset("staleness", data=measured.staleness)
-        st.attrs["dims"] = ["node", "round"]
-        st.attrs["unit"] = "rounds: mean over tasks of (round - stamp of the row used)"
+        tg.create_dataset("staleness", data=measured.staleness).attrs.update(
+            dims=["node", "round"],
+            unit="rounds: mean over tasks of (round - stamp of the row used)")
     if measured.finished is not None:
         tg.create_dataset("finish_seconds", data=measured.finished).attrs["unit"] = (
             "seconds from the start of the rounds to the end of the rank's last round")
         tg.create_dataset("injected_seconds", data=measured.injected).attrs["unit"] = (
             "seconds of sleep --slow and --delays added to the rank's rounds")
-        last = tg.create_dataset("last_at_barrier", data=measured.last)
-        last.attrs["unit"] = ("rounds in which the rank was the last of the workers to arrive "
-                              "(waited least), the others waiting for it")
-        last.attrs["workers"] = np.asarray(measured.workers, dtype=np.int64)
+        tg.create_dataset("last_at_barrier", data=measured.last).attrs.update(
+            unit="rounds in which the rank was the last of the workers to arrive (waited least), "
+                 "the others waiting for it", workers=np.asarray(measured.workers, dtype=np.int64))
         tg.attrs["stragglers"] = measured.stragglers
     if measured.hosts is not None:
         tg.create_dataset("hosts", data=np.array(list(measured.hosts), dtype=h5py.string_dtype()))
@@ -155,14 +148,11 @@ def _write_measured(tg, measured: Measured) -> None:
         for key, data, dims in (("bytes", measured.traffic, ["rank", "round", "sent/received"]),
                                 ("peer_bytes", measured.peer_bytes,
                                  ["rank", "peer", "sent to/received from"])):
-            ds = tg.create_dataset(key, data=data)
-            ds.attrs["dims"] = dims
-            ds.attrs["unit"] = "bytes of MPI messages (none in one process)"
+            tg.create_dataset(key, data=data).attrs.update(
+                dims=dims, unit="bytes of MPI messages (none in one process)")
     if measured.predicted_at is not None:
-        at = tg.create_dataset("predicted_at", data=measured.predicted_at)
-        at.attrs["dims"] = ["holder", "round"]
-        at.attrs["unit"] = measured.predicted_unit
-        at.attrs["blocks"] = measured.blocks
+        tg.create_dataset("predicted_at", data=measured.predicted_at).attrs.update(
+            dims=["holder", "round"], unit=measured.predicted_unit, blocks=measured.blocks)
     if measured.schedule is not None:
         sg = tg.file.create_group("schedule")
         sc = measured.schedule
@@ -175,9 +165,8 @@ def _write_measured(tg, measured: Measured) -> None:
                       ("used", ["worker", "round"], "the step whose reply worker w's z-step used "
                        "in round r (-1: none yet)")]
         for key, dims, meaning in arrays:
-            ds = sg.create_dataset(key, data=np.asarray(sc[key], dtype=np.int64))
-            ds.attrs["dims"] = dims
-            ds.attrs["meaning"] = meaning
+            sg.create_dataset(key, data=np.asarray(sc[key], dtype=np.int64)).attrs.update(
+                dims=dims, meaning=meaning)
         for key in ("min_workers", "max_delay", "replayed"):
             if sc[key] is not None:
                 sg.attrs[key] = sc[key]
