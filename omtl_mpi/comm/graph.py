@@ -13,14 +13,8 @@ import numpy as np
 
 
 class LocalGraph:
-    """All nodes of ``topology`` in one process.
-
-    Parameters
-    ----------
-    topology : Topology
-    inboxes : list of (ndarray or None), optional
-        Per node, where to write what its neighbours sent (None: a new array every round).
-    """
+    """All nodes of ``topology`` in one process; ``inboxes``, per node, where to write what its
+    neighbours sent (None, or without them: a new array every round)."""
 
     def __init__(self, topology, inboxes=None):
         self.neighbours = [np.asarray(topology.neighbours(i), dtype=np.intp)
@@ -46,18 +40,10 @@ class MpiGraph:
 
     The exchange is one neighbourhood collective a round on the distributed-graph communicator:
     a persistent ``Neighbor_allgather_init`` (MPI-4) started every round, else
-    ``Ineighbor_allgather``.
-
-    Parameters
-    ----------
-    comm : MPI.Comm
-    topology : Topology
-    message_shape : tuple
-        Shape of what this node sends every round.
-    message, inbox : ndarray, optional
-        The array a node's learner sends every round and the one (number of neighbours,
-        *message_shape) it reads its neighbours' from: the request is bound to them, so nothing
-        is copied (without them: buffers of this object's own).
+    ``Ineighbor_allgather``. ``message`` (of ``message_shape``) and ``inbox`` (number of
+    neighbours x ``message_shape``), optional: the arrays a node's learner sends every round and
+    reads its neighbours' from; the request is bound to them, so nothing is copied (without
+    them: buffers of this object's own).
     """
 
     def __init__(self, comm, topology, message_shape, message=None, inbox=None):

@@ -89,19 +89,13 @@ class MpiStar:
     as persistent point-to-point requests started every round (buffers, counts and peers never
     change: nothing is set up per round), completed by :func:`.waiting.wait_all`.
 
-    Parameters
-    ----------
-    comm : MPI.Comm
-    up_counts, down_counts : sequence of int, one per rank
-        Doubles each rank sends up / receives down per round (0 for rank 0).
-    up_buffer, reply_buffer : ndarray, optional
-        The array a worker's learner sends every round, and the one the server's learner
-        replies from: the requests are bound to them, so sending copies nothing (without them:
-        buffers of this object's own).
-    sized : bool
-        The counts are capacities, and a message's first number says how many of its numbers
-        it uses (a round's entries of sparse instances): each round then posts nonblocking
-        requests of the sizes used (``Irecv`` of the capacity, ``Isend`` of the prefix).
+    ``up_counts``, ``down_counts``: the doubles each rank sends up / receives down per round (0
+    for rank 0). ``up_buffer``, ``reply_buffer``, optional: the array a worker's learner sends
+    every round and the one the server's learner replies from; the requests are bound to them,
+    so sending copies nothing (without them: buffers of this object's own). ``sized``: the
+    counts are capacities, and a message's first number says how many of its numbers it uses (a
+    round's entries of sparse instances); each round then posts nonblocking requests of the
+    sizes used (``Irecv`` of the capacity, ``Isend`` of the prefix).
     """
 
     UP, DOWN = 11, 12          # message tags
