@@ -32,9 +32,7 @@ def randomised() -> bool | None:
         persona = _libc().personality(_QUERY)
     except (OSError, AttributeError):
         return None
-    if persona == -1:
-        return None
-    return not persona & ADDR_NO_RANDOMIZE
+    return None if persona == -1 else not persona & ADDR_NO_RANDOMIZE
 
 
 def shares_cores(local_ranks: int, allowed_cpus: int, machine_cpus: int) -> bool:
@@ -44,20 +42,13 @@ def shares_cores(local_ranks: int, allowed_cpus: int, machine_cpus: int) -> bool
     smaller than the machine means the launcher placed the ranks itself; they then share cores
     only if there are more of them than the machine has CPUs.
     """
-    if local_ranks < 2:
-        return False
-    if allowed_cpus < machine_cpus:
-        return local_ranks > machine_cpus
-    return local_ranks > allowed_cpus
+    return local_ranks >= 2 and local_ranks > max(allowed_cpus, machine_cpus)
 
 
 def local_ranks_from_launcher(environ=os.environ) -> int | None:
     """Ranks of this job on this node, from the launcher's environment; None if not said."""
-    for name in _LOCAL_SIZE_VARS:
-        value = environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
+    values = [environ.get(name, "") for name in _LOCAL_SIZE_VARS]
+    return next((int(value) for value in values if value.isdigit()), None)
 
 
 def _cpus() -> tuple[int, int]:
@@ -68,10 +59,8 @@ def _cpus() -> tuple[int, int]:
 
 
 def turn_off(libc=None) -> bool:
-    """Set ``ADDR_NO_RANDOMIZE`` for the programs this process executes from now on.
-
-    Returns False (and changes nothing) where that is not possible.
-    """
+    """Set ``ADDR_NO_RANDOMIZE`` for the programs this process executes from now on; False
+    (and nothing changed) where that is not possible."""
     if not sys.platform.startswith("linux"):
         return False
     try:
