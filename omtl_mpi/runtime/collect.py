@@ -190,8 +190,7 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
         # per rank, the rounds in which the other workers waited for it (straggler histogram)
         "last_at_barrier": measured.last.tolist(),
         **_hosts_report(job),
-        # per rank, the mean bytes a round it sent and received (MPI's messages; none in one
-        # process)
+        # per rank, the mean bytes a round it sent and received (MPI's; none in one process)
         "bytes_per_round": (measured.traffic.mean(axis=1).tolist() if measured.traffic.shape[1]
                             else [[0.0, 0.0]] * job.world.size),
     }
@@ -209,9 +208,7 @@ def _learned(job: Job, summary: dict, gathered: dict) -> Learned:
     elif job.roles.holders and job.world.rank == 0 and job.topology is not None:
         # node 0's own copies (every node has its own u and Omega): rank 0 holds node 0
         model.update(job.roles.holders[0].node_arrays())
-    for key in gathered:
-        if key.startswith("node_"):
-            model[key] = gathered[key]
+    model.update({key: value for key, value in gathered.items() if key.startswith("node_")})
     return Learned(names=job.meta.names, lengths=job.meta.lengths,
                    metrics={**summary, "mistakes": gathered["mistakes"]},
                    model=model, predictions=gathered["predictions"])
@@ -236,16 +233,13 @@ def _gather(world, engine, preds, batches, extras, d) -> dict:
     # the row arrays every algorithm of this run has (the server rank holds none)
     names = sorted(world.agree(sorted(rows)), key=len)[-1]
     counts = world.agree(sum(int(h.n_tasks) for h in batches))
-    out = {}
-    for key in names:
-        value = rows[key] if key in rows else np.zeros((0, d))
-        out[key] = world.gather_rows(np.ascontiguousarray(value), counts)
     instances = world.agree(int(local["predictions"].shape[0]))
-    for key, value in local.items():
-        out[key] = world.gather_rows(np.ascontiguousarray(value), instances)
     node_counts = world.agree(len(engine.holders))
-    for key, value in extras.items():
-        out[key] = world.gather_rows(np.ascontiguousarray(value), node_counts)
+    out = {}
+    for arrays, n in (({key: rows.get(key, np.zeros((0, d))) for key in names}, counts),
+                      (local, instances), (extras, node_counts)):
+        for key, value in arrays.items():
+            out[key] = world.gather_rows(np.ascontiguousarray(value), n)
     return out
 
 

@@ -38,10 +38,8 @@ def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float
         except subprocess.TimeoutExpired:
             continue
     # the leader may be gone while ranks of its group are still ending: make sure of them
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def launch(launcher, n_ranks: int, args: list[str], before=None, echo=None, outputs=()) -> int:
@@ -112,8 +110,9 @@ class _Relay:
 
     def __init__(self, pipe, stream, drop=None):
         import threading
-        self.pipe, self.stream, self.drop, self.quiet = pipe, stream, drop, False
-        self.sink = getattr(stream, "buffer", None)
+        self.pipe, self.drop, self.quiet = pipe, drop, False
+        buffer = getattr(stream, "buffer", None)        # the bytes as they come, else decoded
+        self.sink, self.decode = (stream, True) if buffer is None else (buffer, False)
         self.thread = threading.Thread(target=self._copy, daemon=True)
         self.thread.start()
 
@@ -121,12 +120,8 @@ class _Relay:
         if self.quiet or (self.drop is not None and self.drop.match(data)):
             return
         try:
-            if self.sink is not None:
-                self.sink.write(data)
-                self.sink.flush()
-            else:
-                self.stream.write(data.decode(errors="replace"))
-                self.stream.flush()
+            self.sink.write(data.decode(errors="replace") if self.decode else data)
+            self.sink.flush()
         except (OSError, ValueError):   # the reader went away (`| head`): keep draining, quietly
             self.quiet = True
 

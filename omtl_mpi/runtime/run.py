@@ -279,7 +279,6 @@ def set_up(cfg: RunConfig, world, *, out=None, notice=None, fault=None, resume=N
         partial = Partial(cfg.min_workers or max(1, W // 2),
                           MAX_DELAY if cfg.max_delay is None else cfg.max_delay, stragglers,
                           schedule, T)
-    # who holds what (the placement's blocks of tasks, those of this rank) and their roles
     roles = build(algo, params, K, d, topology=topology, world=world, rows=row_format(meta, cfg),
                   nodes=workers, partial=partial)
     batches = _load_batches(cfg, world, source, roles.local, T, d, notice, my_fault)

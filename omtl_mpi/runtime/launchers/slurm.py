@@ -68,15 +68,14 @@ def settings(table, where: str) -> dict:
     if extra:
         raise ConfigError(f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)}; "
                           f"allowed: {', '.join(sorted(_KEYS))}")
-    out = {"partition": None, "account": None, "time": None, "mpi": None, "options": [],
-           "signal": DEFAULT_SIGNAL}
+    out = {"partition": None, "account": None, "time": None, "mpi": None}
     for key in ("partition", "account", "mpi"):
         value = table.get(key)
         if value is not None and (not isinstance(value, str) or not _WORD.match(value)):
             raise ConfigError(f"{where}: {key} must be a name such as \"debug\", got {value!r}")
         out[key] = value
     if "time" in table:
-        out["time"] = minutes_of(table["time"], f"{where}")
+        out["time"] = minutes_of(table["time"], where)
     options = table.get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{where}: options must be a list of sbatch options such as "
@@ -91,13 +90,11 @@ def settings(table, where: str) -> dict:
         if name in _OWN:
             raise ConfigError(f"{where}: {name} is set by the sweep itself (one array per group "
                               "of runs, time from time/timeout, logs per run); remove it from options")
-    out["options"] = list(options)
     signal = table.get("signal", DEFAULT_SIGNAL)
     if isinstance(signal, bool) or not isinstance(signal, int) or not 10 <= signal <= 3600:
         raise ConfigError(f"{where}: signal is the seconds before the time limit when a run is "
                           f"stopped to be resumed later, 10 to 3600; got {signal!r}")
-    out["signal"] = signal
-    return out
+    return {**out, "options": list(options), "signal": signal}
 
 
 @functools.cache
@@ -130,11 +127,8 @@ def _why_down(text: str) -> str:
     """The line of 'scontrol ping' (or of its failure) that says why the controller cannot be
     reached: its fatal error, else the controller said DOWN, else its first line."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("*")]
-    for mark in ("fatal", " is DOWN"):
-        hit = next((line for line in lines if mark in line), None)
-        if hit:
-            return hit
-    return lines[0] if lines else "no answer"
+    hits = [line for mark in ("fatal", " is DOWN") for line in lines if mark in line]
+    return (hits or lines or ["no answer"])[0]
 
 
 def controller_reachable(tool: str) -> None:
