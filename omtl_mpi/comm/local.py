@@ -40,8 +40,7 @@ class LocalStar:
     NOT_STATE = ("_up", "_down")   # a round's messages, handed over within it (..algorithms.undo)
 
     def __init__(self):
-        self._up = None
-        self._down = None
+        self._up = self._down = None
 
     def up(self, msg: np.ndarray, clock) -> None:
         self._up = msg

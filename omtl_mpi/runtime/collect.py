@@ -67,8 +67,7 @@ def collect(job: Job, out: str | None) -> dict | None:
                         # every rank's peak resident memory in MiB (Linux reports KiB)
                         peak_rss=each(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0),
                         cpu_seconds=each(job.cpu_seconds), staleness=gathered.get("staleness"),
-                        # when each rank's last round ended, and the sleeps --slow and --delays
-                        # asked of it
+                        # each rank's last round's end, and the sleeps --slow and --delays asked
                         finished=each(job.finished),
                         injected=each(job.delay.injected if job.delay else 0.0),
                         # asynchronous rounds have no barrier to be last at
@@ -161,13 +160,12 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
     """The report rank 0 returns (what ``--json`` prints); its scalars are the results file's
     root attributes."""
     meta, params, cfg = job.meta, job.params, job.cfg
-    T = job.rounds
-    ran = max(T - job.first_round, 1)
+    ran = max(job.rounds - job.first_round, 1)
     report = {
         "algo": job.algo.name, "variant": getattr(params, "variant", "-"),
         "loss": getattr(params, "loss", "hinge"), "relationship": getattr(params, "relationship", False),
         "data": job.source.describe(), "tasks": meta.n_tasks, "dim": job.dim, "ranks": job.world.size,
-        "rounds": T, "batch": cfg.batch, "seed": cfg.seed, "intercept": cfg.intercept,
+        "rounds": job.rounds, "batch": cfg.batch, "seed": cfg.seed, "intercept": cfg.intercept,
         "scale": cfg.scale,
         "mean_error": summary["mean_error"], "overall_error": summary["overall_error"],
         "error_by_length": summary["by_length"],
@@ -196,7 +194,7 @@ def _report(job: Job, summary: dict, gathered: dict, measured: Measured) -> dict
     }
     if job.topology is not None:
         report.update(topology=job.topology.name, nodes=job.topology.n_nodes,
-                      mean_staleness=float(gathered["staleness"].mean()) if T else 0.0)
+                      mean_staleness=float(gathered["staleness"].mean()) if job.rounds else 0.0)
     return report
 
 

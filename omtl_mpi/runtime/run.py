@@ -171,7 +171,8 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         notice=None, fault=None, checkpoint_every: int = 0, checkpoint_path: str | None = None,
         resume: str | None = None, source=None, stragglers=None,
         schedule=None) -> dict | None:
-    """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere).
+    """Run ``cfg`` on this process's world; return the report on rank 0 (None elsewhere). Raises
+    SetupFailed on every rank when any rank found a user error before learning started.
 
     Parameters
     ----------
@@ -198,11 +199,6 @@ def run(cfg: RunConfig, *, out: str | None = None, world=None, progress: bool = 
         The ranks slowed on purpose (--slow, --delays: :mod:`omtl_mpi.engine.stragglers`).
     schedule : (taken, used), optional
         --sync partial in one process: run this schedule (--replay), not the simulated one.
-
-    Raises
-    ------
-    SetupFailed
-        On every rank, when any rank found a user error before learning started.
     """
     job = set_up(cfg, world if world is not None else default_world(), out=out, notice=notice,
                  fault=fault, resume=resume, source=source, stragglers=stragglers,

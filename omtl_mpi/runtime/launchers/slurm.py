@@ -82,8 +82,7 @@ def settings(table, where: str) -> dict:
                           "[\"--qos=normal\", \"--mem-per-cpu=2G\"]")
     for option in options:
         name = re.split(r"[=\s]", option.strip(), maxsplit=1)[0]
-        if not name.startswith("--"):
-            name = name[:2]             # -n4, -n 4
+        name = name if name.startswith("--") else name[:2]          # -n4, -n 4
         if not option.startswith("-") or "\n" in option or "\r" in option:
             raise ConfigError(f"{where}: {option!r} is not an sbatch option (one option per "
                               "string, starting with -)")
