@@ -69,8 +69,8 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
         topology = load_topology(cfg.topology, graph_nodes(size, meta.n_tasks, algo, cfg.nodes))
     if cfg.sync == "partial" and algo.pattern != "none":
         _check_partial(cfg, algo, meta, size)
-    _check_memory(cfg, meta, size, algo.pattern,
-                  topology.n_nodes if topology is not None else _workers(cfg, meta, size))
+    nodes = topology.n_nodes if topology is not None else _workers(cfg, meta, size, algo.pattern)
+    _check_memory(cfg, meta, size, algo.pattern, nodes)
     if out is not None:                 # '' or 0 is a bad name, not "no results file"
         output_file(out, "--out")
     return algo, meta, topology
