@@ -43,6 +43,9 @@ class PhaseClock:
     def stop(self, t: int) -> None:
         total = perf_counter() - self._t0
         self.started[t] = self._t0
-        self.rows[t] = total - self.comm - self.wait, self.comm, self.wait
+        # item by item: a tuple assigned to a row is made into an array first, every round
+        row = self.rows[t]
+        row[0], row[1], row[2] = total - self.comm - self.wait, self.comm, self.wait
         if self.sent or self.received:
-            self.traffic[t] = self.sent, self.received
+            traffic = self.traffic[t]
+            traffic[0], traffic[1] = self.sent, self.received

@@ -113,6 +113,7 @@ class MpiStar:
         down_offsets = np.concatenate(([0], np.cumsum(down_counts)))
         # the bytes of a round's messages, per worker (the sized ones count what they use)
         self._up_bytes, self._down_bytes = 8.0 * up_counts[1:], 8.0 * down_counts[1:]
+        self._up_total, self._down_total = float(self._up_bytes.sum()), float(self._down_bytes.sum())
         self._requests = []
         self.sized = sized
 
@@ -179,7 +180,7 @@ class MpiStar:
         clock.comm += perf_counter() - t0
         wait_all(self._recv_up, clock)
         got = 8.0 * np.array([buf[0] for buf in self._ups]) if self.sized else self._up_bytes
-        clock.received += float(got.sum())
+        clock.received += float(got.sum()) if self.sized else self._up_total
         clock.peers_of(self._size)[1:, 1] += got
         return self._gathered
 
@@ -194,7 +195,7 @@ class MpiStar:
         else:
             MPI.Prequest.Startall(self._send_down)
             sent = self._down_bytes
-        clock.sent += float(sent.sum())
+        clock.sent += float(sent.sum()) if self.sized else self._down_total
         clock.peers_of(self._size)[1:, 0] += sent
         clock.comm += perf_counter() - t0
         wait_all(self._send_down, clock)
