@@ -2,8 +2,9 @@
 membership floor and the group oracle, draw by draw.
 
 Each draw is written by `omtl-mpi data synth --family personal` into --data-dir (kept if it is
-there), each learner run by `omtl-mpi run --json` in one process (the file's order); the floor
-and the oracle are scripts/lib/personal.py's. Prints a Markdown table of the mean per-task
+there; scripts/lib/personal.py's draw, which prints its commands before the table), each
+learner run by `omtl-mpi run --json` in one process (the file's order); the floor and the
+oracle are scripts/lib/personal.py's. Prints a Markdown table of the mean per-task
 error; runs nothing that chooses.
 
 Usage: python experiments/floors.py [--tasks 3000] [--dims 30] [--median 8]
@@ -19,7 +20,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from lib.personal import membership_floor, oracle  # noqa: E402
+from lib import personal  # noqa: E402
 
 LEARNERS = {"C-ADMM (defaults)": ["--algo", "c-admm"],
             "Hashed personalisation (AdaGrad)": ["--algo", "hashed"],
@@ -41,28 +42,26 @@ def main() -> None:
     ap.add_argument("--data-dir", default="results/data")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
+    draws = {}                  # file name -> (groups, seed), drawn by lib.personal.draw
+    for groups in args.groups:
+        for seed in args.seeds:
+            draws[f"personal-{args.tasks}-g{groups}-d{args.dims}-m{args.median:g}-{seed}.h5"] = \
+                (groups, seed)
+    personal.draw({name: os.path.join(args.data_dir, name) for name in draws})
     columns = [*LEARNERS, "membership floor", "group oracle"]
     print("| draw | " + " | ".join(columns) + " | defaults above the floor |")
     print("|---|" + "---|" * (len(columns) + 1))
-    for groups in args.groups:
-        family = {"groups": groups, "dims": args.dims, "length_median": args.median}
-        for seed in args.seeds:
-            path = os.path.join(args.data_dir, f"personal-{args.tasks}-g{groups}-d{args.dims}-"
-                                               f"m{args.median:g}-{seed}.h5")
-            if not os.path.exists(path):
-                subprocess.run(OMTL + ["data", "synth", "--family", "personal", "--tasks",
-                                       str(args.tasks), "--groups", str(groups), "--dims",
-                                       str(args.dims), "--length-median", f"{args.median:g}",
-                                       "--seed", str(seed), "-o", path], check=True, stdout=sys.stderr)
-            row = [json.loads(subprocess.run(OMTL + ["run", "--data", path, *options, "--json"],
-                                             check=True, capture_output=True,
-                                             text=True).stdout)["mean_error"]
-                   for options in LEARNERS.values()]
-            row += [error(membership_floor(args.tasks, seed, **family)),
-                    error(oracle(args.tasks, seed, **family))]
-            print(f"| {groups} groups, draw {seed} | " + " | ".join(f"{v:.4f}" for v in row)
-                  + f" | {row[0] - row[3]:+.4f} |", flush=True)
-
+    for name, (groups, seed) in draws.items():
+        family = personal.family(personal.FILE.match(name))
+        path = os.path.join(args.data_dir, name)
+        row = [json.loads(subprocess.run(OMTL + ["run", "--data", path, *options, "--json"],
+                                         check=True, capture_output=True,
+                                         text=True).stdout)["mean_error"]
+               for options in LEARNERS.values()]
+        row += [error(personal.membership_floor(args.tasks, seed, **family)),
+                error(personal.oracle(args.tasks, seed, **family))]
+        print(f"| {groups} groups, draw {seed} | " + " | ".join(f"{v:.4f}" for v in row)
+              + f" | {row[0] - row[3]:+.4f} |", flush=True)
 
 if __name__ == "__main__":
     main()

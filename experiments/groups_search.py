@@ -10,7 +10,8 @@ per-task error, and for the personal draws the distance to the membership floor.
 
 Usage: python experiments/groups_search.py [--data-dir results/data] [--landmine FILE]
                                            [--only NAME ...]
-The personal draws and the K = 1,024 draw are written into --data-dir when missing; Landmine
+The personal draws (by scripts/lib/personal.py's draw) and the K = 1,024 draw are written into
+--data-dir when missing, their commands printed before the table; Landmine
 is read from --landmine (omtl-mpi data import landmine LandmineData.mat -o FILE).
 """
 import argparse
@@ -23,7 +24,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from lib.personal import membership_floor  # noqa: E402
+from lib import personal  # noqa: E402
 
 OMTL = [sys.executable, "-m", "omtl_mpi"]
 # name: (mixture.GROUPS, mixture.EM_STEPS, bayes.GROWTH)
@@ -48,35 +49,27 @@ runpy.run_module("omtl_mpi", run_name="__main__")
 """
 
 
-def sets(data_dir: str, landmine: str) -> dict:
-    """name -> (file, [extra options of each run]) of the sets the mixture acts on."""
-    out = {}
+def sets(data_dir: str, landmine: str) -> tuple:
+    """name -> (file, [extra options of each run]) of the sets the mixture acts on, and name ->
+    (tasks, seed, family options) of the personal draws among them."""
+    out, draws = {}, {}
     if landmine and os.path.exists(landmine):
         out["Landmine"] = (landmine, [["--seed", str(s)] for s in (0, 1, 2)])
     paper = os.path.join(data_dir, "paper-1024-1000-100.h5")
     if not os.path.exists(paper):
         subprocess.run(OMTL + ["data", "synth", "--tasks", "1024", "--samples", "1000",
-                               "--seed", "100", "-o", paper], check=True,
-                       stdout=sys.stderr)
+                               "--seed", "100", "-o", paper], check=True)
     out["paper K = 1,024"] = (paper, [["--seed", str(s)] for s in (0, 1, 2)])
+    files = {}
     for tasks, groups, dims, median in ((2000, 4, 20, 15), (3000, 8, 30, 8), (3000, 16, 30, 8)):
         for seed in (100, 101, 102):
-            path = os.path.join(data_dir, f"personal-{tasks}-g{groups}-d{dims}-m{median}-{seed}.h5")
-            if not os.path.exists(path):
-                subprocess.run(OMTL + ["data", "synth", "--family", "personal", "--tasks",
-                                       str(tasks), "--groups", str(groups), "--dims", str(dims),
-                                       "--length-median", str(median), "--seed", str(seed),
-                                       "-o", path], check=True, stdout=sys.stderr)
-            out[f"personal {groups} groups, draw {seed}"] = (path, [[]])
-    return out
-
-
-def floor_of(name: str) -> float:
-    groups = int(name.split()[1])
-    seed = int(name.split()[-1])
-    tasks, dims, median = (2000, 20, 15.0) if groups == 4 else (3000, 30, 8.0)
-    m = membership_floor(tasks, seed, groups=groups, dims=dims, length_median=median)
-    return float(np.mean([x.mean() for x in m]))
+            file = f"personal-{tasks}-g{groups}-d{dims}-m{median}-{seed}.h5"
+            files[file] = os.path.join(data_dir, file)
+            name = f"personal {groups} groups, draw {seed}"
+            out[name] = (files[file], [[]])
+            draws[name] = (tasks, seed, personal.family(personal.FILE.match(file)))
+    personal.draw(files)
+    return out, draws
 
 
 def main() -> None:
@@ -86,11 +79,12 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="candidates by name (default: all)")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
-    todo = sets(args.data_dir, args.landmine)
+    todo, draws = sets(args.data_dir, args.landmine)
     names = list(todo)
+    floors = {n: float(np.mean([m.mean() for m in personal.membership_floor(tasks, seed, **family)]))
+              for n, (tasks, seed, family) in draws.items()}
     print("| candidate | " + " | ".join(names) + " | personal: mean above the floor |")
     print("|---|" + "---|" * (len(names) + 1))
-    floors = {n: floor_of(n) for n in names if n.startswith("personal")}
     print("| membership floor | " + " | ".join(
         f"{floors[n]:.4f}" if n in floors else "" for n in names) + " | |", flush=True)
     for label, (G, steps, growth) in CANDIDATES.items():

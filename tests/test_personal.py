@@ -1,5 +1,7 @@
 """The skewed many-task family (omtl-mpi data synth --family personal): its recipe, reproducible
 draws, slices that equal the whole, and the command line."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -154,6 +156,16 @@ def test_the_memory_check_uses_the_drawn_lengths(tmp_path, capsys, monkeypatch):
     assert "cap --length-max" in line and not (tmp_path / "x.h5").exists()
 
 
+def _personal_script():
+    """scripts/lib/personal.py, where the membership floor and the draws' file names live."""
+    import importlib
+    import sys
+    scripts = str(pathlib.Path(__file__).resolve().parent.parent / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    return importlib.import_module("lib.personal")
+
+
 def _floor_by_hand(tasks, seed, **options):
     """The membership floor one task and one instance at a time, in plain floats (math.erf):
     an implementation independent of scripts/lib/personal.py's vectorised one."""
@@ -181,9 +193,7 @@ def _floor_by_hand(tasks, seed, **options):
 def test_the_membership_floor_is_bayes_rule_over_the_true_centres(options):
     """scripts/lib/personal.py's floor makes the mistakes of the same rule computed by hand, and
     with one group it predicts every instance by the sign of the one centre's margin."""
-    import sys
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
-    from lib.personal import membership_floor
+    membership_floor = _personal_script().membership_floor
     floor = membership_floor(40, 3, **options)
     assert [m.tolist() for m in floor] == _floor_by_hand(40, 3, **options)
     assert 0.05 < np.mean([m.mean() for m in floor]) < 0.45       # neither trivial nor chance
@@ -213,9 +223,7 @@ def test_the_floors_likelihood_is_the_generators():
 def test_file_names_carry_the_familys_options(tmp_path):
     """scripts/lib/personal.py reads a draw's options from its file name and draws it with
     them: the file holds generate_personal's arrays."""
-    import sys
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "scripts"))
-    from lib import personal
+    personal = _personal_script()
     m = personal.FILE.match("personal-30-g3-d5-m4.5-2.h5")
     assert personal.family(m) == {"groups": 3, "dims": 5, "length_median": 4.5}
     assert personal.heading(30, personal.family(m)) == "## K = 30 tasks, 3 groups, d = 5, median 4.5"
