@@ -76,7 +76,7 @@ def _check(cfg: RunConfig, source, size: int, out: str | None):
     return algo, meta, topology
 
 
-def _workers(cfg: RunConfig, meta, size: int, pattern: str = "server") -> int | None:
+def _workers(cfg: RunConfig, meta, size: int, pattern: str) -> int | None:
     """The workers of C-ADMM's --sync partial in one process (--nodes, default one per task);
     None otherwise (under MPI every worker is a rank; a graph's nodes are the topology's)."""
     if pattern != "server" or cfg.sync != "partial" or size > 1:
