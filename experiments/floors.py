@@ -7,14 +7,23 @@ learner run by `omtl-mpi run --json` in one process (the file's order); the floo
 oracle are scripts/lib/personal.py's. Prints a Markdown table of the mean per-task
 error; runs nothing that chooses.
 
+With --by-position, a second table per draw says where the defaults' distance to the floor
+comes from: their error and the floor's on the instances at each position of a task's stream
+(the first, the second, the 3rd-4th, ...), and that position's share of the distance between
+the two mean per-task errors (an instance of a task with n instances weighs 1 / n in it).
+
 Usage: python experiments/floors.py [--tasks 3000] [--dims 30] [--median 8]
                                     [--groups 8 16] [--seeds 100 101 102] [--data-dir DIR]
+                                    [--by-position]
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
+
+import h5py
 
 import numpy as np
 
@@ -32,6 +41,33 @@ def error(mistakes) -> float:
     return float(np.mean([m.mean() for m in mistakes]))
 
 
+POSITIONS = (0, 1, 2, 4, 8, 16, 32)
+
+
+def by_position(path: str, floor: list) -> None:
+    """The defaults' and the floor's error at each position range of a task's stream, and the
+    range's share of the distance between their mean per-task errors."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "run.h5")
+        subprocess.run(OMTL + ["run", "--data", path, "--out", out], check=True,
+                       capture_output=True)
+        with h5py.File(out, "r") as f:
+            offsets, mistakes = f["tasks/offsets"][()], f["metrics/mistakes"][()]
+    lengths = np.diff(offsets)
+    position = np.concatenate([np.arange(n) for n in lengths])
+    weight = np.repeat(1.0 / lengths, lengths) / len(lengths)
+    floor = np.concatenate(floor)
+    print("| position in the task's stream | instances | C-ADMM (defaults) | membership floor "
+          "| share of the distance |")
+    print("|---|---|---|---|---|")
+    for lo, hi in zip(POSITIONS, POSITIONS[1:] + (None,)):
+        at = (position >= lo) & (position < (hi or np.inf))
+        span = f"{lo + 1}" if hi == lo + 1 else f"{lo + 1}-{hi}" if hi else f"{lo + 1} on"
+        print(f"| {span} | {at.sum()} | {mistakes[at].mean():.4f} | {floor[at].mean():.4f} | "
+              f"{((mistakes[at] - floor[at]) * weight[at]).sum():+.4f} |")
+    print(flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=3000)
@@ -40,6 +76,8 @@ def main() -> None:
     ap.add_argument("--groups", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--seeds", type=int, nargs="+", default=[100, 101, 102])
     ap.add_argument("--data-dir", default="results/data")
+    ap.add_argument("--by-position", action="store_true",
+                    help="then, per draw, where the distance to the floor comes from")
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
     draws = {}                  # file name -> (groups, seed), drawn by lib.personal.draw
@@ -62,6 +100,14 @@ def main() -> None:
                 error(personal.oracle(args.tasks, seed, **family))]
         print(f"| {groups} groups, draw {seed} | " + " | ".join(f"{v:.4f}" for v in row)
               + f" | {row[0] - row[3]:+.4f} |", flush=True)
+    if args.by_position:
+        print()
+        for name, (groups, seed) in draws.items():
+            family = personal.family(personal.FILE.match(name))
+            print(f"{groups} groups, draw {seed}:\n")
+            by_position(os.path.join(args.data_dir, name),
+                        personal.membership_floor(args.tasks, seed, **family))
+
 
 if __name__ == "__main__":
     main()

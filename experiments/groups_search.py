@@ -72,21 +72,34 @@ def sets(data_dir: str, landmine: str) -> tuple:
     return out, draws
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, *more) -> argparse.Namespace:
+    """The options of a step-10 search (``more``: (flags, add_argument's keywords) pairs)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data-dir", default="results/data")
     ap.add_argument("--landmine", default="results/data/landmine.h5")
     ap.add_argument("--only", nargs="*", help="candidates by name (default: all)")
+    for flags, options in more:
+        ap.add_argument(*flags, **options)
     args = ap.parse_args()
     os.makedirs(args.data_dir, exist_ok=True)
+    return args
+
+
+def header(names: list, floors: dict, summaries: list) -> None:
+    """The table's head and its membership-floor row, with the columns ``summaries`` last."""
+    print("| candidate | " + " | ".join(names + summaries) + " |")
+    print("|---|" + "---|" * (len(names) + len(summaries)))
+    print("| membership floor | " + " | ".join(
+        [f"{floors[n]:.4f}" if n in floors else "" for n in names] + [""] * len(summaries))
+        + " |", flush=True)
+
+
+def main() -> None:
+    args = arguments(__doc__)
     todo, draws = sets(args.data_dir, args.landmine)
     names = list(todo)
-    floors = {n: float(np.mean([m.mean() for m in personal.membership_floor(tasks, seed, **family)]))
-              for n, (tasks, seed, family) in draws.items()}
-    print("| candidate | " + " | ".join(names) + " | personal: mean above the floor |")
-    print("|---|" + "---|" * (len(names) + 1))
-    print("| membership floor | " + " | ".join(
-        f"{floors[n]:.4f}" if n in floors else "" for n in names) + " | |", flush=True)
+    floors = personal.mean_floors(draws)
+    header(names, floors, ["personal: mean above the floor"])
     for label, (G, steps, growth) in CANDIDATES.items():
         if args.only and label not in args.only:
             continue

@@ -104,6 +104,13 @@ def oracle(tasks: int, seed: int, **options):
     return mistakes
 
 
+def mean_floors(draws: dict) -> dict:
+    """name -> the mean per-task :func:`membership_floor` of each draw, from name -> (tasks,
+    seed, family options) (the experiments' tables print it beside their candidates)."""
+    return {name: float(np.mean([m.mean() for m in membership_floor(tasks, seed, **family)]))
+            for name, (tasks, seed, family) in draws.items()}
+
+
 def membership_floor(tasks: int, seed: int, **options):
     """Every task's mistakes (list of int8 arrays) of the membership floor on draw ``seed`` of
     the family at ``tasks`` tasks (other options of ``generate_personal`` in ``options``): the
