@@ -1,10 +1,12 @@
 """Step 10 (b): a vote that knows how much a task has seen, on the selection sets.
 
-Each candidate sets the module constants of omtl_mpi.algorithms.experts in the run's own
-process (one process, `omtl-mpi run`): ``LENGTHS`` (the stream lengths at which a task passes
-to the next class's weights; none: one class, today's vote) and ``CLASS_PRIOR`` (how a class's
-weights start: "fixed", the prior of PRIOR_FIRST, or "previous", where its shorter neighbour's
-weights are). Prints a Markdown table of the mean error of each selection set of step 10 (the
+Run the search at revision 42a39bf, where the candidates' code is in the package (`git worktree
+add ../omtl-42a39bf 42a39bf`; no candidate was chosen, and the code went out after); each
+candidate sets the module constants of omtl_mpi.algorithms.experts in the run's own process
+(one process, `omtl-mpi run`): ``LENGTHS`` (the stream lengths at which a task passes to the
+next class's weights; none: one class, today's vote) and ``CLASS_PRIOR`` (how a class's weights
+start: "fixed", the prior of PRIOR_FIRST; "previous", where its shorter neighbour's weights
+are; a number, that share of the neighbour's evidence). Prints a Markdown table of the mean error of each selection set of step 10 (the
 nine sets of step 1 and the text-like draws over stream orders 0, 1, 2; the paper's family at
 K = 1,024 draw 100 over the same orders; the personal draws in their files' order, with the
 distance to their membership floor).
@@ -12,7 +14,7 @@ distance to their membership floor).
 Usage: python experiments/vote_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]
        python experiments/vote_search.py --by-length --data FILE [--seed S]
 Missing data files are drawn into --data-dir (their commands printed). The second form runs
-today's vote once and prints each expert's error on the instances a task meets when its stream
+today's vote once (at any revision) and prints each expert's error on the instances a task meets when its stream
 has 0-9, 10-29, 30-99, 100-299 and 300 or more instances behind it.
 """
 import argparse

@@ -23,7 +23,7 @@ from .admm_params import (ADAPTIVE_ETA, ALONE, COORDINATES, FIXED_OMEGA, GIVEN, 
                           class_weights, coordinates_of, coupling, fixed_fields)
 from .bayes import EmpiricalBayes
 from .consensus import DENSE_OMEGA_MAX, Consensus, omega_arrays  # noqa: F401
-from .experts import (make_vote, vote_size, BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
+from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
                       vote_experts)
 from .losses import descent_coef, predict
 from .mixture import MixtureBayes
@@ -144,7 +144,7 @@ class TaskBlock(PairSteps):
         # --experts: what is predicted is the vote of experts.py; the ADMM steps are the same
         voting = params.experts and mode != ALONE
         self.expert_names = vote_experts(K, dim, params.class_weight) if voting else ()
-        self.experts = make_vote(n_tasks, K, len(self.expert_names)) if voting else None
+        self.experts = ExpertVote(n_tasks, K, len(self.expert_names)) if voting else None
         self.related = (Related(n_tasks, dim, K, related_mode or related_default(K, dim, self.coordinates))
                         if self.experts is not None else None)
         # with groups (the EM steps' sums over the blocks: C-ADMM's server, D-ADMM's graph),
@@ -168,7 +168,7 @@ class TaskBlock(PairSteps):
         self.delta_pairs = (np.zeros(0, dtype=np.intp), np.zeros(0))
         self.W_pairs = (np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp), np.zeros(0))
         self.delta_C = np.zeros(dim)
-        self.delta_mistakes = np.zeros(vote_size(len(self.expert_names)))
+        self.delta_mistakes = np.zeros(len(self.expert_names))
         # the change of H (the related expert's moment form only: d x d)
         self.delta_H = (np.zeros((dim, dim)) if self.related is not None
                         and self.related.mode == MOMENT else None)
@@ -241,7 +241,7 @@ class TaskBlock(PairSteps):
                 # 1 / |w_k| for the related model and the change of H: the last step's
                 inverse = self._inverse_norms(active)
             experts = self._expert_margins(margins, W, X, active, inverse, store=True)
-            positive = self.experts.predict(experts, active)
+            positive = self.experts.predict(experts)
             self.delta_mistakes = self.experts.update(y, active)
         coef = descent_coef(p.loss, y, margins, own)
         if self.class_seen is not None:
@@ -331,17 +331,17 @@ class TaskBlock(PairSteps):
             margins = self._pair_margins(X, act)[0]
             if self.experts is None:
                 return margins
-            return self.experts.decide(self._pair_experts(X, margins, act, active), active)
+            return self.experts.decide(self._pair_experts(X, margins, act, active))
         W = self.W[active]
         if isinstance(X, SparseRows):
             margins = X.margins(self._starting(W, active))
             if self.experts is None:
                 return margins
-            return self.experts.decide(self._expert_margins(margins, W, X, active), active)
+            return self.experts.decide(self._expert_margins(margins, W, X, active))
         margins = np.vecdot(self._starting(W, active), X)    # predict_and_step's, the same call
         if self.experts is None:
             return margins
-        return self.experts.decide(self._expert_margins(margins, W, X, active), active)
+        return self.experts.decide(self._expert_margins(margins, W, X, active))
 
     def _class_weights(self, y: np.ndarray, active) -> np.ndarray:
         """Every instance's class weight (B, na), from the counts before this round; then the

@@ -39,7 +39,7 @@ from . import mixture, served_prior
 from .bayes import stats_size
 from .mixture import MixtureBayes
 from .experts import (BAYES, MODELS, MOMENT, ROWS, directions, distinct, gram_change,
-                      related_rows, vote_experts, vote_size)
+                      related_rows, vote_experts)
 from .relationship import ExactStep, Relationship
 
 
@@ -66,7 +66,7 @@ def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str,
     if form is None:
         return []
     names = vote_experts(n_tasks, dim, params.class_weight)
-    parts = [(mistakes, vote_size(len(names)))]
+    parts = [(mistakes, len(names))]
     if form in (MOMENT, ROWS):
         parts.append(("related", dim * dim if form == MOMENT else kb * dim))
     if BAYES in names and asynchronous and mistakes == "totals":
@@ -381,7 +381,7 @@ class CAdmmServer:
         self.S = np.zeros(d)                     # sum of every task's last message c_k
         self.u = np.zeros(d)
         names = vote_experts(K, d, params.class_weight)
-        self.totals = np.zeros(vote_size(len(names)))
+        self.totals = np.zeros(len(names))
         # the empirical-Bayes expert's statistics, summed over every task
         self.bayes = (np.zeros(stats_size(d)) if self.form is not None and BAYES in names
                       else None)

@@ -18,7 +18,7 @@ from . import gossiped_prior, mixture
 from .admm import FIXED_OMEGA, GIVEN, AdmmParams, Consensus, TaskBlock, coupling, omega_arrays
 from .contract import task_blocks
 from .bayes import stats_size
-from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts, vote_size
+from .experts import BAYES, MOMENT, ROWS, directions, related_rows, vote_experts
 from .relationship import ExactStep, Relationship
 
 
@@ -74,7 +74,7 @@ class DAdmmNode:
         gossiped = groups and asynchronous
         # node rows: [stamp, S (fixed Omega), m (vote), H (vote, moment form), B (vote, bayes)]
         cols, width = {}, 1
-        for name, size in (("S", 0 if self.given else d), ("m", vote_size(len(names))),
+        for name, size in (("S", 0 if self.given else d), ("m", len(names)),
                            ("H", d * d if self.form == MOMENT else 0),
                            ("B", stats_size(d) if BAYES in names and not groups else 0)):
             cols[name] = slice(width, width + size)

@@ -27,21 +27,6 @@ PRIOR_FIRST = 0.99
 # the selection sets (docs/GUIDE.md, *How the defaults were chosen*)
 STEP_MULTIPLE = 16.0
 MOMENT, ROWS, MODELS = "moment", "rows", "models"
-# CANDIDATE (step 10): a task votes with the weights of its stream length's class, the classes
-# split at these lengths (None: one class, today's vote)
-LENGTHS = None
-CLASS_PRIOR = "fixed"     # CANDIDATE: "fixed" (PRIOR_FIRST in each class) or "previous"
-
-
-def vote_size(n_experts: int) -> int:
-    """Numbers of the vote's sums a block sends each round."""
-    if LENGTHS is None:
-        return n_experts
-    return (n_experts + 1) * (len(LENGTHS) + 1)
-
-
-def make_vote(n_tasks: int, total_tasks: int, n_experts: int):
-    return (ExpertVote if LENGTHS is None else LengthVote)(n_tasks, total_tasks, n_experts)
 
 
 def vote_experts(n_tasks: int, dim: int, class_weight="none") -> tuple:
@@ -225,12 +210,12 @@ class ExpertVote:
         q = self._q[:, 0, 0]
         return q / q.sum()
 
-    def decide(self, margins: np.ndarray, active=slice(None)) -> np.ndarray:
+    def decide(self, margins: np.ndarray) -> np.ndarray:
         """The weighted vote sum (B, n) of the experts' ``margins`` (experts, B, n): its sign
         (>= 0 for +1) is the vote, at least half the weight predicting +1."""
         return np.where(margins >= 0.0, self._q, -self._q).sum(axis=0)
 
-    def predict(self, margins: np.ndarray, active=slice(None)) -> np.ndarray:
+    def predict(self, margins: np.ndarray) -> np.ndarray:
         """The vote on a round's instances from the experts' ``margins`` (experts, B, n): True
         for +1, shape (B, n); the experts' own predictions are kept for :meth:`update`."""
         votes = margins >= 0.0
@@ -262,84 +247,3 @@ class ExpertVote:
         self.mistakes = np.array(state["mistakes"], dtype=np.float64)
         self.steps = float(state["steps"])
         self.set_totals(np.array(state["totals"], dtype=np.float64))
-
-
-class LengthVote(ExpertVote):
-    """CANDIDATE: one vote per class of stream length; each task votes with its class's
-    weights, and its mistakes count in that class (totals: experts' mistakes and the instances,
-    per class, summed over every task)."""
-
-    TASK_AXIS = {"mistakes": 1, "seen": 0}
-    ROW_AXES = {"mistakes": 1, "seen": 0}
-    NOT_STATE = ("_votes", "_cls")
-
-    def __init__(self, n_tasks: int, total_tasks: int, n_experts: int = len(EXPERTS)):
-        self.n_experts = n_experts
-        self.classes = len(LENGTHS) + 1
-        self.seen = np.zeros(n_tasks)
-        self._cls = None
-        super().__init__(n_tasks, total_tasks, n_experts)
-        self.totals = np.zeros((n_experts + 1) * self.classes)
-
-    def _unnormalised(self) -> np.ndarray:
-        if not hasattr(self, "classes"):
-            return None
-        T = self.totals.reshape(self.n_experts + 1, self.classes) if self.totals.size > self.n_experts else np.zeros((self.n_experts + 1, self.classes))
-        M, N = T[:-1], T[-1]
-        t = np.maximum(N / self.K, 1.0)
-        scale = np.sqrt(self._rate / t) / self.K
-        logp = np.array(self._log_prior)[:, None] - scale * (M - M.min(axis=0))
-        keep = {"previous": 1.0, "fixed": 0.0}.get(CLASS_PRIOR, None)
-        keep = float(CLASS_PRIOR) if keep is None else keep
-        if keep:
-            # a class starts from the weights its shorter neighbour has reached (their
-            # evidence times keep)
-            for b in range(1, self.classes):
-                logp[:, b] += keep * (logp[:, b - 1] - np.array(self._log_prior))
-                logp[:, b] -= logp[:, b].max()
-        return np.exp(logp - logp.max(axis=0))            # (experts, classes)
-
-    def _class_of(self, active) -> np.ndarray:
-        return np.searchsorted(LENGTHS, self.seen[active], side="right")
-
-    def _task_q(self, active, n):
-        cls = self._class_of(active)
-        return self._q[:, cls][:, None, :], cls
-
-    def weights(self) -> np.ndarray:
-        q = self._q[:, 0]
-        return q / q.sum()
-
-    def decide(self, margins, active=slice(None)):
-        q, _ = self._task_q(active, margins.shape[2])
-        return np.where(margins >= 0.0, q, -q).sum(axis=0)
-
-    def predict(self, margins, active=slice(None)):
-        q, self._cls = self._task_q(active, margins.shape[2])
-        votes = margins >= 0.0
-        self._votes = votes
-        return np.where(votes, q, -q).sum(axis=0) >= 0.0
-
-    def update(self, y, active):
-        wrong = self._votes != (y > 0.0)
-        real = y != 0.0
-        wrong &= real
-        counts = wrong[:, 0] if y.shape[0] == 1 else wrong.sum(axis=1)     # (experts, n)
-        self.mistakes[:, active] += counts
-        n = real.sum(axis=0)
-        self.seen[active] += n
-        self.steps += y.shape[0]
-        out = np.zeros((self.n_experts + 1, self.classes))
-        for e in range(self.n_experts):
-            out[e] = np.bincount(self._cls, weights=counts[e], minlength=self.classes)
-        out[-1] = np.bincount(self._cls, weights=n, minlength=self.classes)
-        return out.reshape(-1)
-
-    def state(self) -> dict:
-        out = super().state()
-        out["seen"] = self.seen.copy()
-        return out
-
-    def load_state(self, state: dict) -> None:
-        self.seen = np.array(state["seen"], dtype=np.float64)
-        super().load_state(state)

@@ -53,7 +53,7 @@ class PairSteps:
         own = predict(margins)
         positive = own
         if self.experts is not None:
-            positive = self.experts.predict(self._pair_experts(X, margins, act, active, store=True), active)
+            positive = self.experts.predict(self._pair_experts(X, margins, act, active, store=True))
             self.delta_mistakes = self.experts.update(y, active)
         coef = descent_coef(p.loss, y, margins, own)
         if self.class_seen is not None:
