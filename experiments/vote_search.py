@@ -148,28 +148,38 @@ def main() -> None:
         print("|---|---|" + "---|" * n)
         print("\n".join(rows))
         return
-    todo, draws = sets(args.data_dir, args.landmine)
-    names = list(todo)
-    floors = personal.mean_floors(draws)
-    groups_search.header(names, floors, ["mean", "step 1's nine: mean",
-                                         "personal: mean above the floor"])
+    todo, floors = table(args)
     for label, (lengths, prior) in CANDIDATES.items():
-        if args.only and label not in args.only:
-            continue
-        jobs = [(list(lengths) if lengths else None, prior, todo[n][0], extra)
-                for n in names for extra in todo[n][1]]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            errors = list(pool.map(_error, jobs))
-        row, i = [], 0
-        for n in names:
-            k = len(todo[n][1])
-            row.append(float(np.mean(errors[i:i + k])))
-            i += k
-        mean, nine = np.mean(row), np.mean(row[:9])
-        above = np.mean([row[i] - floors[n] for i, n in enumerate(names) if n in floors])
-        print(f"| {label} | " + " | ".join(f"{v:.4f}" for v in row) + f" | {mean:.5f} | {nine:.4f} | {above:+.4f} |",
-              flush=True)
+        if not args.only or label in args.only:
+            candidate_row(label, todo, floors, args.jobs, lambda data, extra: _error(
+                (list(lengths) if lengths else None, prior, data, extra)))
 
+
+def table(args) -> tuple:
+    """The selection sets (:func:`sets`) and their floors, with the table's head printed."""
+    todo, draws = sets(args.data_dir, args.landmine)
+    floors = personal.mean_floors(draws)
+    groups_search.header(list(todo), floors, ["mean", "step 1's nine: mean",
+                                              "personal: mean above the floor"])
+    return todo, floors
+
+
+def candidate_row(label: str, todo: dict, floors: dict, jobs: int, error) -> None:
+    """A candidate's row: ``error(data options, run options)`` of every run of every set,
+    ``jobs`` at once, each set's mean, their mean, the nine sets' of step 1 and the personal
+    draws' distance to their floor."""
+    names = list(todo)
+    with ThreadPoolExecutor(jobs) as pool:
+        errors = list(pool.map(lambda run: error(*run),
+                               [(todo[n][0], extra) for n in names for extra in todo[n][1]]))
+    row, i = [], 0
+    for n in names:
+        k = len(todo[n][1])
+        row.append(float(np.mean(errors[i:i + k])))
+        i += k
+    above = np.mean([row[i] - floors[n] for i, n in enumerate(names) if n in floors])
+    print(f"| {label} | " + " | ".join(f"{v:.4f}" for v in row)
+          + f" | {np.mean(row):.5f} | {np.mean(row[:9]):.4f} | {above:+.4f} |", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,55 @@
+"""Step 10 (a): an arow w-step whose r follows each task's margin noise, on the selection sets.
+
+Run it at the revision named in PROTOCOL.md's step 10 (a), where the candidate's code is in
+the package. Each candidate sets ``omtl_mpi.algorithms.wsteps.R_FROM_LOSS`` in the run's own
+process (one process, `omtl-mpi run`): None is today's w-step (r = 0.2 m, m a task's first
+instances' mean squared norm); a number c makes each task's r, when its instances reach 4, 8,
+16, ..., c m times the mean of (1 - y w.x)_+^2 over its instances so far (at least R_FLOOR m).
+The sets, the runs and the table are those of vote_search.py.
+
+Usage: python experiments/wstep_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]
+"""
+import json
+import os
+import subprocess
+import sys
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import groups_search  # noqa: E402
+import vote_search  # noqa: E402
+
+CANDIDATES = {"today (r = 0.2 m)": None,
+              "r = 0.5 m x mean squared margin loss": 0.5,
+              "r = 1 m x mean squared margin loss": 1.0,
+              "r = 2 m x mean squared margin loss": 2.0}
+RUNNER = """
+import sys
+import omtl_mpi.algorithms.wsteps as wsteps
+wsteps.R_FROM_LOSS = None if sys.argv[1] == "None" else float(sys.argv[1])
+sys.argv = ["omtl-mpi", "run", *sys.argv[2:]]
+import runpy
+runpy.run_module("omtl_mpi", run_name="__main__")
+"""
+
+
+def _error(args) -> float:
+    c, data, extra = args
+    run = subprocess.run([sys.executable, "-c", RUNNER, str(c), *data, *extra, "--json"],
+                         capture_output=True, text=True)
+    if run.returncode:
+        raise SystemExit(f"failed: {' '.join(data + extra)}: {run.stderr.strip()[-400:]}")
+    return json.loads(run.stdout)["mean_error"]
+
+
+def main() -> None:
+    args = groups_search.arguments(__doc__, (["--jobs"], dict(type=int, default=2,
+                                                               help="runs at once")))
+    todo, floors = vote_search.table(args)
+    for label, c in CANDIDATES.items():
+        if not args.only or label in args.only:
+            vote_search.candidate_row(label, todo, floors, args.jobs,
+                                      lambda data, extra: _error((c, data, extra)))
+
+if __name__ == "__main__":
+    main()
