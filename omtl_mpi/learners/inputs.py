@@ -120,23 +120,6 @@ class Inputs:
             raise UserError("x holds NaN or inf; every feature must be a finite number")
         return cols, values
 
-    def _vector(self, x) -> np.ndarray:
-        """One instance's features (n_features,), float64, a copy: a 1-D array, or a dict of
-        feature -> value hashed into n_features as the text importer hashes n-grams."""
-        if isinstance(x, dict) or hasattr(x, "tocsr"):
-            cols, values = self._entries(x)
-            v = np.zeros(self.n_features)
-            v[cols] = values
-        else:
-            v = as_array(x, f"x must be a 1-D array of {self.n_features} numbers or a dict of "
-                            "feature -> number", np.float64)
-            if v.shape != (self.n_features,):
-                raise UserError(f"x must have shape ({self.n_features},) (n_features), got "
-                                f"{v.shape}")
-        if not np.isfinite(v).all():
-            raise UserError("x holds NaN or inf; every feature must be a finite number")
-        return v
-
     def _label(self, y) -> float:
         if isinstance(y, (bool, np.bool_)):
             return 1.0 if y else -1.0
@@ -239,7 +222,12 @@ class Inputs:
             cols, values = self._entries(x)
             return k, self._prepared_sparse(np.array([0, len(cols)]), cols, values,
                                             np.array([k]), update)
-        v = self._vector(x)
+        v = as_array(x, f"x must be a 1-D array of {self.n_features} numbers or a dict of "
+                        "feature -> number", np.float64)
+        if v.shape != (self.n_features,):
+            raise UserError(f"x must have shape ({self.n_features},) (n_features), got {v.shape}")
+        if not np.isfinite(v).all():
+            raise UserError("x holds NaN or inf; every feature must be a finite number")
         return k, self._prepared(v[None, None], None, np.array([k]), update)
 
     def _batch(self, X, tasks, y=None):
