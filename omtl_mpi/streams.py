@@ -77,7 +77,7 @@ def _checked_streams(X_list, y_list):
     for k, (X, y) in enumerate(zip(X_list, y_list)):
         if hasattr(X, "tocsr"):             # sparse rows stay sparse (their entries checked)
             from .learners.inputs import _sparse_rows
-            Xa = _sparse_rows(X, None)[0]
+            Xa = _sparse_rows(X)[0]
         else:
             Xa = as_array(X, f"X_list[{k}] is not an array of numbers", np.float64)
         ya = as_array(y, f"y_list[{k}] is not an array of labels")

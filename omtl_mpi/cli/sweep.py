@@ -118,8 +118,7 @@ def _sweep_dry_run(plan, folder, launcher, retry_failed, checkpoint_every, jobs,
     if launcher == "slurm":
         from ..sweep.batch import arrays_for
         scripts = [{"script": a.script, "runs": [r.id for r in a.runs], "text": a.text}
-                   for a in arrays_for(plan, folder, todo, plan.slurm, chosen,
-                                       checkpoint_every=checkpoint_every, throttle=jobs)]
+                   for a in arrays_for(plan, folder, todo, plan.slurm, chosen, throttle=jobs)]
     if as_json:
         click.echo(json.dumps({"sweep": plan.name, "folder": folder, "runs": rows,
                                "skipped": plan.skipped, "to_run": len(todo), "scripts": scripts}))

@@ -53,7 +53,7 @@ def _is_number(value) -> bool:
     return True
 
 
-def _sparse_rows(X, n_features: int):
+def _sparse_rows(X):
     """A scipy.sparse matrix as (a CSR copy with its columns sorted and repeats summed,
     indices, values); a matrix whose values are not numbers is one UserError."""
     if X.dtype.kind not in "fiub":
@@ -115,7 +115,7 @@ class Inputs:
             if x.ndim != 2 or x.shape != (1, self.n_features):
                 raise UserError(f"a sparse x must have shape (1, {self.n_features}) (one row of "
                                 f"n_features), got {x.shape}")
-            cols, values = _sparse_rows(x, self.n_features)[1:3]
+            cols, values = _sparse_rows(x)[1:3]
         if not np.isfinite(values).all():
             raise UserError("x holds NaN or inf; every feature must be a finite number")
         return cols, values
@@ -234,7 +234,7 @@ class Inputs:
         """Checked inputs of partial_fit/predict: X (n, d) (an array, or a scipy.sparse matrix
         kept sparse), tasks (n,), y (n,) or None; and the round of each instance (its rank
         among the instances of its task)."""
-        Xa = (_sparse_rows(X, self.n_features)[0] if hasattr(X, "tocsr") else
+        Xa = (_sparse_rows(X)[0] if hasattr(X, "tocsr") else
               as_array(X, "X must be an array of numbers of shape (n, n_features)", np.float64))
         if Xa.ndim != 2 or Xa.shape[1] != self.n_features:
             raise UserError(f"X must have shape (n, {self.n_features}) (n_features columns), got "

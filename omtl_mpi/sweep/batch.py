@@ -66,7 +66,7 @@ def element_command(manifest: str) -> list[str]:
 
 
 def arrays_for(plan: Plan, folder: str, todo: list, settings: dict, launcher, *,
-               checkpoint_every: int | None = None, throttle: int | None = None) -> list[Array]:
+               throttle: int | None = None) -> list[Array]:
     """The arrays that submit ``todo``: one per (ranks, minutes), in the plan's order, with
     their scripts' text; manifests numbered after those already in FOLDER/slurm."""
     folder = os.path.abspath(folder)
@@ -107,8 +107,7 @@ def submit(plan: Plan, folder: str, *, settings: dict, retry_failed: bool = Fals
         echo("already recorded: " + ", ".join(f"{n} {SHOWN[k]}" for k, n in sorted(kept.items()))
              + (" (--retry-failed submits those again)"
                 if not retry_failed and kept.keys() & {"failed", "timeout"} else ""))
-    arrays = arrays_for(plan, folder, todo, settings, launcher,
-                        checkpoint_every=checkpoint_every, throttle=throttle)
+    arrays = arrays_for(plan, folder, todo, settings, launcher, throttle=throttle)
     if arrays:
         make_folder(os.path.join(folder, "slurm"), "--out")
     for array in arrays:

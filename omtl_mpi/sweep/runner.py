@@ -224,7 +224,7 @@ def run_sweep(plan: Plan, folder: str, *, jobs: int = 1, retry_failed: bool = Fa
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     executor = Executor(folder, launcher, checkpoint_every)
     index = open_sweep(plan, folder, retry_failed)
-    refuse_in_flight(plan, folder)
+    refuse_in_flight(folder)
     todo, counts = plan_status(plan, folder, retry_failed)
     _announce(plan, todo, counts, retry_failed, echo, executor.launcher)
     progress = _Progress(plan.name, len(todo), echo, tty)
@@ -260,7 +260,7 @@ def open_sweep(plan: Plan, folder: str, retry_failed: bool = False) -> dict:
     return update(folder, describe)
 
 
-def refuse_in_flight(plan: Plan, folder: str) -> None:
+def refuse_in_flight(folder: str) -> None:
     """Refuse to start runs while some of this sweep's are still queued or running under a
     scheduler (after asking it which of them still are: :func:`.batch.settle`)."""
     index = read_index(folder)
