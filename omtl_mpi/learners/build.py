@@ -94,7 +94,6 @@ def _help(algo: str, name: str) -> str:
     return _api_text(opt.helps.get(algo, opt.help))
 
 
-
 def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
     """Check a learner's parameters and build its roles; raises UserError, changes nothing."""
     from ..options import PRESETS, preset_values, run_config, table
@@ -175,5 +174,5 @@ def _build(algo: str, n_tasks, n_features, params: dict) -> dict:
         from ..topology import load_topology
         topology = load_topology(cfg.topology, graph_nodes(1, n_tasks, spec, cfg.nodes))
     roles = build(spec, resolved, n_tasks, dim, topology=topology)
-    return {"given": given, "spec": spec, "cfg": cfg, "roles": roles, "dim": dim}
+    return {"given": given, "roles": roles, "dim": dim}
 

@@ -267,8 +267,8 @@ class Inputs:
         return Xa, t, ya, rank
 
     def _by_round(self, Xa, t, rank):
-        """Yield (round j, the rows of X in it in task order, their tasks, X of the round
-        (n, 1, d), active (n, 1)): only the tasks with an instance in the round."""
+        """Yield, round by round, the rows of X in it in task order, their tasks, X of the
+        round (n, 1, d) and active (n, 1): only the tasks with an instance in the round."""
         order = np.lexsort((t, rank))                      # by round, then by task
         bounds = np.searchsorted(rank[order], np.arange(int(rank.max()) + 2 if len(rank) else 1))
         for j in range(len(bounds) - 1):

@@ -105,8 +105,7 @@ class Learner(Inputs, State, _Base):
         for name, value in built["given"].items():
             setattr(self, name, value)
         self._param_names = tuple(built["given"])
-        self._spec, self._cfg, self._roles = built["spec"], built["cfg"], built["roles"]
-        self._dim = built["dim"]
+        self._roles, self._dim = built["roles"], built["dim"]
         from ..comm.clock import PhaseClock
         self._clock = PhaseClock(1)
         K = self.n_tasks
