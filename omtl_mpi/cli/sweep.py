@@ -169,9 +169,8 @@ def _sweep_submit(plan, folder, retry_failed, checkpoint_every, jobs, wait, as_j
     else:
         click.echo(f"{plan.name}: {sum(len(a.runs) for a in arrays)} runs submitted; follow them "
                    f"with: omtl-mpi sweep {plan.path} --out {folder} --status")
-    if counts is not None and (counts.get("failed", 0) + counts.get("timeout", 0) + counts.get("to run", 0)):
-        return 1
-    return 0
+    unfinished = counts and counts.get("failed", 0) + counts.get("timeout", 0) + counts.get("to run", 0)
+    return 1 if unfinished else 0
 
 
 def _sweep_status(plan, folder, as_json) -> int:

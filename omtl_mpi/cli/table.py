@@ -18,7 +18,6 @@ def click_option(opt, default_algo: str) -> click.Option:
         text += f" What it means to {', '.join(others)}: 'omtl-mpi algos {name}'."
     if opt.default_text():
         text += f"  [default: {opt.default_text()}]"
-    # not given: None, so that a --preset, then the learner's or RunConfig's default, applies
     default = None if opt.kind in ("param", "run") else opt.default
     if opt.type is bool:
         return click.Option([f"{opt.flag}/{opt.off_flag}", opt.name], default=default, help=text)
