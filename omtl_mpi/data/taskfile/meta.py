@@ -6,9 +6,10 @@ import h5py
 import numpy as np
 
 from ...errors import DataError
+from ...metrics import offsets_of
 from ..footprint import check_declared
 from .hdf5 import _check_version, _has, _link_problem, _open, _read_values
-from .schema import _CSR, _V2, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION, TaskMeta, _label, _more, _offsets_of
+from .schema import _CSR, _V2, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION, TaskMeta, _label, _more
 
 
 def read_meta(path) -> TaskMeta:
@@ -42,7 +43,7 @@ def read_meta(path) -> TaskMeta:
             raise DataError("\n".join(problems))
         lengths = np.array(lengths, dtype=np.int64)
         return TaskMeta(path=path, names=tuple(names), lengths=lengths,
-                        dim=int(dims[min(dims)]), version=1, offsets=_offsets_of(lengths),
+                        dim=int(dims[min(dims)]), version=1, offsets=offsets_of(lengths),
                         **_described(f))
 
 

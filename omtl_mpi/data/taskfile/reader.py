@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DataError
+from ...metrics import offsets_of
 from ..footprint import check_fits
 from .hdf5 import H5_ERRORS, _open, _read_values, reason
-from .schema import FlatStreams, TaskMeta, TaskStreams, _check_block, _label, _offsets_of, check_values
+from .schema import FlatStreams, TaskMeta, TaskStreams, _check_block, _label, check_values
 
 
 def _out_of_range(meta: TaskMeta, index: int) -> DataError:
@@ -80,7 +81,7 @@ def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
         got = load_tasks(meta, range(start, stop))
         lengths = np.array([len(y) for y in got.y], dtype=np.int64)
         return FlatStreams(start=start, stop=stop, names=got.names, X=np.concatenate(got.X),
-                           y=np.concatenate(got.y), offsets=_offsets_of(lengths), notices=got.notices)
+                           y=np.concatenate(got.y), offsets=offsets_of(lengths), notices=got.notices)
     with _open(meta.path) as f:
         flat, problems = _block_v2(f, meta, start, stop)
     if problems:

@@ -92,13 +92,6 @@ def _label(k: int, name: str) -> str:
     return f"task {k} ({name!r})"
 
 
-def _offsets_of(lengths) -> np.ndarray:
-    """(K+1,) int64: 0, then the running total of ``lengths``."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
 def _shape_problems(where: str, X: np.ndarray, y: np.ndarray, labels: bool = True) -> list:
     """What is wrong with a task's arrays before their values are read (labels: if ``labels``)."""
     if X.ndim != 2:

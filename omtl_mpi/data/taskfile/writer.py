@@ -11,9 +11,9 @@ import numpy as np
 
 from ...atomic import atomic_path
 from ...errors import DataError
+from ...metrics import offsets_of
 from .schema import (CHUNK_BYTES, FORMAT, SHOWN, SPARSE_MAX_DIM, SPARSE_VERSION, VERSION,
-                     _check_block, _is_csr, _label, _more, _offsets_of, _shape_problems,
-                     check_values)
+                     _check_block, _is_csr, _label, _more, _shape_problems, check_values)
 
 
 def _chunk_rows(width: int, itemsize: int, rows: int | None) -> int:
@@ -167,7 +167,7 @@ class TaskFileWriter:
             problems.insert(0, f"{path}: task name {twice!r} is used twice; task names must be unique")
         if problems:
             return None, problems
-        offsets = _offsets_of(lengths)
+        offsets = offsets_of(lengths)
         labels, problems, _ = _check_block(path, lambda i: _label(k0 + i, names[i]), X, y, offsets)
         if problems:
             return None, problems
@@ -238,16 +238,16 @@ class TaskFileWriter:
             f.attrs["format_version"] = SPARSE_VERSION
             f["X"].attrs.update(shape=np.array([self._written, self._dim], dtype=np.int64),
                                 max_row_nnz=np.int64(self._max_row_nnz))
-        f.create_dataset("offsets", data=_offsets_of(np.concatenate(self._lengths)))
+        f.create_dataset("offsets", data=offsets_of(np.concatenate(self._lengths)))
         sizes = np.fromiter(map(len, self._encoded), dtype=np.int64, count=len(self._encoded))
         f.create_dataset("names", data=np.frombuffer(b"".join(self._encoded), dtype=np.uint8))
-        f.create_dataset("name_offsets", data=_offsets_of(sizes))
+        f.create_dataset("name_offsets", data=offsets_of(sizes))
 
 
 def block_spans(lengths, most: int) -> list:
     """Consecutive tasks of stream ``lengths`` as spans (a, b) of tasks a..b-1 that hold at most
     ``most`` instances together (one task may hold more): how writers and generators cut blocks."""
-    offsets = _offsets_of(np.asarray(lengths, dtype=np.int64))
+    offsets = offsets_of(np.asarray(lengths, dtype=np.int64))
     spans, a, count = [], 0, len(offsets) - 1
     while a < count:
         b = max(a + 1, int(np.searchsorted(offsets, offsets[a] + most, side="right")) - 1)
