@@ -102,13 +102,11 @@ def _read(group, key: str, want, where: str):
             return [_read(item, str(i), want[i] if want is not None else None, f"{where}/{i}")
                     for i in range(n)]
         keys = list(item.keys())
-        if want is not None:
-            if not isinstance(want, dict) or set(keys) != set(map(str, want)):
-                missing = sorted(set(map(str, want)) - set(keys)) if isinstance(want, dict) else []
-                raise UserError(f"{where} is not this learner's"
-                                + (f": it lacks {missing[0]!r}" if missing else ""))
-            return {k: _read(item, k, want[k], f"{where}/{k}") for k in keys}
-        return {k: _read(item, k, None, f"{where}/{k}") for k in keys}
+        if want is not None and (not isinstance(want, dict) or set(keys) != set(map(str, want))):
+            missing = sorted(set(map(str, want)) - set(keys)) if isinstance(want, dict) else []
+            raise UserError(f"{where} is not this learner's"
+                            + (f": it lacks {missing[0]!r}" if missing else ""))
+        return {k: _read(item, k, None if want is None else want[k], f"{where}/{k}") for k in keys}
     if want is not None:
         w = np.asarray(want)
         if item.shape != w.shape or item.dtype.kind not in "biuf":
