@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from .errors import at_stop
 from .paths import as_path, refuse_special
@@ -19,10 +19,8 @@ def _remove_writing() -> bool:
     """Remove every temporary file being written (one already renamed into place is not
     there any more: nothing to do); whether there was one."""
     for tmp in list(_WRITING):
-        try:
+        with suppress(OSError):
             os.remove(tmp)
-        except OSError:
-            pass
     return bool(_WRITING)
 
 
@@ -109,9 +107,7 @@ def remove_stale(paths, grace: float = 0.0) -> list[str]:
                 continue
             stale = os.path.join(folder, name)
             if os.path.isfile(stale) and not os.path.islink(stale):
-                try:
+                with suppress(FileNotFoundError):
                     os.remove(stale)
                     removed.append(stale)
-                except FileNotFoundError:
-                    pass
     return removed

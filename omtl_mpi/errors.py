@@ -3,6 +3,7 @@ stop a command (:func:`stop_on_signals`)."""
 import re
 import signal
 import sys
+from contextlib import suppress
 
 # C0 and C1 control characters, DEL and the Unicode line and paragraph separators: any of them
 # in a value shown to the user (a path typed with $'...', a file name from a folder) would break
@@ -101,34 +102,26 @@ def _stop(signum, frame):
     import os
     cleaned = False
     for fn in _AT_STOP:
-        try:
+        with suppress(Exception):       # the others and the exit still run
             cleaned = bool(fn()) or cleaned
-        except Exception:               # noqa: BLE001 - the others and the exit still run
-            pass
     # ``[rank R] `` in an MPI job of more than one rank (asked of MPI only if it was started)
     rank, mpi = "", sys.modules.get("mpi4py.MPI")
-    try:
+    with suppress(Exception):           # the line goes out without it
         if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
                 and mpi.COMM_WORLD.Get_size() > 1:
             rank = f"[rank {mpi.COMM_WORLD.Get_rank()}] "
-    except Exception:                   # noqa: BLE001 - the line goes out without it
-        pass
     if rank and not cleaned:
         # mpiexec ends the whole job as soon as one rank exits: a rank with nothing to clean
         # up leaves the one writing a file (rank 0, which got the same signal) a moment to
         # remove it first
         import time
         time.sleep(0.5)
-    try:
+    with suppress(Exception):           # interrupted inside a write: let it go
         sys.stdout.flush()              # what the command printed so far (a progress line)
-    except Exception:                   # noqa: BLE001 - interrupted inside a write: let it go
-        pass
     # straight to the descriptor: the signal may have come in the middle of a write to stderr
     line = f"error: {rank}interrupted by {signal.Signals(signum).name}\n"
-    try:
+    with suppress(OSError):
         os.write(2, line.encode(errors="replace"))
-    except OSError:
-        pass
     os._exit(128 + signum)
 
 

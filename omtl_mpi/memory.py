@@ -7,6 +7,7 @@ figure is unknown (None) and the checks that use it are skipped.
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 
 # cgroup v1 writes "no limit" as the largest page-aligned int64 (2^63 - 4096 on 4 KiB pages);
 # any figure from 2^62 up is taken for it
@@ -15,35 +16,28 @@ _NO_LIMIT = 2 ** 62
 
 def meminfo_available(path: str = "/proc/meminfo") -> int | None:
     """Bytes the kernel estimates are available to a new allocation (MemAvailable)."""
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):      # UnicodeDecodeError is a ValueError
-        return None
+    # UnicodeDecodeError is a ValueError
+    with suppress(OSError, ValueError, IndexError), open(path) as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return None
 
 
 def _read_int(path: str) -> int | None:
-    try:
-        with open(path) as f:
-            text = f.read().strip()
+    with suppress(OSError, ValueError), open(path) as f:
+        text = f.read().strip()
         return None if text == "max" else int(text)     # "max": cgroup v2's no limit
-    except (OSError, ValueError):
-        return None
+    return None
 
 
 def _inactive_file(path: str, key: str) -> int:
     """The page cache the kernel reclaims before it goes over the limit (memory.stat)."""
-    try:
-        with open(path) as f:
-            for line in f:
-                name, _, value = line.partition(" ")
-                if name == key:
-                    return int(value)
-    except (OSError, ValueError):
-        pass
+    with suppress(OSError, ValueError), open(path) as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
     return 0
 
 
