@@ -68,11 +68,9 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:             # someone else's: alive
         return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+    with suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    return True
 
 
 def _outlives(pid: int, grace: float) -> bool:

@@ -11,6 +11,7 @@ import itertools
 import types
 import typing
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -253,10 +254,8 @@ def _checked(opts: dict, name: str, value):
     if isinstance(value, bool) or py_type in (bool, str):
         ok = type(value) is py_type
     elif isinstance(value, (str, int)) or py_type is float and isinstance(value, float):
-        try:
+        with suppress(ValueError):
             value, ok = py_type(value), True
-        except ValueError:
-            pass
     if not ok:
         raise ConfigError(f"{opt.flag} takes {_TYPES[py_type]}, got {value!r}")
     # the dataclasses check their own fields' choices; only execution options have none

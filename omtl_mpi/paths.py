@@ -8,17 +8,17 @@ a checkpoint or a sweep file. Outputs are then written atomically (:mod:`omtl_mp
 import os
 import stat
 import tempfile
+from contextlib import suppress
 
 from .errors import UserError, one_line, printable
 
 
 def _identity(path: str):
     """(device, inode) of the file at ``path`` once links are followed, None if there is none."""
-    try:
+    with suppress(OSError, ValueError):
         st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    return st.st_dev, st.st_ino
+        return st.st_dev, st.st_ino
+    return None
 
 
 def same_file(a, b) -> bool:

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from .. import __version__
@@ -119,11 +120,10 @@ def verify(path: str, spec: dict) -> tuple[str, str, str] | None:
 
 def _sized(dest: str, files: list) -> bool:
     """Every file of ``files`` is present under ``dest`` with its expected size."""
-    try:
+    with suppress(OSError):
         return bool(files) and all(os.path.getsize(os.path.join(dest, f["path"])) == f["size"]
                                    for f in files)
-    except OSError:
-        return False
+    return False
 
 
 def mirror_url(mirror: str, path: str) -> str:
@@ -205,12 +205,10 @@ def _open(url: str, headers: dict, timeout: float):
 
 
 def _content_range_start(value: str | None) -> int | None:
-    # "bytes START-END/TOTAL"
-    try:
+    with suppress(AttributeError, ValueError):      # "bytes START-END/TOTAL"
         unit, rest = value.split(" ", 1)
         return int(rest.split("-", 1)[0]) if unit == "bytes" else None
-    except (AttributeError, ValueError):
-        return None
+    return None
 
 
 def _transfer(url: str, part: str, spec: dict, timeout: float, echo, label: str = "") -> str:

@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import sys
+from contextlib import suppress
 
 import numpy as np
 
@@ -123,10 +124,9 @@ def require_memory(need: float, what: str, fix: str) -> None:
 
 def available_disk(path) -> int | None:
     """Bytes free for a new file in the folder of ``path``, None if unknown."""
-    try:
+    with suppress(OSError):
         return shutil.disk_usage(os.path.dirname(os.path.abspath(os.fspath(path)))).free
-    except OSError:
-        return None
+    return None
 
 
 def require_disk(need: float, out, what: str, fix: str) -> None:
