@@ -64,10 +64,8 @@ def _source_fits(src: str, files, dims: int, featuriser: str) -> None:
 def _hashing_fits(src: str, task_texts: list, dims: int, featuriser: str) -> None:
     """Refuse, before featurising, texts whose features would not fit in memory."""
     n = sum(len(texts) for texts in task_texts)
-    if featuriser == "hashing":
-        need = text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
-    else:
-        need = matrix_bytes(n, dims)
+    need = (text_bytes(sum(len(t) for texts in task_texts for t in texts), n, dims)
+            if featuriser == "hashing" else matrix_bytes(n, dims))
     require_memory(need, f"{src}: {n} texts x {dims} features",
                    f"lower --dims ({DEFAULT_HASH_DIMS} is the default), or import fewer texts")
 

@@ -92,10 +92,8 @@ def load_block(meta: TaskMeta, start: int, stop: int) -> FlatStreams:
 def _block_v2(f, meta: TaskMeta, start: int, stop: int) -> tuple[FlatStreams, list]:
     """Tasks start..stop-1 of the open version 2 file ``f``, and the problems of their values."""
     lo, hi = int(meta.offsets[start]), int(meta.offsets[stop])
-    if meta.sparse:
-        X = _read_sparse_rows(f, lo, hi, meta)
-    else:
-        X = np.ascontiguousarray(_read_rows(f, "X", lo, hi, meta), dtype=np.float64)
+    X = (_read_sparse_rows(f, lo, hi, meta) if meta.sparse
+         else np.ascontiguousarray(_read_rows(f, "X", lo, hi, meta), dtype=np.float64))
     y = _read_rows(f, "y", lo, hi, meta)
     offsets = meta.offsets[start:stop + 1] - lo
     names = meta.names[start:stop]
