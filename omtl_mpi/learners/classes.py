@@ -12,7 +12,6 @@ from .build import _help, parameters
 from .learner import Learner
 from .state import VERSION, _other_version
 
-# the public class of every built-in learner, as its registry entry names it
 CLASS_NAMES = {name: spec.class_name for name, spec in registry.REGISTRY.items() if spec.class_name}
 
 

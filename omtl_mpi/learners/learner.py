@@ -20,7 +20,6 @@ _ONE.flags.writeable = False
 _TOO_LARGE = ("this call's step met numbers too large to compute with (an instance's features "
               "of a very large scale: try scale='online'); the call is undone, the learner is as "
               "it was")
-# a call whose step overflows
 _NON_FINITE = ("this call would make the model non-finite (NaN or inf): its step grows without "
                "bound (a small eta, a large class_weight, rho or lambda4, or features of a very "
                "large scale: try scale='online'); the call is undone, the learner is as it was")
