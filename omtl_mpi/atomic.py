@@ -24,11 +24,6 @@ def _remove_writing() -> bool:
     return bool(_WRITING)
 
 
-def temporary_name(path: str, pid: int | None = None) -> str:
-    """The name :func:`atomic_path` writes ``path`` under in process ``pid`` (this one)."""
-    return f"{path}.tmp-{os.getpid() if pid is None else pid}"
-
-
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path next to ``path``; on success rename it to ``path``, else delete it
@@ -37,7 +32,7 @@ def atomic_path(path):
     names a device, FIFO, socket or folder (or a link to one), is one UserError line."""
     path = as_path(path, "path")
     refuse_special(path)
-    tmp = temporary_name(path)
+    tmp = f"{path}.tmp-{os.getpid()}"       # remove_stale knows it by its process id
     _WRITING.add(tmp)
     try:
         yield tmp

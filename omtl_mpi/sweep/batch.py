@@ -60,11 +60,6 @@ def minutes_for(run: Run, settings: dict) -> int:
     return settings.get("time") or math.ceil((run.timeout + settings["signal"] + 60) / 60)
 
 
-def element_command(manifest: str) -> list[str]:
-    """What every element of an array runs (this Python, so the same installation)."""
-    return [sys.executable, "-m", "omtl_mpi", "sweep-element", manifest]
-
-
 def arrays_for(plan: Plan, folder: str, todo: list, settings: dict, launcher, *,
                throttle: int | None = None) -> list[Array]:
     """The arrays that submit ``todo``: one per (ranks, minutes), in the plan's order, with
@@ -83,8 +78,9 @@ def arrays_for(plan: Plan, folder: str, todo: list, settings: dict, launcher, *,
                       manifest=stem + ".json", script=stem + ".sbatch")
         array.text = launcher.array_script(
             name=array.name, count=len(runs), ranks=ranks, minutes=minutes, settings=settings,
-            element=element_command(array.manifest), throttle=throttle,
-            log=os.path.join(folder, "logs", "slurm-%A_%a.out"))
+            # every element runs this Python, so the same installation
+            element=[sys.executable, "-m", "omtl_mpi", "sweep-element", array.manifest],
+            throttle=throttle, log=os.path.join(folder, "logs", "slurm-%A_%a.out"))
         arrays.append(array)
     return arrays
 
