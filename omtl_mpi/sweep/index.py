@@ -37,12 +37,6 @@ def read_index(folder: str) -> dict:
     return index
 
 
-def write_index(folder: str, index: dict) -> None:
-    path = os.path.join(folder, INDEX)
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(index, f, indent=1, sort_keys=False)
-
-
 @contextlib.contextmanager
 def locked(folder: str):
     """Hold the index's lock (``FOLDER/index.lock``, a POSIX record lock, which network file
@@ -61,7 +55,8 @@ def update(folder: str, change) -> dict:
     returns the index written. Other writers' records of other runs are kept."""
     with locked(folder) as index:
         change(index)
-        write_index(folder, index)
+        with atomic_path(os.path.join(folder, INDEX)) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            json.dump(index, f, indent=1)
         return index
 
 
