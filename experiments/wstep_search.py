@@ -1,10 +1,11 @@
 """Step 10 (a): an arow w-step whose r follows each task's margin noise, on the selection sets.
 
-Run it at the revision named in PROTOCOL.md's step 10 (a), where the candidate's code is in
-the package. Each candidate sets ``omtl_mpi.algorithms.wsteps.R_FROM_LOSS`` in the run's own
-process (one process, `omtl-mpi run`): None is today's w-step (r = 0.2 m, m a task's first
-instances' mean squared norm); a number c makes each task's r, when its instances reach 4, 8,
-16, ..., c m times the mean of (1 - y w.x)_+^2 over its instances so far (at least R_FLOOR m).
+Run it at revision 144eae1, where the candidate's code is in the package (`git worktree add
+../omtl-144eae1 144eae1`; it was not chosen, and the code went out after). Each candidate sets
+``omtl_mpi.algorithms.wsteps.R_FROM_LOSS`` in the run's own process (one process, `omtl-mpi
+run`): None is today's w-step (r = 0.2 m, m a task's first instances' mean squared norm); a
+number c makes each task's r, when its instances reach 4, 8, 16, ..., c m times the mean of
+(1 - y w.x)_+^2 over its instances so far (at least R_FLOOR m).
 The sets, the runs and the table are those of vote_search.py.
 
 Usage: python experiments/wstep_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]

@@ -43,11 +43,6 @@ from .fortran import dger
 # full and the diagonal form alike (docs/GUIDE.md, *How the defaults were chosen*; single-task
 # AROW's is independent.AROW_R_PER_MEAN_SQ_NORM, AROW_DIAGONAL_R_PER_MEAN_SQ_NORM diagonal)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
-# CANDIDATE (step 10 (a)): None, or c: each task's r becomes c times its scale m (its first
-# instances' mean squared norm) times the mean of (1 - y w.x)_+^2 over its instances so far,
-# when its instances reach 4, 8, 16, ... (a running estimate of its margin noise)
-R_FROM_LOSS = None
-R_FLOOR = 0.01          # CANDIDATE: r / m is kept at least this
 
 # AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto
 # keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
@@ -123,40 +118,6 @@ def put(array: np.ndarray, active, value: np.ndarray) -> None:
     where :func:`rows` gave a view)."""
     if not isinstance(active, slice):
         array[active] = value
-
-
-class _NoiseR:
-    """CANDIDATE: r from each task's running mean squared margin loss (R_FROM_LOSS)."""
-
-    def _noise_init(self, n_tasks):
-        self._nz_n = np.zeros(n_tasks)
-        self._nz_L = np.zeros(n_tasks)
-        self._nz_next = np.full(n_tasks, 4.0)
-        self._nz_m = np.zeros(n_tasks)
-
-    def _noise(self, coef, inv_count, active):
-        if R_FROM_LOSS is None:
-            return
-        act = np.arange(len(self.r)) if isinstance(active, slice) else np.asarray(active)
-        n = np.where(inv_count > 0, 1.0 / np.where(inv_count > 0, inv_count, 1.0), 0.0)
-        self._nz_n[act] += n
-        self._nz_L[act] += (coef * coef).sum(axis=0)
-        m = self._nz_m[act]
-        fresh = (m == 0.0) & (self.r[act] > 0.0)
-        m[fresh] = self.r[act][fresh] / AROW_W_STEP_R_PER_MEAN_SQ_NORM
-        self._nz_m[act] = m
-        due = (self._nz_n[act] >= self._nz_next[act]) & (m > 0.0)
-        if not due.any():
-            return
-        k = act[due]
-        while True:
-            more = self._nz_n[k] >= self._nz_next[k]
-            if not more.any():
-                break
-            self._nz_next[k[more]] *= 2.0
-        new = self._nz_m[k] * np.maximum(R_FROM_LOSS * self._nz_L[k] / self._nz_n[k], R_FLOOR)
-        self._shift_r(k, new - self.r[k])
-        self.r[k] = new
 
 
 class EuclidStep:
@@ -291,7 +252,7 @@ BATCHED_DIM = 64
 TASKS_LAST_FROM = 48
 
 
-class ArowStep(_NoiseR, EuclidStep):
+class ArowStep(EuclidStep):
     """Full AROW-style precision ``D_t = r I + sum over margin errors of x x^T`` (Crammer,
     Kulesza & Dredze 2009: their precision times r) per task, held as
     ``M = (eta D_t + rho I)^{-1}`` (kb x d x d); with eta = 1 and no consensus terms the step
@@ -320,14 +281,6 @@ class ArowStep(_NoiseR, EuclidStep):
         self._work = np.empty(0)
         self._start_metric(np.nonzero(self.r)[0])
         self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
-        self._noise_init(n_tasks)
-
-    def _shift_r(self, k, change):
-        """M = (M^-1 + eta change I)^-1 for the tasks k (CANDIDATE)."""
-        eye = np.eye(self._M.shape[1])
-        for t, c in zip(k, change):
-            M = self._M[..., t] if self._tasks_last else self._M[t]
-            M[...] = np.linalg.inv(np.linalg.inv(M) + self.p.eta * c * eye)
 
     TASK_AXIS = {"M": 0, "r": 0}
     NOT_STATE = ("_inv", "_keep", "_work")     # constants and scratch (.undo)
@@ -371,7 +324,6 @@ class ArowStep(_NoiseR, EuclidStep):
             self._start_metric((np.nonzero(new)[0] if isinstance(active, slice)
                                 else np.asarray(active)[new]))
             self._unsettled -= int(np.count_nonzero(new))
-        self._noise(coef, inv_count, active)
         c = p.eta * inv_count
         X = rows_dense(X)           # the full metric is for small d: dense rows cost no more
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
@@ -423,7 +375,7 @@ class ArowStep(_NoiseR, EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
 
-class ArowDiagStep(_NoiseR, EuclidStep):
+class ArowDiagStep(EuclidStep):
     """:class:`ArowStep`'s metric with the past margin errors kept on the diagonal: ``D_t =
     Lambda_t + sum over this round's margin errors of x x^T``, ``Lambda_t = r I + sum over the
     earlier ones of diag(x x^T)``, held as ``P = eta Lambda_t + rho`` (kb x d): d numbers per task.
@@ -441,10 +393,6 @@ class ArowDiagStep(_NoiseR, EuclidStep):
         self.P = np.zeros((n_tasks, dim))
         self._start_metric(np.nonzero(self.r)[0])
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
-        self._noise_init(n_tasks)
-
-    def _shift_r(self, k, change):
-        self.P[k] += (self.p.eta * change)[:, None]
 
     TASK_AXIS = {"P": 0, "r": 0}
     ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
@@ -468,7 +416,6 @@ class ArowDiagStep(_NoiseR, EuclidStep):
 
     def step(self, W, D, X, coef, inv_count, R, active):
         self._settle(X, active)
-        self._noise(coef, inv_count, active)
         X = X if isinstance(X, SparseRows) else SparseRows.from_dense(X)
         P = rows(self.P, active)
         moving = (rows(self.r, active) > 0.0)[:, None]
@@ -486,7 +433,6 @@ class ArowDiagStep(_NoiseR, EuclidStep):
 
     def step_pairs(self, W, D, R, X, coef, inv_count, active, rows, flat, inverse):
         self._settle(X, active)
-        self._noise(coef, inv_count, active)
         P = np.take(self.P, flat)
         inverse_P = np.divide(1.0, P, out=np.zeros_like(P), where=(self.r[rows] > 0.0) & (P > 0.0))
         G = W * self.p.rho
