@@ -333,12 +333,9 @@ class TaskBlock(PairSteps):
                 return margins
             return self.experts.decide(self._pair_experts(X, margins, act, active))
         W = self.W[active]
-        if isinstance(X, SparseRows):
-            margins = X.margins(self._starting(W, active))
-            if self.experts is None:
-                return margins
-            return self.experts.decide(self._expert_margins(margins, W, X, active))
-        margins = np.vecdot(self._starting(W, active), X)    # predict_and_step's, the same call
+        start = self._starting(W, active)
+        # predict_and_step's margins, the same calls
+        margins = X.margins(start) if isinstance(X, SparseRows) else np.vecdot(start, X)
         if self.experts is None:
             return margins
         return self.experts.decide(self._expert_margins(margins, W, X, active))
