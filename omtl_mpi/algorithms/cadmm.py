@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .admm import (FIXED_OMEGA, GIVEN, AdmmParams, BlockRole, Consensus, TaskBlock,
-                   coordinates_of, coupling, omega_arrays)
+                   coordinates_of, coupling, omega_arrays, related_default)
 from . import mixture, served_prior
 from .bayes import stats_size
 from .mixture import MixtureBayes
@@ -48,11 +48,7 @@ def related_form(params, n_tasks: int, dim: int) -> str | None:
     every message, O(d^2) per task) with more tasks than features, else the tasks' rows
     (kb x d numbers, O(K d) per task on the server), the smaller of the two; with
     ``--coordinates nonzero`` and fewer tasks than features, every model's changed entries."""
-    if not params.experts:
-        return None
-    if n_tasks > dim:
-        return MOMENT
-    return MODELS if coordinates_of(params, dim) == "nonzero" else ROWS
+    return related_default(n_tasks, dim, coordinates_of(params, dim)) if params.experts else None
 
 
 def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str,
@@ -78,7 +74,7 @@ def _vote_parts(params, n_tasks: int, kb: int, dim: int, mistakes: str,
     return parts
 
 
-def _pairs(params, n_tasks: int, kb: int, dim: int, rows) -> int:
+def _pairs(kb: int, dim: int, rows) -> int:
     """The capacity, in (task, coordinate) pairs, of the entry parts of ``kb`` tasks'
     messages (``rows``: the run's RowFormat; None: every coordinate)."""
     return kb * dim if rows is None else rows.pairs(kb, dim)
@@ -120,14 +116,14 @@ def up_parts(params, n_tasks: int, kb: int, dim: int, rows=None,
     parts += _vote_parts(params, n_tasks, kb, dim, "mistakes", asynchronous)
     names = _packed(params, n_tasks, dim, up=True)
     if names:
-        parts.append(("packed", len(names) * _pairs(params, n_tasks, kb, dim, rows)))
+        parts.append(("packed", len(names) * _pairs(kb, dim, rows)))
     return parts
 
 
 def down_parts(params, n_tasks: int, kb: int, dim: int, rows=None,
                asynchronous: bool = False) -> list:
     """(name, size) of every part of the server's reply to a worker, in order."""
-    every = _pairs(params, n_tasks, n_tasks, dim, rows)         # every worker's entries
+    every = _pairs(n_tasks, dim, rows)         # every worker's entries
     form = related_form(params, n_tasks, dim)
     parts = [("used", 1), ("n_u", 1), ("n_W", 1)] if sized(params, n_tasks, dim) else []
     if not _entries(params, dim):
