@@ -298,6 +298,16 @@ class ArowStep(EuclidStep):
         else:
             self._M[k[:, None], i, i] = value
 
+    def _settle(self, X, active) -> None:
+        """:func:`settle_r` for the tasks ``active`` whose r is not known, and their metric."""
+        if self._unsettled:
+            r = rows(self.r, active)
+            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+            put(self.r, active, r)
+            self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
+                               else np.asarray(active)[new])
+            self._unsettled -= int(np.count_nonzero(new))
+
     def _scratch(self, n: int) -> np.ndarray:
         """A (d, d, n) work array, the same memory every round (no page faults for it)."""
         d = self._M.shape[0]
@@ -317,13 +327,7 @@ class ArowStep(EuclidStep):
             else:
                 self._M = np.ascontiguousarray(np.moveaxis(self._M, 0, -1) if self._tasks_last
                                                else np.moveaxis(self._M, -1, 0))
-        if self._unsettled:
-            r = rows(self.r, active)
-            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
-            put(self.r, active, r)
-            self._start_metric((np.nonzero(new)[0] if isinstance(active, slice)
-                                else np.asarray(active)[new]))
-            self._unsettled -= int(np.count_nonzero(new))
+        self._settle(X, active)
         c = p.eta * inv_count
         X = rows_dense(X)           # the full metric is for small d: dense rows cost no more
         # w_t - M (g + z + rho (w_t - u - v_k)) = w_t - M (rho w_t - R - D)
@@ -401,14 +405,7 @@ class ArowDiagStep(EuclidStep):
         """P = eta r + rho for the tasks ``k`` (indices)."""
         self.P[k] = (self.p.eta * self.r[k] + self.p.rho)[:, None]
 
-    def _settle(self, X, active) -> None:
-        if self._unsettled:
-            r = rows(self.r, active)
-            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
-            put(self.r, active, r)
-            self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
-                               else np.asarray(active)[new])
-            self._unsettled -= int(np.count_nonzero(new))
+    _settle = ArowStep._settle
 
     def _errors(self, coef, inv_count):
         """Each instance's weight in the metric: eta / n at a margin error, else 0 (B, na)."""
