@@ -83,12 +83,11 @@ def gram_change(models: np.ndarray, gram: np.ndarray, tasks, cols, values) -> No
     gram -= old.T @ old
 
 
-def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None,
-                  new_inverse: np.ndarray | None = None) -> np.ndarray:
-    """The change of H = sum_j w_j w_j^T / |w_j| when some tasks' models change from rows
-    ``old`` to rows ``new`` (d x d; the tasks in the same order in both); ``old_inverse`` and
-    ``new_inverse`` are :func:`inverse_norms` of ``old`` and ``new`` where known."""
-    change = moment(new, new_inverse)
+def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None):
+    """The change of H = sum_j w_j w_j^T / |w_j| (d x d) when some tasks' models change from
+    rows ``old`` to rows ``new`` (the tasks in the same order in both); ``old_inverse`` is
+    :func:`inverse_norms` of ``old`` where known."""
+    change = moment(new)
     change -= moment(old, old_inverse)
     return change
 
@@ -218,9 +217,8 @@ class ExpertVote:
     def predict(self, margins: np.ndarray) -> np.ndarray:
         """The vote on a round's instances from the experts' ``margins`` (experts, B, n): True
         for +1, shape (B, n); the experts' own predictions are kept for :meth:`update`."""
-        votes = margins >= 0.0
-        self._votes = votes
-        return np.where(votes, self._q, -self._q).sum(axis=0) >= 0.0
+        self._votes = margins >= 0.0
+        return np.where(self._votes, self._q, -self._q).sum(axis=0) >= 0.0
 
     def update(self, y, active) -> np.ndarray:
         """Count each expert's mistakes on the round just predicted (labels ``y`` (B, n), 0 for
