@@ -79,11 +79,6 @@ class Consensus:
             if p.variant == "exact":
                 self._operator()
 
-    def arrays(self) -> dict:
-        """Omega for the results file: its factors, and the K x K matrix where K is small
-        (:data:`DENSE_OMEGA_MAX`)."""
-        return omega_arrays(self._rel)
-
     def state(self) -> dict:
         # the factors are stored: recomputing them would change the last bits
         rel = self._rel
