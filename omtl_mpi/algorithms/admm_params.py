@@ -208,9 +208,7 @@ def coordinates_of(params, dim: int) -> str:
                           f"use --w-step adagrad")
     if params.coordinates != "auto":
         return params.coordinates
-    if dim <= LARGE_DIM:
-        return "all"
-    return "all" if full else "nonzero"
+    return "all" if dim <= LARGE_DIM or full else "nonzero"
 
 
 def class_weights(value):

@@ -175,9 +175,6 @@ class MixtureBayes(EmpiricalBayes):
         self._prior = (Pi, V[:, 0])
         self.prior_version += 1
 
-    def _split(self, sums: np.ndarray):
-        return split_sums(sums, self.d, self.G)
-
     def _e_step(self, P) -> np.ndarray:
         """The block's E-step sums (:func:`sums_size` numbers, the same buffer every call)
         under the current centres and weights; ``P = Sx^-2`` for the within moments, which
@@ -193,7 +190,7 @@ class MixtureBayes(EmpiricalBayes):
         log_r -= log_r.max(axis=0)
         r = np.exp(log_r, out=log_r)
         r *= started / r.sum(axis=0)                   # tasks without an instance weigh 0
-        R, T, n, N1, m = self._split(self._sums)
+        R, T, n, N1, m = split_sums(self._sums, self.d, self.G)
         np.matmul(Q, r.T, out=R)
         np.matmul(s, r.T, out=T)
         n[...] = r.sum(axis=1)
