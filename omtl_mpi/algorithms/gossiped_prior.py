@@ -177,8 +177,7 @@ class GossipedPrior:
     def state(self) -> dict:
         return {"gossiped_estimate": np.int64(self.estimate), "gossiped_step": np.int64(self.step),
                 "gossiped_at": np.float64(self.at), "gossiped_held": np.int64(self.held),
-                "gossiped_Sx": self.Sx.copy(),
-                "gossiped_P": self.P.copy()}
+                "gossiped_Sx": self.Sx.copy(), "gossiped_P": self.P.copy()}
 
     def load_state(self, state: dict) -> None:
         self.estimate, self.step = int(state["gossiped_estimate"]), int(state["gossiped_step"])
