@@ -55,7 +55,6 @@ def related_default(n_tasks: int, dim: int, coordinates: str) -> str:
     return MOMENT if n_tasks > dim else ROWS
 
 
-
 class TaskBlock(PairSteps):
     """Worker-side ADMM state and steps for a contiguous block of tasks.
 

@@ -83,12 +83,11 @@ def gram_change(models: np.ndarray, gram: np.ndarray, tasks, cols, values) -> No
     gram -= old.T @ old
 
 
-def moment_change(old: np.ndarray, new: np.ndarray, old_inverse: np.ndarray | None = None):
+def moment_change(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     """The change of H = sum_j w_j w_j^T / |w_j| (d x d) when some tasks' models change from
-    rows ``old`` to rows ``new`` (the tasks in the same order in both); ``old_inverse`` is
-    :func:`inverse_norms` of ``old`` where known."""
+    rows ``old`` to rows ``new`` (the tasks in the same order in both)."""
     change = moment(new)
-    change -= moment(old, old_inverse)
+    change -= moment(old)
     return change
 
 
@@ -143,9 +142,8 @@ class Related:
             out = np.vecdot(cos, per_task).reshape(X.shape[:2])
             out /= self.K
             return out
-        if isinstance(X, SparseRows):
-            return X.margins(self.models(W, active, inverse))
-        return np.vecdot(self.models(W, active, inverse), X)
+        models = self.models(W, active, inverse)
+        return X.margins(models) if isinstance(X, SparseRows) else np.vecdot(models, X)
 
     def set_cosines(self, gram_rows: np.ndarray, gram_diag: np.ndarray, first: int) -> None:
         """The block's cosines (the ``models`` form) from its tasks' rows of the models' Gram

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..data.sparse import SparseRows, rows_dense
 from .admm_params import ALONE, FIXED_OMEGA
-from .experts import MOMENT, inverse_norms, moment_change
+from .experts import MOMENT, moment_change
 from .losses import descent_coef, predict
 
 
@@ -85,7 +85,7 @@ class PairSteps:
         np.put(self.W, flat, new)
         self._inverse = self._gram = None
         if old_rows is not None:
-            self.delta_H = moment_change(old_rows, self.W[act], inverse_norms(old_rows))
+            self.delta_H = moment_change(old_rows, self.W[act])
         self.W_pairs = (rows, cols, new)
         if self.bayes is not None:
             self.bayes.learn(rows_dense(X), y, active)
