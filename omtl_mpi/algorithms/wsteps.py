@@ -252,7 +252,29 @@ BATCHED_DIM = 64
 TASKS_LAST_FROM = 48
 
 
-class ArowStep(EuclidStep):
+class _PerTaskR(EuclidStep):
+    """What both forms of the arow w-step share: each task's r, ``arow_r`` or, when that is
+    None, set from the task's first nonzero instances (:func:`settle_r`), and the metric each
+    task starts with once its r is known (the subclass's ``_start_metric``)."""
+
+    def _begin_r(self, params, n_tasks: int) -> None:
+        """r of every task (0: not known yet) and the metric of those whose r is known."""
+        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
+        self._start_metric(np.nonzero(self.r)[0])
+        self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
+
+    def _settle(self, X, active) -> None:
+        """:func:`settle_r` for the tasks ``active`` whose r is not known, and their metric."""
+        if self._unsettled:
+            r = rows(self.r, active)
+            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+            put(self.r, active, r)
+            self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
+                               else np.asarray(active)[new])
+            self._unsettled -= int(np.count_nonzero(new))
+
+
+class ArowStep(_PerTaskR):
     """Full AROW-style precision ``D_t = r I + sum over margin errors of x x^T`` (Crammer,
     Kulesza & Dredze 2009: their precision times r) per task, held as
     ``M = (eta D_t + rho I)^{-1}`` (kb x d x d); with eta = 1 and no consensus terms the step
@@ -267,7 +289,6 @@ class ArowStep(EuclidStep):
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
-        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
         # the matrices of many tasks of small d are held with the tasks last (d x d x kb) in a
         # round of every task of the block, so that its few element-wise passes loop over the
         # tasks, not over d-long rows; else task-first (kb x d x d): a round of some tasks reads
@@ -279,8 +300,7 @@ class ArowStep(EuclidStep):
         self._tasks_last = self._can_tasks_last
         self._M = np.zeros((dim, dim, n_tasks) if self._tasks_last else (n_tasks, dim, dim))
         self._work = np.empty(0)
-        self._start_metric(np.nonzero(self.r)[0])
-        self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
+        self._begin_r(params, n_tasks)
 
     TASK_AXIS = {"M": 0, "r": 0}
     NOT_STATE = ("_inv", "_keep", "_work")     # constants and scratch (.undo)
@@ -297,16 +317,6 @@ class ArowStep(EuclidStep):
             self._M[i, i, k[:, None]] = value
         else:
             self._M[k[:, None], i, i] = value
-
-    def _settle(self, X, active) -> None:
-        """:func:`settle_r` for the tasks ``active`` whose r is not known, and their metric."""
-        if self._unsettled:
-            r = rows(self.r, active)
-            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
-            put(self.r, active, r)
-            self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
-                               else np.asarray(active)[new])
-            self._unsettled -= int(np.count_nonzero(new))
 
     def _scratch(self, n: int) -> np.ndarray:
         """A (d, d, n) work array, the same memory every round (no page faults for it)."""
@@ -379,7 +389,7 @@ class ArowStep(EuclidStep):
         self._unsettled = int(np.count_nonzero(self.r == 0.0))
 
 
-class ArowDiagStep(EuclidStep):
+class ArowDiagStep(_PerTaskR):
     """:class:`ArowStep`'s metric with the past margin errors kept on the diagonal: ``D_t =
     Lambda_t + sum over this round's margin errors of x x^T``, ``Lambda_t = r I + sum over the
     earlier ones of diag(x x^T)``, held as ``P = eta Lambda_t + rho`` (kb x d): d numbers per task.
@@ -393,10 +403,8 @@ class ArowDiagStep(EuclidStep):
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
-        self.r = np.full(n_tasks, 0.0 if params.arow_r is None else float(params.arow_r))
         self.P = np.zeros((n_tasks, dim))
-        self._start_metric(np.nonzero(self.r)[0])
-        self._unsettled = int(np.count_nonzero(self.r == 0.0))
+        self._begin_r(params, n_tasks)
 
     TASK_AXIS = {"P": 0, "r": 0}
     ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
@@ -404,8 +412,6 @@ class ArowDiagStep(EuclidStep):
     def _start_metric(self, k: np.ndarray) -> None:
         """P = eta r + rho for the tasks ``k`` (indices)."""
         self.P[k] = (self.p.eta * self.r[k] + self.p.rho)[:, None]
-
-    _settle = ArowStep._settle
 
     def _errors(self, coef, inv_count):
         """Each instance's weight in the metric: eta / n at a margin error, else 0 (B, na)."""
