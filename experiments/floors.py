@@ -31,10 +31,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from lib import personal  # noqa: E402
 
-LEARNERS = {"C-ADMM (defaults)": ["--algo", "c-admm"],
+DEFAULTS = "C-ADMM (defaults)"
+LEARNERS = {DEFAULTS: ["--algo", "c-admm"],
             "Hashed personalisation (AdaGrad)": ["--algo", "hashed"],
             "AROW (single task)": ["--algo", "arow"]}
 OMTL = [sys.executable, "-m", "omtl_mpi"]
+
+
+def _mean_error(path: str, options: list) -> float:
+    """`omtl-mpi run --data path OPTIONS --json`'s mean per-task error."""
+    return json.loads(subprocess.run(OMTL + ["run", "--data", path, *options, "--json"],
+                                     check=True, capture_output=True,
+                                     text=True).stdout)["mean_error"]
 
 
 def error(mistakes) -> float:
@@ -44,15 +52,12 @@ def error(mistakes) -> float:
 POSITIONS = (0, 1, 2, 4, 8, 16, 32)
 
 
-def by_position(path: str, floor: list) -> None:
+def by_position(results: str, floor: list) -> None:
     """The defaults' and the floor's error at each position range of a task's stream, and the
-    range's share of the distance between their mean per-task errors."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "run.h5")
-        subprocess.run(OMTL + ["run", "--data", path, "--out", out], check=True,
-                       capture_output=True)
-        with h5py.File(out, "r") as f:
-            offsets, mistakes = f["tasks/offsets"][()], f["metrics/mistakes"][()]
+    range's share of the distance between their mean per-task errors; ``results``: the
+    defaults' results file of the draw, ``floor``: its membership floor's mistakes."""
+    with h5py.File(results, "r") as f:
+        offsets, mistakes = f["tasks/offsets"][()], f["metrics/mistakes"][()]
     lengths = np.diff(offsets)
     position = np.concatenate([np.arange(n) for n in lengths])
     weight = np.repeat(1.0 / lengths, lengths) / len(lengths)
@@ -89,24 +94,26 @@ def main() -> None:
     columns = [*LEARNERS, "membership floor", "group oracle"]
     print("| draw | " + " | ".join(columns) + " | defaults above the floor |")
     print("|---|" + "---|" * (len(columns) + 1))
-    for name, (groups, seed) in draws.items():
-        family = personal.family(personal.FILE.match(name))
-        path = os.path.join(args.data_dir, name)
-        row = [json.loads(subprocess.run(OMTL + ["run", "--data", path, *options, "--json"],
-                                         check=True, capture_output=True,
-                                         text=True).stdout)["mean_error"]
-               for options in LEARNERS.values()]
-        row += [error(personal.membership_floor(args.tasks, seed, **family)),
-                error(personal.oracle(args.tasks, seed, **family))]
-        print(f"| {groups} groups, draw {seed} | " + " | ".join(f"{v:.4f}" for v in row)
-              + f" | {row[0] - row[3]:+.4f} |", flush=True)
-    if args.by_position:
-        print()
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = []               # --by-position: each draw's defaults' results file and floor
         for name, (groups, seed) in draws.items():
             family = personal.family(personal.FILE.match(name))
+            path = os.path.join(args.data_dir, name)
+            results = os.path.join(tmp, name)       # the defaults' results, for --by-position
+            row = [_mean_error(path, options + (["--out", results] if args.by_position and
+                                                label == DEFAULTS else []))
+                   for label, options in LEARNERS.items()]
+            floor = personal.membership_floor(args.tasks, seed, **family)
+            row += [error(floor), error(personal.oracle(args.tasks, seed, **family))]
+            print(f"| {groups} groups, draw {seed} | " + " | ".join(f"{v:.4f}" for v in row)
+                  + f" | {row[0] - row[3]:+.4f} |", flush=True)
+            if args.by_position:
+                kept.append((groups, seed, results, floor))
+        if kept:
+            print()
+        for groups, seed, results, floor in kept:
             print(f"{groups} groups, draw {seed}:\n")
-            by_position(os.path.join(args.data_dir, name),
-                        personal.membership_floor(args.tasks, seed, **family))
+            by_position(results, floor)
 
 
 if __name__ == "__main__":

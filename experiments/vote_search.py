@@ -123,10 +123,11 @@ def sets(data_dir: str, landmine: str) -> tuple:
     return out, draws
 
 
-def _error(args) -> float:
-    lengths, prior, data, extra = args
-    run = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(lengths), prior, *data,
-                          *extra, "--json"], capture_output=True, text=True)
+def run_error(runner: str, constants: list, data: list, extra: list) -> float:
+    """The mean error of `omtl-mpi run DATA EXTRA` run by ``runner`` (a program that sets the
+    candidate's module ``constants``, its first arguments, and then runs the command line)."""
+    run = subprocess.run([sys.executable, "-c", runner, *constants, *data, *extra, "--json"],
+                         capture_output=True, text=True)
     if run.returncode:
         raise SystemExit(f"failed: {' '.join(data + extra)}: {run.stderr.strip()[-400:]}")
     return json.loads(run.stdout)["mean_error"]
@@ -151,8 +152,8 @@ def main() -> None:
     todo, floors = table(args)
     for label, (lengths, prior) in CANDIDATES.items():
         if not args.only or label in args.only:
-            candidate_row(label, todo, floors, args.jobs, lambda data, extra: _error(
-                (list(lengths) if lengths else None, prior, data, extra)))
+            candidate_row(label, todo, floors, args.jobs, lambda data, extra: run_error(
+                RUNNER, [json.dumps(list(lengths) if lengths else None), prior], data, extra))
 
 
 def table(args) -> tuple:

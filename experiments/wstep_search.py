@@ -10,9 +10,7 @@ The sets, the runs and the table are those of vote_search.py.
 
 Usage: python experiments/wstep_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]
 """
-import json
 import os
-import subprocess
 import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
@@ -34,15 +32,6 @@ runpy.run_module("omtl_mpi", run_name="__main__")
 """
 
 
-def _error(args) -> float:
-    c, data, extra = args
-    run = subprocess.run([sys.executable, "-c", RUNNER, str(c), *data, *extra, "--json"],
-                         capture_output=True, text=True)
-    if run.returncode:
-        raise SystemExit(f"failed: {' '.join(data + extra)}: {run.stderr.strip()[-400:]}")
-    return json.loads(run.stdout)["mean_error"]
-
-
 def main() -> None:
     args = groups_search.arguments(__doc__, (["--jobs"], dict(type=int, default=2,
                                                                help="runs at once")))
@@ -50,7 +39,9 @@ def main() -> None:
     for label, c in CANDIDATES.items():
         if not args.only or label in args.only:
             vote_search.candidate_row(label, todo, floors, args.jobs,
-                                      lambda data, extra: _error((c, data, extra)))
+                                      lambda data, extra: vote_search.run_error(
+                                          RUNNER, [str(c)], data, extra))
+
 
 if __name__ == "__main__":
     main()
