@@ -14,6 +14,12 @@ seeds, their mean, and the spread over the seeds of the per-seed means over the 
 With ``--tweeteval`` the same on TweetEval (reported, never used to choose). Finished runs are
 kept in ``--work``/diag_r.json (shared task files with text_dims.py in ``--work``).
 experiments/PROTOCOL.md, step 9 (c), has the rule and the outcome.
+
+Step 10 (a), second round: the same two learners and candidates (and c = 2) on the text-like
+selection draws of step 10 (experiments/textlike.py, imported at 2^14), each file at its own d:
+
+    python experiments/diag_r.py --textlike results/data/textlike-100.h5 \
+        results/data/textlike-101.h5 results/data/textlike-102.h5
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from text_dims import imported, omtl, run_jobs  # noqa: E402
 
 CANDIDATES = (0.1, 0.2, 0.5, 1.0)
+TEXTLIKE_CANDIDATES = (0.1, 0.2, 0.5, 1.0, 2.0)
 LEARNERS = {"defaults": [], "AROW": ["--algo", "arow"]}
 DIMS = (2 ** 12, 2 ** 14, 2 ** 16)
 SQUARED_NORM = 2.0   # hashed text: unit-norm features plus the intercept's 1
@@ -39,10 +46,14 @@ def run(path: str, learner: str, c: float, seed: int) -> float:
     return json.loads(r.stdout.strip().splitlines()[-1])["mean_error"]
 
 
-def table(corpus: str, learner: str, done: dict, dims, seeds) -> str:
-    lines = [f"| {corpus}, {learner}: c | " + " | ".join(f"d = {d}" for d in dims)
+def table(corpus: str, learner: str, done: dict, dims, seeds, candidates=CANDIDATES,
+          names=None) -> str:
+    """The candidates' mean error at each of ``dims`` (the keys' middle part; ``names`` their
+    column heads, d = ... by default), their mean and the spread over the seeds."""
+    names = names or [f"d = {d}" for d in dims]
+    lines = [f"| {corpus}, {learner}: c | " + " | ".join(names)
              + " | mean | spread over seeds |", "|" + "---|" * (len(dims) + 3)]
-    for c in CANDIDATES:
+    for c in candidates:
         errors = [[done.get(f"{corpus}/{d}/{learner}/{c}/{s}") for s in seeds] for d in dims]
         if any(None in row for row in errors):
             lines.append(f"| {c} m | " + " | ".join("-" for _ in dims) + " | - | - |")
@@ -57,12 +68,17 @@ def table(corpus: str, learner: str, done: dict, dims, seeds) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reviews", required=True, help="the review corpus's folder")
+    ap.add_argument("--reviews", help="the review corpus's folder")
+    ap.add_argument("--textlike", nargs="+", help="the text-like draws' task files (step 10)")
     ap.add_argument("--tweeteval", help="TweetEval's raw folder (reported only)")
     ap.add_argument("--work", default="results/text_dims")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.textlike:
+        return textlike(args)
+    if not args.reviews:
+        ap.error("give --reviews (step 9 (c)) or --textlike (step 10 (a))")
     corpora = {k: v for k, v in (("reviews", args.reviews), ("tweeteval", args.tweeteval)) if v}
     os.makedirs(args.work, exist_ok=True)
     record = os.path.join(args.work, "diag_r.json")
@@ -79,6 +95,23 @@ def main(argv=None) -> int:
         for learner in LEARNERS:
             print(table(corpus, learner, done, DIMS, args.seeds))
             print()
+    return 0
+
+
+def textlike(args) -> int:
+    """Step 10 (a), second round: every candidate on each text-like file at its own d."""
+    os.makedirs(args.work, exist_ok=True)
+    record = os.path.join(args.work, "diag_r_textlike.json")
+    done = json.load(open(record)) if os.path.exists(record) else {}
+    names = [os.path.splitext(os.path.basename(path))[0] for path in args.textlike]
+    jobs = [(f"textlike/{name}/{learner}/{c}/{s}", path, learner, c, s)
+            for name, path in zip(names, args.textlike) for learner in LEARNERS
+            for c in TEXTLIKE_CANDIDATES for s in args.seeds
+            if f"textlike/{name}/{learner}/{c}/{s}" not in done]
+    run_jobs(run, jobs, done, record, args.jobs)
+    for learner in LEARNERS:
+        print(table("textlike", learner, done, names, args.seeds, TEXTLIKE_CANDIDATES, names))
+        print()
     return 0
 
 

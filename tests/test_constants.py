@@ -130,6 +130,7 @@ def test_arow_scales():
     cases, with these literals, in test_wsteps.py's test_auto_r_* tests)."""
     from omtl_mpi.algorithms import independent, wsteps
     assert wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM == 0.2
+    assert wsteps.AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM == 0.2
     assert independent.AROW_R_PER_MEAN_SQ_NORM == 0.5
     assert independent.AROW_DIAGONAL_R_PER_MEAN_SQ_NORM == 0.2
     # a mini-batch of two instances per task: squared norms 9 and 1 (task 0), 4 and 16 (task 1)

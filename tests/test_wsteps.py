@@ -249,6 +249,25 @@ def test_auto_r_waits_without_moving_w():
     np.testing.assert_array_equal(block.W[[0, 2]], W0[[0, 2]])
 
 
+@pytest.mark.parametrize("covariance, factor", [("full", "AROW_W_STEP_R_PER_MEAN_SQ_NORM"),
+                                                 ("diagonal",
+                                                  "AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM")])
+def test_auto_r_each_form_takes_its_own_factor(monkeypatch, covariance, factor):
+    """The arow w-step's auto r is its form's factor times the task's squared norm: changing
+    one form's factor moves that form's r alone."""
+    from omtl_mpi.algorithms import wsteps
+    monkeypatch.setattr(wsteps, factor, 0.75)
+    X = np.zeros((1, 2, 3))
+    X[0, 0] = [1.0, 2.0, 2.0]
+    for form, expected in (("full", 0.75 if covariance == "full" else 0.2),
+                           ("diagonal", 0.75 if covariance == "diagonal" else 0.2)):
+        step = (wsteps.ArowStep if form == "full" else wsteps.ArowDiagStep)(
+            AdmmParams(w_step="arow", eta=1.0), 2, 3)
+        step.step(np.zeros((2, 3)), np.zeros((2, 3)), X, np.zeros((1, 2)), np.ones(2),
+                  np.zeros((2, 3)), slice(None))
+        assert step.r.tolist() == [expected * 9.0, 0.0], form
+
+
 @pytest.mark.parametrize("algo", ["arow", "admm-single"])
 def test_auto_r_makes_arow_scale_free(algo):
     """With r auto, scaling every feature by s = 8 (exact in floating point) changes nothing

@@ -9,8 +9,8 @@ from typing import ClassVar
 
 from ..errors import ConfigError, UserError
 from .losses import LOSSES
-from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_FULL_MAX, AROW_W_STEP_R_PER_MEAN_SQ_NORM,
-                     COVARIANCES, W_STEP_CLASSES, arow_form)
+from .wsteps import (AROW_DIAGONAL_ABOVE, AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM, AROW_FULL_MAX,
+                     AROW_W_STEP_R_PER_MEAN_SQ_NORM, COVARIANCES, W_STEP_CLASSES, arow_form)
 
 VARIANTS = ("exact", "paper")
 W_STEPS = tuple(W_STEP_CLASSES)
@@ -85,7 +85,8 @@ class AdmmParams:
                 f"auto: each task's r is {AROW_W_STEP_R_PER_MEAN_SQ_NORM} times the squared norm "
                 "of its first nonzero instance (with --batch B, the mean over the nonzero "
                 "instances of its first mini-batch that has one), so that r follows the "
-                "features' scale (docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
+                f"features' scale; {AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM} times with the "
+                "diagonal covariance (docs/ALGORITHMS.md section 2.1).", "none_text": "auto"})
     arow_covariance: str = field(default="auto", metadata={
         "help": "--w-step arow: its metric's full d x d matrix per task, or its diagonal (d "
                 f"numbers per task, O(non-zeros) per step). auto: full up to d = "

@@ -39,10 +39,12 @@ from .fortran import dger
 
 # the arow w-step's r when none is given is this factor times the squared norm of the task's
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
-# one: settle_r), so that r follows the features' scale; chosen on the selection sets, for the
-# full and the diagonal form alike (docs/GUIDE.md, *How the defaults were chosen*; single-task
-# AROW's is independent.AROW_R_PER_MEAN_SQ_NORM, AROW_DIAGONAL_R_PER_MEAN_SQ_NORM diagonal)
+# one: settle_r), so that r follows the features' scale; the second for the diagonal form, each
+# chosen on the selection sets that take its form (docs/GUIDE.md, *How the defaults were
+# chosen*; single-task AROW's are independent.AROW_R_PER_MEAN_SQ_NORM and
+# AROW_DIAGONAL_R_PER_MEAN_SQ_NORM)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
+AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
 
 # AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto
 # keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
@@ -263,11 +265,16 @@ class _PerTaskR(EuclidStep):
         self._start_metric(np.nonzero(self.r)[0])
         self._unsettled = int(np.count_nonzero(self.r == 0.0))    # tasks whose r is not known
 
+    @staticmethod
+    def _r_per_sq_norm() -> float:
+        """The factor of :func:`settle_r` (read when used, so that an experiment may set it)."""
+        return AROW_W_STEP_R_PER_MEAN_SQ_NORM
+
     def _settle(self, X, active) -> None:
         """:func:`settle_r` for the tasks ``active`` whose r is not known, and their metric."""
         if self._unsettled:
             r = rows(self.r, active)
-            new = settle_r(r, X, AROW_W_STEP_R_PER_MEAN_SQ_NORM)
+            new = settle_r(r, X, self._r_per_sq_norm())
             put(self.r, active, r)
             self._start_metric(np.nonzero(new)[0] if isinstance(active, slice)
                                else np.asarray(active)[new])
@@ -398,8 +405,9 @@ class ArowDiagStep(_PerTaskR):
     AROW's with a diagonal covariance (Crammer, Kulesza & Dredze 2009, the diagonal variant):
     its length follows x^T Sigma x + r, as the full step's does, where a diagonal metric alone
     would step each coordinate as if the instance held no other. On sparse instances it works on
-    their non-zero coordinates only. r as in :class:`ArowStep` (until a task's r is known its w
-    stays put)."""
+    their non-zero coordinates only. r as in :class:`ArowStep`, its factor
+    :data:`AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM` (until a task's r is known its w stays
+    put)."""
 
     def __init__(self, params, n_tasks: int, dim: int):
         super().__init__(params, n_tasks, dim)
@@ -408,6 +416,10 @@ class ArowDiagStep(_PerTaskR):
 
     TASK_AXIS = {"P": 0, "r": 0}
     ROW_AXES = TASK_AXIS        # its state's keys are its attributes (.undo)
+
+    @staticmethod
+    def _r_per_sq_norm() -> float:
+        return AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM
 
     def _start_metric(self, k: np.ndarray) -> None:
         """P = eta r + rho for the tasks ``k`` (indices)."""
