@@ -50,7 +50,7 @@ def test_algos_arow_shows_arows_own_meaning_of_arow_r():
     assert out.startswith("arow  (none)\n  Independent AROW")
     shown = entry(out, "--arow-r")
     assert shown == f"--arow-r FLOAT|auto {own_help(ArowParams, 'arow_r')} [default: auto]"
-    assert "is 0.5 times" in shown and "0.2 times with the diagonal covariance" in shown
+    assert "is 0.5 times" in shown and "2.0 times with the diagonal covariance" in shown
     assert own_help(AdmmParams, "arow_r") not in unwrapped(out)
 
 

@@ -126,13 +126,14 @@ def test_the_paper_preset():
 
 def test_arow_scales():
     """r auto: 0.2 times the mean squared norm of the task's first mini-batch for the arow
-    w-step, 0.5 times it for single-task AROW, and these are the factors the learners use (more
-    cases, with these literals, in test_wsteps.py's test_auto_r_* tests)."""
+    w-step (1.0 in its diagonal form), 0.5 times it for single-task AROW (2.0 diagonal), and
+    these are the factors the learners use (more cases, with these literals, in test_wsteps.py's
+    test_auto_r_* tests)."""
     from omtl_mpi.algorithms import independent, wsteps
     assert wsteps.AROW_W_STEP_R_PER_MEAN_SQ_NORM == 0.2
-    assert wsteps.AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM == 0.2
+    assert wsteps.AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM == 1.0
     assert independent.AROW_R_PER_MEAN_SQ_NORM == 0.5
-    assert independent.AROW_DIAGONAL_R_PER_MEAN_SQ_NORM == 0.2
+    assert independent.AROW_DIAGONAL_R_PER_MEAN_SQ_NORM == 2.0
     # a mini-batch of two instances per task: squared norms 9 and 1 (task 0), 4 and 16 (task 1)
     X = np.array([[[1.0, 2.0, 2.0], [2.0, 0.0, 0.0]],
                   [[0.0, 0.0, 1.0], [0.0, 4.0, 0.0]]])

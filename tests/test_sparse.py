@@ -341,9 +341,9 @@ def test_full_covariance_at_8192_is_refused_or_switched_before_reading(tmp_path,
 
 @pytest.mark.filterwarnings("error")            # a task of zero instances divides by nothing
 def test_single_task_arow_takes_r_for_its_form():
-    """Step 9 (c) of experiments/PROTOCOL.md: r = 0.5 m with the full covariance (step 3), 0.2 m
-    with the diagonal, m the first nonzero instance's squared norm, whether the form was asked
-    for or taken by auto at its threshold; an explicit r wins."""
+    """experiments/PROTOCOL.md: r = 0.5 m with the full covariance (step 3), 2.0 m with the
+    diagonal (step 10 (a)), m the first nonzero instance's squared norm, whether the form was
+    asked for or taken by auto at its threshold; an explicit r wins."""
     from omtl_mpi.algorithms.independent import ArowNode, ArowParams
     from omtl_mpi.algorithms.wsteps import AROW_DIAGONAL_ABOVE
 
@@ -355,9 +355,9 @@ def test_single_task_arow_takes_r_for_its_form():
         return list(node.r)
 
     assert settled(ArowParams(arow_covariance="full"), 4) == [0.0, 12.5]
-    assert settled(ArowParams(arow_covariance="diagonal"), 4) == [0.0, 5.0]
+    assert settled(ArowParams(arow_covariance="diagonal"), 4) == [0.0, 50.0]
     assert settled(ArowParams(), AROW_DIAGONAL_ABOVE) == [0.0, 12.5]
-    assert settled(ArowParams(), AROW_DIAGONAL_ABOVE + 1) == [0.0, 5.0]
+    assert settled(ArowParams(), AROW_DIAGONAL_ABOVE + 1) == [0.0, 50.0]
     assert settled(ArowParams(arow_r=3.0, arow_covariance="diagonal"), 4) == [3.0, 3.0]
 
 

@@ -249,23 +249,22 @@ def test_auto_r_waits_without_moving_w():
     np.testing.assert_array_equal(block.W[[0, 2]], W0[[0, 2]])
 
 
-@pytest.mark.parametrize("covariance, factor", [("full", "AROW_W_STEP_R_PER_MEAN_SQ_NORM"),
-                                                 ("diagonal",
-                                                  "AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM")])
-def test_auto_r_each_form_takes_its_own_factor(monkeypatch, covariance, factor):
-    """The arow w-step's auto r is its form's factor times the task's squared norm: changing
-    one form's factor moves that form's r alone."""
+@pytest.mark.parametrize("patched", ["AROW_W_STEP_R_PER_MEAN_SQ_NORM",
+                                     "AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM"])
+def test_auto_r_each_form_takes_its_own_factor(monkeypatch, patched):
+    """The arow w-step's auto r is its form's factor (full 0.2, diagonal 1.0) times the task's
+    squared norm: changing one form's factor moves that form's r alone."""
     from omtl_mpi.algorithms import wsteps
-    monkeypatch.setattr(wsteps, factor, 0.75)
+    factors = {wsteps.ArowStep: 0.2, wsteps.ArowDiagStep: 1.0}
+    monkeypatch.setattr(wsteps, patched, 0.75)
+    factors[wsteps.ArowDiagStep if "DIAGONAL" in patched else wsteps.ArowStep] = 0.75
     X = np.zeros((1, 2, 3))
     X[0, 0] = [1.0, 2.0, 2.0]
-    for form, expected in (("full", 0.75 if covariance == "full" else 0.2),
-                           ("diagonal", 0.75 if covariance == "diagonal" else 0.2)):
-        step = (wsteps.ArowStep if form == "full" else wsteps.ArowDiagStep)(
-            AdmmParams(w_step="arow", eta=1.0), 2, 3)
+    for form, factor in factors.items():
+        step = form(AdmmParams(w_step="arow", eta=1.0), 2, 3)
         step.step(np.zeros((2, 3)), np.zeros((2, 3)), X, np.zeros((1, 2)), np.ones(2),
                   np.zeros((2, 3)), slice(None))
-        assert step.r.tolist() == [expected * 9.0, 0.0], form
+        assert step.r.tolist() == [factor * 9.0, 0.0], form
 
 
 @pytest.mark.parametrize("algo", ["arow", "admm-single"])

@@ -198,7 +198,7 @@ class AdagradNode(_SingleTaskNode):
 # first nonzero instance (the mean over the nonzero instances of its first mini-batch that has
 # one), in the diagonal form the second (docs/GUIDE.md, *How the defaults were chosen*)
 AROW_R_PER_MEAN_SQ_NORM = 0.5
-AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 0.2
+AROW_DIAGONAL_R_PER_MEAN_SQ_NORM = 2.0
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from .fortran import dger
 # chosen*; single-task AROW's are independent.AROW_R_PER_MEAN_SQ_NORM and
 # AROW_DIAGONAL_R_PER_MEAN_SQ_NORM)
 AROW_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
-AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM = 0.2
+AROW_DIAGONAL_W_STEP_R_PER_MEAN_SQ_NORM = 1.0
 
 # AROW's covariance (the arow w-step's metric, and single-task AROW's): --arow-covariance auto
 # keeps the full d x d matrix per task up to AROW_DIAGONAL_ABOVE weights and takes its diagonal
