@@ -177,7 +177,8 @@ def _documents() -> list:
 @pytest.mark.parametrize("phrase", [
     "the prior pi = (0.99, 0.005, 0.005)", "c sqrt(8 ln n / max(t - 1, 1)), c = 16",
     "r = 0.2 times the squared norm of the task's first nonzero instance",
-    "uses 0.5 instead of 0.2",
+    "1.0 times in AROW's diagonal form",
+    "uses 0.5 with its full covariance and 2.0 with its diagonal",
     "lambda1 = lambda3 = lambda4 = 10^-6, lambda2 = 10^-5", "rho = 0.1 as in the paper",
     "their default is eta = 1 (`ADAPTIVE_ETA`)",
 ])
