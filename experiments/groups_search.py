@@ -55,11 +55,13 @@ def sets(data_dir: str, landmine: str) -> tuple:
     out, draws = {}, {}
     if landmine and os.path.exists(landmine):
         out["Landmine"] = (landmine, [["--seed", str(s)] for s in (0, 1, 2)])
-    paper = os.path.join(data_dir, "paper-1024-1000-100.h5")
-    if not os.path.exists(paper):
-        subprocess.run(OMTL + ["data", "synth", "--tasks", "1024", "--samples", "1000",
-                               "--seed", "100", "-o", paper], check=True)
-    out["paper K = 1,024"] = (paper, [["--seed", str(s)] for s in (0, 1, 2)])
+    # draw 100 from the step's start; 101 and 102 from its (b) second round on
+    for seed in (100, 101, 102):
+        paper = os.path.join(data_dir, f"paper-1024-1000-{seed}.h5")
+        if not os.path.exists(paper):
+            subprocess.run(OMTL + ["data", "synth", "--tasks", "1024", "--samples", "1000",
+                                   "--seed", str(seed), "-o", paper], check=True)
+        out[f"paper K = 1,024, draw {seed}"] = (paper, [["--seed", str(s)] for s in (0, 1, 2)])
     files = {}
     for tasks, groups, dims, median in ((2000, 4, 20, 15), (3000, 8, 30, 8), (3000, 16, 30, 8)):
         for seed in (100, 101, 102):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.sparse import SparseRows, rows_dense
+from . import experts as _experts
 from . import mixture
 # the ADMM learners' public names, from the modules that hold them (re-exported)
 from .admm_params import (ADAPTIVE_ETA, ALONE, COORDINATES, FIXED_OMEGA, GIVEN,  # noqa: F401
@@ -299,6 +300,9 @@ class TaskBlock(PairSteps):
         out[row["related"]] = self.related.margins(W, X, active, inverse)
         if self.bayes is not None:
             out[row[BAYES]] = self.bayes.margins(rows_dense(X), active, store)
+            if _experts.HANDOVER is not None:         # step 10 (b), second round: a candidate
+                long = self.bayes.n[active] >= _experts.HANDOVER
+                out[row[BAYES]][:, long] = margins[:, long]
         return out
 
     def _starting(self, W: np.ndarray, active) -> np.ndarray:

@@ -20,6 +20,9 @@ from ..data.sparse import SparseRows
 EXPERTS = ("multi-task", "shared", "related")
 # the fourth expert, with more tasks than features: the empirical-Bayes model of bayes.py
 BAYES = "bayes"
+# step 10 (b), second round, a candidate: from this many instances of a task on, the
+# empirical-Bayes expert's margin is the multi-task model's (None: never)
+HANDOVER = None
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99

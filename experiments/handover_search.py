@@ -1,0 +1,44 @@
+"""Step 10 (b), second round: the empirical-Bayes expert hands a task over to the multi-task
+model once the task has seen H instances, on the selection sets.
+
+Run it at the revision PROTOCOL.md names for the round, where the candidate's code is in the
+package: each candidate sets ``omtl_mpi.algorithms.experts.HANDOVER`` in the run's own process
+(one process, `omtl-mpi run`): None is today's vote; a number H makes the empirical-Bayes
+expert's margin, for a task with at least H instances before the round, the multi-task
+model's. The sets, the runs and the table are those of vote_search.py.
+
+Usage: python experiments/handover_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]
+"""
+import os
+import sys
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import groups_search  # noqa: E402
+import vote_search  # noqa: E402
+
+CANDIDATES = {"today (no hand-over)": None, "hand over at 64 instances": 64,
+              "hand over at 256 instances": 256, "hand over at 1024 instances": 1024}
+RUNNER = """
+import sys
+import omtl_mpi.algorithms.experts as experts
+experts.HANDOVER = None if sys.argv[1] == "None" else int(sys.argv[1])
+sys.argv = ["omtl-mpi", "run", *sys.argv[2:]]
+import runpy
+runpy.run_module("omtl_mpi", run_name="__main__")
+"""
+
+
+def main() -> None:
+    args = groups_search.arguments(__doc__, (["--jobs"], dict(type=int, default=2,
+                                                               help="runs at once")))
+    todo, floors = vote_search.table(args)
+    for label, h in CANDIDATES.items():
+        if not args.only or label in args.only:
+            vote_search.candidate_row(label, todo, floors, args.jobs,
+                                      lambda data, extra: vote_search.run_error(
+                                          RUNNER, [str(h)], data, extra))
+
+
+if __name__ == "__main__":
+    main()
