@@ -149,11 +149,26 @@ def main() -> None:
         print("|---|---|" + "---|" * n)
         print("\n".join(rows))
         return
+    run_candidates(args, CANDIDATES, RUNNER, lambda candidate: [
+        json.dumps(list(candidate[0]) if candidate[0] else None), candidate[1]])
+
+
+def search(doc: str, candidates: dict, runner: str) -> None:
+    """A search script's main: every candidate (label: the constant its ``runner`` sets, as
+    its one argument) on the selection sets, ``--jobs`` runs at once."""
+    args = groups_search.arguments(doc, (["--jobs"], dict(type=int, default=2,
+                                                          help="runs at once")))
+    run_candidates(args, candidates, runner, lambda candidate: [str(candidate)])
+
+
+def run_candidates(args, candidates: dict, runner: str, constants) -> None:
+    """The table's head, then a row for each candidate of ``args.only`` (all by default),
+    ``constants(candidate)`` the arguments its ``runner`` reads."""
     todo, floors = table(args)
-    for label, (lengths, prior) in CANDIDATES.items():
+    for label, candidate in candidates.items():
         if not args.only or label in args.only:
             candidate_row(label, todo, floors, args.jobs, lambda data, extra: run_error(
-                RUNNER, [json.dumps(list(lengths) if lengths else None), prior], data, extra))
+                runner, constants(candidate), data, extra))
 
 
 def table(args) -> tuple:

@@ -15,7 +15,6 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import groups_search  # noqa: E402
 import vote_search  # noqa: E402
 
 CANDIDATES = {"today (r = 0.2 m)": None,
@@ -33,14 +32,7 @@ runpy.run_module("omtl_mpi", run_name="__main__")
 
 
 def main() -> None:
-    args = groups_search.arguments(__doc__, (["--jobs"], dict(type=int, default=2,
-                                                               help="runs at once")))
-    todo, floors = vote_search.table(args)
-    for label, c in CANDIDATES.items():
-        if not args.only or label in args.only:
-            vote_search.candidate_row(label, todo, floors, args.jobs,
-                                      lambda data, extra: vote_search.run_error(
-                                          RUNNER, [str(c)], data, extra))
+    vote_search.search(__doc__, CANDIDATES, RUNNER)
 
 
 if __name__ == "__main__":
