@@ -1,11 +1,11 @@
 """Step 10 (b), second round: the empirical-Bayes expert hands a task over to the multi-task
 model once the task has seen H instances, on the selection sets.
 
-Run it at the revision PROTOCOL.md names for the round, where the candidate's code is in the
-package: each candidate sets ``omtl_mpi.algorithms.experts.HANDOVER`` in the run's own process
-(one process, `omtl-mpi run`): None is today's vote; a number H makes the empirical-Bayes
-expert's margin, for a task with at least H instances before the round, the multi-task
-model's. The sets, the runs and the table are those of vote_search.py.
+Run it at revision c1dcaff (`git worktree add ../omtl-c1dcaff c1dcaff`), where the candidate's
+code is in the package: each candidate sets ``omtl_mpi.algorithms.experts.HANDOVER`` in the
+run's own process (one process, `omtl-mpi run`): None is the vote before the round; a number H
+makes the empirical-Bayes expert's margin, for a task with at least H instances before the
+round, the multi-task model's. H = 256 was chosen: it is experts.BAYES_HANDOVER since. The sets, the runs and the table are those of vote_search.py.
 
 Usage: python experiments/handover_search.py [--data-dir DIR] [--landmine FILE] [--only NAME ...]
 """

@@ -265,3 +265,33 @@ def test_a_task_without_an_instance_keeps_its_posterior_whatever_its_row_holds()
     for key in ("A", "h", "Q", "s", "n"):
         np.testing.assert_array_equal(after[key][:10], before[key][:10], err_msg=key)
         assert not np.array_equal(after[key][10:], before[key][10:]), key
+
+
+def test_a_long_stream_is_handed_over_to_the_tasks_own_model(monkeypatch):
+    """From experts.BAYES_HANDOVER instances of a task on (its count before the round), the
+    empirical-Bayes expert's margin for it is the multi-task model's; a shorter task keeps the
+    posterior's. Here with the hand-over at 5 instances, on tasks of 2 to 8."""
+    from omtl_mpi.algorithms import admm
+    from omtl_mpi.algorithms.admm_params import AdmmParams
+    from omtl_mpi.algorithms.experts import BAYES_HANDOVER
+    assert BAYES_HANDOVER == 256
+    monkeypatch.setattr(admm, "BAYES_HANDOVER", 5)
+    K, d = 12, 3
+    block = admm.TaskBlock(AdmmParams().resolved(10), K, d, mode=admm.FIXED_OMEGA)
+    assert block.bayes is not None
+    rng = np.random.default_rng(4)
+    lengths = np.arange(K) % 7 + 2
+    for t in range(8):
+        X = rng.normal(size=(1, K, d)) * (lengths > t)[None, :, None]
+        y = np.where(X.sum(axis=2) >= 0, 1.0, -1.0) * (lengths > t)
+        block.predict_and_step(X, y, np.ones(K))
+        block.bayes.set_totals(block.bayes.statistics())
+    X = rng.normal(size=(1, K, d))
+    margins = np.vecdot(block.W, X)
+    out = block._expert_margins(margins, block.W, X, slice(None))[block._expert_row[BAYES]]
+    long = block.bayes.n >= 5
+    assert long.any() and (~long).any()
+    np.testing.assert_array_equal(out[:, long], margins[:, long])
+    posterior = block.bayes.margins(X, slice(None))
+    np.testing.assert_array_equal(out[:, ~long], posterior[:, ~long])
+    assert not np.allclose(posterior[:, long], margins[:, long])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.sparse import SparseRows, rows_dense
-from . import experts as _experts
 from . import mixture
 # the ADMM learners' public names, from the modules that hold them (re-exported)
 from .admm_params import (ADAPTIVE_ETA, ALONE, COORDINATES, FIXED_OMEGA, GIVEN,  # noqa: F401
@@ -24,8 +23,8 @@ from .admm_params import (ADAPTIVE_ETA, ALONE, COORDINATES, FIXED_OMEGA, GIVEN, 
                           class_weights, coordinates_of, coupling, fixed_fields)
 from .bayes import EmpiricalBayes
 from .consensus import DENSE_OMEGA_MAX, Consensus, omega_arrays  # noqa: F401
-from .experts import (BAYES, MODELS, MOMENT, ROWS, ExpertVote, Related, inverse_norms, moment,
-                      vote_experts)
+from .experts import (BAYES, BAYES_HANDOVER, MODELS, MOMENT, ROWS, ExpertVote, Related,
+                      inverse_norms, moment, vote_experts)
 from .losses import descent_coef, predict
 from .mixture import MixtureBayes
 from .pair_steps import PairSteps
@@ -299,10 +298,12 @@ class TaskBlock(PairSteps):
         out[row["shared"]] = X.dot(self.u) if sparse else X @ self.u
         out[row["related"]] = self.related.margins(W, X, active, inverse)
         if self.bayes is not None:
-            out[row[BAYES]] = self.bayes.margins(rows_dense(X), active, store)
-            if _experts.HANDOVER is not None:         # step 10 (b), second round: a candidate
-                long = self.bayes.n[active] >= _experts.HANDOVER
-                out[row[BAYES]][:, long] = margins[:, long]
+            bayes_margins = out[row[BAYES]]
+            bayes_margins[...] = self.bayes.margins(rows_dense(X), active, store)
+            # a long stream's own model overtakes the posterior (a least-squares fit of the
+            # labels): from BAYES_HANDOVER instances on, the expert votes with the task's model
+            long = self.bayes.n[active] >= BAYES_HANDOVER
+            bayes_margins[:, long] = margins[:, long]
         return out
 
     def _starting(self, W: np.ndarray, active) -> np.ndarray:

@@ -20,9 +20,11 @@ from ..data.sparse import SparseRows
 EXPERTS = ("multi-task", "shared", "related")
 # the fourth expert, with more tasks than features: the empirical-Bayes model of bayes.py
 BAYES = "bayes"
-# step 10 (b), second round, a candidate: from this many instances of a task on, the
-# empirical-Bayes expert's margin is the multi-task model's (None: never)
-HANDOVER = None
+# from this many instances of a task on (before the round), the empirical-Bayes expert's margin
+# for it is the task's multi-task model's: on a long stream the task's own model overtakes the
+# posterior, and the vote's weights, shared by every task, would keep trusting the posterior;
+# chosen on the selection sets (docs/GUIDE.md, *How the defaults were chosen*)
+BAYES_HANDOVER = 256
 # the prior weight of the first expert, the ADMM model (the others share the rest): it is
 # trusted until the others have shown fewer mistakes
 PRIOR_FIRST = 0.99
