@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from omtl_mpi.algorithms.admm import ADAPTIVE_ETA, PAPER, AdmmParams
-from omtl_mpi.algorithms.experts import EXPERTS, PRIOR_FIRST, STEP_MULTIPLE, ExpertVote
+from omtl_mpi.algorithms.experts import (BAYES_HANDOVER, EXPERTS, PRIOR_FIRST, STEP_MULTIPLE,
+                                         ExpertVote)
 from omtl_mpi.options import run_config
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -27,6 +28,7 @@ def test_the_votes_constants():
     assert STEP_MULTIPLE == 16.0
     assert PRIOR_FIRST == 0.99
     assert EXPERTS == ("multi-task", "shared", "related")
+    assert BAYES_HANDOVER == 256            # section 2.7: a long stream is handed over
     np.testing.assert_allclose(ExpertVote(2, total_tasks=2).weights(), [0.99, 0.005, 0.005],
                                rtol=1e-14)
 
@@ -178,6 +180,7 @@ def _documents() -> list:
     "the prior pi = (0.99, 0.005, 0.005)", "c sqrt(8 ln n / max(t - 1, 1)), c = 16",
     "r = 0.2 times the squared norm of the task's first nonzero instance",
     "1.0 times in AROW's diagonal form",
+    "From a task's 256th instance on",
     "uses 0.5 with its full covariance and 2.0 with its diagonal",
     "lambda1 = lambda3 = lambda4 = 10^-6, lambda2 = 10^-5", "rho = 0.1 as in the paper",
     "their default is eta = 1 (`ADAPTIVE_ETA`)",
