@@ -18,18 +18,10 @@ import vote_search  # noqa: E402
 
 CANDIDATES = {"today (no hand-over)": None, "hand over at 64 instances": 64,
               "hand over at 256 instances": 256, "hand over at 1024 instances": 1024}
-RUNNER = """
-import sys
-import omtl_mpi.algorithms.experts as experts
-experts.HANDOVER = None if sys.argv[1] == "None" else int(sys.argv[1])
-sys.argv = ["omtl-mpi", "run", *sys.argv[2:]]
-import runpy
-runpy.run_module("omtl_mpi", run_name="__main__")
-"""
 
 
 def main() -> None:
-    vote_search.search(__doc__, CANDIDATES, RUNNER)
+    vote_search.search(__doc__, CANDIDATES, "omtl_mpi.algorithms.experts.HANDOVER", "int")
 
 
 if __name__ == "__main__":

@@ -153,9 +153,19 @@ def main() -> None:
         json.dumps(list(candidate[0]) if candidate[0] else None), candidate[1]])
 
 
-def search(doc: str, candidates: dict, runner: str) -> None:
-    """A search script's main: every candidate (label: the constant its ``runner`` sets, as
-    its one argument) on the selection sets, ``--jobs`` runs at once."""
+def search(doc: str, candidates: dict, constant: str, kind: str) -> None:
+    """A search script's main: every candidate (label: the value, None or of type ``kind``,
+    "int" or "float", given to the package's module constant ``constant``, "module.NAME", in
+    the run's own process) on the selection sets, ``--jobs`` runs at once."""
+    module, name = constant.rsplit(".", 1)
+    runner = f"""
+import sys
+import {module} as module
+module.{name} = None if sys.argv[1] == "None" else {kind}(sys.argv[1])
+sys.argv = ["omtl-mpi", "run", *sys.argv[2:]]
+import runpy
+runpy.run_module("omtl_mpi", run_name="__main__")
+"""
     args = groups_search.arguments(doc, (["--jobs"], dict(type=int, default=2,
                                                           help="runs at once")))
     run_candidates(args, candidates, runner, lambda candidate: [str(candidate)])

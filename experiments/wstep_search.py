@@ -21,18 +21,10 @@ CANDIDATES = {"today (r = 0.2 m)": None,
               "r = 0.5 m x mean squared margin loss": 0.5,
               "r = 1 m x mean squared margin loss": 1.0,
               "r = 2 m x mean squared margin loss": 2.0}
-RUNNER = """
-import sys
-import omtl_mpi.algorithms.wsteps as wsteps
-wsteps.R_FROM_LOSS = None if sys.argv[1] == "None" else float(sys.argv[1])
-sys.argv = ["omtl-mpi", "run", *sys.argv[2:]]
-import runpy
-runpy.run_module("omtl_mpi", run_name="__main__")
-"""
 
 
 def main() -> None:
-    vote_search.search(__doc__, CANDIDATES, RUNNER)
+    vote_search.search(__doc__, CANDIDATES, "omtl_mpi.algorithms.wsteps.R_FROM_LOSS", "float")
 
 
 if __name__ == "__main__":
